@@ -1,0 +1,141 @@
+//! The device API: table operations callable from your own CubeCL kernels.
+//!
+//! A [`TableMeta`] carries a table's shape, seeds and scheme parameters (build it in your kernel from the
+//! scalars [`crate::gpu::GpuTable::device_ref`] returns). [`tile_find`] is cooperative: **every lane of the
+//! plane must call it**, each with its own key and an `active` flag; lanes of a tile take turns serving each
+//! other's keys (warp-cooperative work sharing), and each lane gets its own answer back.
+
+use cubecl::prelude::*;
+use hashtile_core::hash::{bucket_index, hash_key};
+use hashtile_core::scheme::{ProbingScheme, SchemeParams, action, blank_state};
+use hashtile_core::tile::{
+    read_slots, slot_word, tile_ballot, tile_lane, tile_shuffle, view_of, word_value,
+};
+
+/// Everything a kernel needs to address a table.
+#[derive(CubeType, Clone, Copy)]
+pub struct TableMeta {
+    /// Number of buckets.
+    pub num_buckets: u32,
+    /// Seed of hash function 0.
+    pub seed0: u32,
+    /// Seed of hash function 1.
+    pub seed1: u32,
+    /// Seed of hash function 2.
+    pub seed2: u32,
+    /// Seed of hash function 3.
+    pub seed3: u32,
+    /// Scheme parameters.
+    pub params: SchemeParams,
+}
+
+/// A lane's find answer.
+#[derive(CubeType, Clone, Copy)]
+pub struct FindResult {
+    /// 1 if the key is present.
+    pub found: u32,
+    /// Its value (meaningless when `found == 0`).
+    pub value: u32,
+}
+
+/// Number of `u32` words in a table's shape buffer: `[num_buckets, seed0..seed3, num_hashes, max_chain,
+/// threshold, upsert]`.
+pub const SHAPE_WORDS: usize = 9;
+
+/// Reads a [`TableMeta`] from a table's shape buffer (see [`crate::gpu::GpuTable::shape_words`]). Kernels
+/// take the shape as a small array so that a user kernel needs one argument, not nine.
+#[cube]
+pub fn load_meta(shape: &Array<u32>) -> TableMeta {
+    TableMeta {
+        num_buckets: shape[0],
+        seed0: shape[1],
+        seed1: shape[2],
+        seed2: shape[3],
+        seed3: shape[4],
+        params: SchemeParams {
+            num_hashes: shape[5],
+            max_chain: shape[6],
+            threshold: shape[7],
+            upsert: shape[8],
+        },
+    }
+}
+
+/// The seed of hash function `i`.
+#[cube]
+pub fn seed_of(meta: TableMeta, i: u32) -> u32 {
+    let mut s = meta.seed0;
+    if i == 1 {
+        s = meta.seed1;
+    } else if i == 2 {
+        s = meta.seed2;
+    } else if i == 3 {
+        s = meta.seed3;
+    }
+    s
+}
+
+/// The bucket of a 32-bit key under hash function `i`.
+#[cube]
+pub fn bucket_of(meta: TableMeta, key: u32, i: u32) -> u32 {
+    bucket_index(hash_key(key, 0u32, seed_of(meta, i)), meta.num_buckets)
+}
+
+/// Cooperative find of 32-bit keys in a table of packed 32-bit pairs. All lanes of the plane must call it.
+#[cube]
+pub fn tile_find<S: ProbingScheme>(
+    table: &Array<u64>,
+    meta: TableMeta,
+    key: u32,
+    active: bool,
+    #[comptime] bucket_size: u32,
+    #[comptime] tile_width: u32,
+) -> FindResult {
+    let tl = tile_lane(tile_width);
+    let mut pending = active;
+    let mut result = FindResult {
+        found: 0u32,
+        value: 0u32,
+    };
+    let mut has_op = false;
+    let mut cur_key = u32::new(0);
+    let mut src = u32::new(0);
+    let mut state = blank_state();
+    while plane_any(pending || has_op) {
+        // An idle tile takes the next pending lane's key.
+        let queue = tile_ballot(pending, tl, tile_width);
+        let next = queue.trailing_zeros() % tile_width;
+        let next_key = tile_shuffle(key, next, tl);
+        if !has_op && queue != 0 {
+            has_op = true;
+            cur_key = next_key;
+            src = next;
+            S::find_start(&mut state);
+            if tl.lane == next {
+                pending = false;
+            }
+        }
+        // One probe.
+        let b = bucket_of(meta, cur_key, state.hash_index);
+        let slots = read_slots(table, b, has_op, tl, bucket_size, tile_width);
+        let view = view_of(slots, cur_key, tl, bucket_size, tile_width);
+        let mut act = u32::new(action::NEXT as i64);
+        let mut slot = u32::new(0);
+        if has_op {
+            let st = S::find_step(&mut state, view, meta.params, bucket_size);
+            act = st.action;
+            slot = st.slot;
+        }
+        let word = slot_word(slots, slot, tl, bucket_size, tile_width);
+        if has_op && act != action::NEXT {
+            has_op = false;
+            if tl.lane == src {
+                if act == action::FOUND {
+                    result.found = 1u32;
+                    result.value = word_value(word);
+                }
+            }
+        }
+    }
+    result
+}

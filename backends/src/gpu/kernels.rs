@@ -1,0 +1,235 @@
+//! The launchable kernels: bulk insert and bulk find, each the scheme's step functions driven by the
+//! tile-cooperative bucket in a plane-uniform work-sharing loop (see `hashtile_core::tile`).
+
+use super::device_api::{bucket_of, load_meta, tile_find};
+use cubecl::prelude::*;
+use hashtile_core::hash::fmix32;
+use hashtile_core::scheme::{ProbingScheme, action, blank_state};
+use hashtile_core::tile::{
+    EMPTY_WORD, merge_reads, pack_word, read_slots, read_slots_atomic, slot_address, slot_word,
+    tile_ballot, tile_lane, tile_shuffle, tile_shuffle_u64, view_of, word_key, word_value,
+};
+
+/// Number of spread-out "pairs added" counters (after the failure counter at index 0): one shared counter
+/// would serialise millions of atomics.
+pub const ADDED_COUNTERS: u32 = 64;
+
+/// Bulk insert (upsert) of 32-bit pairs.
+///
+/// - `table` is the slot array; `table_plain` is the same buffer seen without atomics (fast plain reads), or a
+///   dummy when `plain_reads` is off (Vulkan: a buffer may not be bound twice).
+/// - `use_cas`: claim empty slots with compare-and-swap (CUDA). Off: claim with an exchange and carry on
+///   inserting whatever was displaced (SPIR-V in cubecl 0.10 cannot compile compare-and-swap).
+/// - `failed` receives pairs the scheme gave up on (`counters[0]` counts them); `counters[1..]` count new keys.
+#[cube(launch_unchecked)]
+pub fn insert_kernel<S: ProbingScheme>(
+    keys: &Array<u32>,
+    values: &Array<u32>,
+    table: &Array<Atomic<u64>>,
+    table_plain: &Array<u64>,
+    failed: &mut Array<u64>,
+    counters: &Array<Atomic<u32>>,
+    shape: &Array<u32>,
+    #[comptime] bucket_size: u32,
+    #[comptime] tile_width: u32,
+    #[comptime] use_cas: bool,
+    #[comptime] plain_reads: bool,
+) {
+    let meta = load_meta(shape);
+    let tl = tile_lane(tile_width);
+    let pos = ABSOLUTE_POS;
+    let mut pending = pos < keys.len();
+    let mut my_key = u32::new(0);
+    let mut my_val = u32::new(0);
+    if pending {
+        my_key = keys[pos];
+        my_val = values[pos];
+    }
+    let mut has_op = false;
+    let mut cur_key = u32::new(0);
+    let mut cur_val = u32::new(0);
+    let mut coherent = false;
+    let mut added = u32::new(0);
+    let mut state = blank_state();
+    while plane_any(pending || has_op) {
+        // An idle tile takes the next pending lane's pair.
+        let queue = tile_ballot(pending, tl, tile_width);
+        let next = queue.trailing_zeros() % tile_width;
+        let next_key = tile_shuffle(my_key, next, tl);
+        let next_val = tile_shuffle(my_val, next, tl);
+        if !has_op && queue != 0 {
+            has_op = true;
+            cur_key = next_key;
+            cur_val = next_val;
+            coherent = false;
+            S::insert_start(&mut state, fmix32(cur_key ^ fmix32(0u32)));
+            if tl.lane == next {
+                pending = false;
+            }
+        }
+
+        // One probe: read the bucket the state names and let the scheme decide.
+        let b = bucket_of(meta, cur_key, state.hash_index);
+        // Plain loads are fast but may hit a stale L1 line; after a lost compare-and-swap the bucket is re-read
+        // with atomic loads. An inactive read returns all-ones words, so AND-ing both reads keeps the active one.
+        let mut atomic_read = has_op;
+        if comptime!(plain_reads) {
+            atomic_read = has_op && coherent;
+        }
+        let mut slots = read_slots_atomic(table, b, atomic_read, tl, bucket_size, tile_width);
+        if comptime!(plain_reads) {
+            let fast = read_slots(
+                table_plain,
+                b,
+                has_op && !coherent,
+                tl,
+                bucket_size,
+                tile_width,
+            );
+            merge_reads(&mut slots, fast);
+        }
+        let view = view_of(slots, cur_key, tl, bucket_size, tile_width);
+        let mut act = u32::new(action::NEXT as i64);
+        let mut target = u32::new(0);
+        let mut slot = u32::new(0);
+        if has_op {
+            let st = S::insert_step(&mut state, view, meta.params, bucket_size);
+            act = st.action;
+            target = st.target;
+            slot = st.slot;
+        }
+
+        // Execute the memory action on the owner lane of the slot, then broadcast what it saw.
+        let seen = slot_word(slots, slot, tl, bucket_size, tile_width);
+        let tb = bucket_of(meta, cur_key, target);
+        let owner = slot % tile_width;
+        let mine = pack_word(cur_key, cur_val);
+        let mut old = EMPTY_WORD.runtime();
+        if has_op && tl.lane == owner {
+            let addr = slot_address(tb, slot, bucket_size);
+            if act == action::CLAIM {
+                if comptime!(use_cas) {
+                    old = table[addr].compare_exchange_weak(EMPTY_WORD, mine);
+                } else {
+                    old = table[addr].swap(mine);
+                }
+            } else if act == action::EVICT {
+                old = table[addr].swap(mine);
+            } else if act == action::UPDATE {
+                if comptime!(use_cas) {
+                    old = table[addr].compare_exchange_weak(seen, mine);
+                } else {
+                    old = table[addr].swap(mine);
+                }
+            }
+        }
+        let old_all = tile_shuffle_u64(old, owner, tl);
+
+        // Tile-uniform bookkeeping.
+        if has_op {
+            if act == action::CLAIM || act == action::EVICT {
+                if old_all == EMPTY_WORD {
+                    has_op = false;
+                    added += 1;
+                } else if act == action::CLAIM && comptime!(use_cas) {
+                    coherent = true; // lost the race: re-read this bucket coherently
+                } else {
+                    // We hold the displaced pair now and must place it.
+                    cur_key = word_key(old_all);
+                    cur_val = word_value(old_all);
+                    coherent = false;
+                    if act == action::EVICT {
+                        let mut from = meta.params.num_hashes;
+                        let mut j = meta.params.num_hashes;
+                        while j > 0u32 {
+                            j -= 1u32;
+                            if bucket_of(meta, cur_key, j) == tb {
+                                from = j;
+                            }
+                        }
+                        if from == meta.params.num_hashes {
+                            from = 0u32;
+                        }
+                        S::after_evict(&mut state, from, meta.params);
+                    } else {
+                        // An exchange-claim displaced a pair stored concurrently: insert it afresh.
+                        S::insert_start(&mut state, fmix32(cur_key ^ fmix32(0u32)));
+                    }
+                }
+            } else if act == action::UPDATE {
+                if comptime!(use_cas) {
+                    if old_all == seen {
+                        has_op = false;
+                    } else {
+                        coherent = true;
+                    }
+                } else if word_key(old_all) == cur_key {
+                    has_op = false;
+                } else {
+                    cur_key = word_key(old_all);
+                    cur_val = word_value(old_all);
+                    S::insert_start(&mut state, fmix32(cur_key ^ fmix32(0u32)));
+                }
+            } else if act == action::FAIL {
+                has_op = false;
+                if tl.lane == 0u32 {
+                    let at = counters[0].fetch_add(1u32);
+                    if (at as usize) < failed.len() {
+                        failed[at as usize] = mine;
+                    }
+                }
+            }
+        }
+    }
+    // One atomic per plane into a spread-out counter.
+    let mut tile_added = u32::new(0);
+    if tl.lane == 0u32 {
+        tile_added = added;
+    }
+    let total = plane_sum(tile_added);
+    if UNIT_POS_PLANE == 0u32 && total > 0u32 {
+        counters[(1u32 + CUBE_POS_X % ADDED_COUNTERS) as usize].fetch_add(total);
+    }
+}
+
+/// Bulk find of 32-bit keys: `out[i]` = value, or `absent` when `keys[i]` is not in the table; `found[i]` =
+/// 1/0 when `write_found` is on.
+#[cube(launch_unchecked)]
+pub fn find_kernel<S: ProbingScheme>(
+    keys: &Array<u32>,
+    table: &Array<u64>,
+    out: &mut Array<u32>,
+    found: &mut Array<u32>,
+    shape: &Array<u32>,
+    absent: u32,
+    #[comptime] bucket_size: u32,
+    #[comptime] tile_width: u32,
+    #[comptime] write_found: bool,
+) {
+    let meta = load_meta(shape);
+    let pos = ABSOLUTE_POS;
+    let active = pos < keys.len();
+    let mut key = u32::new(0);
+    if active {
+        key = keys[pos];
+    }
+    let r = tile_find::<S>(table, meta, key, active, bucket_size, tile_width);
+    if active {
+        let mut v = absent;
+        if r.found == 1u32 {
+            v = r.value;
+        }
+        out[pos] = v;
+        if comptime!(write_found) {
+            found[pos] = r.found;
+        }
+    }
+}
+
+/// Fills `words` with `value` (table initialisation and `clear`).
+#[cube(launch_unchecked)]
+pub fn fill_kernel(words: &mut Array<u64>, value: u64) {
+    if ABSOLUTE_POS < words.len() {
+        words[ABSOLUTE_POS] = value;
+    }
+}

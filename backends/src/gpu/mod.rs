@@ -1,0 +1,413 @@
+//! GPU backends through CubeCL: one generic engine, [`GpuTable`], for any CubeCL runtime (CUDA, Vulkan).
+//!
+//! The table is an array of packed `u64` slot words (`key << 32 | value`) resident on the device; bulk calls
+//! take host slices or device handles (no host round trip when the data is already on the GPU).
+
+pub mod device_api;
+pub mod kernels;
+
+use crate::engine::Engine;
+use cubecl::prelude::*;
+use cubecl::server::Handle;
+use device_api::SHAPE_WORDS;
+use hashtile_core::scheme::{ProbingScheme, SchemeParams};
+use hashtile_core::tile::EMPTY_WORD;
+use hashtile_core::{Error, HashFamily, ProbeStats, Result};
+use kernels::ADDED_COUNTERS;
+use std::marker::PhantomData;
+
+/// Threads per cube for every kernel.
+const CUBE_SIZE: u32 = 256;
+/// Maximum cubes per grid dimension.
+const MAX_CUBES_X: u32 = 65_535;
+
+/// How a GPU table claims slots (chosen from the runtime's compiler).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GpuOptions {
+    /// Claim empty slots with compare-and-swap (else: exchange and re-insert whatever was displaced).
+    pub use_cas: bool,
+    /// Read buckets with plain loads during inserts (else atomic loads).
+    pub plain_reads: bool,
+}
+
+/// A static hash table of 32-bit keys and values on a CubeCL device, driven by scheme `S`.
+pub struct GpuTable<R: Runtime, S: ProbingScheme> {
+    client: ComputeClient<R>,
+    table: Handle,
+    shape: Handle,
+    num_buckets: u32,
+    bucket_size: u32,
+    tile_width: u32,
+    family: HashFamily,
+    params: SchemeParams,
+    options: GpuOptions,
+    len: usize,
+    _scheme: PhantomData<S>,
+}
+
+/// Launch geometry for `n` threads: a 2-D grid when one dimension is not enough.
+fn cube_count(n: usize) -> CubeCount {
+    let cubes = (n as u64).div_ceil(CUBE_SIZE as u64).max(1);
+    if cubes <= MAX_CUBES_X as u64 {
+        CubeCount::Static(cubes as u32, 1, 1)
+    } else {
+        CubeCount::Static(MAX_CUBES_X, cubes.div_ceil(MAX_CUBES_X as u64) as u32, 1)
+    }
+}
+
+fn u32_bytes(v: &[u32]) -> &[u8] {
+    u32::as_bytes(v)
+}
+
+impl<R: Runtime, S: ProbingScheme> GpuTable<R, S> {
+    /// An empty table of `num_buckets` buckets of `bucket_size` slots on `device`.
+    pub fn new(
+        device: &R::Device,
+        num_buckets: u32,
+        bucket_size: u32,
+        family: HashFamily,
+        params: SchemeParams,
+        options: GpuOptions,
+    ) -> Result<Self> {
+        let client = R::client(device);
+        let plane = client.properties().hardware.plane_size_max;
+        if !(8..=32).contains(&plane) {
+            return Err(Error::InvalidConfig(format!(
+                "plane size {plane} is not supported (hashtile's tile needs 8..=32 lanes per plane)"
+            )));
+        }
+        if !bucket_size.is_power_of_two() || bucket_size > 32 {
+            return Err(Error::InvalidConfig(format!(
+                "bucket size must be a power of two in 1..=32, got {bucket_size}"
+            )));
+        }
+        let slots = num_buckets as usize * bucket_size as usize;
+        let table = client.empty(slots * 8);
+        let shape = client.empty(SHAPE_WORDS * 4);
+        let mut t = Self {
+            client,
+            table,
+            shape,
+            num_buckets,
+            bucket_size,
+            tile_width: bucket_size.min(plane),
+            family,
+            params,
+            options,
+            len: 0,
+            _scheme: PhantomData,
+        };
+        t.upload_shape();
+        t.fill_empty();
+        Ok(t)
+    }
+
+    fn upload_shape(&mut self) {
+        self.shape = self
+            .client
+            .create_from_slice(u32_bytes(&self.shape_words()));
+    }
+
+    fn fill_empty(&mut self) {
+        let slots = self.capacity();
+        // SAFETY: the kernel guards its index against the array length.
+        unsafe {
+            kernels::fill_kernel::launch_unchecked::<R>(
+                &self.client,
+                cube_count(slots),
+                CubeDim::new_1d(CUBE_SIZE),
+                ArrayArg::from_raw_parts(self.table.clone(), slots),
+                EMPTY_WORD,
+            )
+        }
+        self.len = 0;
+    }
+
+    /// The table's shape as the `u32` words kernels read (see [`device_api::load_meta`]).
+    pub fn shape_words(&self) -> [u32; SHAPE_WORDS] {
+        let s = self.family.seeds;
+        let p = self.params;
+        [
+            self.num_buckets,
+            s[0],
+            s[1],
+            s[2],
+            s[3],
+            p.num_hashes,
+            p.max_chain,
+            p.threshold,
+            p.upsert,
+        ]
+    }
+
+    /// The compute client (to allocate buffers and launch your own kernels on the same device).
+    pub fn client(&self) -> &ComputeClient<R> {
+        &self.client
+    }
+
+    /// Device handles for calling [`device_api::tile_find`] from your own kernel: `(table words, slot count,
+    /// shape words)`, plus the compile-time `(bucket_size, tile_width)` the kernel must be instantiated with.
+    pub fn device_ref(&self) -> DeviceRef {
+        DeviceRef {
+            table: self.table.clone(),
+            slots: self.capacity(),
+            shape: self.shape.clone(),
+            bucket_size: self.bucket_size,
+            tile_width: self.tile_width,
+        }
+    }
+
+    /// Lanes per tile (`min(B, plane size)`).
+    pub fn tile_width(&self) -> u32 {
+        self.tile_width
+    }
+
+    /// Inserts `n` pairs already on the device (`keys` and `values`: `n` `u32` each). Keys must not be the
+    /// sentinel (not checked on the device). Returns probe-free statistics and the pairs that could not be
+    /// placed (read back to the host; normally none).
+    pub fn insert_device(
+        &mut self,
+        keys: &Handle,
+        values: &Handle,
+        n: usize,
+    ) -> Result<Vec<(u64, u64)>> {
+        if n == 0 {
+            return Ok(Vec::new());
+        }
+        let failed = self.client.empty(n * 8);
+        let counters = self
+            .client
+            .create_from_slice(u32_bytes(&vec![0u32; 1 + ADDED_COUNTERS as usize]));
+        // SAFETY: every array index in the kernel is bounded by the array lengths passed here or by the table's
+        // shape, which matches the table allocation.
+        unsafe {
+            kernels::insert_kernel::launch_unchecked::<S, R>(
+                &self.client,
+                cube_count(n),
+                CubeDim::new_1d(CUBE_SIZE),
+                ArrayArg::from_raw_parts(keys.clone(), n),
+                ArrayArg::from_raw_parts(values.clone(), n),
+                ArrayArg::from_raw_parts(self.table.clone(), self.capacity()),
+                if self.options.plain_reads {
+                    ArrayArg::from_raw_parts(self.table.clone(), self.capacity())
+                } else {
+                    ArrayArg::from_raw_parts(self.shape.clone(), 1)
+                },
+                ArrayArg::from_raw_parts(failed.clone(), n),
+                ArrayArg::from_raw_parts(counters.clone(), 1 + ADDED_COUNTERS as usize),
+                ArrayArg::from_raw_parts(self.shape.clone(), SHAPE_WORDS),
+                self.bucket_size,
+                self.tile_width,
+                self.options.use_cas,
+                self.options.plain_reads,
+            )
+        }
+        let c = self.read_u32(counters);
+        let nfailed = c[0] as usize;
+        self.len += c[1..].iter().map(|&x| x as usize).sum::<usize>();
+        let mut lost = Vec::new();
+        if nfailed > 0 {
+            let words = u64::from_bytes(&self.client.read_one_unchecked(failed)).to_vec();
+            lost.extend(
+                words[..nfailed.min(n)]
+                    .iter()
+                    .map(|&w| (w >> 32, w & 0xffff_ffff)),
+            );
+        }
+        Ok(lost)
+    }
+
+    /// Finds `n` keys already on the device, writing values (or `absent`) to `out` and, if given, 1/0 flags to
+    /// `found`. Nothing crosses to the host.
+    pub fn find_device(
+        &self,
+        keys: &Handle,
+        out: &Handle,
+        found: Option<&Handle>,
+        n: usize,
+        absent: u32,
+    ) {
+        if n == 0 {
+            return;
+        }
+        let (found_handle, write_found) = match found {
+            Some(f) => (f.clone(), true),
+            None => (out.clone(), false),
+        };
+        // SAFETY: indices are bounded by `n` (the lengths of keys/out/found) and by the table's shape.
+        unsafe {
+            kernels::find_kernel::launch_unchecked::<S, R>(
+                &self.client,
+                cube_count(n),
+                CubeDim::new_1d(CUBE_SIZE),
+                ArrayArg::from_raw_parts(keys.clone(), n),
+                ArrayArg::from_raw_parts(self.table.clone(), self.capacity()),
+                ArrayArg::from_raw_parts(out.clone(), n),
+                ArrayArg::from_raw_parts(found_handle, n),
+                ArrayArg::from_raw_parts(self.shape.clone(), SHAPE_WORDS),
+                absent,
+                self.bucket_size,
+                self.tile_width,
+                write_found,
+            )
+        }
+    }
+
+    /// Uploads `u32`s to a new device buffer.
+    pub fn upload(&self, data: &[u32]) -> Handle {
+        self.client.create_from_slice(u32_bytes(data))
+    }
+
+    /// A new uninitialised device buffer of `n` `u32`s.
+    pub fn alloc_u32(&self, n: usize) -> Handle {
+        self.client.empty(n.max(1) * 4)
+    }
+
+    /// Reads a device buffer of `u32`s back.
+    pub fn read_u32(&self, h: Handle) -> Vec<u32> {
+        u32::from_bytes(&self.client.read_one_unchecked(h)).to_vec()
+    }
+
+    /// Waits for all queued device work.
+    pub fn sync(&self) -> Result<()> {
+        cubecl::future::block_on(self.client.sync())
+            .map_err(|e| Error::InvalidConfig(format!("device error: {e:?}")))
+    }
+
+    fn words(&self) -> Vec<u64> {
+        u64::from_bytes(&self.client.read_one_unchecked(self.table.clone())).to_vec()
+    }
+}
+
+/// What a user kernel needs to call the table's device API.
+#[derive(Debug, Clone)]
+pub struct DeviceRef {
+    /// The slot words (`&Array<u64>` in the kernel).
+    pub table: Handle,
+    /// Number of slot words.
+    pub slots: usize,
+    /// The shape words (`&Array<u32>`, length [`SHAPE_WORDS`]).
+    pub shape: Handle,
+    /// Compile-time bucket size to instantiate the kernel with.
+    pub bucket_size: u32,
+    /// Compile-time tile width to instantiate the kernel with.
+    pub tile_width: u32,
+}
+
+impl<R: Runtime, S: ProbingScheme> Engine for GpuTable<R, S> {
+    fn insert_pairs(&mut self, pairs: &[(u64, u64)]) -> Result<(ProbeStats, Vec<(u64, u64)>)> {
+        let keys: Vec<u32> = pairs.iter().map(|p| p.0 as u32).collect();
+        let values: Vec<u32> = pairs.iter().map(|p| p.1 as u32).collect();
+        let (kh, vh) = (self.upload(&keys), self.upload(&values));
+        let lost = self.insert_device(&kh, &vh, pairs.len())?;
+        Ok((
+            ProbeStats {
+                probes: 0,
+                ops: pairs.len() as u64,
+            },
+            lost,
+        ))
+    }
+
+    fn find_keys(&self, keys: &[u64], out: &mut [Option<u64>]) -> Result<ProbeStats> {
+        let ks: Vec<u32> = keys.iter().map(|&k| k as u32).collect();
+        let kh = self.upload(&ks);
+        let (oh, fh) = (self.alloc_u32(ks.len()), self.alloc_u32(ks.len()));
+        self.find_device(&kh, &oh, Some(&fh), ks.len(), u32::MAX);
+        if !ks.is_empty() {
+            let (vals, found) = (self.read_u32(oh), self.read_u32(fh));
+            for (i, o) in out.iter_mut().enumerate() {
+                *o = (found[i] == 1).then_some(vals[i] as u64);
+            }
+        }
+        Ok(ProbeStats {
+            probes: 0,
+            ops: keys.len() as u64,
+        })
+    }
+
+    fn pairs(&self) -> Result<Vec<(u64, u64)>> {
+        Ok(self
+            .words()
+            .into_iter()
+            .filter(|&w| w != EMPTY_WORD)
+            .map(|w| (w >> 32, w & 0xffff_ffff))
+            .collect())
+    }
+
+    fn reset(&mut self, family: HashFamily) -> Result<()> {
+        self.family = family;
+        self.upload_shape();
+        self.fill_empty();
+        Ok(())
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn capacity(&self) -> usize {
+        self.num_buckets as usize * self.bucket_size as usize
+    }
+
+    fn family(&self) -> HashFamily {
+        self.family
+    }
+
+    fn placement(&self) -> Result<Vec<(u64, u32)>> {
+        Ok(self
+            .words()
+            .into_iter()
+            .enumerate()
+            .filter(|(_, w)| *w != EMPTY_WORD)
+            .map(|(i, w)| (w >> 32, (i / self.bucket_size as usize) as u32))
+            .collect())
+    }
+}
+
+/// Runs `f`, turning a panic (CubeCL panics when a driver or adapter is missing) into `None`, quietly.
+fn quietly<T>(f: impl FnOnce() -> T + std::panic::UnwindSafe) -> Option<T> {
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let r = std::panic::catch_unwind(f).ok();
+    std::panic::set_hook(hook);
+    r
+}
+
+/// `true` if the `cuda` feature is on and a CUDA device answers.
+pub fn cuda_available() -> bool {
+    #[cfg(feature = "cuda")]
+    {
+        static AVAILABLE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        *AVAILABLE.get_or_init(|| {
+            quietly(|| {
+                let client = cubecl::cuda::CudaRuntime::client(&Default::default());
+                client.properties().hardware.plane_size_max > 0
+            })
+            .unwrap_or(false)
+        })
+    }
+    #[cfg(not(feature = "cuda"))]
+    {
+        false
+    }
+}
+
+/// `true` if the `vulkan` feature is on and a Vulkan adapter answers.
+pub fn vulkan_available() -> bool {
+    #[cfg(feature = "vulkan")]
+    {
+        static AVAILABLE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        *AVAILABLE.get_or_init(|| {
+            quietly(|| {
+                let client = cubecl::wgpu::WgpuRuntime::client(&Default::default());
+                client.properties().hardware.plane_size_max > 0
+            })
+            .unwrap_or(false)
+        })
+    }
+    #[cfg(not(feature = "vulkan"))]
+    {
+        false
+    }
+}

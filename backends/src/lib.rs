@@ -1,0 +1,20 @@
+//! # hashtile-backends
+//!
+//! Runs the schemes of `hashtile-probing` on a device:
+//!
+//! - [`cpu`]: plain Rust, multi-threaded (rayon), always available; a deterministic sequential mode gives
+//!   exactly reproducible placement and probe counts.
+//! - [`gpu`]: CUDA (feature `cuda`) and Vulkan (feature `vulkan`) through CubeCL; [`gpu::GpuTable`] also
+//!   takes device-resident buffers and exposes the device API for your own kernels.
+//! - [`HashTable`]: the typed host API over any of them, with [`BackendChoice::Auto`] selection.
+
+pub mod cpu;
+mod engine;
+pub mod gpu;
+mod gpu_engine;
+pub mod select;
+pub mod table;
+
+pub use engine::Engine;
+pub use select::{Backend, BackendChoice, is_available, resolve};
+pub use table::{DEFAULT_SEED, HashTable, TableConfig};

@@ -1,0 +1,67 @@
+//! The typed error of every hashtile operation.
+
+use thiserror::Error;
+
+/// Result alias used across hashtile.
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// Everything that can go wrong, with enough detail to act on it.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum Error {
+    /// An input key equals the empty sentinel (all ones). Nothing was inserted.
+    #[error(
+        "key at index {index} is the reserved empty sentinel (all ones) and cannot be stored; nothing was inserted"
+    )]
+    SentinelKey {
+        /// Position of the first offending key in the input.
+        index: usize,
+    },
+    /// `keys` and `values` (or `keys` and an output buffer) have different lengths. Nothing was done.
+    #[error("length mismatch: {what} has {got} elements, expected {expected}")]
+    LengthMismatch {
+        /// Which argument is wrong.
+        what: &'static str,
+        /// Its length.
+        got: usize,
+        /// The length it must have.
+        expected: usize,
+    },
+    /// The insert could exceed the table's capacity. Nothing was inserted.
+    #[error(
+        "capacity exceeded: table holds {len} pairs, the batch adds up to {incoming}, capacity is {capacity}"
+    )]
+    CapacityExceeded {
+        /// Pairs stored before the call.
+        len: usize,
+        /// Pairs in the batch (an upper bound on new keys: duplicates are not counted before inserting).
+        incoming: usize,
+        /// Slots in the table.
+        capacity: usize,
+    },
+    /// The table could not place every pair even after re-seeding its hash functions and rebuilding.
+    /// Every pair that could not be placed is returned here, so nothing is silently lost; all other pairs
+    /// (those stored before the call and the rest of the batch) are in the table.
+    #[error(
+        "build failed after {attempts} attempts (re-seeded each time): {} pairs could not be placed and are returned in this error; use a lower load factor or a larger bucket",
+        unplaced.len()
+    )]
+    BuildFailed {
+        /// Number of build attempts made (1 + rebuilds).
+        attempts: u32,
+        /// `(key, value)` pairs, widened to `u64`, that are not in the table.
+        unplaced: Vec<(u64, u64)>,
+    },
+    /// The requested backend is not compiled in or no device was found.
+    #[error("backend {backend} is unavailable: {reason}. {how}")]
+    BackendUnavailable {
+        /// Backend name.
+        backend: &'static str,
+        /// What went wrong.
+        reason: String,
+        /// How to get it.
+        how: &'static str,
+    },
+    /// The configuration is invalid for this scheme or backend (e.g. a bucket size that is not a power of two).
+    #[error("invalid configuration: {0}")]
+    InvalidConfig(String),
+}

@@ -1,0 +1,149 @@
+//! The seeded hash family.
+//!
+//! Every function here is a `#[cube]` function written in plain integer arithmetic, so the **same source** is
+//! compiled into kernels and called on the host (CPU backend, placement checks, probe model). Two rules keep
+//! the host build identical to the device build and free of debug-mode overflow panics:
+//! multiplications go through [`mul_lo32`] (a 32x32 multiply done in 64 bits), and casts are `as` casts.
+//!
+//! A key is hashed as two 32-bit words `(lo, hi)` (`hi = 0` for 32-bit keys), so one family serves both widths.
+//! Bucket indices use Lemire's multiply-shift range reduction ([`bucket_index`]) instead of `%`: one multiply
+//! instead of an integer division, and any number of buckets (not only powers of two).
+
+use cubecl::prelude::*;
+
+/// Most hash functions any scheme uses (1CHT uses 4).
+pub const MAX_HASHES: usize = 4;
+
+/// Low 32 bits of `a * b`, computed in 64 bits so that it never overflows on the host.
+#[cube]
+pub fn mul_lo32(a: u32, b: u32) -> u32 {
+    ((a as u64 * b as u64) & 0xffff_ffffu64) as u32
+}
+
+/// MurmurHash3's 32-bit finaliser: a bijection with full avalanche.
+#[cube]
+pub fn fmix32(x: u32) -> u32 {
+    let mut h = x;
+    h ^= h >> 16;
+    h = mul_lo32(h, 0x85eb_ca6bu32);
+    h ^= h >> 13;
+    h = mul_lo32(h, 0xc2b2_ae35u32);
+    h ^ (h >> 16)
+}
+
+/// Hash of the key `(lo, hi)` under one function of the family, selected by `seed`.
+#[cube]
+pub fn hash_key(lo: u32, hi: u32, seed: u32) -> u32 {
+    let folded = lo ^ fmix32(hi ^ seed);
+    fmix32(mul_lo32(folded, 0x9e37_79b1u32) ^ seed)
+}
+
+/// Maps a 32-bit hash onto `0..num_buckets` (multiply-shift; uniform for uniform hashes).
+#[cube]
+pub fn bucket_index(hash: u32, num_buckets: u32) -> u32 {
+    ((hash as u64 * num_buckets as u64) >> 32u64) as u32
+}
+
+/// One step of xorshift32; used for the random slot a cuckoo eviction picks. `x` must be non-zero.
+#[cube]
+pub fn xorshift32(x: u32) -> u32 {
+    let mut s = x;
+    s ^= s << 13;
+    s ^= s >> 17;
+    s ^ (s << 5)
+}
+
+/// The seeds of a table's hash functions. Re-seeding derives fresh, deterministic seeds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct HashFamily {
+    /// The seed everything else derives from.
+    pub master: u64,
+    /// One seed per hash function.
+    pub seeds: [u32; MAX_HASHES],
+}
+
+fn splitmix64(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+impl HashFamily {
+    /// The family derived from `master`.
+    pub fn new(master: u64) -> Self {
+        let mut s = master;
+        let mut seeds = [0u32; MAX_HASHES];
+        for seed in &mut seeds {
+            *seed = splitmix64(&mut s) as u32;
+        }
+        Self { master, seeds }
+    }
+
+    /// The next family in this family's deterministic re-seed sequence (used after a failed build).
+    pub fn reseeded(&self) -> Self {
+        let mut s = self.master;
+        Self::new(splitmix64(&mut s))
+    }
+
+    /// Hash of `key` (widened to u64) under function `i`.
+    pub fn hash(&self, key: u64, i: usize) -> u32 {
+        hash_key(key as u32, (key >> 32) as u32, self.seeds[i])
+    }
+
+    /// Bucket of `key` under function `i` in a table of `num_buckets` buckets.
+    pub fn bucket(&self, key: u64, i: usize, num_buckets: u32) -> u32 {
+        bucket_index(self.hash(key, i), num_buckets)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fmix32_matches_reference_values() {
+        // Reference: MurmurHash3 fmix32 with wrapping arithmetic.
+        fn reference(mut h: u32) -> u32 {
+            h ^= h >> 16;
+            h = h.wrapping_mul(0x85eb_ca6b);
+            h ^= h >> 13;
+            h = h.wrapping_mul(0xc2b2_ae35);
+            h ^ (h >> 16)
+        }
+        for x in [0u32, 1, 2, 0xdead_beef, u32::MAX, 0x8000_0000] {
+            assert_eq!(fmix32(x), reference(x));
+        }
+    }
+
+    #[test]
+    fn bucket_index_stays_in_range_and_spreads() {
+        let fam = HashFamily::new(7);
+        let nb = 1000u32;
+        let mut counts = vec![0u32; nb as usize];
+        for k in 0..100_000u64 {
+            let b = fam.bucket(k, 0, nb);
+            assert!(b < nb);
+            counts[b as usize] += 1;
+        }
+        let (min, max) = (counts.iter().min().unwrap(), counts.iter().max().unwrap());
+        assert!(*min > 50 && *max < 160, "poor spread: min {min} max {max}");
+    }
+
+    #[test]
+    fn reseeding_changes_every_seed_and_is_deterministic() {
+        let a = HashFamily::new(1);
+        let b = a.reseeded();
+        assert_eq!(b, HashFamily::new(1).reseeded());
+        for i in 0..MAX_HASHES {
+            assert_ne!(a.seeds[i], b.seeds[i]);
+        }
+    }
+
+    #[test]
+    fn wide_keys_use_the_high_word() {
+        let fam = HashFamily::new(3);
+        assert_ne!(fam.hash(5, 0), fam.hash(5 | (1 << 40), 0));
+    }
+}

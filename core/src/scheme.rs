@@ -1,0 +1,168 @@
+//! The probing-scheme trait.
+//!
+//! A probing scheme decides **where** a key may live and **what to do** after each bucket read; it never touches
+//! memory, lanes or atomics. It is a pair of step functions over a [`BucketView`] (two bitmasks describing the
+//! bucket just read) that return a [`Step`] (what the driver must do next). The functions are `#[cube]` and use
+//! plain integer arithmetic only, so one source is compiled into the GPU tile driver and called by the CPU
+//! backend: both backends place keys by the same rules, and the CPU's deterministic mode counts exactly the
+//! probes the model predicts.
+//!
+//! The driver loop (GPU: `hashtile-backends/src/gpu/kernels.rs`, CPU: `hashtile-backends/src/cpu.rs`):
+//!
+//! ```text
+//! S::insert_start(&mut state, key_mix)              // or find_start
+//! loop {
+//!     view = read bucket H[state.hash_index](key)     // one probe
+//!     step = S::insert_step(&mut state, view, params) // pure logic, no GPU code
+//!     match step.action {
+//!         NEXT   => continue,                         // state now names the next bucket
+//!         CLAIM  => CAS empty slot `step.slot` of bucket H[step.target](key); on failure retry
+//!         EVICT  => exchange slot with our pair; carry the evicted pair on:
+//!                   S::after_evict(&mut state, hash index the evicted key used there)
+//!         UPDATE => replace the value of slot `step.slot` (key present)
+//!         FOUND / ABSENT / FAIL => done
+//!     }
+//! }
+//! ```
+
+use cubecl::prelude::*;
+
+/// What a step asks the driver to do. Plain `u32` codes so that the step functions stay kernel-compatible.
+pub mod action {
+    /// Read the bucket of `state.hash_index` next (no memory write).
+    pub const NEXT: u32 = 0;
+    /// Atomically claim empty slot `slot` of bucket `target` (compare-and-swap from empty).
+    pub const CLAIM: u32 = 1;
+    /// Exchange slot `slot` of bucket `target` with the pair in hand (cuckoo eviction).
+    pub const EVICT: u32 = 2;
+    /// The key is in slot `slot` of the bucket just read: overwrite its value (upsert).
+    pub const UPDATE: u32 = 3;
+    /// Find: the key is in slot `slot` of the bucket just read.
+    pub const FOUND: u32 = 4;
+    /// Find: the key is not in the table.
+    pub const ABSENT: u32 = 5;
+    /// Insert: the scheme gives up (full buckets, eviction chain too long). The pair in hand is handed back.
+    pub const FAIL: u32 = 6;
+}
+
+/// A bucket as the scheme sees it after one read: bit `s` describes slot `s` (`s < B <= 32`).
+#[derive(CubeType, Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BucketView {
+    /// Slots holding the empty sentinel.
+    pub empty: u32,
+    /// Slots holding the key being looked for.
+    pub matched: u32,
+}
+
+/// Per-operation state a scheme carries from step to step.
+#[derive(CubeType, Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProbeState {
+    /// Which hash function's bucket the next read targets.
+    pub hash_index: u32,
+    /// Scheme-defined phase (e.g. duplicate check, then placement).
+    pub phase: u32,
+    /// Cuckoo evictions performed so far.
+    pub evictions: u32,
+    /// Random state for eviction slots (xorshift32, never zero).
+    pub rng: u32,
+    /// Scheme-defined scratch (e.g. IHT remembers a load; P2BHT a bucket choice).
+    pub aux: u32,
+    /// Scheme-defined scratch.
+    pub aux2: u32,
+}
+
+/// The driver's next move.
+#[derive(CubeType, Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Step {
+    /// One of the [`action`] codes.
+    pub action: u32,
+    /// Hash index of the bucket the action applies to (CLAIM / EVICT).
+    pub target: u32,
+    /// Slot within that bucket.
+    pub slot: u32,
+}
+
+/// Runtime parameters of a scheme (kernel scalars; also used by the CPU backend).
+#[derive(CubeType, Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SchemeParams {
+    /// Number of hash functions in use (`h`).
+    pub num_hashes: u32,
+    /// Longest cuckoo eviction chain before an insert fails.
+    pub max_chain: u32,
+    /// Scheme-specific threshold (IHT: primary-bucket load threshold).
+    pub threshold: u32,
+    /// 1: check whether the key is already present and update it (upsert); 0: the caller promises the keys are
+    /// new and distinct (the paper's bulk build; fewer probes).
+    pub upsert: u32,
+}
+
+/// A probing scheme: the placement rules of a static hash table, with no GPU-specific code.
+///
+/// `bucket_size` is a compile-time constant of the kernel (`B`, a power of two in `1..=32`).
+#[cube]
+pub trait ProbingScheme: Send + Sync + 'static {
+    /// Initialises `state` for inserting a key (`key_mix` is a hash of the key, seeding eviction randomness).
+    fn insert_start(state: &mut ProbeState, key_mix: u32);
+    /// Decide what to do after reading bucket `state.hash_index` while inserting.
+    fn insert_step(
+        state: &mut ProbeState,
+        view: BucketView,
+        params: SchemeParams,
+        #[comptime] bucket_size: u32,
+    ) -> Step;
+    /// An EVICT handed us the pair that lived in bucket `from_hash` of its own hash functions.
+    fn after_evict(state: &mut ProbeState, from_hash: u32, params: SchemeParams);
+    /// Initialises `state` for finding a key.
+    fn find_start(state: &mut ProbeState);
+    /// Decide what to do after reading bucket `state.hash_index` while finding.
+    fn find_step(
+        state: &mut ProbeState,
+        view: BucketView,
+        params: SchemeParams,
+        #[comptime] bucket_size: u32,
+    ) -> Step;
+}
+
+/// A `Step` with the given action, target and slot.
+#[cube]
+pub fn make_step(action: u32, target: u32, slot: u32) -> Step {
+    Step {
+        action,
+        target,
+        slot,
+    }
+}
+
+/// A state with every field zero (kernels declare one, then schemes initialise it in place).
+#[cube]
+pub fn blank_state() -> ProbeState {
+    ProbeState {
+        hash_index: 0u32,
+        phase: 0u32,
+        evictions: 0u32,
+        rng: 1u32,
+        aux: 0u32,
+        aux2: 0u32,
+    }
+}
+
+/// Resets `state` to hash function 0, phase 0, with eviction randomness seeded from `key_mix`.
+#[cube]
+pub fn reset_state(state: &mut ProbeState, key_mix: u32) {
+    state.hash_index = 0u32;
+    state.phase = 0u32;
+    state.evictions = 0u32;
+    state.rng = key_mix | 1u32;
+    state.aux = 0u32;
+    state.aux2 = 0u32;
+}
+
+/// Host-side description of a scheme: its name, defaults and validity rules.
+pub trait SchemeInfo: ProbingScheme {
+    /// Short name (`"bcht"`).
+    const NAME: &'static str;
+    /// Default parameters for bucket size `b`.
+    fn default_params(bucket_size: u32) -> SchemeParams;
+    /// Checks a configuration; `Err` explains what is wrong.
+    fn validate(bucket_size: u32, params: &SchemeParams) -> Result<(), String>;
+}

@@ -1,0 +1,242 @@
+//! The tile-cooperative bucket: the only code in hashtile that uses plane (warp) operations or atomics.
+//!
+//! A bucket of `B` slots (`B` a power of two, `1..=32`) is served by a **tile** of `T = min(B, plane size)`
+//! consecutive lanes of a plane; each lane holds `S = B / T` slots (`S <= 4`: plane sizes are >= 8). Slot `s`
+//! lives in lane `s % T`, register `s / T`, so that each of the `S` loads is one coalesced read of `T`
+//! consecutive words. A plane holds `plane_size / T` tiles that work independently.
+//!
+//! Every function here is called by **all lanes of the plane, every time** (plane-uniform control flow): CubeCL
+//! lowers plane operations to `__activemask()`-based intrinsics on CUDA, which are only correct while the whole
+//! plane is converged. Per-tile work is masked with predicates instead of branches around plane operations.
+//!
+//! Slots are packed `u64` words `key << 32 | value` for 32-bit keys and values; the all-ones word is empty.
+
+use crate::scheme::BucketView;
+use cubecl::prelude::*;
+
+/// The empty slot (key = all ones).
+pub const EMPTY_WORD: u64 = u64::MAX;
+
+/// Where this lane sits in its tile.
+#[derive(CubeType, Clone, Copy)]
+pub struct TileLane {
+    /// Lane index within the tile (`0..T`).
+    pub lane: u32,
+    /// Plane lane of the tile's lane 0.
+    pub base: u32,
+}
+
+/// The up to four slots of a bucket that one lane holds after a read.
+#[derive(CubeType, Clone, Copy)]
+pub struct LaneSlots {
+    /// Slot `lane`.
+    pub w0: u64,
+    /// Slot `lane + T` (when `S >= 2`).
+    pub w1: u64,
+    /// Slot `lane + 2T` (when `S >= 4`).
+    pub w2: u64,
+    /// Slot `lane + 3T` (when `S >= 4`).
+    pub w3: u64,
+}
+
+/// This lane's position in a tile of `tile_width` lanes.
+#[cube]
+pub fn tile_lane(#[comptime] tile_width: u32) -> TileLane {
+    let lane = UNIT_POS_PLANE % tile_width;
+    TileLane {
+        lane,
+        base: UNIT_POS_PLANE - lane,
+    }
+}
+
+/// The tile's bits of a plane ballot: bit `i` is lane `i` of this tile.
+#[cube]
+pub fn tile_ballot(pred: bool, tl: TileLane, #[comptime] tile_width: u32) -> u32 {
+    let mask = comptime!(if tile_width >= 32 {
+        u32::MAX
+    } else {
+        (1u32 << tile_width) - 1
+    });
+    (plane_ballot(pred)[0] >> tl.base) & mask
+}
+
+/// Lane `src` of this tile's value of `v` (all lanes must call).
+#[cube]
+pub fn tile_shuffle(v: u32, src: u32, tl: TileLane) -> u32 {
+    plane_shuffle(v, tl.base + src)
+}
+
+/// Lane `src` of this tile's 64-bit `v`, moved as two 32-bit shuffles (portable across compilers).
+#[cube]
+pub fn tile_shuffle_u64(v: u64, src: u32, tl: TileLane) -> u64 {
+    let lo = tile_shuffle((v & 0xffff_ffffu64) as u32, src, tl);
+    let hi = tile_shuffle((v >> 32u64) as u32, src, tl);
+    ((hi as u64) << 32u64) | (lo as u64)
+}
+
+/// Plain (non-atomic) read of this lane's slots of `bucket`; lanes with `active == false` read nothing and
+/// see an empty bucket. Plain loads are what make finds fast: CubeCL lowers `Atomic::load` to an atomic add of
+/// zero on CUDA.
+#[cube]
+pub fn read_slots(
+    table: &Array<u64>,
+    bucket: u32,
+    active: bool,
+    tl: TileLane,
+    #[comptime] bucket_size: u32,
+    #[comptime] tile_width: u32,
+) -> LaneSlots {
+    let per_lane = comptime!(bucket_size / tile_width);
+    let mut out = LaneSlots {
+        w0: EMPTY_WORD,
+        w1: EMPTY_WORD,
+        w2: EMPTY_WORD,
+        w3: EMPTY_WORD,
+    };
+    if active {
+        let start = bucket as usize * bucket_size as usize + tl.lane as usize;
+        out.w0 = table[start];
+        if comptime!(per_lane >= 2) {
+            out.w1 = table[start + tile_width as usize];
+        }
+        if comptime!(per_lane >= 4) {
+            out.w2 = table[start + 2 * tile_width as usize];
+            out.w3 = table[start + 3 * tile_width as usize];
+        }
+    }
+    out
+}
+
+/// Coherent (atomic) read of this lane's slots, used to re-read a bucket after a lost compare-and-swap: a plain
+/// load may be served from a stale L1 line that another SM has since changed.
+#[cube]
+pub fn read_slots_atomic(
+    table: &Array<Atomic<u64>>,
+    bucket: u32,
+    active: bool,
+    tl: TileLane,
+    #[comptime] bucket_size: u32,
+    #[comptime] tile_width: u32,
+) -> LaneSlots {
+    let per_lane = comptime!(bucket_size / tile_width);
+    let mut out = LaneSlots {
+        w0: EMPTY_WORD,
+        w1: EMPTY_WORD,
+        w2: EMPTY_WORD,
+        w3: EMPTY_WORD,
+    };
+    if active {
+        let start = bucket as usize * bucket_size as usize + tl.lane as usize;
+        out.w0 = table[start].load();
+        if comptime!(per_lane >= 2) {
+            out.w1 = table[start + tile_width as usize].load();
+        }
+        if comptime!(per_lane >= 4) {
+            out.w2 = table[start + 2 * tile_width as usize].load();
+            out.w3 = table[start + 3 * tile_width as usize].load();
+        }
+    }
+    out
+}
+
+/// Combines two reads of which at most one was active (an inactive read is all ones).
+#[cube]
+pub fn merge_reads(into: &mut LaneSlots, other: LaneSlots) {
+    into.w0 &= other.w0;
+    into.w1 &= other.w1;
+    into.w2 &= other.w2;
+    into.w3 &= other.w3;
+}
+
+/// The key half of a packed slot word.
+#[cube]
+pub fn word_key(w: u64) -> u32 {
+    (w >> 32u64) as u32
+}
+
+/// The value half of a packed slot word.
+#[cube]
+pub fn word_value(w: u64) -> u32 {
+    (w & 0xffff_ffffu64) as u32
+}
+
+/// Packs a 32-bit key and value into a slot word.
+#[cube]
+pub fn pack_word(key: u32, value: u32) -> u64 {
+    ((key as u64) << 32u64) | (value as u64)
+}
+
+/// Count load / find key in one pass: the [`BucketView`] of the slots just read, for `key`.
+#[cube]
+pub fn view_of(
+    slots: LaneSlots,
+    key: u32,
+    tl: TileLane,
+    #[comptime] bucket_size: u32,
+    #[comptime] tile_width: u32,
+) -> BucketView {
+    let per_lane = comptime!(bucket_size / tile_width);
+    let mut empty = tile_ballot(slots.w0 == EMPTY_WORD, tl, tile_width);
+    let mut matched = tile_ballot(
+        slots.w0 != EMPTY_WORD && word_key(slots.w0) == key,
+        tl,
+        tile_width,
+    );
+    if comptime!(per_lane >= 2) {
+        empty |= tile_ballot(slots.w1 == EMPTY_WORD, tl, tile_width) << tile_width;
+        matched |= tile_ballot(
+            slots.w1 != EMPTY_WORD && word_key(slots.w1) == key,
+            tl,
+            tile_width,
+        ) << tile_width;
+    }
+    if comptime!(per_lane >= 4) {
+        empty |= tile_ballot(slots.w2 == EMPTY_WORD, tl, tile_width) << (2 * tile_width);
+        matched |= tile_ballot(
+            slots.w2 != EMPTY_WORD && word_key(slots.w2) == key,
+            tl,
+            tile_width,
+        ) << (2 * tile_width);
+        empty |= tile_ballot(slots.w3 == EMPTY_WORD, tl, tile_width) << (3 * tile_width);
+        matched |= tile_ballot(
+            slots.w3 != EMPTY_WORD && word_key(slots.w3) == key,
+            tl,
+            tile_width,
+        ) << (3 * tile_width);
+    }
+    BucketView { empty, matched }
+}
+
+/// The word of slot `slot` as held by its owner lane, broadcast to the whole tile (all lanes must call).
+#[cube]
+pub fn slot_word(
+    slots: LaneSlots,
+    slot: u32,
+    tl: TileLane,
+    #[comptime] bucket_size: u32,
+    #[comptime] tile_width: u32,
+) -> u64 {
+    let per_lane = comptime!(bucket_size / tile_width);
+    let reg = slot / tile_width;
+    let mut mine = slots.w0;
+    if comptime!(per_lane >= 2) {
+        if reg == 1 {
+            mine = slots.w1;
+        }
+    }
+    if comptime!(per_lane >= 4) {
+        if reg == 2 {
+            mine = slots.w2;
+        }
+        if reg == 3 {
+            mine = slots.w3;
+        }
+    }
+    tile_shuffle_u64(mine, slot % tile_width, tl)
+}
+
+/// Index of slot `slot` of `bucket` in the table array.
+#[cube]
+pub fn slot_address(bucket: u32, slot: u32, #[comptime] bucket_size: u32) -> usize {
+    bucket as usize * bucket_size as usize + slot as usize
+}

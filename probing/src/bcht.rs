@@ -1,0 +1,169 @@
+//! Bucketed cuckoo hashing (BCHT), BGHT paper §3.1 and Listings 3–4.
+//!
+//! **Insert.** With upsert on, the key is first looked for in `H0, H1, …` with early exit (a bucket that is not
+//! full ends the search: keys only move on to `H(i+1)` once `H(i)` is full, and buckets never empty again).
+//! If `H0` is not full the key is absent and is claimed straight into `H0`'s first empty slot (one probe, the
+//! common case). Otherwise the pair is placed cuckoo-style at `H0`: while the bucket is full, it is exchanged
+//! with a random slot and the evicted pair continues at the bucket after the one it was evicted from
+//! (`H((j+1) mod h)`), up to `max_chain` evictions.
+//!
+//! **Find.** Read `H0, H1, …`; stop at a match, at a bucket that is not full (early exit), or after `h` buckets.
+
+use cubecl::prelude::*;
+use hashtile_core::hash::xorshift32;
+use hashtile_core::scheme::{
+    BucketView, ProbeState, ProbingScheme, SchemeInfo, SchemeParams, Step, action, make_step,
+    reset_state,
+};
+
+/// Bucketed cuckoo hash table scheme (default `h = 3`, `B = 16`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Bcht;
+
+/// Looking for the key (upsert check).
+const PHASE_CHECK: u32 = 0;
+/// Placing the pair in hand (cuckoo chain).
+const PHASE_PLACE: u32 = 1;
+
+/// The first empty slot of a bucket that has one.
+#[cube]
+fn first_empty(view: BucketView) -> u32 {
+    view.empty.trailing_zeros()
+}
+
+/// Place the pair in hand at bucket `target`, whose fullness the caller just observed.
+#[cube]
+fn place(
+    state: &mut ProbeState,
+    view: BucketView,
+    target: u32,
+    params: SchemeParams,
+    #[comptime] bucket_size: u32,
+) -> Step {
+    let mut act = u32::new(action::FAIL as i64);
+    let mut slot = u32::new(0);
+    if view.empty != 0 {
+        act = action::CLAIM;
+        slot = first_empty(view);
+    } else if state.evictions < params.max_chain {
+        state.rng = xorshift32(state.rng);
+        act = action::EVICT;
+        slot = state.rng % bucket_size;
+    }
+    make_step(act, target, slot)
+}
+
+#[cube]
+impl ProbingScheme for Bcht {
+    fn insert_start(state: &mut ProbeState, key_mix: u32) {
+        reset_state(state, key_mix);
+        state.phase = PHASE_CHECK;
+    }
+
+    fn insert_step(
+        state: &mut ProbeState,
+        view: BucketView,
+        params: SchemeParams,
+        #[comptime] bucket_size: u32,
+    ) -> Step {
+        let mut act = u32::new(action::NEXT as i64);
+        let mut target = u32::new(0);
+        let mut slot = u32::new(0);
+        if state.phase == PHASE_CHECK && params.upsert == 1 {
+            if view.matched != 0 {
+                act = action::UPDATE;
+                target = state.hash_index;
+                slot = view.matched.trailing_zeros();
+            } else if state.hash_index == 0 && view.empty != 0 {
+                // Absent (early exit) and H0 has room: claim it. The phase stays CHECK so that a lost
+                // compare-and-swap re-checks for a racing duplicate of this key.
+                act = action::CLAIM;
+                slot = view.empty.trailing_zeros();
+            } else if view.empty != 0 || state.hash_index + 1 >= params.num_hashes {
+                // Absent, and H0 was full when we passed it (a full bucket stays full): start the cuckoo chain
+                // at H0 without re-reading it.
+                state.phase = PHASE_PLACE;
+                state.hash_index = 0;
+                let s = place(
+                    state,
+                    BucketView {
+                        empty: 0u32,
+                        matched: 0u32,
+                    },
+                    0u32,
+                    params,
+                    bucket_size,
+                );
+                act = s.action;
+                target = s.target;
+                slot = s.slot;
+            } else {
+                state.hash_index += 1;
+            }
+        } else {
+            state.phase = PHASE_PLACE;
+            let s = place(state, view, state.hash_index, params, bucket_size);
+            act = s.action;
+            target = s.target;
+            slot = s.slot;
+        }
+        make_step(act, target, slot)
+    }
+
+    fn after_evict(state: &mut ProbeState, from_hash: u32, params: SchemeParams) {
+        state.evictions += 1;
+        state.phase = PHASE_PLACE;
+        state.hash_index = (from_hash + 1) % params.num_hashes;
+    }
+
+    fn find_start(state: &mut ProbeState) {
+        reset_state(state, 1u32);
+    }
+
+    fn find_step(
+        state: &mut ProbeState,
+        view: BucketView,
+        params: SchemeParams,
+        #[comptime] _bucket_size: u32,
+    ) -> Step {
+        let mut act = u32::new(action::ABSENT as i64);
+        let mut slot = u32::new(0);
+        let target = state.hash_index;
+        if view.matched != 0 {
+            act = action::FOUND;
+            slot = view.matched.trailing_zeros();
+        } else if view.empty == 0 && state.hash_index + 1 < params.num_hashes {
+            state.hash_index += 1;
+            act = action::NEXT;
+        }
+        make_step(act, target, slot)
+    }
+}
+
+impl SchemeInfo for Bcht {
+    const NAME: &'static str = "bcht";
+
+    fn default_params(_bucket_size: u32) -> SchemeParams {
+        SchemeParams {
+            num_hashes: 3,
+            max_chain: 100,
+            threshold: 0,
+            upsert: 1,
+        }
+    }
+
+    fn validate(bucket_size: u32, params: &SchemeParams) -> Result<(), String> {
+        if !(2..=4).contains(&params.num_hashes) {
+            return Err(format!(
+                "BCHT needs 2..=4 hash functions, got {}",
+                params.num_hashes
+            ));
+        }
+        if !bucket_size.is_power_of_two() || bucket_size > 32 {
+            return Err(format!(
+                "bucket size must be a power of two in 1..=32, got {bucket_size}"
+            ));
+        }
+        Ok(())
+    }
+}
