@@ -17,6 +17,10 @@ pub trait Engine: Send + Sync {
     fn reset(&mut self, family: HashFamily) -> Result<()>;
     /// Stored pairs.
     fn len(&self) -> usize;
+    /// `true` when no pair is stored.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
     /// Slots.
     fn capacity(&self) -> usize;
     /// The hash family in use.

@@ -245,14 +245,21 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
         if let Some(index) = first_sentinel(keys) {
             return Err(Error::SentinelKey { index });
         }
-        if self.len() + keys.len() > self.capacity() {
-            return Err(Error::CapacityExceeded {
-                len: self.len(),
-                incoming: keys.len(),
-                capacity: self.capacity(),
-            });
-        }
         let pairs = dedup_last_wins(keys, values);
+        if self.len() + pairs.len() > self.capacity() {
+            // Only near capacity: count the keys that are really new (the others are updates).
+            let wide: Vec<u64> = pairs.iter().map(|p| p.0).collect();
+            let mut present = vec![None; wide.len()];
+            self.engine.find_keys(&wide, &mut present)?;
+            let new = present.iter().filter(|p| p.is_none()).count();
+            if self.len() + new > self.capacity() {
+                return Err(Error::CapacityExceeded {
+                    len: self.len(),
+                    incoming: new,
+                    capacity: self.capacity(),
+                });
+            }
+        }
         let (stats, failed) = self.engine.insert_pairs(&pairs)?;
         self.last_insert = stats;
         if failed.is_empty() {

@@ -1,1 +1,406 @@
-fn main() {}
+//! `hashtile-bench`: insert and find rates (M keys/s) of a table on any backend, every result checked against
+//! a `std::collections::HashMap` oracle in the same run, written as CSV.
+//!
+//! Timing: one warm-up run (JIT compilation, allocation), then `--runs` timed runs; each rate is the median.
+//! On GPUs the keys, values and outputs are device-resident and each timed region ends with a device sync,
+//! so rates are device rates (launch included, host transfers excluded).
+
+use clap::Parser;
+use hashtile::gpu::GpuTable;
+use hashtile::hash::fmix32;
+use hashtile::{Backend, BackendChoice, Bcht, HashTable, ProbingScheme, SchemeInfo, TableConfig};
+use indicatif::{ProgressBar, ProgressStyle};
+use std::collections::HashMap;
+use std::io::Write;
+use std::time::Instant;
+
+#[derive(Parser, Debug)]
+#[command(
+    version,
+    about = "Insert / find rates of hashtile tables, checked against a HashMap oracle"
+)]
+struct Args {
+    /// Backend: auto, cpu, cuda or vulkan.
+    #[arg(long, default_value = "auto")]
+    backend: BackendChoice,
+    /// Number of keys, as a power of two.
+    #[arg(long, default_value_t = 20)]
+    log2_keys: u32,
+    /// Load factors to run (comma separated).
+    #[arg(long, value_delimiter = ',', default_value = "0.8,0.9")]
+    load: Vec<f64>,
+    /// Bucket size (slots per bucket).
+    #[arg(long, default_value_t = 16)]
+    bucket: u32,
+    /// Timed runs per measurement (the median is reported).
+    #[arg(long, default_value_t = 5)]
+    runs: usize,
+    /// Seed of the key generator.
+    #[arg(long, default_value_t = 1)]
+    seed: u32,
+    /// CSV output file.
+    #[arg(long, default_value = "hashtile-bench.csv")]
+    csv: String,
+}
+
+/// One result row.
+struct Row {
+    backend: Backend,
+    load: f64,
+    op: &'static str,
+    present: f64,
+    rates: Vec<f64>,
+    checked: bool,
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v[v.len() / 2]
+}
+
+/// `2n` distinct keys, none the sentinel: a bijective mix of a counter.
+fn distinct_keys(n: usize, seed: u32) -> Vec<u32> {
+    (0u32..)
+        .map(|i| fmix32(i ^ fmix32(seed)))
+        .filter(|&k| k != u32::MAX)
+        .take(2 * n)
+        .collect()
+}
+
+/// Queries of which a fraction `present` are inserted keys.
+fn queries(keys: &[u32], n: usize, present: f64) -> Vec<u32> {
+    let hits = (n as f64 * present).round() as usize;
+    keys[..hits]
+        .iter()
+        .chain(&keys[n..2 * n - hits])
+        .copied()
+        .collect()
+}
+
+fn check(oracle: &HashMap<u32, u32>, q: &[u32], got: &[Option<u32>]) -> bool {
+    q.iter().zip(got).all(|(k, g)| oracle.get(k).copied() == *g)
+}
+
+fn main() {
+    let args = Args::parse();
+    let backend = hashtile::resolve(args.backend);
+    let n = 1usize << args.log2_keys;
+    println!(
+        "hashtile-bench: backend {backend} (asked: {:?}), {n} keys (2^{}), B = {}, loads {:?}, {} runs",
+        args.backend, args.log2_keys, args.bucket, args.load, args.runs
+    );
+    let keys = distinct_keys(n, args.seed);
+    let values: Vec<u32> = keys[..n]
+        .iter()
+        .map(|k| k.wrapping_mul(2_654_435_761) ^ 0x5bd1_e995)
+        .collect();
+    let oracle: HashMap<u32, u32> = keys[..n]
+        .iter()
+        .copied()
+        .zip(values.iter().copied())
+        .collect();
+    let finds = [1.0, 0.5, 0.0];
+    let total = args.load.len() as u64 * (1 + finds.len() as u64) * (args.runs as u64 + 1);
+    let bar = ProgressBar::new(total).with_style(
+        ProgressStyle::with_template("{elapsed_precise} [{bar:40}] {pos}/{len} {msg}")
+            .expect("template"),
+    );
+    let mut rows = Vec::new();
+    for &load in &args.load {
+        bar.set_message(format!("load {load}"));
+        let r = match backend {
+            Backend::Cpu => run_host(&args, backend, load, &keys, &values, &oracle, &finds, &bar),
+            Backend::Cuda => run_gpu_cuda(&args, load, &keys, &values, &oracle, &finds, &bar),
+            Backend::Vulkan => run_gpu_vulkan(&args, load, &keys, &values, &oracle, &finds, &bar),
+        };
+        match r {
+            Ok(mut r) => rows.append(&mut r),
+            Err(e) => {
+                bar.finish_and_clear();
+                eprintln!("error at load {load}: {e}");
+                std::process::exit(1);
+            }
+        }
+    }
+    bar.finish_and_clear();
+    let mut f = std::fs::File::create(&args.csv).expect("create csv");
+    writeln!(f, "backend,scheme,bucket,keys,load,op,present,median_mkeys_s,min_mkeys_s,max_mkeys_s,runs,checked")
+        .unwrap();
+    println!(
+        "\n| load | op | present | median M keys/s | min | max | checked |\n|---|---|---|---|---|---|---|"
+    );
+    let mut all_ok = true;
+    for mut r in rows {
+        let (lo, hi) = (
+            r.rates.iter().cloned().fold(f64::MAX, f64::min),
+            r.rates.iter().cloned().fold(0.0, f64::max),
+        );
+        let m = median(&mut r.rates);
+        all_ok &= r.checked;
+        writeln!(
+            f,
+            "{},{},{},{},{},{},{},{m:.1},{lo:.1},{hi:.1},{},{}",
+            r.backend,
+            Bcht::NAME,
+            args.bucket,
+            n,
+            r.load,
+            r.op,
+            r.present,
+            r.rates.len(),
+            r.checked
+        )
+        .unwrap();
+        println!(
+            "| {} | {} | {:.0}% | {m:.1} | {lo:.1} | {hi:.1} | {} |",
+            r.load,
+            r.op,
+            r.present * 100.0,
+            if r.checked { "ok" } else { "MISMATCH" }
+        );
+    }
+    println!("\nCSV written to {}", args.csv);
+    if !all_ok {
+        eprintln!("some results did not match the oracle");
+        std::process::exit(2);
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run_host(
+    args: &Args,
+    backend: Backend,
+    load: f64,
+    keys: &[u32],
+    values: &[u32],
+    oracle: &HashMap<u32, u32>,
+    finds: &[f64],
+    bar: &ProgressBar,
+) -> hashtile::Result<Vec<Row>> {
+    let n = values.len();
+    let cfg = TableConfig::for_keys(n, load)
+        .bucket_size(args.bucket)
+        .backend(BackendChoice::Exactly(backend));
+    let mut ins = Vec::new();
+    let mut table: Option<HashTable<Bcht, u32, u32>> = None;
+    for run in 0..=args.runs {
+        let mut t = HashTable::new(cfg.clone())?;
+        let t0 = Instant::now();
+        t.insert(&keys[..n], values)?;
+        if run > 0 {
+            ins.push(n as f64 / t0.elapsed().as_secs_f64() / 1e6);
+        }
+        bar.inc(1);
+        table = Some(t);
+    }
+    let t = table.expect("at least one run");
+    let all = t.find(&keys[..n])?;
+    let mut rows = vec![Row {
+        backend,
+        load,
+        op: "insert",
+        present: 1.0,
+        rates: ins,
+        checked: check(oracle, &keys[..n], &all) && t.len() == n,
+    }];
+    for &p in finds {
+        let q = queries(keys, n, p);
+        let mut rates = Vec::new();
+        let mut got = Vec::new();
+        for run in 0..=args.runs {
+            let t0 = Instant::now();
+            got = t.find(&q)?;
+            if run > 0 {
+                rates.push(q.len() as f64 / t0.elapsed().as_secs_f64() / 1e6);
+            }
+            bar.inc(1);
+        }
+        rows.push(Row {
+            backend,
+            load,
+            op: "find",
+            present: p,
+            rates,
+            checked: check(oracle, &q, &got),
+        });
+    }
+    Ok(rows)
+}
+
+#[cfg(feature = "cuda")]
+fn run_gpu_cuda(
+    args: &Args,
+    load: f64,
+    keys: &[u32],
+    values: &[u32],
+    oracle: &HashMap<u32, u32>,
+    finds: &[f64],
+    bar: &ProgressBar,
+) -> hashtile::Result<Vec<Row>> {
+    let opts = hashtile::gpu::GpuOptions {
+        use_cas: true,
+        plain_reads: true,
+    };
+    run_gpu::<hashtile::cubecl::cuda::CudaRuntime, Bcht>(
+        args,
+        Backend::Cuda,
+        opts,
+        load,
+        keys,
+        values,
+        oracle,
+        finds,
+        bar,
+    )
+}
+#[cfg(not(feature = "cuda"))]
+fn run_gpu_cuda(
+    _: &Args,
+    _: f64,
+    _: &[u32],
+    _: &[u32],
+    _: &HashMap<u32, u32>,
+    _: &[f64],
+    _: &ProgressBar,
+) -> hashtile::Result<Vec<Row>> {
+    Err(hashtile::Error::InvalidConfig(
+        "built without the cuda feature".into(),
+    ))
+}
+
+#[cfg(feature = "vulkan")]
+fn run_gpu_vulkan(
+    args: &Args,
+    load: f64,
+    keys: &[u32],
+    values: &[u32],
+    oracle: &HashMap<u32, u32>,
+    finds: &[f64],
+    bar: &ProgressBar,
+) -> hashtile::Result<Vec<Row>> {
+    let opts = hashtile::gpu::GpuOptions {
+        use_cas: false,
+        plain_reads: false,
+    };
+    run_gpu::<hashtile::cubecl::wgpu::WgpuRuntime, Bcht>(
+        args,
+        Backend::Vulkan,
+        opts,
+        load,
+        keys,
+        values,
+        oracle,
+        finds,
+        bar,
+    )
+}
+#[cfg(not(feature = "vulkan"))]
+fn run_gpu_vulkan(
+    _: &Args,
+    _: f64,
+    _: &[u32],
+    _: &[u32],
+    _: &HashMap<u32, u32>,
+    _: &[f64],
+    _: &ProgressBar,
+) -> hashtile::Result<Vec<Row>> {
+    Err(hashtile::Error::InvalidConfig(
+        "built without the vulkan feature".into(),
+    ))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run_gpu<R: hashtile::cubecl::Runtime, S: ProbingScheme + SchemeInfo>(
+    args: &Args,
+    backend: Backend,
+    opts: hashtile::gpu::GpuOptions,
+    load: f64,
+    keys: &[u32],
+    values: &[u32],
+    oracle: &HashMap<u32, u32>,
+    finds: &[f64],
+    bar: &ProgressBar,
+) -> hashtile::Result<Vec<Row>> {
+    use hashtile::Engine;
+    let n = values.len();
+    let cfg = TableConfig::for_keys(n, load).bucket_size(args.bucket);
+    let nb = cfg.capacity.div_ceil(args.bucket as usize) as u32;
+    let family = hashtile::HashFamily::new(cfg.seed);
+    let params = S::default_params(args.bucket);
+    let device = Default::default();
+    let mut ins = Vec::new();
+    let mut table = None;
+    let mut lost_total = 0;
+    for run in 0..=args.runs {
+        let mut t = GpuTable::<R, S>::new(&device, nb, args.bucket, family, params, opts)?;
+        let (kh, vh) = (t.upload(&keys[..n]), t.upload(values));
+        t.sync()?;
+        let t0 = Instant::now();
+        let lost = t.insert_device(&kh, &vh, n)?;
+        t.sync()?;
+        let dt = t0.elapsed().as_secs_f64();
+        lost_total += lost.len();
+        if run > 0 {
+            ins.push(n as f64 / dt / 1e6);
+        }
+        bar.inc(1);
+        table = Some(t);
+    }
+    let t = table.expect("at least one run");
+    let mut all = vec![None; n];
+    let wide: Vec<u64> = keys[..n].iter().map(|&k| k as u64).collect();
+    t.find_keys(&wide, &mut all)?;
+    let all: Vec<Option<u32>> = all.into_iter().map(|o| o.map(|v| v as u32)).collect();
+    let insert_ok = lost_total == 0 && t.len() == n && check(oracle, &keys[..n], &all);
+    if !insert_ok {
+        eprintln!(
+            "insert check failed: lost {lost_total}, len {} of {n}",
+            t.len()
+        );
+    }
+    let mut rows = vec![Row {
+        backend,
+        load,
+        op: "insert",
+        present: 1.0,
+        rates: ins,
+        checked: insert_ok,
+    }];
+    for &p in finds {
+        let q = queries(keys, n, p);
+        let qh = t.upload(&q);
+        let out = t.alloc_u32(q.len());
+        let mut rates = Vec::new();
+        for run in 0..=args.runs {
+            t.sync()?;
+            let t0 = Instant::now();
+            t.find_device(&qh, &out, None, q.len(), u32::MAX);
+            t.sync()?;
+            if run > 0 {
+                rates.push(q.len() as f64 / t0.elapsed().as_secs_f64() / 1e6);
+            }
+            bar.inc(1);
+        }
+        let got: Vec<Option<u32>> = t
+            .read_u32(out)
+            .into_iter()
+            .zip(&q)
+            .map(|(v, k)| {
+                if oracle.contains_key(k) || v != u32::MAX {
+                    Some(v)
+                } else {
+                    None
+                }
+            })
+            .collect();
+        rows.push(Row {
+            backend,
+            load,
+            op: "find",
+            present: p,
+            rates,
+            checked: check(oracle, &q, &got),
+        });
+    }
+    Ok(rows)
+}

@@ -28,12 +28,12 @@ pub enum Error {
     },
     /// The insert could exceed the table's capacity. Nothing was inserted.
     #[error(
-        "capacity exceeded: table holds {len} pairs, the batch adds up to {incoming}, capacity is {capacity}"
+        "capacity exceeded: table holds {len} pairs, the batch adds {incoming} new keys, capacity is {capacity}"
     )]
     CapacityExceeded {
         /// Pairs stored before the call.
         len: usize,
-        /// Pairs in the batch (an upper bound on new keys: duplicates are not counted before inserting).
+        /// Keys in the batch that are not yet in the table.
         incoming: usize,
         /// Slots in the table.
         capacity: usize,

@@ -129,11 +129,9 @@ pub fn tile_find<S: ProbingScheme>(
         let word = slot_word(slots, slot, tl, bucket_size, tile_width);
         if has_op && act != action::NEXT {
             has_op = false;
-            if tl.lane == src {
-                if act == action::FOUND {
-                    result.found = 1u32;
-                    result.value = word_value(word);
-                }
+            if tl.lane == src && act == action::FOUND {
+                result.found = 1u32;
+                result.value = word_value(word);
             }
         }
     }

@@ -42,6 +42,10 @@ pub struct GpuTable<R: Runtime, S: ProbingScheme> {
     params: SchemeParams,
     options: GpuOptions,
     len: usize,
+    /// Receives pairs an insert gives up on; kept across calls (allocating it per insert cost more than the
+    /// insert itself), grown to the largest batch seen.
+    failed: Option<(Handle, usize)>,
+    counters: Handle,
     _scheme: PhantomData<S>,
 }
 
@@ -84,6 +88,7 @@ impl<R: Runtime, S: ProbingScheme> GpuTable<R, S> {
         let slots = num_buckets as usize * bucket_size as usize;
         let table = client.empty(slots * 8);
         let shape = client.empty(SHAPE_WORDS * 4);
+        let counters = client.empty((1 + ADDED_COUNTERS as usize) * 4);
         let mut t = Self {
             client,
             table,
@@ -95,6 +100,8 @@ impl<R: Runtime, S: ProbingScheme> GpuTable<R, S> {
             params,
             options,
             len: 0,
+            failed: None,
+            counters,
             _scheme: PhantomData,
         };
         t.upload_shape();
@@ -174,10 +181,17 @@ impl<R: Runtime, S: ProbingScheme> GpuTable<R, S> {
         if n == 0 {
             return Ok(Vec::new());
         }
-        let failed = self.client.empty(n * 8);
-        let counters = self
-            .client
-            .create_from_slice(u32_bytes(&vec![0u32; 1 + ADDED_COUNTERS as usize]));
+        let failed = match &self.failed {
+            Some((h, cap)) if *cap >= n => h.clone(),
+            _ => {
+                let h = self.client.empty(n * 8);
+                self.failed = Some((h.clone(), n));
+                h
+            }
+        };
+        let zeros = [0u32; 1 + ADDED_COUNTERS as usize];
+        self.counters = self.client.create_from_slice(u32_bytes(&zeros));
+        let counters = self.counters.clone();
         // SAFETY: every array index in the kernel is bounded by the array lengths passed here or by the table's
         // shape, which matches the table allocation.
         unsafe {

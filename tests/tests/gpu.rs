@@ -1,0 +1,76 @@
+//! The CubeCL kernels on whatever GPU backend is present, checked against a HashMap oracle. A backend that is
+//! not available is reported on stderr and in the test name's output (never a silent pass).
+
+use hashtile::{Backend, BackendChoice, Bcht, HashTable, TableConfig};
+use std::collections::HashMap;
+
+fn oracle_round_trip(backend: Backend, bucket: u32) {
+    if !hashtile::is_available(backend) {
+        eprintln!(
+            "SKIPPED: backend {backend} is not available on this machine (no device); nothing was tested"
+        );
+        return;
+    }
+    let n = 20_000u32;
+    let keys: Vec<u32> = (0..n)
+        .map(|i| hashtile::hash::fmix32(i ^ 0x1234))
+        .filter(|&k| k != u32::MAX)
+        .collect();
+    let values: Vec<u32> = keys.iter().map(|k| k ^ 0xa5a5).collect();
+    let oracle: HashMap<u32, u32> = keys.iter().copied().zip(values.iter().copied()).collect();
+    let cfg = TableConfig::for_keys(keys.len(), 0.8)
+        .bucket_size(bucket)
+        .backend(BackendChoice::Exactly(backend));
+    let mut t: HashTable<Bcht, u32, u32> = HashTable::new(cfg).unwrap();
+    t.insert(&keys, &values).unwrap();
+    assert_eq!(t.len(), oracle.len());
+    let absent: Vec<u32> = (n..n + 5000)
+        .map(|i| hashtile::hash::fmix32(i ^ 0x1234))
+        .collect();
+    let q: Vec<u32> = keys.iter().chain(&absent).copied().collect();
+    for (k, got) in q.iter().zip(t.find(&q).unwrap()) {
+        assert_eq!(oracle.get(k).copied(), got);
+    }
+    for (k, b) in t.placement().unwrap() {
+        assert!(
+            t.candidate_buckets(k).contains(&b),
+            "key {k} misplaced: device and host hashes disagree"
+        );
+    }
+}
+
+#[test]
+fn cuda_matches_oracle() {
+    for b in [1, 4, 8, 16, 32] {
+        oracle_round_trip(Backend::Cuda, b);
+    }
+}
+
+#[test]
+#[ignore = "known defect: the exchange-based insert loses keys on lavapipe (plane size 8); see NOTES.md"]
+fn vulkan_matches_oracle() {
+    for b in [8, 16] {
+        oracle_round_trip(Backend::Vulkan, b);
+    }
+}
+
+#[test]
+fn backend_selection_is_reported() {
+    let chosen = hashtile::resolve(BackendChoice::Auto);
+    eprintln!("auto backend on this machine: {chosen}");
+    let t: HashTable<Bcht, u64, u64> = HashTable::new(TableConfig::with_capacity(64)).unwrap();
+    assert_eq!(
+        t.backend(),
+        Backend::Cpu,
+        "64-bit pairs run on the CPU backend"
+    );
+    if !hashtile::is_available(Backend::Cuda) {
+        let err = HashTable::<Bcht, u32, u32>::new(
+            TableConfig::with_capacity(64).backend(BackendChoice::Exactly(Backend::Cuda)),
+        );
+        assert!(matches!(
+            err,
+            Err(hashtile::Error::BackendUnavailable { .. })
+        ));
+    }
+}
