@@ -55,7 +55,7 @@ fn main() -> hashtile::Result<()> {
     )?;
     let keys: Vec<u32> = (0..n).collect();
     let (kh, vh) = (t.upload(&keys), t.upload(&keys));
-    assert!(t.insert_device(&kh, &vh, n as usize)?.is_empty());
+    assert_eq!(t.insert_device(&kh, &vh, n as usize)?, Default::default());
     let r = t.device_ref();
     let out = t.alloc_u32(n as usize);
     // SAFETY: indices are bounded by `n` and by the table's shape.

@@ -127,12 +127,13 @@ impl<S: SchemeInfo> Engine for CpuEngine<S> {
 /// A static GPU-style hash table of `K -> V` using probing scheme `S`, on the backend chosen at construction.
 ///
 /// ```
-/// use hashtile::{Bcht, BackendChoice, Backend, HashTable, TableConfig};
+/// use hashtile_backends::{Backend, BackendChoice, HashTable, TableConfig};
+/// use hashtile_probing::Bcht;
 /// let cfg = TableConfig::for_keys(1000, 0.8).backend(BackendChoice::Exactly(Backend::Cpu));
 /// let mut t: HashTable<Bcht, u32, u32> = HashTable::new(cfg)?;
 /// t.insert(&[1, 2, 3], &[10, 20, 30])?;
 /// assert_eq!(t.find(&[2, 9])?, vec![Some(20), None]);
-/// # Ok::<(), hashtile::Error>(())
+/// # Ok::<(), hashtile_core::Error>(())
 /// ```
 pub struct HashTable<S: SchemeInfo, K: Key, V: Value> {
     engine: Box<dyn Engine>,

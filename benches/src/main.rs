@@ -38,6 +38,15 @@ struct Args {
     /// Seed of the key generator.
     #[arg(long, default_value_t = 1)]
     seed: u32,
+    /// GPU claim path: `cas` (default on CUDA) or `exchange` (the Vulkan path; selectable on CUDA to compare).
+    #[arg(long)]
+    claim: Option<String>,
+    /// GPU insert bucket reads: `plain` (default on CUDA) or `atomic` (the Vulkan path).
+    #[arg(long)]
+    reads: Option<String>,
+    /// Skip the duplicate check on insert (the caller promises new, distinct keys: the paper's bulk build).
+    #[arg(long)]
+    no_upsert: bool,
     /// CSV output file.
     #[arg(long, default_value = "hashtile-bench.csv")]
     csv: String,
@@ -86,8 +95,15 @@ fn main() {
     let backend = hashtile::resolve(args.backend);
     let n = 1usize << args.log2_keys;
     println!(
-        "hashtile-bench: backend {backend} (asked: {:?}), {n} keys (2^{}), B = {}, loads {:?}, {} runs",
-        args.backend, args.log2_keys, args.bucket, args.load, args.runs
+        "hashtile-bench: backend {backend} (asked: {:?}), {n} keys (2^{}), B = {}, loads {:?}, {} runs, claim {:?}, reads {:?}, upsert {}",
+        args.backend,
+        args.log2_keys,
+        args.bucket,
+        args.load,
+        args.runs,
+        args.claim,
+        args.reads,
+        !args.no_upsert
     );
     let keys = distinct_keys(n, args.seed);
     let values: Vec<u32> = keys[..n]
@@ -227,6 +243,15 @@ fn run_host(
     Ok(rows)
 }
 
+/// The backend's default GPU options, overridden by `--claim` / `--reads`.
+#[allow(dead_code)]
+fn gpu_options(args: &Args, cuda: bool) -> hashtile::gpu::GpuOptions {
+    hashtile::gpu::GpuOptions {
+        use_cas: args.claim.as_deref().map_or(cuda, |c| c == "cas"),
+        plain_reads: args.reads.as_deref().map_or(cuda, |r| r == "plain"),
+    }
+}
+
 #[cfg(feature = "cuda")]
 fn run_gpu_cuda(
     args: &Args,
@@ -326,7 +351,10 @@ fn run_gpu<R: hashtile::cubecl::Runtime, S: ProbingScheme + SchemeInfo>(
     let cfg = TableConfig::for_keys(n, load).bucket_size(args.bucket);
     let nb = cfg.capacity.div_ceil(args.bucket as usize) as u32;
     let family = hashtile::HashFamily::new(cfg.seed);
-    let params = S::default_params(args.bucket);
+    let mut params = S::default_params(args.bucket);
+    if args.no_upsert {
+        params.upsert = 0;
+    }
     let device = Default::default();
     let mut ins = Vec::new();
     let mut table = None;
@@ -339,7 +367,7 @@ fn run_gpu<R: hashtile::cubecl::Runtime, S: ProbingScheme + SchemeInfo>(
         let lost = t.insert_device(&kh, &vh, n)?;
         t.sync()?;
         let dt = t0.elapsed().as_secs_f64();
-        lost_total += lost.len();
+        lost_total += lost.pairs.len() + lost.untracked;
         if run > 0 {
             ins.push(n as f64 / dt / 1e6);
         }

@@ -51,6 +51,19 @@ pub enum Error {
         /// `(key, value)` pairs, widened to `u64`, that are not in the table.
         unplaced: Vec<(u64, u64)>,
     },
+    /// A GPU insert gave up on more pairs than its stash (1/16 of the table) can hold: `untracked` pairs are
+    /// gone and could not be recorded. Only possible far beyond the scheme's achievable load factor; rebuild
+    /// the table from your input with a lower load factor.
+    #[error(
+        "{untracked} pairs could not be placed and overflowed the failure stash (their contents are lost); {} more are returned here. The load factor is far beyond what this scheme can build: rebuild from your input with a lower load factor",
+        unplaced.len()
+    )]
+    StashOverflow {
+        /// Pairs lost without a record.
+        untracked: usize,
+        /// Pairs that could not be placed and are returned.
+        unplaced: Vec<(u64, u64)>,
+    },
     /// The requested backend is not compiled in or no device was found.
     #[error("backend {backend} is unavailable: {reason}. {how}")]
     BackendUnavailable {

@@ -42,9 +42,10 @@ pub struct GpuTable<R: Runtime, S: ProbingScheme> {
     params: SchemeParams,
     options: GpuOptions,
     len: usize,
-    /// Receives pairs an insert gives up on; kept across calls (allocating it per insert cost more than the
-    /// insert itself), grown to the largest batch seen.
-    failed: Option<(Handle, usize)>,
+    /// The stash: receives pairs an insert gives up on. Allocated once with the table (allocating a batch-sized
+    /// buffer per insert cost more than the insert kernel itself), `stash_len` pairs long.
+    stash: Handle,
+    stash_len: usize,
     counters: Handle,
     _scheme: PhantomData<S>,
 }
@@ -89,6 +90,10 @@ impl<R: Runtime, S: ProbingScheme> GpuTable<R, S> {
         let table = client.empty(slots * 8);
         let shape = client.empty(SHAPE_WORDS * 4);
         let counters = client.empty((1 + ADDED_COUNTERS as usize) * 4);
+        // Failures are rare below the scheme's achievable load; 1/16 of the slots is far more than a build
+        // that can succeed ever hands back, and overflow is counted, never silent.
+        let stash_len = (slots / 16).clamp(1024.min(slots), slots.max(1));
+        let stash = client.empty(stash_len * 8);
         let mut t = Self {
             client,
             table,
@@ -100,7 +105,8 @@ impl<R: Runtime, S: ProbingScheme> GpuTable<R, S> {
             params,
             options,
             len: 0,
-            failed: None,
+            stash,
+            stash_len,
             counters,
             _scheme: PhantomData,
         };
@@ -170,25 +176,13 @@ impl<R: Runtime, S: ProbingScheme> GpuTable<R, S> {
     }
 
     /// Inserts `n` pairs already on the device (`keys` and `values`: `n` `u32` each). Keys must not be the
-    /// sentinel (not checked on the device). Returns probe-free statistics and the pairs that could not be
-    /// placed (read back to the host; normally none).
-    pub fn insert_device(
-        &mut self,
-        keys: &Handle,
-        values: &Handle,
-        n: usize,
-    ) -> Result<Vec<(u64, u64)>> {
+    /// sentinel (not checked on the device) and should be distinct (see NOTES.md on duplicates in one device
+    /// batch). Returns what could not be placed (normally nothing).
+    pub fn insert_device(&mut self, keys: &Handle, values: &Handle, n: usize) -> Result<Unplaced> {
         if n == 0 {
-            return Ok(Vec::new());
+            return Ok(Unplaced::default());
         }
-        let failed = match &self.failed {
-            Some((h, cap)) if *cap >= n => h.clone(),
-            _ => {
-                let h = self.client.empty(n * 8);
-                self.failed = Some((h.clone(), n));
-                h
-            }
-        };
+        let failed = self.stash.clone();
         let zeros = [0u32; 1 + ADDED_COUNTERS as usize];
         self.counters = self.client.create_from_slice(u32_bytes(&zeros));
         let counters = self.counters.clone();
@@ -207,7 +201,7 @@ impl<R: Runtime, S: ProbingScheme> GpuTable<R, S> {
                 } else {
                     ArrayArg::from_raw_parts(self.shape.clone(), 1)
                 },
-                ArrayArg::from_raw_parts(failed.clone(), n),
+                ArrayArg::from_raw_parts(failed.clone(), self.stash_len),
                 ArrayArg::from_raw_parts(counters.clone(), 1 + ADDED_COUNTERS as usize),
                 ArrayArg::from_raw_parts(self.shape.clone(), SHAPE_WORDS),
                 self.bucket_size,
@@ -219,16 +213,19 @@ impl<R: Runtime, S: ProbingScheme> GpuTable<R, S> {
         let c = self.read_u32(counters);
         let nfailed = c[0] as usize;
         self.len += c[1..].iter().map(|&x| x as usize).sum::<usize>();
-        let mut lost = Vec::new();
+        let mut out = Unplaced {
+            pairs: Vec::new(),
+            untracked: nfailed.saturating_sub(self.stash_len),
+        };
         if nfailed > 0 {
             let words = u64::from_bytes(&self.client.read_one_unchecked(failed)).to_vec();
-            lost.extend(
-                words[..nfailed.min(n)]
+            out.pairs.extend(
+                words[..nfailed.min(self.stash_len)]
                     .iter()
                     .map(|&w| (w >> 32, w & 0xffff_ffff)),
             );
         }
-        Ok(lost)
+        Ok(out)
     }
 
     /// Finds `n` keys already on the device, writing values (or `absent`) to `out` and, if given, 1/0 flags to
@@ -293,6 +290,16 @@ impl<R: Runtime, S: ProbingScheme> GpuTable<R, S> {
     }
 }
 
+/// What an insert could not place.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Unplaced {
+    /// Pairs handed back (widened to `u64`).
+    pub pairs: Vec<(u64, u64)>,
+    /// Pairs that could not be placed **and** did not fit the stash, so their contents are unknown. Only
+    /// possible when over 1/16 of the table fails in one call, far beyond any scheme's achievable load.
+    pub untracked: usize,
+}
+
 /// What a user kernel needs to call the table's device API.
 #[derive(Debug, Clone)]
 pub struct DeviceRef {
@@ -314,13 +321,17 @@ impl<R: Runtime, S: ProbingScheme> Engine for GpuTable<R, S> {
         let values: Vec<u32> = pairs.iter().map(|p| p.1 as u32).collect();
         let (kh, vh) = (self.upload(&keys), self.upload(&values));
         let lost = self.insert_device(&kh, &vh, pairs.len())?;
-        Ok((
-            ProbeStats {
-                probes: 0,
-                ops: pairs.len() as u64,
-            },
-            lost,
-        ))
+        if lost.untracked > 0 {
+            return Err(Error::StashOverflow {
+                untracked: lost.untracked,
+                unplaced: lost.pairs,
+            });
+        }
+        let stats = ProbeStats {
+            probes: 0,
+            ops: pairs.len() as u64,
+        };
+        Ok((stats, lost.pairs))
     }
 
     fn find_keys(&self, keys: &[u64], out: &mut [Option<u64>]) -> Result<ProbeStats> {
