@@ -233,3 +233,11 @@ pub fn fill_kernel(words: &mut Array<u64>, value: u64) {
         words[ABSOLUTE_POS] = value;
     }
 }
+
+/// Fills `words` with `value` (counter resets).
+#[cube(launch_unchecked)]
+pub fn fill_u32_kernel(words: &mut Array<u32>, value: u32) {
+    if ABSOLUTE_POS < words.len() {
+        words[ABSOLUTE_POS] = value;
+    }
+}

@@ -46,6 +46,8 @@ pub struct GpuTable<R: Runtime, S: ProbingScheme> {
     /// buffer per insert cost more than the insert kernel itself), `stash_len` pairs long.
     stash: Handle,
     stash_len: usize,
+    /// Inserts were queued since the counters were last read.
+    unsettled: bool,
     counters: Handle,
     _scheme: PhantomData<S>,
 }
@@ -107,11 +109,13 @@ impl<R: Runtime, S: ProbingScheme> GpuTable<R, S> {
             len: 0,
             stash,
             stash_len,
+            unsettled: false,
             counters,
             _scheme: PhantomData,
         };
         t.upload_shape();
         t.fill_empty();
+        t.reset_counters();
         Ok(t)
     }
 
@@ -175,17 +179,22 @@ impl<R: Runtime, S: ProbingScheme> GpuTable<R, S> {
         self.tile_width
     }
 
-    /// Inserts `n` pairs already on the device (`keys` and `values`: `n` `u32` each). Keys must not be the
-    /// sentinel (not checked on the device) and should be distinct (see NOTES.md on duplicates in one device
-    /// batch). Returns what could not be placed (normally nothing).
+    /// Inserts `n` pairs already on the device (`keys` and `values`: `n` `u32` each) and waits for the result.
+    /// Keys must not be the sentinel (not checked on the device) and should be distinct (see NOTES.md on
+    /// duplicates in one device batch). Returns what could not be placed (normally nothing).
     pub fn insert_device(&mut self, keys: &Handle, values: &Handle, n: usize) -> Result<Unplaced> {
+        self.insert_device_async(keys, values, n);
+        self.settle()
+    }
+
+    /// Queues an insert of `n` device-resident pairs and returns at once (no host round trip). Counts of new
+    /// keys and failures accumulate on the device until [`GpuTable::settle`] reads them; call it before
+    /// trusting `len()`, and before queueing so many failures that the stash overflows.
+    pub fn insert_device_async(&mut self, keys: &Handle, values: &Handle, n: usize) {
         if n == 0 {
-            return Ok(Unplaced::default());
+            return;
         }
-        let failed = self.stash.clone();
-        let zeros = [0u32; 1 + ADDED_COUNTERS as usize];
-        self.counters = self.client.create_from_slice(u32_bytes(&zeros));
-        let counters = self.counters.clone();
+        self.unsettled = true;
         // SAFETY: every array index in the kernel is bounded by the array lengths passed here or by the table's
         // shape, which matches the table allocation.
         unsafe {
@@ -201,8 +210,8 @@ impl<R: Runtime, S: ProbingScheme> GpuTable<R, S> {
                 } else {
                     ArrayArg::from_raw_parts(self.shape.clone(), 1)
                 },
-                ArrayArg::from_raw_parts(failed.clone(), self.stash_len),
-                ArrayArg::from_raw_parts(counters.clone(), 1 + ADDED_COUNTERS as usize),
+                ArrayArg::from_raw_parts(self.stash.clone(), self.stash_len),
+                ArrayArg::from_raw_parts(self.counters.clone(), 1 + ADDED_COUNTERS as usize),
                 ArrayArg::from_raw_parts(self.shape.clone(), SHAPE_WORDS),
                 self.bucket_size,
                 self.tile_width,
@@ -210,7 +219,16 @@ impl<R: Runtime, S: ProbingScheme> GpuTable<R, S> {
                 self.options.plain_reads,
             )
         }
-        let c = self.read_u32(counters);
+    }
+
+    /// Waits for queued inserts, reads their counters (one small device-to-host copy), updates `len()`, and
+    /// returns what they could not place.
+    pub fn settle(&mut self) -> Result<Unplaced> {
+        if !self.unsettled {
+            return Ok(Unplaced::default());
+        }
+        self.unsettled = false;
+        let c = self.read_u32(self.counters.clone());
         let nfailed = c[0] as usize;
         self.len += c[1..].iter().map(|&x| x as usize).sum::<usize>();
         let mut out = Unplaced {
@@ -218,14 +236,29 @@ impl<R: Runtime, S: ProbingScheme> GpuTable<R, S> {
             untracked: nfailed.saturating_sub(self.stash_len),
         };
         if nfailed > 0 {
-            let words = u64::from_bytes(&self.client.read_one_unchecked(failed)).to_vec();
+            let words =
+                u64::from_bytes(&self.client.read_one_unchecked(self.stash.clone())).to_vec();
             out.pairs.extend(
                 words[..nfailed.min(self.stash_len)]
                     .iter()
                     .map(|&w| (w >> 32, w & 0xffff_ffff)),
             );
         }
+        self.reset_counters();
         Ok(out)
+    }
+
+    fn reset_counters(&self) {
+        // SAFETY: the kernel guards its index against the array length.
+        unsafe {
+            kernels::fill_u32_kernel::launch_unchecked::<R>(
+                &self.client,
+                CubeCount::Static(1, 1, 1),
+                CubeDim::new_1d(CUBE_SIZE),
+                ArrayArg::from_raw_parts(self.counters.clone(), 1 + ADDED_COUNTERS as usize),
+                0u32,
+            )
+        }
     }
 
     /// Finds `n` keys already on the device, writing values (or `absent`) to `out` and, if given, 1/0 flags to
