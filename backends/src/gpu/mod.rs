@@ -48,6 +48,8 @@ pub struct GpuTable<R: Runtime, S: ProbingScheme> {
     stash_len: usize,
     /// Inserts were queued since the counters were last read.
     unsettled: bool,
+    /// A one-word buffer passed where a kernel argument is unused.
+    dummy: Handle,
     counters: Handle,
     _scheme: PhantomData<S>,
 }
@@ -96,6 +98,7 @@ impl<R: Runtime, S: ProbingScheme> GpuTable<R, S> {
         // that can succeed ever hands back, and overflow is counted, never silent.
         let stash_len = (slots / 16).clamp(1024.min(slots), slots.max(1));
         let stash = client.empty(stash_len * 8);
+        let dummy = client.empty(8);
         let mut t = Self {
             client,
             table,
@@ -110,6 +113,7 @@ impl<R: Runtime, S: ProbingScheme> GpuTable<R, S> {
             stash,
             stash_len,
             unsettled: false,
+            dummy,
             counters,
             _scheme: PhantomData,
         };
@@ -208,7 +212,8 @@ impl<R: Runtime, S: ProbingScheme> GpuTable<R, S> {
                 if self.options.plain_reads {
                     ArrayArg::from_raw_parts(self.table.clone(), self.capacity())
                 } else {
-                    ArrayArg::from_raw_parts(self.shape.clone(), 1)
+                    // Never bind a buffer twice in one launch: wgpu mis-binds the second use.
+                    ArrayArg::from_raw_parts(self.dummy.clone(), 1)
                 },
                 ArrayArg::from_raw_parts(self.stash.clone(), self.stash_len),
                 ArrayArg::from_raw_parts(self.counters.clone(), 1 + ADDED_COUNTERS as usize),
