@@ -32,7 +32,25 @@ pub use hashtile_core::scheme::{ProbingScheme, SchemeInfo, SchemeParams};
 pub use hashtile_core::{
     Error, HashFamily, Key, ProbeStats, Result, Value, element, hash, scheme, tile,
 };
-pub use hashtile_probing::Bcht;
+pub use hashtile_probing::{Bcht, Cht1, Iht, P2bht};
+
+pub use hashtile_macros::{
+    assert_instance, for_each_bucket_size, for_each_instance, for_each_scheme_and_size,
+};
+
+/// Invalid scheme / bucket-size combinations are rejected at compile time:
+///
+/// ```compile_fail
+/// hashtile::assert_instance!(hashtile::Cht1, 16); // 1CHT has one-slot buckets only
+/// ```
+///
+/// while valid ones compile:
+///
+/// ```
+/// hashtile::assert_instance!(hashtile::Cht1, 1);
+/// hashtile::assert_instance!(hashtile::Iht, 32);
+/// ```
+pub mod instances {}
 
 /// Re-export of the CubeCL version hashtile is built against, for writing kernels that call the device API.
 pub use cubecl;

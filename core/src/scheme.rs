@@ -161,8 +161,22 @@ pub fn reset_state(state: &mut ProbeState, key_mix: u32) {
 pub trait SchemeInfo: ProbingScheme {
     /// Short name (`"bcht"`).
     const NAME: &'static str;
+    /// Bucket sizes this scheme is defined for (checked at compile time by `hashtile::assert_instance!`).
+    const BUCKET_SIZES: &'static [u32] = &[1, 2, 4, 8, 16, 32];
     /// Default parameters for bucket size `b`.
     fn default_params(bucket_size: u32) -> SchemeParams;
     /// Checks a configuration; `Err` explains what is wrong.
     fn validate(bucket_size: u32, params: &SchemeParams) -> Result<(), String>;
+}
+
+/// `true` if `b` is in `sizes` (usable in constant evaluation, for compile-time instance checks).
+pub const fn bucket_size_supported(sizes: &[u32], b: u32) -> bool {
+    let mut i = 0;
+    while i < sizes.len() {
+        if sizes[i] == b {
+            return true;
+        }
+        i += 1;
+    }
+    false
 }
