@@ -22,8 +22,8 @@ fn neighbour_sum(
         k = keys[ABSOLUTE_POS];
     }
     // Every lane of the plane calls the cooperative find, active or not.
-    let a = tile_find::<Bcht>(table, meta, k, active, bucket_size, tile_width);
-    let b = tile_find::<Bcht>(table, meta, k + 1, active, bucket_size, tile_width);
+    let a = tile_find::<Bcht>(table, meta, k, active, bucket_size, tile_width, false);
+    let b = tile_find::<Bcht>(table, meta, k + 1, active, bucket_size, tile_width, false);
     if active {
         let mut s = u32::new(0);
         if a.found == 1 && b.found == 1 {

@@ -11,20 +11,17 @@ pub fn cuda<S: ProbingScheme>(
     b: u32,
     fam: HashFamily,
     p: SchemeParams,
+    count_probes: bool,
 ) -> Result<Box<dyn Engine>> {
     use crate::gpu::{GpuOptions, GpuTable};
     let opts = GpuOptions {
         use_cas: true,
         plain_reads: true,
     };
-    Ok(Box::new(GpuTable::<cubecl::cuda::CudaRuntime, S>::new(
-        &Default::default(),
-        nb,
-        b,
-        fam,
-        p,
-        opts,
-    )?))
+    let mut t =
+        GpuTable::<cubecl::cuda::CudaRuntime, S>::new(&Default::default(), nb, b, fam, p, opts)?;
+    t.set_count_probes(count_probes);
+    Ok(Box::new(t))
 }
 
 /// CUDA is not compiled in.
@@ -34,32 +31,30 @@ pub fn cuda<S: ProbingScheme>(
     _: u32,
     _: HashFamily,
     _: SchemeParams,
+    _: bool,
 ) -> Result<Box<dyn Engine>> {
     unreachable!("availability is checked before construction")
 }
 
-/// A Vulkan table: exchange claims (cubecl 0.10's SPIR-V compiler cannot emit compare-and-swap, see
-/// docs/CUBECL_SPIRV_CAS.md), atomic reads (a buffer cannot be bound twice).
+/// A Vulkan table: exchange claims (cubecl 0.10's SPIR-V compiler cannot emit compare-and-swap, see the spike's
+/// `spirv_cas_repro.rs` and NOTES.md), atomic reads (a buffer cannot be bound twice in one launch).
 #[cfg(feature = "vulkan")]
 pub fn vulkan<S: ProbingScheme>(
     nb: u32,
     b: u32,
     fam: HashFamily,
     p: SchemeParams,
+    count_probes: bool,
 ) -> Result<Box<dyn Engine>> {
     use crate::gpu::{GpuOptions, GpuTable};
     let opts = GpuOptions {
         use_cas: false,
         plain_reads: false,
     };
-    Ok(Box::new(GpuTable::<cubecl::wgpu::WgpuRuntime, S>::new(
-        &Default::default(),
-        nb,
-        b,
-        fam,
-        p,
-        opts,
-    )?))
+    let mut t =
+        GpuTable::<cubecl::wgpu::WgpuRuntime, S>::new(&Default::default(), nb, b, fam, p, opts)?;
+    t.set_count_probes(count_probes);
+    Ok(Box::new(t))
 }
 
 /// Vulkan is not compiled in.
@@ -69,6 +64,7 @@ pub fn vulkan<S: ProbingScheme>(
     _: u32,
     _: HashFamily,
     _: SchemeParams,
+    _: bool,
 ) -> Result<Box<dyn Engine>> {
     unreachable!("availability is checked before construction")
 }

@@ -27,6 +27,9 @@ pub struct TableConfig {
     /// CPU backend only: run operations one at a time, in input order, so that placement and probe counts are
     /// exactly reproducible.
     pub deterministic: bool,
+    /// GPU backends: count probes on the device (compiled out of the kernels when off). The CPU backend
+    /// always counts.
+    pub count_probes: bool,
 }
 
 impl TableConfig {
@@ -40,6 +43,7 @@ impl TableConfig {
             seed: DEFAULT_SEED,
             max_rebuilds: 8,
             deterministic: false,
+            count_probes: false,
         }
     }
     /// A table sized so that `n` keys fill it to `load_factor`.
@@ -69,6 +73,11 @@ impl TableConfig {
     /// Sets deterministic (sequential) mode for the CPU backend.
     pub fn deterministic(mut self, on: bool) -> Self {
         self.deterministic = on;
+        self
+    }
+    /// Turns on device probe counting for GPU backends.
+    pub fn count_probes(mut self, on: bool) -> Self {
+        self.count_probes = on;
         self
     }
     /// Sets how many re-seeded rebuilds an insert may try.
@@ -175,12 +184,20 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
                 table: CpuTable::new(num_buckets, config.bucket_size, family, params),
                 deterministic: config.deterministic,
             }),
-            Backend::Cuda => {
-                crate::gpu_engine::cuda::<S>(num_buckets, config.bucket_size, family, params)?
-            }
-            Backend::Vulkan => {
-                crate::gpu_engine::vulkan::<S>(num_buckets, config.bucket_size, family, params)?
-            }
+            Backend::Cuda => crate::gpu_engine::cuda::<S>(
+                num_buckets,
+                config.bucket_size,
+                family,
+                params,
+                config.count_probes,
+            )?,
+            Backend::Vulkan => crate::gpu_engine::vulkan::<S>(
+                num_buckets,
+                config.bucket_size,
+                family,
+                params,
+                config.count_probes,
+            )?,
         };
         Ok(Self {
             engine,
@@ -221,11 +238,12 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
     pub fn family(&self) -> HashFamily {
         self.engine.family()
     }
-    /// Probe statistics of the last insert (exact on the CPU backend; zero on GPUs, which do not count).
+    /// Probe statistics of the last insert: exact on the CPU backend; on GPUs when `count_probes` is on (else 0
+    /// probes).
     pub fn last_insert_probes(&self) -> ProbeStats {
         self.last_insert
     }
-    /// Probe statistics of the last find/contains (CPU backend).
+    /// Probe statistics of the last find/contains (CPU backend; GPUs with `count_probes`).
     pub fn last_find_probes(&self) -> ProbeStats {
         *self.last_find.lock().expect("poisoned")
     }

@@ -3,6 +3,16 @@
 
 use hashtile::{Backend, BackendChoice, Bcht, HashTable, TableConfig};
 use std::collections::HashMap;
+use std::io::Write;
+
+/// Reports a skipped GPU test on the real stderr (libtest captures `eprintln!` of passing tests; this line
+/// must show in CI logs).
+fn skipped(backend: Backend) {
+    let _ = writeln!(
+        std::io::stderr().lock(),
+        "SKIPPED: backend {backend} is not available on this machine (no device); nothing was tested"
+    );
+}
 
 fn oracle_round_trip(backend: Backend, bucket: u32) {
     if !hashtile::is_available(backend) {
@@ -73,4 +83,51 @@ fn backend_selection_is_reported() {
             Err(hashtile::Error::BackendUnavailable { .. })
         ));
     }
+}
+
+/// Device probe counters against the CPU backend's exact model (same keys, seed and parameters). Placement
+/// differs slightly under concurrency (cuckoo chains race), so averages must agree within 3%.
+fn probes_agree<S: hashtile::SchemeInfo>(backend: Backend) {
+    if !hashtile::is_available(backend) {
+        skipped(backend);
+        return;
+    }
+    let n = 1usize << 16;
+    let keys: Vec<u32> = (0u32..)
+        .map(|i| hashtile::hash::fmix32(i ^ 0xfeed))
+        .filter(|&k| k != u32::MAX)
+        .take(2 * n)
+        .collect();
+    let (present, absent) = keys.split_at(n);
+    let run = |b: Backend| {
+        let cfg = TableConfig::for_keys(n, 0.85)
+            .bucket_size(16)
+            .deterministic(true)
+            .count_probes(true)
+            .backend(BackendChoice::Exactly(b));
+        let mut t: HashTable<S, u32, u32> = HashTable::new(cfg).unwrap();
+        t.insert(present, present).unwrap();
+        let ins = t.last_insert_probes().average();
+        t.find(present).unwrap();
+        let f100 = t.last_find_probes().average();
+        t.find(absent).unwrap();
+        let f0 = t.last_find_probes().average();
+        [ins, f100, f0]
+    };
+    let (cpu, dev) = (run(Backend::Cpu), run(backend));
+    eprintln!("{} probes cpu {cpu:?} {backend} {dev:?}", S::NAME);
+    for (c, d) in cpu.iter().zip(&dev) {
+        assert!(
+            (c - d).abs() / c < 0.03,
+            "{}: device probes {dev:?} vs CPU model {cpu:?}",
+            S::NAME
+        );
+    }
+}
+
+#[test]
+fn cuda_probe_counters_match_cpu_model() {
+    probes_agree::<hashtile::Bcht>(Backend::Cuda);
+    probes_agree::<hashtile::Iht>(Backend::Cuda);
+    probes_agree::<hashtile::P2bht>(Backend::Cuda);
 }

@@ -36,6 +36,8 @@ pub struct FindResult {
     pub found: u32,
     /// Its value (meaningless when `found == 0`).
     pub value: u32,
+    /// Buckets read for this key (only counted when `count_probes` is on; else 0).
+    pub probes: u32,
 }
 
 /// Number of `u32` words in a table's shape buffer: `[num_buckets, seed0..seed3, num_hashes, max_chain,
@@ -90,13 +92,16 @@ pub fn tile_find<S: ProbingScheme>(
     active: bool,
     #[comptime] bucket_size: u32,
     #[comptime] tile_width: u32,
+    #[comptime] count_probes: bool,
 ) -> FindResult {
     let tl = tile_lane(tile_width);
     let mut pending = active;
     let mut result = FindResult {
         found: 0u32,
         value: 0u32,
+        probes: 0u32,
     };
+    let mut steps = u32::new(0);
     let mut has_op = false;
     let mut cur_key = u32::new(0);
     let mut src = u32::new(0);
@@ -111,6 +116,7 @@ pub fn tile_find<S: ProbingScheme>(
             cur_key = next_key;
             src = next;
             S::find_start(&mut state);
+            steps = 0u32;
             if tl.lane == next {
                 pending = false;
             }
@@ -123,15 +129,21 @@ pub fn tile_find<S: ProbingScheme>(
         let mut slot = u32::new(0);
         if has_op {
             let st = S::find_step(&mut state, view, meta.params, bucket_size);
+            if comptime!(count_probes) {
+                steps += 1u32;
+            }
             act = st.action;
             slot = st.slot;
         }
         let word = slot_word(slots, slot, tl, bucket_size, tile_width);
         if has_op && act != action::NEXT {
             has_op = false;
-            if tl.lane == src && act == action::FOUND {
-                result.found = 1u32;
-                result.value = word_value(word);
+            if tl.lane == src {
+                result.probes = steps;
+                if act == action::FOUND {
+                    result.found = 1u32;
+                    result.value = word_value(word);
+                }
             }
         }
     }

@@ -10,9 +10,10 @@ use hashtile_core::tile::{
     tile_ballot, tile_lane, tile_shuffle, tile_shuffle_u64, view_of, word_key, word_value,
 };
 
-/// Number of spread-out "pairs added" counters (after the failure counter at index 0): one shared counter
-/// would serialise millions of atomics.
+/// Number of spread-out counters per statistic: one shared counter would serialise millions of atomics.
 pub const ADDED_COUNTERS: u32 = 64;
+/// Layout of an insert's counter array: `[failures, added x 64, probes x 64]`.
+pub const INSERT_COUNTERS: usize = 1 + 2 * ADDED_COUNTERS as usize;
 
 /// Bulk insert (upsert) of 32-bit pairs.
 ///
@@ -34,6 +35,7 @@ pub fn insert_kernel<S: ProbingScheme>(
     #[comptime] tile_width: u32,
     #[comptime] use_cas: bool,
     #[comptime] plain_reads: bool,
+    #[comptime] count_probes: bool,
 ) {
     let meta = load_meta(shape);
     let tl = tile_lane(tile_width);
@@ -50,6 +52,7 @@ pub fn insert_kernel<S: ProbingScheme>(
     let mut cur_val = u32::new(0);
     let mut coherent = false;
     let mut added = u32::new(0);
+    let mut probes = u32::new(0);
     let mut state = blank_state();
     while plane_any(pending || has_op) {
         // An idle tile takes the next pending lane's pair.
@@ -94,6 +97,9 @@ pub fn insert_kernel<S: ProbingScheme>(
         let mut slot = u32::new(0);
         if has_op {
             let st = S::insert_step(&mut state, view, meta.params, bucket_size);
+            if comptime!(count_probes) {
+                probes += 1u32;
+            }
             act = st.action;
             target = st.target;
             slot = st.slot;
@@ -190,6 +196,16 @@ pub fn insert_kernel<S: ProbingScheme>(
     if UNIT_POS_PLANE == 0u32 && total > 0u32 {
         counters[(1u32 + CUBE_POS_X % ADDED_COUNTERS) as usize].fetch_add(total);
     }
+    if comptime!(count_probes) {
+        let mut tile_probes = u32::new(0);
+        if tl.lane == 0u32 {
+            tile_probes = probes;
+        }
+        let all = plane_sum(tile_probes);
+        if UNIT_POS_PLANE == 0u32 && all > 0u32 {
+            counters[(1u32 + ADDED_COUNTERS + CUBE_POS_X % ADDED_COUNTERS) as usize].fetch_add(all);
+        }
+    }
 }
 
 /// Bulk find of 32-bit keys: `out[i]` = value, or `absent` when `keys[i]` is not in the table; `found[i]` =
@@ -201,10 +217,12 @@ pub fn find_kernel<S: ProbingScheme>(
     out: &mut Array<u32>,
     found: &mut Array<u32>,
     shape: &Array<u32>,
+    probe_counters: &Array<Atomic<u32>>,
     absent: u32,
     #[comptime] bucket_size: u32,
     #[comptime] tile_width: u32,
     #[comptime] write_found: bool,
+    #[comptime] count_probes: bool,
 ) {
     let meta = load_meta(shape);
     let pos = ABSOLUTE_POS;
@@ -213,7 +231,15 @@ pub fn find_kernel<S: ProbingScheme>(
     if active {
         key = keys[pos];
     }
-    let r = tile_find::<S>(table, meta, key, active, bucket_size, tile_width);
+    let r = tile_find::<S>(
+        table,
+        meta,
+        key,
+        active,
+        bucket_size,
+        tile_width,
+        count_probes,
+    );
     if active {
         let mut v = absent;
         if r.found == 1u32 {
@@ -222,6 +248,12 @@ pub fn find_kernel<S: ProbingScheme>(
         out[pos] = v;
         if comptime!(write_found) {
             found[pos] = r.found;
+        }
+    }
+    if comptime!(count_probes) {
+        let all = plane_sum(r.probes);
+        if UNIT_POS_PLANE == 0u32 && all > 0u32 {
+            probe_counters[(CUBE_POS_X % ADDED_COUNTERS) as usize].fetch_add(all);
         }
     }
 }

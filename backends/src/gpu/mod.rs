@@ -13,7 +13,7 @@ use device_api::SHAPE_WORDS;
 use hashtile_core::scheme::{ProbingScheme, SchemeParams};
 use hashtile_core::tile::EMPTY_WORD;
 use hashtile_core::{Error, HashFamily, ProbeStats, Result};
-use kernels::ADDED_COUNTERS;
+use kernels::{ADDED_COUNTERS, INSERT_COUNTERS};
 use std::marker::PhantomData;
 
 /// Threads per cube for every kernel.
@@ -50,6 +50,14 @@ pub struct GpuTable<R: Runtime, S: ProbingScheme> {
     unsettled: bool,
     /// A one-word buffer passed where a kernel argument is unused.
     dummy: Handle,
+    /// Count probes on the device (compiled in only when on).
+    count_probes: bool,
+    /// Spread-out probe counters of the last counted find.
+    find_probes: Handle,
+    /// Keys queued by inserts since the last settle.
+    pending_ops: u64,
+    /// Probe statistics of the inserts read by the last settle.
+    last_insert_probes: ProbeStats,
     counters: Handle,
     _scheme: PhantomData<S>,
 }
@@ -93,7 +101,8 @@ impl<R: Runtime, S: ProbingScheme> GpuTable<R, S> {
         let slots = num_buckets as usize * bucket_size as usize;
         let table = client.empty(slots * 8);
         let shape = client.empty(SHAPE_WORDS * 4);
-        let counters = client.empty((1 + ADDED_COUNTERS as usize) * 4);
+        let counters = client.empty(INSERT_COUNTERS * 4);
+        let find_probes = client.empty(ADDED_COUNTERS as usize * 4);
         // Failures are rare below the scheme's achievable load; 1/16 of the slots is far more than a build
         // that can succeed ever hands back, and overflow is counted, never silent.
         let stash_len = (slots / 16).clamp(1024.min(slots), slots.max(1));
@@ -114,6 +123,10 @@ impl<R: Runtime, S: ProbingScheme> GpuTable<R, S> {
             stash_len,
             unsettled: false,
             dummy,
+            count_probes: false,
+            find_probes,
+            pending_ops: 0,
+            last_insert_probes: ProbeStats::default(),
             counters,
             _scheme: PhantomData,
         };
@@ -199,6 +212,7 @@ impl<R: Runtime, S: ProbingScheme> GpuTable<R, S> {
             return;
         }
         self.unsettled = true;
+        self.pending_ops += n as u64;
         // SAFETY: every array index in the kernel is bounded by the array lengths passed here or by the table's
         // shape, which matches the table allocation.
         unsafe {
@@ -216,12 +230,13 @@ impl<R: Runtime, S: ProbingScheme> GpuTable<R, S> {
                     ArrayArg::from_raw_parts(self.dummy.clone(), 1)
                 },
                 ArrayArg::from_raw_parts(self.stash.clone(), self.stash_len),
-                ArrayArg::from_raw_parts(self.counters.clone(), 1 + ADDED_COUNTERS as usize),
+                ArrayArg::from_raw_parts(self.counters.clone(), INSERT_COUNTERS),
                 ArrayArg::from_raw_parts(self.shape.clone(), SHAPE_WORDS),
                 self.bucket_size,
                 self.tile_width,
                 self.options.use_cas,
                 self.options.plain_reads,
+                self.count_probes,
             )
         }
     }
@@ -235,7 +250,13 @@ impl<R: Runtime, S: ProbingScheme> GpuTable<R, S> {
         self.unsettled = false;
         let c = self.read_u32(self.counters.clone());
         let nfailed = c[0] as usize;
-        self.len += c[1..].iter().map(|&x| x as usize).sum::<usize>();
+        let spread = ADDED_COUNTERS as usize;
+        self.len += c[1..1 + spread].iter().map(|&x| x as usize).sum::<usize>();
+        let probes = c[1 + spread..].iter().map(|&x| x as u64).sum();
+        self.last_insert_probes = ProbeStats {
+            probes,
+            ops: std::mem::take(&mut self.pending_ops),
+        };
         let mut out = Unplaced {
             pairs: Vec::new(),
             untracked: nfailed.saturating_sub(self.stash_len),
@@ -254,15 +275,45 @@ impl<R: Runtime, S: ProbingScheme> GpuTable<R, S> {
     }
 
     fn reset_counters(&self) {
+        self.zero_u32(&self.counters, INSERT_COUNTERS);
+    }
+
+    fn zero_u32(&self, h: &Handle, n: usize) {
         // SAFETY: the kernel guards its index against the array length.
         unsafe {
             kernels::fill_u32_kernel::launch_unchecked::<R>(
                 &self.client,
-                CubeCount::Static(1, 1, 1),
+                cube_count(n),
                 CubeDim::new_1d(CUBE_SIZE),
-                ArrayArg::from_raw_parts(self.counters.clone(), 1 + ADDED_COUNTERS as usize),
+                ArrayArg::from_raw_parts(h.clone(), n),
                 0u32,
             )
+        }
+    }
+
+    /// Turns device probe counting on or off. Off (the default) compiles the counting out of the kernels.
+    pub fn set_count_probes(&mut self, on: bool) {
+        self.count_probes = on;
+    }
+
+    /// Probe statistics of the inserts read by the last [`GpuTable::settle`] (zero probes when not counting).
+    pub fn last_insert_probes(&self) -> ProbeStats {
+        self.last_insert_probes
+    }
+
+    /// Probe statistics of the last counted `find_device` of `ops` keys (reads the device counters).
+    pub fn last_find_probes(&self, ops: usize) -> ProbeStats {
+        let probes = if self.count_probes {
+            self.read_u32(self.find_probes.clone())
+                .iter()
+                .map(|&x| x as u64)
+                .sum()
+        } else {
+            0
+        };
+        ProbeStats {
+            probes,
+            ops: ops as u64,
         }
     }
 
@@ -283,6 +334,12 @@ impl<R: Runtime, S: ProbingScheme> GpuTable<R, S> {
             Some(f) => (f.clone(), true),
             None => (out.clone(), false),
         };
+        let (probe_handle, probe_len) = if self.count_probes {
+            self.zero_u32(&self.find_probes, ADDED_COUNTERS as usize);
+            (self.find_probes.clone(), ADDED_COUNTERS as usize)
+        } else {
+            (self.dummy.clone(), 1)
+        };
         // SAFETY: indices are bounded by `n` (the lengths of keys/out/found) and by the table's shape.
         unsafe {
             kernels::find_kernel::launch_unchecked::<S, R>(
@@ -294,10 +351,12 @@ impl<R: Runtime, S: ProbingScheme> GpuTable<R, S> {
                 ArrayArg::from_raw_parts(out.clone(), n),
                 ArrayArg::from_raw_parts(found_handle, n),
                 ArrayArg::from_raw_parts(self.shape.clone(), SHAPE_WORDS),
+                ArrayArg::from_raw_parts(probe_handle, probe_len),
                 absent,
                 self.bucket_size,
                 self.tile_width,
                 write_found,
+                self.count_probes,
             )
         }
     }
