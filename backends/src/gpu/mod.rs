@@ -424,11 +424,7 @@ impl<R: Runtime, S: ProbingScheme> Engine for GpuTable<R, S> {
                 unplaced: lost.pairs,
             });
         }
-        let stats = ProbeStats {
-            probes: 0,
-            ops: pairs.len() as u64,
-        };
-        Ok((stats, lost.pairs))
+        Ok((self.last_insert_probes, lost.pairs))
     }
 
     fn find_keys(&self, keys: &[u64], out: &mut [Option<u64>]) -> Result<ProbeStats> {
@@ -442,10 +438,7 @@ impl<R: Runtime, S: ProbingScheme> Engine for GpuTable<R, S> {
                 *o = (found[i] == 1).then_some(vals[i] as u64);
             }
         }
-        Ok(ProbeStats {
-            probes: 0,
-            ops: keys.len() as u64,
-        })
+        Ok(self.last_find_probes(keys.len()))
     }
 
     fn pairs(&self) -> Result<Vec<(u64, u64)>> {
