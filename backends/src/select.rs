@@ -1,4 +1,6 @@
-//! Backend choice: explicit, or `Auto` = CUDA if a GPU is there, else Vulkan if an adapter is there, else CPU.
+//! Backend choice: explicit, or `Auto` = CUDA if a GPU is there, else Vulkan if a hardware adapter is there,
+//! else CPU. Software Vulkan adapters (lavapipe) are skipped by `Auto`: they run on the CPU, slower than the CPU
+//! backend. Ask for `Backend::Vulkan` explicitly to use one.
 
 use std::fmt;
 
@@ -61,9 +63,14 @@ pub fn is_available(backend: Backend) -> bool {
 pub fn resolve(choice: BackendChoice) -> Backend {
     match choice {
         BackendChoice::Exactly(b) => b,
-        BackendChoice::Auto => [Backend::Cuda, Backend::Vulkan]
-            .into_iter()
-            .find(|&b| is_available(b))
-            .unwrap_or(Backend::Cpu),
+        BackendChoice::Auto => {
+            if is_available(Backend::Cuda) {
+                Backend::Cuda
+            } else if crate::gpu::vulkan_hardware_available() {
+                Backend::Vulkan
+            } else {
+                Backend::Cpu
+            }
+        }
     }
 }

@@ -8,13 +8,16 @@
 use clap::Parser;
 use hashtile::gpu::GpuTable;
 use hashtile::hash::fmix32;
-use hashtile::{Backend, BackendChoice, Bcht, HashTable, ProbingScheme, SchemeInfo, TableConfig};
+use hashtile::{
+    Backend, BackendChoice, Bcht, Cht1, HashTable, Iht, P2bht, ProbingScheme, SchemeInfo,
+    TableConfig,
+};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::collections::HashMap;
 use std::io::Write;
 use std::time::Instant;
 
-#[derive(Parser, Debug)]
+#[derive(Parser, Debug, Clone)]
 #[command(
     version,
     about = "Insert / find rates of hashtile tables, checked against a HashMap oracle"
@@ -29,9 +32,12 @@ struct Args {
     /// Load factors to run (comma separated).
     #[arg(long, value_delimiter = ',', default_value = "0.8,0.9")]
     load: Vec<f64>,
+    /// Probing scheme: bcht, iht, p2bht or 1cht (1CHT needs --bucket 1).
+    #[arg(long, value_delimiter = ',', default_value = "bcht")]
+    scheme: Vec<String>,
     /// Bucket size (slots per bucket).
-    #[arg(long, default_value_t = 16)]
-    bucket: u32,
+    #[arg(long, value_delimiter = ',', default_value = "16")]
+    bucket: Vec<u32>,
     /// Timed runs per measurement (the median is reported).
     #[arg(long, default_value_t = 5)]
     runs: usize,
@@ -47,6 +53,12 @@ struct Args {
     /// Skip the duplicate check on insert (the caller promises new, distinct keys: the paper's bulk build).
     #[arg(long)]
     no_upsert: bool,
+    /// The scheme being measured (set per iteration, not a flag).
+    #[arg(skip)]
+    cur_scheme: String,
+    /// The bucket size being measured (set per iteration, not a flag).
+    #[arg(skip)]
+    cur_bucket: u32,
     /// CSV output file.
     #[arg(long, default_value = "hashtile-bench.csv")]
     csv: String,
@@ -54,6 +66,8 @@ struct Args {
 
 /// One result row.
 struct Row {
+    scheme: String,
+    bucket: u32,
     backend: Backend,
     load: f64,
     op: &'static str,
@@ -95,9 +109,10 @@ fn main() {
     let backend = hashtile::resolve(args.backend);
     let n = 1usize << args.log2_keys;
     println!(
-        "hashtile-bench: backend {backend} (asked: {:?}), {n} keys (2^{}), B = {}, loads {:?}, {} runs, claim {:?}, reads {:?}, upsert {}",
+        "hashtile-bench: backend {backend} (asked: {:?}), {n} keys (2^{}), schemes {:?}, B = {:?}, loads {:?}, {} runs, claim {:?}, reads {:?}, upsert {}",
         args.backend,
         args.log2_keys,
+        args.scheme,
         args.bucket,
         args.load,
         args.runs,
@@ -122,19 +137,49 @@ fn main() {
             .expect("template"),
     );
     let mut rows = Vec::new();
-    for &load in &args.load {
-        bar.set_message(format!("load {load}"));
-        let r = match backend {
-            Backend::Cpu => run_host(&args, backend, load, &keys, &values, &oracle, &finds, &bar),
-            Backend::Cuda => run_gpu_cuda(&args, load, &keys, &values, &oracle, &finds, &bar),
-            Backend::Vulkan => run_gpu_vulkan(&args, load, &keys, &values, &oracle, &finds, &bar),
-        };
-        match r {
-            Ok(mut r) => rows.append(&mut r),
-            Err(e) => {
-                bar.finish_and_clear();
-                eprintln!("error at load {load}: {e}");
-                std::process::exit(1);
+    // Every (scheme, bucket size) pair asked for; 1CHT only has one-slot buckets.
+    let mut instances = Vec::new();
+    for s in &args.scheme {
+        if s == "1cht" {
+            instances.push((s.clone(), 1));
+        } else {
+            instances.extend(args.bucket.iter().map(|&b| (s.clone(), b)));
+        }
+    }
+    bar.set_length(total * instances.len() as u64);
+    for (scheme, bucket) in instances {
+        let mut args = args.clone();
+        args.cur_scheme = scheme;
+        args.cur_bucket = bucket;
+        for &load in &args.load {
+            bar.set_message(format!(
+                "{} B={} load {load}",
+                args.cur_scheme, args.cur_bucket
+            ));
+            let r = match args.cur_scheme.as_str() {
+                "bcht" => {
+                    measure::<Bcht>(&args, backend, load, &keys, &values, &oracle, &finds, &bar)
+                }
+                "iht" => {
+                    measure::<Iht>(&args, backend, load, &keys, &values, &oracle, &finds, &bar)
+                }
+                "p2bht" => {
+                    measure::<P2bht>(&args, backend, load, &keys, &values, &oracle, &finds, &bar)
+                }
+                "1cht" => {
+                    measure::<Cht1>(&args, backend, load, &keys, &values, &oracle, &finds, &bar)
+                }
+                other => Err(hashtile::Error::InvalidConfig(format!(
+                    "unknown scheme '{other}' (expected bcht, iht, p2bht or 1cht)"
+                ))),
+            };
+            match r {
+                Ok(mut r) => rows.append(&mut r),
+                Err(e) => {
+                    bar.finish_and_clear();
+                    eprintln!("error at load {load}: {e}");
+                    std::process::exit(1);
+                }
             }
         }
     }
@@ -143,7 +188,7 @@ fn main() {
     writeln!(f, "backend,scheme,bucket,keys,load,op,present,median_mkeys_s,min_mkeys_s,max_mkeys_s,runs,checked")
         .unwrap();
     println!(
-        "\n| load | op | present | median M keys/s | min | max | checked |\n|---|---|---|---|---|---|---|"
+        "\n| scheme | B | load | op | present | median M keys/s | min | max | checked |\n|---|---|---|---|---|---|---|---|---|"
     );
     let mut all_ok = true;
     for mut r in rows {
@@ -157,8 +202,8 @@ fn main() {
             f,
             "{},{},{},{},{},{},{},{m:.1},{lo:.1},{hi:.1},{},{}",
             r.backend,
-            Bcht::NAME,
-            args.bucket,
+            r.scheme,
+            r.bucket,
             n,
             r.load,
             r.op,
@@ -168,7 +213,9 @@ fn main() {
         )
         .unwrap();
         println!(
-            "| {} | {} | {:.0}% | {m:.1} | {lo:.1} | {hi:.1} | {} |",
+            "| {} | {} | {} | {} | {:.0}% | {m:.1} | {lo:.1} | {hi:.1} | {} |",
+            r.scheme,
+            r.bucket,
             r.load,
             r.op,
             r.present * 100.0,
@@ -183,7 +230,26 @@ fn main() {
 }
 
 #[allow(clippy::too_many_arguments)]
-fn run_host(
+/// One load factor of one scheme on the chosen backend.
+#[allow(clippy::too_many_arguments)]
+fn measure<S: SchemeInfo>(
+    args: &Args,
+    backend: Backend,
+    load: f64,
+    keys: &[u32],
+    values: &[u32],
+    oracle: &HashMap<u32, u32>,
+    finds: &[f64],
+    bar: &ProgressBar,
+) -> hashtile::Result<Vec<Row>> {
+    match backend {
+        Backend::Cpu => run_host::<S>(args, backend, load, keys, values, oracle, finds, bar),
+        Backend::Cuda => run_gpu_cuda::<S>(args, load, keys, values, oracle, finds, bar),
+        Backend::Vulkan => run_gpu_vulkan::<S>(args, load, keys, values, oracle, finds, bar),
+    }
+}
+
+fn run_host<S: SchemeInfo>(
     args: &Args,
     backend: Backend,
     load: f64,
@@ -194,11 +260,16 @@ fn run_host(
     bar: &ProgressBar,
 ) -> hashtile::Result<Vec<Row>> {
     let n = values.len();
+    let mut params = S::default_params(args.cur_bucket);
+    if args.no_upsert {
+        params.upsert = 0;
+    }
     let cfg = TableConfig::for_keys(n, load)
-        .bucket_size(args.bucket)
+        .bucket_size(args.cur_bucket)
+        .params(params)
         .backend(BackendChoice::Exactly(backend));
     let mut ins = Vec::new();
-    let mut table: Option<HashTable<Bcht, u32, u32>> = None;
+    let mut table: Option<HashTable<S, u32, u32>> = None;
     for run in 0..=args.runs {
         let mut t = HashTable::new(cfg.clone())?;
         let t0 = Instant::now();
@@ -212,6 +283,8 @@ fn run_host(
     let t = table.expect("at least one run");
     let all = t.find(&keys[..n])?;
     let mut rows = vec![Row {
+        scheme: args.cur_scheme.clone(),
+        bucket: args.cur_bucket,
         backend,
         load,
         op: "insert",
@@ -232,6 +305,8 @@ fn run_host(
             bar.inc(1);
         }
         rows.push(Row {
+            scheme: args.cur_scheme.clone(),
+            bucket: args.cur_bucket,
             backend,
             load,
             op: "find",
@@ -253,7 +328,7 @@ fn gpu_options(args: &Args, cuda: bool) -> hashtile::gpu::GpuOptions {
 }
 
 #[cfg(feature = "cuda")]
-fn run_gpu_cuda(
+fn run_gpu_cuda<S: SchemeInfo>(
     args: &Args,
     load: f64,
     keys: &[u32],
@@ -266,7 +341,7 @@ fn run_gpu_cuda(
         use_cas: true,
         plain_reads: true,
     };
-    run_gpu::<hashtile::cubecl::cuda::CudaRuntime, Bcht>(
+    run_gpu::<hashtile::cubecl::cuda::CudaRuntime, S>(
         args,
         Backend::Cuda,
         opts,
@@ -279,7 +354,7 @@ fn run_gpu_cuda(
     )
 }
 #[cfg(not(feature = "cuda"))]
-fn run_gpu_cuda(
+fn run_gpu_cuda<S: SchemeInfo>(
     _: &Args,
     _: f64,
     _: &[u32],
@@ -294,7 +369,7 @@ fn run_gpu_cuda(
 }
 
 #[cfg(feature = "vulkan")]
-fn run_gpu_vulkan(
+fn run_gpu_vulkan<S: SchemeInfo>(
     args: &Args,
     load: f64,
     keys: &[u32],
@@ -307,7 +382,7 @@ fn run_gpu_vulkan(
         use_cas: false,
         plain_reads: false,
     };
-    run_gpu::<hashtile::cubecl::wgpu::WgpuRuntime, Bcht>(
+    run_gpu::<hashtile::cubecl::wgpu::WgpuRuntime, S>(
         args,
         Backend::Vulkan,
         opts,
@@ -320,7 +395,7 @@ fn run_gpu_vulkan(
     )
 }
 #[cfg(not(feature = "vulkan"))]
-fn run_gpu_vulkan(
+fn run_gpu_vulkan<S: SchemeInfo>(
     _: &Args,
     _: f64,
     _: &[u32],
@@ -348,10 +423,10 @@ fn run_gpu<R: hashtile::cubecl::Runtime, S: ProbingScheme + SchemeInfo>(
 ) -> hashtile::Result<Vec<Row>> {
     use hashtile::Engine;
     let n = values.len();
-    let cfg = TableConfig::for_keys(n, load).bucket_size(args.bucket);
-    let nb = cfg.capacity.div_ceil(args.bucket as usize) as u32;
+    let cfg = TableConfig::for_keys(n, load).bucket_size(args.cur_bucket);
+    let nb = cfg.capacity.div_ceil(args.cur_bucket as usize) as u32;
     let family = hashtile::HashFamily::new(cfg.seed);
-    let mut params = S::default_params(args.bucket);
+    let mut params = S::default_params(args.cur_bucket);
     if args.no_upsert {
         params.upsert = 0;
     }
@@ -360,7 +435,7 @@ fn run_gpu<R: hashtile::cubecl::Runtime, S: ProbingScheme + SchemeInfo>(
     let mut ins_kernel = Vec::new();
     let mut lost_total = 0;
     // One table per load factor, cleared between runs (allocation stays out of the timed region).
-    let mut t = GpuTable::<R, S>::new(&device, nb, args.bucket, family, params, opts)?;
+    let mut t = GpuTable::<R, S>::new(&device, nb, args.cur_bucket, family, params, opts)?;
     let (kh, vh) = (t.upload(&keys[..n]), t.upload(values));
     for run in 0..=args.runs {
         t.reset(family)?;
@@ -391,6 +466,8 @@ fn run_gpu<R: hashtile::cubecl::Runtime, S: ProbingScheme + SchemeInfo>(
     }
     let mut rows = vec![
         Row {
+            scheme: args.cur_scheme.clone(),
+            bucket: args.cur_bucket,
             backend,
             load,
             op: "insert",
@@ -400,6 +477,8 @@ fn run_gpu<R: hashtile::cubecl::Runtime, S: ProbingScheme + SchemeInfo>(
         },
         // The kernel alone: queued with insert_device_async, timed to the device sync, before settle().
         Row {
+            scheme: args.cur_scheme.clone(),
+            bucket: args.cur_bucket,
             backend,
             load,
             op: "insert-async",
@@ -436,6 +515,8 @@ fn run_gpu<R: hashtile::cubecl::Runtime, S: ProbingScheme + SchemeInfo>(
             })
             .collect();
         rows.push(Row {
+            scheme: args.cur_scheme.clone(),
+            bucket: args.cur_bucket,
             backend,
             load,
             op: "find",

@@ -508,6 +508,30 @@ pub fn cuda_available() -> bool {
     }
 }
 
+/// `true` if the `vulkan` feature is on and a hardware (discrete or integrated) Vulkan GPU answers; software
+/// adapters such as lavapipe do not count (on those the CPU backend is the better choice).
+pub fn vulkan_hardware_available() -> bool {
+    #[cfg(feature = "vulkan")]
+    {
+        use cubecl::wgpu::{WgpuDevice, WgpuRuntime};
+        static AVAILABLE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        *AVAILABLE.get_or_init(|| {
+            [WgpuDevice::DiscreteGpu(0), WgpuDevice::IntegratedGpu(0)]
+                .into_iter()
+                .any(|d| {
+                    quietly(move || {
+                        WgpuRuntime::client(&d).properties().hardware.plane_size_max > 0
+                    })
+                    .unwrap_or(false)
+                })
+        })
+    }
+    #[cfg(not(feature = "vulkan"))]
+    {
+        false
+    }
+}
+
 /// `true` if the `vulkan` feature is on and a Vulkan adapter answers.
 pub fn vulkan_available() -> bool {
     #[cfg(feature = "vulkan")]
