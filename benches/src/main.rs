@@ -229,7 +229,6 @@ fn main() {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
 /// One load factor of one scheme on the chosen backend.
 #[allow(clippy::too_many_arguments)]
 fn measure<S: SchemeInfo>(
@@ -249,6 +248,7 @@ fn measure<S: SchemeInfo>(
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 fn run_host<S: SchemeInfo>(
     args: &Args,
     backend: Backend,
