@@ -157,6 +157,27 @@ pub fn reset_state(state: &mut ProbeState, key_mix: u32) {
     state.aux2 = 0u32;
 }
 
+/// The find step of schemes that may store a key in any candidate bucket (IHT, P2BHT): stop at a match,
+/// otherwise read every candidate; a bucket with free slots proves nothing, so there is no early exit.
+#[cube]
+pub fn find_in_every_candidate(
+    state: &mut ProbeState,
+    view: BucketView,
+    params: SchemeParams,
+) -> Step {
+    let mut act = u32::new(action::ABSENT as i64);
+    let mut slot = u32::new(0);
+    let target = state.hash_index;
+    if view.matched != 0 {
+        act = action::FOUND;
+        slot = view.matched.trailing_zeros();
+    } else if state.hash_index + 1 < params.num_hashes {
+        state.hash_index += 1;
+        act = action::NEXT;
+    }
+    make_step(act, target, slot)
+}
+
 /// Host-side description of a scheme: its name, defaults and validity rules.
 pub trait SchemeInfo: ProbingScheme {
     /// Short name (`"bcht"`).
