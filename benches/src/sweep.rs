@@ -57,7 +57,8 @@ pub struct SweepArgs {
     /// Backend: auto, cpu, cuda or vulkan.
     #[arg(long, default_value = "auto")]
     backend: BackendChoice,
-    /// Schemes to run, comma separated (default: all of bcht, iht, p2bht, 1cht).
+    /// Schemes to run, comma separated (default: all of bcht, iht, p2bht, 1cht); `name:B` gives one scheme
+    /// its own bucket size, e.g. `--scheme bcht,iht:32,1cht` (the paper's success-rate comparison).
     #[arg(long, value_delimiter = ',')]
     scheme: Vec<String>,
     /// Bucket size of every scheme that has a choice (1CHT always uses 1).
@@ -358,6 +359,18 @@ struct Ctx {
     backend: Backend,
     /// One progress bar over all steps.
     bar: ProgressBar,
+    /// Bucket sizes given per scheme (`--scheme iht:32`); others use `--bucket`.
+    own_buckets: HashMap<&'static str, u32>,
+}
+
+impl Ctx {
+    /// The bucket size asked for scheme `name`.
+    fn bucket_for(&self, name: &str) -> u32 {
+        self.own_buckets
+            .get(name)
+            .copied()
+            .unwrap_or(self.args.bucket)
+    }
 }
 
 /// The bucket size scheme `S` runs with: `--bucket`, unless the scheme has a single size (1CHT: 1).
@@ -405,7 +418,7 @@ fn rate_point<S: SchemeInfo>(
     data: &KeySet,
     load: f64,
 ) -> Result<Vec<RatePoint>, String> {
-    let bucket = bucket_of::<S>(ctx.args.bucket)?;
+    let bucket = bucket_of::<S>(ctx.bucket_for(S::NAME))?;
     let steps = rate_ops().count() as u64 * (ctx.plan.runs as u64 + 1);
     let start = ctx.bar.position();
     let point = |op, present, rate, unplaced, status| RatePoint {
@@ -479,7 +492,7 @@ fn skipped_points<S: SchemeInfo>(
     data: &KeySet,
     load: f64,
 ) -> Result<Vec<RatePoint>, String> {
-    let bucket = bucket_of::<S>(ctx.args.bucket)?;
+    let bucket = bucket_of::<S>(ctx.bucket_for(S::NAME))?;
     ctx.bar
         .inc(rate_ops().count() as u64 * (ctx.plan.runs as u64 + 1));
     Ok(rate_ops()
@@ -513,7 +526,7 @@ fn rate_points<S: SchemeInfo>(
             continue;
         }
         ctx.bar
-            .set_message(format!("{}: rates at {what}, load {load}", S::NAME));
+            .set_message(format!("{}: {what}, load {load}", S::NAME));
         let points = rate_point::<S>(ctx, data, load)?;
         failed = points.iter().any(|p| p.status == Status::BuildFailed);
         out.extend(points);
@@ -527,7 +540,7 @@ fn probe_point<S: SchemeInfo>(
     data: &KeySet,
     load: f64,
 ) -> Result<Vec<ProbePoint>, String> {
-    let bucket = bucket_of::<S>(ctx.args.bucket)?;
+    let bucket = bucket_of::<S>(ctx.bucket_for(S::NAME))?;
     let point = |op, present, stats, status| ProbePoint {
         scheme: S::NAME,
         bucket,
@@ -589,7 +602,7 @@ fn success_point<S: SchemeInfo>(
     data: &KeySet,
     load: f64,
 ) -> Result<SuccessPoint, String> {
-    let bucket = bucket_of::<S>(ctx.args.bucket)?;
+    let bucket = bucket_of::<S>(ctx.bucket_for(S::NAME))?;
     let keys = data.inserted();
     let mut successes = 0;
     let mut checked = true;
@@ -680,17 +693,32 @@ fn sweep(args: SweepArgs) -> Result<bool, String> {
     let started = Instant::now();
     let plan = Plan::resolve(&args)?;
     let all = scheme_names();
+    let mut own_buckets: HashMap<&'static str, u32> = HashMap::new();
     let selected: Vec<&'static str> = if args.scheme.is_empty() {
         all.clone()
     } else {
         let mut v = Vec::new();
-        for s in &args.scheme {
+        for entry in &args.scheme {
+            // `name` or `name:B` (a bucket size for this scheme only, e.g. `iht:32`).
+            let (s, own_bucket) = match entry.split_once(':') {
+                Some((s, b)) => (
+                    s,
+                    Some(
+                        b.parse::<u32>()
+                            .map_err(|e| format!("bad bucket size in '{entry}': {e}"))?,
+                    ),
+                ),
+                None => (entry.as_str(), None),
+            };
             let name = all
                 .iter()
                 .find(|n| n.eq_ignore_ascii_case(s))
                 .ok_or_else(|| format!("unknown scheme '{s}' (the sweep knows {all:?})"))?;
             if !v.contains(name) {
                 v.push(*name);
+            }
+            if let Some(b) = own_bucket {
+                own_buckets.insert(*name, b);
             }
         }
         v
@@ -699,7 +727,7 @@ fn sweep(args: SweepArgs) -> Result<bool, String> {
     // Reject an unsupported bucket size before measuring anything.
     for_each_scheme!(|S| {
         if on(S::NAME) {
-            bucket_of::<S>(args.bucket)?;
+            bucket_of::<S>(own_buckets.get(S::NAME).copied().unwrap_or(args.bucket))?;
         }
     });
     let backend = hashtile::resolve(args.backend);
@@ -743,6 +771,7 @@ fn sweep(args: SweepArgs) -> Result<bool, String> {
         plan,
         backend,
         bar,
+        own_buckets,
     };
     let mut res = Results::default();
     let plan = &ctx.plan;
@@ -750,7 +779,7 @@ fn sweep(args: SweepArgs) -> Result<bool, String> {
     // 1. Rates vs load factor at fixed N.
     let t0 = Instant::now();
     let main = KeySet::new(plan.log2_keys, ctx.args.seed);
-    let what = format!("2^{} keys", plan.log2_keys);
+    let what = format!("rates vs load, 2^{} keys", plan.log2_keys);
     for_each_scheme!(|S| {
         if on(S::NAME) {
             res.by_load
@@ -764,7 +793,7 @@ fn sweep(args: SweepArgs) -> Result<bool, String> {
     let t0 = Instant::now();
     for &a in &plan.size_log2 {
         let data = KeySet::new(a, ctx.args.seed);
-        let what = format!("2^{a} keys");
+        let what = format!("rates vs N, 2^{a} keys");
         for_each_scheme!(|S| {
             if on(S::NAME) {
                 res.by_keys
