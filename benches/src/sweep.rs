@@ -71,10 +71,10 @@ pub struct SweepArgs {
     /// [full: 0.6,0.7,0.8,0.85,0.9,0.92,0.94,0.96,0.98,0.99; quick: 0.7,0.8,0.9,0.95].
     #[arg(long, value_delimiter = ',')]
     load: Option<Vec<f64>>,
-    /// Smallest number of keys of experiment 2 (rates vs N), as a power of two [full: 16; quick: 10].
+    /// Smallest number of keys of experiment 2 (rates vs N), as a power of two [full: 14; quick: 10].
     #[arg(long)]
     min_log2_keys: Option<u32>,
-    /// Largest number of keys of experiment 2, as a power of two [full: 22; quick: 14].
+    /// Largest number of keys of experiment 2, as a power of two [full: 20; quick: 14].
     #[arg(long)]
     max_log2_keys: Option<u32>,
     /// Load factors of experiment 2 (rates vs N), comma separated.
@@ -160,8 +160,8 @@ impl Plan {
             &[0.6, 0.7, 0.8, 0.85, 0.9, 0.92, 0.94, 0.96, 0.98, 0.99]
         };
         let loads = load_list("--load", a.load.as_deref().unwrap_or(default_loads))?;
-        let lo = a.min_log2_keys.unwrap_or(if q { 10 } else { 16 });
-        let hi = a.max_log2_keys.unwrap_or(if q { 14 } else { 22 });
+        let lo = a.min_log2_keys.unwrap_or(if q { 10 } else { 14 });
+        let hi = a.max_log2_keys.unwrap_or(if q { 14 } else { 20 });
         if lo > hi {
             return Err(format!(
                 "--min-log2-keys {lo} is larger than --max-log2-keys {hi}"
@@ -1378,14 +1378,17 @@ fn summary_md(
         let per_scheme: Vec<String> = selected
             .iter()
             .filter_map(|&scheme| {
-                let mut loads: Vec<String> = res
+                // (keys, load) pairs, each once (experiments 1 and 2 meet at experiment 1's N), by keys then load.
+                let mut at: Vec<(u32, f64)> = res
                     .by_load
                     .iter()
                     .chain(&res.by_keys)
                     .filter(|p| p.scheme == scheme && p.status == status)
-                    .map(|p| format!("{} at 2^{}", p.load, p.keys.trailing_zeros()))
+                    .map(|p| (p.keys.trailing_zeros(), p.load))
                     .collect();
-                loads.dedup();
+                at.sort_by(|a, b| a.partial_cmp(b).expect("finite"));
+                at.dedup();
+                let loads: Vec<String> = at.iter().map(|(k, l)| format!("{l} at 2^{k}")).collect();
                 (!loads.is_empty()).then(|| format!("{scheme}: {}", loads.join(", ")))
             })
             .collect();
