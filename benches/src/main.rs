@@ -306,8 +306,9 @@ fn measure<S: SchemeInfo>(
 ) -> hashtile::Result<Vec<Row>> {
     match backend {
         Backend::Cpu => run_host::<S>(args, backend, load, keys, values, oracle, finds, bar),
-        Backend::Cuda => run_gpu_cuda::<S>(args, load, keys, values, oracle, finds, bar),
-        Backend::Vulkan => run_gpu_vulkan::<S>(args, load, keys, values, oracle, finds, bar),
+        Backend::Cuda | Backend::Vulkan => {
+            run_gpu_backend::<S>(args, backend, load, keys, values, oracle, finds, bar)
+        }
     }
 }
 
@@ -392,7 +393,6 @@ fn run_host<S: SchemeInfo>(
 }
 
 /// The backend's default GPU options, overridden by `--claim` / `--reads`.
-#[allow(dead_code)]
 fn gpu_options(args: &Args, cuda: bool) -> hashtile::gpu::GpuOptions {
     hashtile::gpu::GpuOptions {
         use_cas: args.claim.as_deref().map_or(cuda, |c| c == "cas"),
@@ -400,9 +400,11 @@ fn gpu_options(args: &Args, cuda: bool) -> hashtile::gpu::GpuOptions {
     }
 }
 
-#[cfg(feature = "cuda")]
-fn run_gpu_cuda<S: SchemeInfo>(
+/// One load factor of one scheme on a GPU backend, with that backend's options (or `--claim` / `--reads`).
+#[allow(clippy::too_many_arguments)]
+fn run_gpu_backend<S: SchemeInfo>(
     args: &Args,
+    backend: Backend,
     load: f64,
     keys: &[u32],
     values: &[u32],
@@ -410,76 +412,20 @@ fn run_gpu_cuda<S: SchemeInfo>(
     finds: &[f64],
     bar: &ProgressBar,
 ) -> hashtile::Result<Vec<Row>> {
-    let opts = hashtile::gpu::GpuOptions {
-        use_cas: true,
-        plain_reads: true,
-    };
-    run_gpu::<hashtile::cubecl::cuda::CudaRuntime, S>(
-        args,
-        Backend::Cuda,
-        opts,
-        load,
-        keys,
-        values,
-        oracle,
-        finds,
-        bar,
-    )
-}
-#[cfg(not(feature = "cuda"))]
-fn run_gpu_cuda<S: SchemeInfo>(
-    _: &Args,
-    _: f64,
-    _: &[u32],
-    _: &[u32],
-    _: &HashMap<u32, u32>,
-    _: &[f64],
-    _: &ProgressBar,
-) -> hashtile::Result<Vec<Row>> {
-    Err(hashtile::Error::InvalidConfig(
-        "built without the cuda feature".into(),
-    ))
-}
-
-#[cfg(feature = "vulkan")]
-fn run_gpu_vulkan<S: SchemeInfo>(
-    args: &Args,
-    load: f64,
-    keys: &[u32],
-    values: &[u32],
-    oracle: &HashMap<u32, u32>,
-    finds: &[f64],
-    bar: &ProgressBar,
-) -> hashtile::Result<Vec<Row>> {
-    let opts = hashtile::gpu::GpuOptions {
-        use_cas: false,
-        plain_reads: false,
-    };
-    run_gpu::<hashtile::cubecl::wgpu::WgpuRuntime, S>(
-        args,
-        Backend::Vulkan,
-        opts,
-        load,
-        keys,
-        values,
-        oracle,
-        finds,
-        bar,
-    )
-}
-#[cfg(not(feature = "vulkan"))]
-fn run_gpu_vulkan<S: SchemeInfo>(
-    _: &Args,
-    _: f64,
-    _: &[u32],
-    _: &[u32],
-    _: &HashMap<u32, u32>,
-    _: &[f64],
-    _: &ProgressBar,
-) -> hashtile::Result<Vec<Row>> {
-    Err(hashtile::Error::InvalidConfig(
-        "built without the vulkan feature".into(),
-    ))
+    let opts = gpu_options(args, backend == Backend::Cuda);
+    match backend {
+        #[cfg(feature = "cuda")]
+        Backend::Cuda => run_gpu::<hashtile::cubecl::cuda::CudaRuntime, S>(
+            args, backend, opts, load, keys, values, oracle, finds, bar,
+        ),
+        #[cfg(feature = "vulkan")]
+        Backend::Vulkan => run_gpu::<hashtile::cubecl::wgpu::WgpuRuntime, S>(
+            args, backend, opts, load, keys, values, oracle, finds, bar,
+        ),
+        other => Err(hashtile::Error::InvalidConfig(format!(
+            "backend {other} is not a GPU backend compiled into this binary"
+        ))),
+    }
 }
 
 #[allow(clippy::too_many_arguments)]
