@@ -157,21 +157,28 @@ pub fn reset_state(state: &mut ProbeState, key_mix: u32) {
     state.aux2 = 0u32;
 }
 
-/// The find step of schemes that may store a key in any candidate bucket (IHT, P2BHT): stop at a match,
-/// otherwise read every candidate; a bucket with free slots proves nothing, so there is no early exit.
+/// The find step shared by every bucketed scheme: stop at a match; otherwise move on to the next candidate
+/// bucket until all `num_hashes` are read. With `early_exit` (cuckoo schemes, which fill `H0, H1, ...` in order
+/// and never empty a bucket) a bucket with a free slot also proves the key absent; schemes that may store a key
+/// in any candidate (IHT, P2BHT) pass `false`.
 #[cube]
-pub fn find_in_every_candidate(
+pub fn find_in_candidates(
     state: &mut ProbeState,
     view: BucketView,
     params: SchemeParams,
+    #[comptime] early_exit: bool,
 ) -> Step {
     let mut act = u32::new(action::ABSENT as i64);
     let mut slot = u32::new(0);
     let target = state.hash_index;
+    let mut may_continue = state.hash_index + 1 < params.num_hashes;
+    if comptime!(early_exit) {
+        may_continue = may_continue && view.empty == 0;
+    }
     if view.matched != 0 {
         act = action::FOUND;
         slot = view.matched.trailing_zeros();
-    } else if state.hash_index + 1 < params.num_hashes {
+    } else if may_continue {
         state.hash_index += 1;
         act = action::NEXT;
     }

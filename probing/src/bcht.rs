@@ -12,8 +12,8 @@
 use cubecl::prelude::*;
 use hashtile_core::hash::xorshift32;
 use hashtile_core::scheme::{
-    BucketView, ProbeState, ProbingScheme, SchemeInfo, SchemeParams, Step, action, make_step,
-    reset_state,
+    BucketView, ProbeState, ProbingScheme, SchemeInfo, SchemeParams, Step, action,
+    find_in_candidates, make_step, reset_state,
 };
 
 /// Bucketed cuckoo hash table scheme (default `h = 3`, `B = 16`).
@@ -126,17 +126,7 @@ impl ProbingScheme for Bcht {
         params: SchemeParams,
         #[comptime] _bucket_size: u32,
     ) -> Step {
-        let mut act = u32::new(action::ABSENT as i64);
-        let mut slot = u32::new(0);
-        let target = state.hash_index;
-        if view.matched != 0 {
-            act = action::FOUND;
-            slot = view.matched.trailing_zeros();
-        } else if view.empty == 0 && state.hash_index + 1 < params.num_hashes {
-            state.hash_index += 1;
-            act = action::NEXT;
-        }
-        make_step(act, target, slot)
+        find_in_candidates(state, view, params, true)
     }
 }
 

@@ -17,7 +17,7 @@
 use cubecl::prelude::*;
 use hashtile_core::scheme::{
     BucketView, ProbeState, ProbingScheme, SchemeInfo, SchemeParams, Step, action,
-    find_in_every_candidate, make_step, reset_state,
+    find_in_candidates, make_step, reset_state,
 };
 
 /// Iceberg hash table scheme (default `B = 16`, threshold `t = 13`, i.e. about 80% of `B`).
@@ -113,7 +113,7 @@ impl ProbingScheme for Iht {
         params: SchemeParams,
         #[comptime] _bucket_size: u32,
     ) -> Step {
-        find_in_every_candidate(state, view, params)
+        find_in_candidates(state, view, params, false)
     }
 }
 

@@ -9,7 +9,7 @@
 use cubecl::prelude::*;
 use hashtile_core::scheme::{
     BucketView, ProbeState, ProbingScheme, SchemeInfo, SchemeParams, Step, action,
-    find_in_every_candidate, make_step, reset_state,
+    find_in_candidates, make_step, reset_state,
 };
 
 /// Power-of-two-choices scheme (`h = 2`, default `B = 16`).
@@ -70,7 +70,7 @@ impl ProbingScheme for P2bht {
         params: SchemeParams,
         #[comptime] _bucket_size: u32,
     ) -> Step {
-        find_in_every_candidate(state, view, params)
+        find_in_candidates(state, view, params, false)
     }
 }
 
