@@ -36,8 +36,8 @@ pub fn cuda<S: ProbingScheme>(
     unreachable!("availability is checked before construction")
 }
 
-/// A Vulkan table: exchange claims (cubecl 0.10's SPIR-V compiler cannot emit compare-and-swap, see the spike's
-/// `spirv_cas_repro.rs` and NOTES.md), atomic reads (a buffer cannot be bound twice in one launch).
+/// A Vulkan table: compare-and-swap claims as on CUDA (needs the patched cubecl-opt in `vendor/`, see NOTES.md),
+/// atomic reads (wgpu cannot bind one buffer twice in a launch, so the plain-read alias is unavailable).
 #[cfg(feature = "vulkan")]
 pub fn vulkan<S: ProbingScheme>(
     nb: u32,
@@ -48,7 +48,7 @@ pub fn vulkan<S: ProbingScheme>(
 ) -> Result<Box<dyn Engine>> {
     use crate::gpu::{GpuOptions, GpuTable};
     let opts = GpuOptions {
-        use_cas: false,
+        use_cas: true,
         plain_reads: false,
     };
     let mut t =

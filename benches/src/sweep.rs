@@ -71,6 +71,10 @@ pub struct SweepArgs {
     /// [full: 0.6,0.7,0.8,0.85,0.9,0.92,0.94,0.96,0.98,0.99; quick: 0.7,0.8,0.9,0.95].
     #[arg(long, value_delimiter = ',')]
     load: Option<Vec<f64>>,
+    /// Keys of experiment 3 (probes), as a power of two [default: the keys of experiment 1]. Probe counts
+    /// depend on the load factor, not on N; a smaller N keeps a 2^26 GPU sweep's host-side work short.
+    #[arg(long)]
+    pub probe_log2_keys: Option<u32>,
     /// Smallest number of keys of experiment 2 (rates vs N), as a power of two [full: 14; quick: 10].
     #[arg(long)]
     min_log2_keys: Option<u32>,
@@ -111,8 +115,10 @@ pub struct SweepArgs {
 /// The sweep's parameters after presets and validation.
 #[derive(Debug, Clone)]
 struct Plan {
-    /// log2 of the keys of experiments 1 and 3.
+    /// log2 of the keys of experiment 1.
     log2_keys: u32,
+    /// log2 of the keys of experiment 3.
+    probe_log2_keys: u32,
     /// Load factors of experiments 1 and 3 (ascending).
     loads: Vec<f64>,
     /// log2 of the key counts of experiment 2.
@@ -177,9 +183,14 @@ impl Plan {
             "--success-load",
             a.success_load.as_deref().unwrap_or(&default_success),
         )?;
-        if let Some(big) = [log2_keys, hi, success_log2_keys]
-            .into_iter()
-            .find(|&k| k > 30)
+        if let Some(big) = [
+            log2_keys,
+            hi,
+            success_log2_keys,
+            a.probe_log2_keys.unwrap_or(0),
+        ]
+        .into_iter()
+        .find(|&k| k > 30)
         {
             return Err(format!(
                 "2^{big} keys is more than this benchmark supports (2^30)"
@@ -192,6 +203,7 @@ impl Plan {
         }
         Ok(Self {
             log2_keys,
+            probe_log2_keys: a.probe_log2_keys.unwrap_or(log2_keys),
             loads,
             size_log2: (lo..=hi).collect(),
             size_loads: load_list("--size-load", &a.size_load)?,
@@ -805,12 +817,19 @@ fn sweep(args: SweepArgs) -> Result<bool, String> {
 
     // 3. Average probes vs load factor.
     let t0 = Instant::now();
+    let probe_data;
+    let probe_set = if plan.probe_log2_keys == plan.log2_keys {
+        &main
+    } else {
+        probe_data = KeySet::new(plan.probe_log2_keys, ctx.args.seed);
+        &probe_data
+    };
     for_each_scheme!(|S| {
         if on(S::NAME) {
             for &load in &plan.loads {
                 ctx.bar
                     .set_message(format!("{}: probes at load {load}", S::NAME));
-                res.probes.extend(probe_point::<S>(&ctx, &main, load)?);
+                res.probes.extend(probe_point::<S>(&ctx, probe_set, load)?);
             }
         }
     });
@@ -1044,7 +1063,7 @@ fn write_outputs(
                 ctx.backend,
                 p.scheme,
                 p.bucket,
-                1usize << plan.log2_keys,
+                1usize << plan.probe_log2_keys,
                 p.load,
                 p.op,
                 p.present,
@@ -1282,10 +1301,11 @@ fn summary_md(
     let _ = writeln!(s, "# hashtile sweep ({} backend)\n", ctx.backend);
     let _ = writeln!(
         s,
-        "- Rates and probes: 2^{} keys, loads {:?}; rates vs N: 2^{}..2^{} keys at loads {:?}; {} timed runs \
-         after one warm-up (median).",
+        "- Rates: 2^{} keys, loads {:?}; probes: 2^{} keys; rates vs N: 2^{}..2^{} keys at loads {:?}; {} \
+         timed runs after one warm-up (median).",
         plan.log2_keys,
         plan.loads,
+        plan.probe_log2_keys,
         plan.size_log2[0],
         plan.size_log2[plan.size_log2.len() - 1],
         plan.size_loads,

@@ -19,8 +19,9 @@ pub const INSERT_COUNTERS: usize = 1 + 2 * ADDED_COUNTERS as usize;
 ///
 /// - `table` is the slot array; `table_plain` is the same buffer seen without atomics (fast plain reads), or a
 ///   dummy when `plain_reads` is off (Vulkan: a buffer may not be bound twice).
-/// - `use_cas`: claim empty slots with compare-and-swap (CUDA). Off: claim with an exchange and carry on
-///   inserting whatever was displaced (SPIR-V in cubecl 0.10 cannot compile compare-and-swap).
+/// - `use_cas`: claim empty slots with compare-and-swap (the default on every backend). Off: claim with an
+///   exchange and carry on inserting whatever was displaced (a CAS-free path for compilers without one; upstream
+///   cubecl-opt 0.10.0 breaks compare-and-swap on SPIR-V, which `vendor/cubecl-opt` patches).
 /// - `failed` receives pairs the scheme gave up on (`counters[0]` counts them); `counters[1..]` count new keys.
 #[cube(launch_unchecked)]
 pub fn insert_kernel<S: ProbingScheme>(
