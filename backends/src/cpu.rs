@@ -241,6 +241,7 @@ impl<S: ProbingScheme> CpuTable<S> {
             ProbeStats {
                 probes,
                 ops: pairs.len() as u64,
+                retries: 0,
             },
             failed.into_inner().expect("poisoned"),
         )
@@ -271,6 +272,7 @@ impl<S: ProbingScheme> CpuTable<S> {
         ProbeStats {
             probes,
             ops: keys.len() as u64,
+            retries: 0,
         }
     }
 

@@ -38,6 +38,19 @@ pub fn hash_key(lo: u32, hi: u32, seed: u32) -> u32 {
     fmix32(mul_lo32(folded, 0x9e37_79b1u32) ^ seed)
 }
 
+/// [`hash_key`] of a 32-bit key (`hi = 0`) with the seed's fold precomputed: `seed_mix` must be
+/// [`seed_mix`]`(seed)`. Same value, two multiplies fewer: kernels take the mixes with the table's shape.
+#[cube]
+pub fn hash_key32(key: u32, seed: u32, seed_mix: u32) -> u32 {
+    fmix32(mul_lo32(key ^ seed_mix, 0x9e37_79b1u32) ^ seed)
+}
+
+/// The part of [`hash_key`] that depends on the seed alone when `hi = 0` (see [`hash_key32`]).
+#[cube]
+pub fn seed_mix(seed: u32) -> u32 {
+    fmix32(seed)
+}
+
 /// Maps a 32-bit hash onto `0..num_buckets` (multiply-shift; uniform for uniform hashes).
 #[cube]
 pub fn bucket_index(hash: u32, num_buckets: u32) -> u32 {
@@ -138,6 +151,18 @@ mod tests {
         assert_eq!(b, HashFamily::new(1).reseeded());
         for i in 0..MAX_HASHES {
             assert_ne!(a.seeds[i], b.seeds[i]);
+        }
+    }
+
+    #[test]
+    fn hash_key32_is_hash_key_of_a_32_bit_key() {
+        for seed in [0u32, 1, 0x1234_5678, u32::MAX] {
+            for key in [0u32, 7, 0xdead_beef, u32::MAX - 1] {
+                assert_eq!(
+                    hash_key32(key, seed, seed_mix(seed)),
+                    hash_key(key, 0, seed)
+                );
+            }
         }
     }
 

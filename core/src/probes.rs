@@ -16,6 +16,9 @@ pub struct ProbeStats {
     pub probes: u64,
     /// Operations (keys) they served.
     pub ops: u64,
+    /// Of `probes`, the re-reads of a bucket after a lost compare-and-swap (GPU inserts only; a concurrent
+    /// insert took the slot). The sequential model (CPU deterministic mode, the paper's analysis) has none.
+    pub retries: u64,
 }
 
 impl ProbeStats {
@@ -27,11 +30,28 @@ impl ProbeStats {
             self.probes as f64 / self.ops as f64
         }
     }
+    /// Probes per operation without the retries: what the sequential model predicts.
+    pub fn model_average(&self) -> f64 {
+        if self.ops == 0 {
+            0.0
+        } else {
+            (self.probes - self.retries) as f64 / self.ops as f64
+        }
+    }
+    /// Retries per operation (lost compare-and-swaps).
+    pub fn retry_rate(&self) -> f64 {
+        if self.ops == 0 {
+            0.0
+        } else {
+            self.retries as f64 / self.ops as f64
+        }
+    }
     /// Sum of two statistics.
     pub fn merged(self, other: Self) -> Self {
         Self {
             probes: self.probes + other.probes,
             ops: self.ops + other.ops,
+            retries: self.retries + other.retries,
         }
     }
 }

@@ -6,7 +6,7 @@
 //! other's keys (warp-cooperative work sharing), and each lane gets its own answer back.
 
 use cubecl::prelude::*;
-use hashtile_core::hash::{bucket_index, hash_key};
+use hashtile_core::hash::{bucket_index, hash_key32};
 use hashtile_core::scheme::{ProbingScheme, SchemeParams, action, blank_state};
 use hashtile_core::tile::{
     read_slots, slot_word, tile_ballot, tile_lane, tile_shuffle, view_of, word_value,
@@ -25,6 +25,14 @@ pub struct TableMeta {
     pub seed2: u32,
     /// Seed of hash function 3.
     pub seed3: u32,
+    /// `seed_mix(seed0)`: the seed's part of the hash, precomputed on the host.
+    pub mix0: u32,
+    /// `seed_mix(seed1)`.
+    pub mix1: u32,
+    /// `seed_mix(seed2)`.
+    pub mix2: u32,
+    /// `seed_mix(seed3)`.
+    pub mix3: u32,
     /// Scheme parameters.
     pub params: SchemeParams,
 }
@@ -41,8 +49,63 @@ pub struct FindResult {
 }
 
 /// Number of `u32` words in a table's shape buffer: `[num_buckets, seed0..seed3, num_hashes, max_chain,
-/// threshold, upsert]`.
-pub const SHAPE_WORDS: usize = 9;
+/// threshold, upsert, mix0..mix3]` (`mix_i = hashtile_core::hash::seed_mix(seed_i)`).
+pub const SHAPE_WORDS: usize = 13;
+
+/// A table's shape as scalar kernel arguments (the internal kernels take it so; CUDA keeps scalar arguments in
+/// constant memory, where a shape read from a buffer costs a register per word and thread). Same words as the
+/// shape buffer.
+#[derive(CubeLaunch, CubeType, Clone, Copy)]
+pub struct ShapeScalars {
+    /// Number of buckets.
+    pub num_buckets: u32,
+    /// Seeds of hash functions 0..3.
+    pub seed0: u32,
+    /// Seed 1.
+    pub seed1: u32,
+    /// Seed 2.
+    pub seed2: u32,
+    /// Seed 3.
+    pub seed3: u32,
+    /// `num_hashes` of the scheme parameters.
+    pub num_hashes: u32,
+    /// `max_chain`.
+    pub max_chain: u32,
+    /// `threshold`.
+    pub threshold: u32,
+    /// `upsert`.
+    pub upsert: u32,
+    /// Seed mixes 0..3.
+    pub mix0: u32,
+    /// Mix 1.
+    pub mix1: u32,
+    /// Mix 2.
+    pub mix2: u32,
+    /// Mix 3.
+    pub mix3: u32,
+}
+
+/// The [`TableMeta`] of scalar shape arguments.
+#[cube]
+pub fn meta_of(s: &ShapeScalars) -> TableMeta {
+    TableMeta {
+        num_buckets: s.num_buckets,
+        seed0: s.seed0,
+        seed1: s.seed1,
+        seed2: s.seed2,
+        seed3: s.seed3,
+        mix0: s.mix0,
+        mix1: s.mix1,
+        mix2: s.mix2,
+        mix3: s.mix3,
+        params: SchemeParams {
+            num_hashes: s.num_hashes,
+            max_chain: s.max_chain,
+            threshold: s.threshold,
+            upsert: s.upsert,
+        },
+    }
+}
 
 /// Reads a [`TableMeta`] from a table's shape buffer (see [`crate::gpu::GpuTable::shape_words`]). Kernels
 /// take the shape as a small array so that a user kernel needs one argument, not nine.
@@ -54,6 +117,10 @@ pub fn load_meta(shape: &Array<u32>) -> TableMeta {
         seed1: shape[2],
         seed2: shape[3],
         seed3: shape[4],
+        mix0: shape[9],
+        mix1: shape[10],
+        mix2: shape[11],
+        mix3: shape[12],
         params: SchemeParams {
             num_hashes: shape[5],
             max_chain: shape[6],
@@ -63,24 +130,22 @@ pub fn load_meta(shape: &Array<u32>) -> TableMeta {
     }
 }
 
-/// The seed of hash function `i`.
-#[cube]
-pub fn seed_of(meta: TableMeta, i: u32) -> u32 {
-    let mut s = meta.seed0;
-    if i == 1 {
-        s = meta.seed1;
-    } else if i == 2 {
-        s = meta.seed2;
-    } else if i == 3 {
-        s = meta.seed3;
-    }
-    s
-}
-
 /// The bucket of a 32-bit key under hash function `i`.
 #[cube]
 pub fn bucket_of(meta: TableMeta, key: u32, i: u32) -> u32 {
-    bucket_index(hash_key(key, 0u32, seed_of(meta, i)), meta.num_buckets)
+    let mut seed = meta.seed0;
+    let mut mix = meta.mix0;
+    if i == 1 {
+        seed = meta.seed1;
+        mix = meta.mix1;
+    } else if i == 2 {
+        seed = meta.seed2;
+        mix = meta.mix2;
+    } else if i == 3 {
+        seed = meta.seed3;
+        mix = meta.mix3;
+    }
+    bucket_index(hash_key32(key, seed, mix), meta.num_buckets)
 }
 
 /// Cooperative find of 32-bit keys in a table of packed 32-bit pairs. All lanes of the plane must call it.

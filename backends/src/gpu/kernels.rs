@@ -1,7 +1,7 @@
 //! The launchable kernels: bulk insert and bulk find, each the scheme's step functions driven by the
 //! tile-cooperative bucket in a plane-uniform work-sharing loop (see `hashtile_core::tile`).
 
-use super::device_api::{bucket_of, load_meta, tile_find};
+use super::device_api::{ShapeScalars, bucket_of, meta_of, tile_find};
 use cubecl::prelude::*;
 use hashtile_core::hash::fmix32;
 use hashtile_core::scheme::{ProbingScheme, action, blank_state};
@@ -12,8 +12,8 @@ use hashtile_core::tile::{
 
 /// Number of spread-out counters per statistic: one shared counter would serialise millions of atomics.
 pub const ADDED_COUNTERS: u32 = 64;
-/// Layout of an insert's counter array: `[failures, added x 64, probes x 64]`.
-pub const INSERT_COUNTERS: usize = 1 + 2 * ADDED_COUNTERS as usize;
+/// Layout of an insert's counter array: `[failures, added x 64, probes x 64, retries x 64]`.
+pub const INSERT_COUNTERS: usize = 1 + 3 * ADDED_COUNTERS as usize;
 
 /// Bulk insert (upsert) of 32-bit pairs.
 ///
@@ -31,14 +31,14 @@ pub fn insert_kernel<S: ProbingScheme>(
     table_plain: &Array<u64>,
     failed: &mut Array<u64>,
     counters: &Array<Atomic<u32>>,
-    shape: &Array<u32>,
+    shape: &ShapeScalars,
     #[comptime] bucket_size: u32,
     #[comptime] tile_width: u32,
     #[comptime] use_cas: bool,
     #[comptime] plain_reads: bool,
     #[comptime] count_probes: bool,
 ) {
-    let meta = load_meta(shape);
+    let meta = meta_of(shape);
     let tl = tile_lane(tile_width);
     let pos = ABSOLUTE_POS;
     let mut pending = pos < keys.len();
@@ -54,6 +54,8 @@ pub fn insert_kernel<S: ProbingScheme>(
     let mut coherent = false;
     let mut added = u32::new(0);
     let mut probes = u32::new(0);
+    // Lost compare-and-swaps: each costs one more read of the same bucket (a probe the sequential model lacks).
+    let mut retries = u32::new(0);
     let mut state = blank_state();
     while plane_any(pending || has_op) {
         // An idle tile takes the next pending lane's pair.
@@ -73,7 +75,8 @@ pub fn insert_kernel<S: ProbingScheme>(
         }
 
         // One probe: read the bucket the state names and let the scheme decide.
-        let b = bucket_of(meta, cur_key, state.hash_index);
+        let read_index = state.hash_index;
+        let b = bucket_of(meta, cur_key, read_index);
         // Plain loads are fast but may hit a stale L1 line; after a lost compare-and-swap the bucket is re-read
         // with atomic loads. An inactive read returns all-ones words, so AND-ing both reads keeps the active one.
         let mut atomic_read = has_op;
@@ -108,7 +111,11 @@ pub fn insert_kernel<S: ProbingScheme>(
 
         // Execute the memory action on the owner lane of the slot, then broadcast what it saw.
         let seen = slot_word(slots, slot, tl, bucket_size, tile_width);
-        let tb = bucket_of(meta, cur_key, target);
+        // The action's bucket is nearly always the one just read; hashing again costs ~10% of the instructions.
+        let mut tb = b;
+        if target != read_index {
+            tb = bucket_of(meta, cur_key, target);
+        }
         let owner = slot % tile_width;
         let mine = pack_word(cur_key, cur_val);
         let mut old = EMPTY_WORD.runtime();
@@ -140,6 +147,9 @@ pub fn insert_kernel<S: ProbingScheme>(
                     added += 1;
                 } else if act == action::CLAIM && comptime!(use_cas) {
                     coherent = true; // lost the race: re-read this bucket coherently
+                    if comptime!(count_probes) {
+                        retries += 1u32;
+                    }
                 } else {
                     // We hold the displaced pair now and must place it.
                     cur_key = word_key(old_all);
@@ -169,6 +179,9 @@ pub fn insert_kernel<S: ProbingScheme>(
                         has_op = false;
                     } else {
                         coherent = true;
+                        if comptime!(count_probes) {
+                            retries += 1u32;
+                        }
                     }
                 } else if word_key(old_all) == cur_key {
                     has_op = false;
@@ -199,12 +212,19 @@ pub fn insert_kernel<S: ProbingScheme>(
     }
     if comptime!(count_probes) {
         let mut tile_probes = u32::new(0);
+        let mut tile_retries = u32::new(0);
         if tl.lane == 0u32 {
             tile_probes = probes;
+            tile_retries = retries;
         }
         let all = plane_sum(tile_probes);
         if UNIT_POS_PLANE == 0u32 && all > 0u32 {
             counters[(1u32 + ADDED_COUNTERS + CUBE_POS_X % ADDED_COUNTERS) as usize].fetch_add(all);
+        }
+        let lost = plane_sum(tile_retries);
+        if UNIT_POS_PLANE == 0u32 && lost > 0u32 {
+            counters[(1u32 + 2u32 * ADDED_COUNTERS + CUBE_POS_X % ADDED_COUNTERS) as usize]
+                .fetch_add(lost);
         }
     }
 }
@@ -217,7 +237,7 @@ pub fn find_kernel<S: ProbingScheme>(
     table: &Array<u64>,
     out: &mut Array<u32>,
     found: &mut Array<u32>,
-    shape: &Array<u32>,
+    shape: &ShapeScalars,
     probe_counters: &Array<Atomic<u32>>,
     absent: u32,
     #[comptime] bucket_size: u32,
@@ -225,7 +245,7 @@ pub fn find_kernel<S: ProbingScheme>(
     #[comptime] write_found: bool,
     #[comptime] count_probes: bool,
 ) {
-    let meta = load_meta(shape);
+    let meta = meta_of(shape);
     let pos = ABSOLUTE_POS;
     let active = pos < keys.len();
     let mut key = u32::new(0);

@@ -9,7 +9,8 @@ pub mod kernels;
 use crate::engine::Engine;
 use cubecl::prelude::*;
 use cubecl::server::Handle;
-use device_api::SHAPE_WORDS;
+use device_api::{SHAPE_WORDS, ShapeScalarsLaunch};
+use hashtile_core::hash::seed_mix;
 use hashtile_core::scheme::{ProbingScheme, SchemeParams};
 use hashtile_core::tile::EMPTY_WORD;
 use hashtile_core::{Error, HashFamily, ProbeStats, Result};
@@ -171,7 +172,20 @@ impl<R: Runtime, S: ProbingScheme> GpuTable<R, S> {
             p.max_chain,
             p.threshold,
             p.upsert,
+            seed_mix(s[0]),
+            seed_mix(s[1]),
+            seed_mix(s[2]),
+            seed_mix(s[3]),
         ]
+    }
+
+    /// The shape words as the internal kernels take them: scalar arguments, which CUDA keeps in constant memory
+    /// instead of 13 registers per thread (the insert kernel is limited by registers and instruction issue).
+    fn shape_arg(&self) -> ShapeScalarsLaunch<R> {
+        let w = self.shape_words();
+        ShapeScalarsLaunch::new(
+            w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7], w[8], w[9], w[10], w[11], w[12],
+        )
     }
 
     /// The compute client (to allocate buffers and launch your own kernels on the same device).
@@ -231,7 +245,7 @@ impl<R: Runtime, S: ProbingScheme> GpuTable<R, S> {
                 },
                 ArrayArg::from_raw_parts(self.stash.clone(), self.stash_len),
                 ArrayArg::from_raw_parts(self.counters.clone(), INSERT_COUNTERS),
-                ArrayArg::from_raw_parts(self.shape.clone(), SHAPE_WORDS),
+                self.shape_arg(),
                 self.bucket_size,
                 self.tile_width,
                 self.options.use_cas,
@@ -252,10 +266,11 @@ impl<R: Runtime, S: ProbingScheme> GpuTable<R, S> {
         let nfailed = c[0] as usize;
         let spread = ADDED_COUNTERS as usize;
         self.len += c[1..1 + spread].iter().map(|&x| x as usize).sum::<usize>();
-        let probes = c[1 + spread..].iter().map(|&x| x as u64).sum();
+        let sum = |r: std::ops::Range<usize>| c[r].iter().map(|&x| x as u64).sum();
         self.last_insert_probes = ProbeStats {
-            probes,
+            probes: sum(1 + spread..1 + 2 * spread),
             ops: std::mem::take(&mut self.pending_ops),
+            retries: sum(1 + 2 * spread..1 + 3 * spread),
         };
         let mut out = Unplaced {
             pairs: Vec::new(),
@@ -314,6 +329,7 @@ impl<R: Runtime, S: ProbingScheme> GpuTable<R, S> {
         ProbeStats {
             probes,
             ops: ops as u64,
+            retries: 0,
         }
     }
 
@@ -350,7 +366,7 @@ impl<R: Runtime, S: ProbingScheme> GpuTable<R, S> {
                 ArrayArg::from_raw_parts(self.table.clone(), self.capacity()),
                 ArrayArg::from_raw_parts(out.clone(), n),
                 ArrayArg::from_raw_parts(found_handle, n),
-                ArrayArg::from_raw_parts(self.shape.clone(), SHAPE_WORDS),
+                self.shape_arg(),
                 ArrayArg::from_raw_parts(probe_handle, probe_len),
                 absent,
                 self.bucket_size,
