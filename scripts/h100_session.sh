@@ -1,27 +1,40 @@
 #!/usr/bin/env bash
 # Device machine, one call (<= 10 min): the CUDA tests (release test binaries carried in .device/), the 2^26
-# rates of BCHT at B = 16 and 8 (upsert and the paper's bulk build), the generated CUDA source, and an ncu look at
-# the insert kernel (registers, occupancy, memory, stalls). Usage: bash scripts/h100_session.sh
+# rates of BCHT at B = 16 and 8, new build against a baseline build ($BASE, if carried) run alternately in the
+# same call, and an ncu look at the insert kernel (registers, occupancy, throughput, stalls).
+# With SWEEP=1 it then starts the issue-3 sweep (scripts/h100_sweep.sh) in the background with whichever binary
+# inserted faster at B = 16, load 0.8; scripts/h100_collect.sh in a next call collects it.
+# Usage: bash scripts/h100_session.sh   (BIN, BASE: bench binaries; OUT: result folder)
 set -u
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 export PATH=/usr/local/cuda/bin:$PATH
 BIN=${BIN:-.device/hashtile-bench}
+BASE=${BASE:-.device/hb_base}
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,memory.total --format=csv | tee "$OUT/gpu.txt"
 # CUDA tests: every result against the oracle; a missing CUDA device is a failure here.
 for t in .device/gpu .device/matrix; do
   echo "== $t"
-  HASHTILE_REQUIRE_GPU=cuda $t --test-threads 1 cuda 2>&1 | grep -E "^test |result|panicked|SKIPPED|probes cpu" | tee -a "$OUT/tests.txt"
+  HASHTILE_REQUIRE_GPU=cuda $t --test-threads 1 cuda 2>&1 | grep -E "^test |result|panicked|SKIPPED|probes" | tee -a "$OUT/tests.txt"
 done
-# The generated CUDA of the insert and find kernels.
-CUBECL_DEBUG_LOG="$OUT/kernels.log" $BIN --backend cuda --log2-keys 12 --runs 1 --load 0.8 --csv /tmp/x.csv > /dev/null 2>&1
 for b in 16 8; do
-  $BIN --backend cuda --log2-keys 26 --bucket $b --load 0.8,0.9 --runs 5 --csv "$OUT/b$b.csv" 2>&1 | grep -E "^\||check|rror"
-  $BIN --backend cuda --log2-keys 26 --bucket $b --load 0.8,0.9 --runs 5 --no-upsert --csv "$OUT/b${b}_noupsert.csv" 2>&1 | grep -E "insert|check|rror"
+  for bin in $BIN $BASE; do
+    [ -x "$bin" ] || continue
+    echo "== $bin B=$b"
+    $bin --backend cuda --log2-keys 26 --bucket $b --load 0.8,0.9 --runs 5 --csv "$OUT/$(basename $bin)_b$b.csv" 2>&1 | grep -E "^\| bcht|check|rror"
+  done
 done
-# ncu: one insert kernel at 2^24, B = 16.
-timeout 240 ncu --clock-control none -k regex:insert --launch-skip 1 --launch-count 1 \
-  --section LaunchStats --section Occupancy --section SpeedOfLight --section MemoryWorkloadAnalysis \
-  --section WarpStateStats --section SchedulerStats \
+$BIN --backend cuda --log2-keys 26 --bucket 16,8 --load 0.8,0.9 --runs 5 --no-upsert --csv "$OUT/noupsert.csv" 2>&1 | grep -E "insert|check|rror"
+timeout 200 ncu --clock-control none -k regex:insert --launch-skip 1 --launch-count 1 \
+  --section LaunchStats --section Occupancy --section SpeedOfLight --section WarpStateStats --section SchedulerStats \
   $BIN --backend cuda --log2-keys 24 --bucket 16 --load 0.8 --runs 1 --csv /tmp/y.csv > "$OUT/ncu_insert.txt" 2>&1
-grep -E "Registers Per|Achieved Occupancy|Theoretical Occupancy|Block Limit|DRAM Throughput|Memory Throughput|Duration|Stall|Warp Cycles|Eligible|Issued Warp" "$OUT/ncu_insert.txt" | head -40
+grep -E "Registers Per|Achieved Occupancy|Theoretical Occupancy|Duration|Compute \(SM\) Throughput|DRAM Throughput|Issued Warp|Eligible Warps" "$OUT/ncu_insert.txt"
+if [ "${SWEEP:-0}" = 1 ]; then
+  rate() { awk -F, '$5==0.8 && $6=="insert" {print $8}' "$1" 2>/dev/null; }
+  new=$(rate "$OUT/$(basename $BIN)_b16.csv"); old=$(rate "$OUT/$(basename $BASE)_b16.csv")
+  pick=$BIN
+  if [ -n "$old" ] && [ -n "$new" ] && awk "BEGIN{exit !($old > $new)}"; then pick=$BASE; fi
+  echo "sweep binary: $pick (B=16 load 0.8 insert: new $new, base ${old:-none})"
+  setsid nohup bash scripts/h100_sweep.sh "$pick" > /tmp/sweep_outer.log 2>&1 < /dev/null &
+  sleep 2
+fi

@@ -1046,20 +1046,22 @@ fn write_outputs(
         .any(|p| p.stats.is_some_and(|s| s.probes > 0));
     if probes_reported {
         let mut csv = String::from(
-            "backend,scheme,bucket,keys,load,op,present,upsert,avg_probes,probes,ops,status\n",
+            "backend,scheme,bucket,keys,load,op,present,upsert,avg_probes,probes,ops,retries,status\n",
         );
         for p in &res.probes {
-            let (avg, probes, ops) = match p.stats {
+            // `retries` (GPU inserts: re-reads after a lost compare-and-swap) are included in `probes`.
+            let (avg, probes, ops, retries) = match p.stats {
                 Some(s) => (
                     format!("{:.4}", s.average()),
                     s.probes.to_string(),
                     s.ops.to_string(),
+                    s.retries.to_string(),
                 ),
                 None => Default::default(),
             };
             let _ = writeln!(
                 csv,
-                "{},{},{},{},{},{},{},{},{avg},{probes},{ops},{}",
+                "{},{},{},{},{},{},{},{},{avg},{probes},{ops},{retries},{}",
                 ctx.backend,
                 p.scheme,
                 p.bucket,

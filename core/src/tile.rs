@@ -139,13 +139,51 @@ pub fn read_slots_atomic(
     out
 }
 
-/// Combines two reads of which at most one was active (an inactive read is all ones).
+/// One read of this lane's slots through either view of the same table: coherent (atomic) loads when
+/// `coherent`, else plain loads of `table_plain`. One set of registers serves both (reading both ways and
+/// merging cost the insert kernel registers, and registers limit its occupancy).
+#[allow(clippy::too_many_arguments)]
 #[cube]
-pub fn merge_reads(into: &mut LaneSlots, other: LaneSlots) {
-    into.w0 &= other.w0;
-    into.w1 &= other.w1;
-    into.w2 &= other.w2;
-    into.w3 &= other.w3;
+pub fn read_slots_either(
+    table: &Array<Atomic<u64>>,
+    table_plain: &Array<u64>,
+    bucket: u32,
+    active: bool,
+    coherent: bool,
+    tl: TileLane,
+    #[comptime] bucket_size: u32,
+    #[comptime] tile_width: u32,
+) -> LaneSlots {
+    let per_lane = comptime!(bucket_size / tile_width);
+    let mut out = LaneSlots {
+        w0: EMPTY_WORD,
+        w1: EMPTY_WORD,
+        w2: EMPTY_WORD,
+        w3: EMPTY_WORD,
+    };
+    if active {
+        let start = bucket as usize * bucket_size as usize + tl.lane as usize;
+        if coherent {
+            out.w0 = table[start].load();
+            if comptime!(per_lane >= 2) {
+                out.w1 = table[start + tile_width as usize].load();
+            }
+            if comptime!(per_lane >= 4) {
+                out.w2 = table[start + 2 * tile_width as usize].load();
+                out.w3 = table[start + 3 * tile_width as usize].load();
+            }
+        } else {
+            out.w0 = table_plain[start];
+            if comptime!(per_lane >= 2) {
+                out.w1 = table_plain[start + tile_width as usize];
+            }
+            if comptime!(per_lane >= 4) {
+                out.w2 = table_plain[start + 2 * tile_width as usize];
+                out.w3 = table_plain[start + 3 * tile_width as usize];
+            }
+        }
+    }
+    out
 }
 
 /// The key half of a packed slot word.

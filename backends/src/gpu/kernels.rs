@@ -6,7 +6,7 @@ use cubecl::prelude::*;
 use hashtile_core::hash::fmix32;
 use hashtile_core::scheme::{ProbingScheme, action, blank_state};
 use hashtile_core::tile::{
-    EMPTY_WORD, merge_reads, pack_word, read_slots, read_slots_atomic, slot_address, slot_word,
+    EMPTY_WORD, pack_word, read_slots_atomic, read_slots_either, slot_address, slot_word,
     tile_ballot, tile_lane, tile_shuffle, tile_shuffle_u64, view_of, word_key, word_value,
 };
 
@@ -77,24 +77,22 @@ pub fn insert_kernel<S: ProbingScheme>(
         // One probe: read the bucket the state names and let the scheme decide.
         let read_index = state.hash_index;
         let b = bucket_of(meta, cur_key, read_index);
-        // Plain loads are fast but may hit a stale L1 line; after a lost compare-and-swap the bucket is re-read
-        // with atomic loads. An inactive read returns all-ones words, so AND-ing both reads keeps the active one.
-        let mut atomic_read = has_op;
-        if comptime!(plain_reads) {
-            atomic_read = has_op && coherent;
-        }
-        let mut slots = read_slots_atomic(table, b, atomic_read, tl, bucket_size, tile_width);
-        if comptime!(plain_reads) {
-            let fast = read_slots(
+        // Plain loads are fast but may hit a stale cache line; after a lost compare-and-swap the bucket is re-read
+        // with atomic loads.
+        let slots = if comptime!(plain_reads) {
+            read_slots_either(
+                table,
                 table_plain,
                 b,
-                has_op && !coherent,
+                has_op,
+                coherent,
                 tl,
                 bucket_size,
                 tile_width,
-            );
-            merge_reads(&mut slots, fast);
-        }
+            )
+        } else {
+            read_slots_atomic(table, b, has_op, tl, bucket_size, tile_width)
+        };
         let view = view_of(slots, cur_key, tl, bucket_size, tile_width);
         let mut act = u32::new(action::NEXT as i64);
         let mut target = u32::new(0);
