@@ -2,8 +2,6 @@
 # Device machine, one call (<= 10 min): the CUDA tests (release test binaries carried in .device/), the 2^26
 # rates of BCHT at B = 16 and 8, new build against a baseline build ($BASE, if carried) run alternately in the
 # same call, and an ncu look at the insert kernel (registers, occupancy, throughput, stalls).
-# With SWEEP=1 it then starts the issue-3 sweep (scripts/h100_sweep.sh) in the background with whichever binary
-# inserted faster at B = 16, load 0.8; scripts/h100_collect.sh in a next call collects it.
 # Usage: bash scripts/h100_session.sh   (BIN, BASE: bench binaries; OUT: result folder)
 set -u
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
@@ -25,16 +23,8 @@ for b in 16 8; do
   done
 done
 $BIN --backend cuda --log2-keys 26 --bucket 16,8 --load 0.8,0.9 --runs 5 --no-upsert --csv "$OUT/noupsert.csv" 2>&1 | grep -E "insert|check|rror"
-timeout 200 ncu --clock-control none -k regex:insert --launch-skip 1 --launch-count 1 \
+# ncu last: it can run long (keep its timeout well inside the call's limit).
+timeout 120 ncu --clock-control none -k regex:insert --launch-skip 1 --launch-count 1 \
   --section LaunchStats --section Occupancy --section SpeedOfLight --section WarpStateStats --section SchedulerStats \
   $BIN --backend cuda --log2-keys 24 --bucket 16 --load 0.8 --runs 1 --csv /tmp/y.csv > "$OUT/ncu_insert.txt" 2>&1
 grep -E "Registers Per|Achieved Occupancy|Theoretical Occupancy|Duration|Compute \(SM\) Throughput|DRAM Throughput|Issued Warp|Eligible Warps" "$OUT/ncu_insert.txt"
-if [ "${SWEEP:-0}" = 1 ]; then
-  rate() { awk -F, '$5==0.8 && $6=="insert" {print $8}' "$1" 2>/dev/null; }
-  new=$(rate "$OUT/$(basename $BIN)_b16.csv"); old=$(rate "$OUT/$(basename $BASE)_b16.csv")
-  pick=$BIN
-  if [ -n "$old" ] && [ -n "$new" ] && awk "BEGIN{exit !($old > $new)}"; then pick=$BASE; fi
-  echo "sweep binary: $pick (B=16 load 0.8 insert: new $new, base ${old:-none})"
-  setsid nohup bash scripts/h100_sweep.sh "$pick" > /tmp/sweep_outer.log 2>&1 < /dev/null &
-  sleep 2
-fi
