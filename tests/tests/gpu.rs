@@ -4,26 +4,9 @@
 
 use hashtile::{Backend, BackendChoice, Bcht, HashTable, TableConfig};
 use std::collections::HashMap;
-use std::io::Write;
 
-/// `true` when `backend` answers. Otherwise reports the skip on the real stderr (libtest captures
-/// `eprintln!` of passing tests; this line must show in CI logs) and returns `false`, or panics when
-/// `HASHTILE_REQUIRE_GPU` (comma-separated backend names) requires the backend.
-fn present(backend: Backend) -> bool {
-    if hashtile::is_available(backend) {
-        return true;
-    }
-    let required = std::env::var("HASHTILE_REQUIRE_GPU").unwrap_or_default();
-    assert!(
-        !required.split(',').any(|b| b.trim() == backend.to_string()),
-        "HASHTILE_REQUIRE_GPU names {backend}, but no {backend} device answers"
-    );
-    let _ = writeln!(
-        std::io::stderr().lock(),
-        "SKIPPED: backend {backend} is not available on this machine (no device); nothing was tested"
-    );
-    false
-}
+mod common;
+use common::present;
 
 fn oracle_round_trip(backend: Backend, bucket: u32) {
     if !present(backend) {

@@ -43,24 +43,8 @@ fn insert_tracked<S: SchemeInfo, K: Key, V: Value>(
     }
 }
 
-/// `false` (after saying so on stderr) when `backend` is absent; panics instead when `HASHTILE_REQUIRE_GPU`
-/// (a comma-separated list of backend names) asks for it.
-fn present(backend: Backend) -> bool {
-    if hashtile::is_available(backend) {
-        return true;
-    }
-    let required = std::env::var("HASHTILE_REQUIRE_GPU").unwrap_or_default();
-    assert!(
-        !required.split(',').any(|b| b.trim() == backend.to_string()),
-        "HASHTILE_REQUIRE_GPU names {backend}, but no {backend} device answers"
-    );
-    use std::io::Write;
-    let _ = writeln!(
-        std::io::stderr().lock(),
-        "SKIPPED: backend {backend} is not available on this machine (no device); nothing was tested"
-    );
-    false
-}
+mod common;
+use common::present;
 
 fn run<S: SchemeInfo, K: Key, V: Value>(b: u32) {
     run_on::<S, K, V>(b, Backend::Cpu);
