@@ -4,67 +4,77 @@ use crate::engine::Engine;
 use hashtile_core::scheme::{ProbingScheme, SchemeParams};
 use hashtile_core::{HashFamily, Result};
 
+/// What a GPU engine is built from.
+#[derive(Debug, Clone, Copy)]
+pub struct GpuSpec {
+    /// Buckets.
+    pub num_buckets: u32,
+    /// Slots per bucket.
+    pub bucket_size: u32,
+    /// Hash functions.
+    pub family: HashFamily,
+    /// Scheme parameters.
+    pub params: SchemeParams,
+    /// Count probes on the device.
+    pub count_probes: bool,
+    /// Pairs wider than 64 bits: parallel key and value arrays ([`crate::gpu::wide`]); else packed words.
+    pub wide: bool,
+}
+
+/// A table on runtime `R` with `options`: packed 32-bit pairs, or wide pairs in parallel arrays.
+#[allow(dead_code)] // unused when no GPU runtime is compiled in
+fn build<R: cubecl::Runtime, S: ProbingScheme>(
+    spec: GpuSpec,
+    options: crate::gpu::GpuOptions,
+) -> Result<Box<dyn Engine>> {
+    let device = Default::default();
+    let GpuSpec {
+        num_buckets: nb,
+        bucket_size: b,
+        family: fam,
+        params: p,
+        ..
+    } = spec;
+    if spec.wide {
+        let mut t = crate::gpu::wide::GpuWideTable::<R, S>::new(&device, nb, b, fam, p, options)?;
+        t.set_count_probes(spec.count_probes);
+        Ok(Box::new(t))
+    } else {
+        let mut t = crate::gpu::GpuTable::<R, S>::new(&device, nb, b, fam, p, options)?;
+        t.set_count_probes(spec.count_probes);
+        Ok(Box::new(t))
+    }
+}
+
 /// A CUDA table: compare-and-swap claims, plain reads.
 #[cfg(feature = "cuda")]
-pub fn cuda<S: ProbingScheme>(
-    nb: u32,
-    b: u32,
-    fam: HashFamily,
-    p: SchemeParams,
-    count_probes: bool,
-) -> Result<Box<dyn Engine>> {
-    use crate::gpu::{GpuOptions, GpuTable};
-    let opts = GpuOptions {
+pub fn cuda<S: ProbingScheme>(spec: GpuSpec) -> Result<Box<dyn Engine>> {
+    let opts = crate::gpu::GpuOptions {
         use_cas: true,
         plain_reads: true,
     };
-    let mut t =
-        GpuTable::<cubecl::cuda::CudaRuntime, S>::new(&Default::default(), nb, b, fam, p, opts)?;
-    t.set_count_probes(count_probes);
-    Ok(Box::new(t))
+    build::<cubecl::cuda::CudaRuntime, S>(spec, opts)
 }
 
 /// CUDA is not compiled in.
 #[cfg(not(feature = "cuda"))]
-pub fn cuda<S: ProbingScheme>(
-    _: u32,
-    _: u32,
-    _: HashFamily,
-    _: SchemeParams,
-    _: bool,
-) -> Result<Box<dyn Engine>> {
+pub fn cuda<S: ProbingScheme>(_: GpuSpec) -> Result<Box<dyn Engine>> {
     unreachable!("availability is checked before construction")
 }
 
 /// A Vulkan table: compare-and-swap claims as on CUDA (needs the patched cubecl-opt in `vendor/`, see NOTES.md),
 /// atomic reads (wgpu cannot bind one buffer twice in a launch, so the plain-read alias is unavailable).
 #[cfg(feature = "vulkan")]
-pub fn vulkan<S: ProbingScheme>(
-    nb: u32,
-    b: u32,
-    fam: HashFamily,
-    p: SchemeParams,
-    count_probes: bool,
-) -> Result<Box<dyn Engine>> {
-    use crate::gpu::{GpuOptions, GpuTable};
-    let opts = GpuOptions {
+pub fn vulkan<S: ProbingScheme>(spec: GpuSpec) -> Result<Box<dyn Engine>> {
+    let opts = crate::gpu::GpuOptions {
         use_cas: true,
         plain_reads: false,
     };
-    let mut t =
-        GpuTable::<cubecl::wgpu::WgpuRuntime, S>::new(&Default::default(), nb, b, fam, p, opts)?;
-    t.set_count_probes(count_probes);
-    Ok(Box::new(t))
+    build::<cubecl::wgpu::WgpuRuntime, S>(spec, opts)
 }
 
 /// Vulkan is not compiled in.
 #[cfg(not(feature = "vulkan"))]
-pub fn vulkan<S: ProbingScheme>(
-    _: u32,
-    _: u32,
-    _: HashFamily,
-    _: SchemeParams,
-    _: bool,
-) -> Result<Box<dyn Engine>> {
+pub fn vulkan<S: ProbingScheme>(_: GpuSpec) -> Result<Box<dyn Engine>> {
     unreachable!("availability is checked before construction")
 }

@@ -161,43 +161,43 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
             .params
             .unwrap_or_else(|| S::default_params(config.bucket_size));
         S::validate(config.bucket_size, &params).map_err(Error::InvalidConfig)?;
-        let narrow = K::BITS == 32 && V::BITS == 32;
+        // GPU tables pack 32-bit pairs into one word; wider pairs live in parallel key and value arrays, which
+        // only stable schemes can fill with one compare-and-swap per pair (`gpu::wide`).
+        let wide = K::BITS > 32 || V::BITS > 32;
+        let gpu_ok = !wide || S::STABLE;
         let backend = match config.backend {
-            // The GPU engines store packed 32-bit pairs; wider types go to the CPU.
-            BackendChoice::Auto if !narrow => Backend::Cpu,
+            BackendChoice::Auto if !gpu_ok => Backend::Cpu,
             choice => resolve(choice),
         };
         if !is_available(backend) {
             return Err(unavailable(backend));
         }
-        if backend != Backend::Cpu && !narrow {
+        if backend != Backend::Cpu && !gpu_ok {
             return Err(Error::InvalidConfig(format!(
-                "the {backend} backend stores 32-bit keys and values; {}-bit keys / {}-bit values run on Backend::Cpu",
+                "{} moves pairs (cuckoo eviction), which the {backend} backend does for pairs of up to 64 bits; \
+                 {}-bit keys with {}-bit values need a stable scheme (Iht, P2bht) on GPUs, or Backend::Cpu",
+                S::NAME,
                 K::BITS,
                 V::BITS
             )));
         }
         let num_buckets = config.num_buckets()?;
         let family = HashFamily::new(config.seed);
+        let gpu_spec = crate::gpu_engine::GpuSpec {
+            num_buckets,
+            bucket_size: config.bucket_size,
+            family,
+            params,
+            count_probes: config.count_probes,
+            wide,
+        };
         let engine: Box<dyn Engine> = match backend {
             Backend::Cpu => Box::new(CpuEngine::<S> {
                 table: CpuTable::new(num_buckets, config.bucket_size, family, params),
                 deterministic: config.deterministic,
             }),
-            Backend::Cuda => crate::gpu_engine::cuda::<S>(
-                num_buckets,
-                config.bucket_size,
-                family,
-                params,
-                config.count_probes,
-            )?,
-            Backend::Vulkan => crate::gpu_engine::vulkan::<S>(
-                num_buckets,
-                config.bucket_size,
-                family,
-                params,
-                config.count_probes,
-            )?,
+            Backend::Cuda => crate::gpu_engine::cuda::<S>(gpu_spec)?,
+            Backend::Vulkan => crate::gpu_engine::vulkan::<S>(gpu_spec)?,
         };
         Ok(Self {
             engine,

@@ -189,6 +189,10 @@ pub fn find_in_candidates(
 pub trait SchemeInfo: ProbingScheme {
     /// Short name (`"bcht"`).
     const NAME: &'static str;
+    /// `true` if a stored pair never moves (no cuckoo eviction). GPU tables of pairs wider than 64 bits keep
+    /// keys and values in parallel arrays, which only stable schemes can update with one compare-and-swap
+    /// per pair; wide pairs of other schemes run on the CPU backend.
+    const STABLE: bool;
     /// Bucket sizes this scheme is defined for (checked at compile time by `hashtile::assert_instance!`).
     const BUCKET_SIZES: &'static [u32] = &[1, 2, 4, 8, 16, 32];
     /// Default parameters for bucket size `b`.

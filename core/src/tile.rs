@@ -204,7 +204,8 @@ pub fn pack_word(key: u32, value: u32) -> u64 {
     ((key as u64) << 32u64) | (value as u64)
 }
 
-/// Count load / find key in one pass: the [`BucketView`] of the slots just read, for `key`.
+/// Count load / find key in one pass: the [`BucketView`] of the slots just read, for `key` (packed words:
+/// the key is the high half).
 #[cube]
 pub fn view_of(
     slots: LaneSlots,
@@ -213,17 +214,43 @@ pub fn view_of(
     #[comptime] bucket_size: u32,
     #[comptime] tile_width: u32,
 ) -> BucketView {
+    view_shifted(slots, key as u64, 32u32, tl, bucket_size, tile_width)
+}
+
+/// [`view_of`] for a key array (wide pairs: each word is a whole key, values live in a parallel array).
+#[cube]
+pub fn view_of_keys(
+    slots: LaneSlots,
+    key: u64,
+    tl: TileLane,
+    #[comptime] bucket_size: u32,
+    #[comptime] tile_width: u32,
+) -> BucketView {
+    view_shifted(slots, key, 0u32, tl, bucket_size, tile_width)
+}
+
+/// The view for a key stored in each word at bit `shift` (32: packed pairs; 0: key arrays).
+#[cube]
+fn view_shifted(
+    slots: LaneSlots,
+    key: u64,
+    #[comptime] shift: u32,
+    tl: TileLane,
+    #[comptime] bucket_size: u32,
+    #[comptime] tile_width: u32,
+) -> BucketView {
     let per_lane = comptime!(bucket_size / tile_width);
+    let sh = comptime!(shift as u64);
     let mut empty = tile_ballot(slots.w0 == EMPTY_WORD, tl, tile_width);
     let mut matched = tile_ballot(
-        slots.w0 != EMPTY_WORD && word_key(slots.w0) == key,
+        slots.w0 != EMPTY_WORD && (slots.w0 >> sh) == key,
         tl,
         tile_width,
     );
     if comptime!(per_lane >= 2) {
         empty |= tile_ballot(slots.w1 == EMPTY_WORD, tl, tile_width) << tile_width;
         matched |= tile_ballot(
-            slots.w1 != EMPTY_WORD && word_key(slots.w1) == key,
+            slots.w1 != EMPTY_WORD && (slots.w1 >> sh) == key,
             tl,
             tile_width,
         ) << tile_width;
@@ -231,13 +258,13 @@ pub fn view_of(
     if comptime!(per_lane >= 4) {
         empty |= tile_ballot(slots.w2 == EMPTY_WORD, tl, tile_width) << (2 * tile_width);
         matched |= tile_ballot(
-            slots.w2 != EMPTY_WORD && word_key(slots.w2) == key,
+            slots.w2 != EMPTY_WORD && (slots.w2 >> sh) == key,
             tl,
             tile_width,
         ) << (2 * tile_width);
         empty |= tile_ballot(slots.w3 == EMPTY_WORD, tl, tile_width) << (3 * tile_width);
         matched |= tile_ballot(
-            slots.w3 != EMPTY_WORD && word_key(slots.w3) == key,
+            slots.w3 != EMPTY_WORD && (slots.w3 >> sh) == key,
             tl,
             tile_width,
         ) << (3 * tile_width);

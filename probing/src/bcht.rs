@@ -132,6 +132,7 @@ impl ProbingScheme for Bcht {
 
 impl SchemeInfo for Bcht {
     const NAME: &'static str = "bcht";
+    const STABLE: bool = false;
 
     fn default_params(_bucket_size: u32) -> SchemeParams {
         SchemeParams {

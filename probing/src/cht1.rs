@@ -46,6 +46,7 @@ impl ProbingScheme for Cht1 {
 
 impl SchemeInfo for Cht1 {
     const NAME: &'static str = "1cht";
+    const STABLE: bool = false;
     const BUCKET_SIZES: &'static [u32] = &[1];
 
     fn default_params(_bucket_size: u32) -> SchemeParams {

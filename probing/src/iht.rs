@@ -119,6 +119,7 @@ impl ProbingScheme for Iht {
 
 impl SchemeInfo for Iht {
     const NAME: &'static str = "iht";
+    const STABLE: bool = true;
 
     fn default_params(bucket_size: u32) -> SchemeParams {
         // BGHT: t a little above the average bucket load; about 80% of B.

@@ -76,6 +76,7 @@ impl ProbingScheme for P2bht {
 
 impl SchemeInfo for P2bht {
     const NAME: &'static str = "p2bht";
+    const STABLE: bool = true;
 
     fn default_params(_bucket_size: u32) -> SchemeParams {
         SchemeParams {

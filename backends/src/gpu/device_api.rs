@@ -6,7 +6,7 @@
 //! other's keys (warp-cooperative work sharing), and each lane gets its own answer back.
 
 use cubecl::prelude::*;
-use hashtile_core::hash::{bucket_index, hash_key32};
+use hashtile_core::hash::{bucket_index, hash_key, hash_key32};
 use hashtile_core::scheme::{ProbingScheme, SchemeParams, action, blank_state};
 use hashtile_core::tile::{
     read_slots, slot_word, tile_ballot, tile_lane, tile_shuffle, view_of, word_value,
@@ -146,6 +146,23 @@ pub fn bucket_of(meta: TableMeta, key: u32, i: u32) -> u32 {
         mix = meta.mix3;
     }
     bucket_index(hash_key32(key, seed, mix), meta.num_buckets)
+}
+
+/// The bucket of a 64-bit key under hash function `i` (the host's `HashFamily::bucket`; the seed's part cannot
+/// be precomputed because it is mixed with the key's high word).
+#[cube]
+pub fn bucket_of_wide(meta: TableMeta, key: u64, i: u32) -> u32 {
+    let mut seed = meta.seed0;
+    if i == 1 {
+        seed = meta.seed1;
+    } else if i == 2 {
+        seed = meta.seed2;
+    } else if i == 3 {
+        seed = meta.seed3;
+    }
+    let lo = (key & 0xffff_ffffu64) as u32;
+    let hi = (key >> 32u64) as u32;
+    bucket_index(hash_key(lo, hi, seed), meta.num_buckets)
 }
 
 /// Cooperative find of 32-bit keys in a table of packed 32-bit pairs. All lanes of the plane must call it.

@@ -5,6 +5,7 @@
 
 pub mod device_api;
 pub mod kernels;
+pub mod wide;
 
 use crate::engine::Engine;
 use cubecl::prelude::*;
@@ -18,7 +19,7 @@ use kernels::{ADDED_COUNTERS, INSERT_COUNTERS};
 use std::marker::PhantomData;
 
 /// Threads per cube for every kernel.
-const CUBE_SIZE: u32 = 256;
+pub(crate) const CUBE_SIZE: u32 = 256;
 /// Maximum cubes per grid dimension.
 const MAX_CUBES_X: u32 = 65_535;
 
@@ -63,8 +64,40 @@ pub struct GpuTable<R: Runtime, S: ProbingScheme> {
     _scheme: PhantomData<S>,
 }
 
+/// A table's shape words (`[num_buckets, seed0..seed3, num_hashes, max_chain, threshold, upsert,
+/// mix0..mix3]`, see [`device_api::load_meta`]).
+pub(crate) fn shape_words_of(
+    num_buckets: u32,
+    family: HashFamily,
+    p: SchemeParams,
+) -> [u32; SHAPE_WORDS] {
+    let s = family.seeds;
+    [
+        num_buckets,
+        s[0],
+        s[1],
+        s[2],
+        s[3],
+        p.num_hashes,
+        p.max_chain,
+        p.threshold,
+        p.upsert,
+        seed_mix(s[0]),
+        seed_mix(s[1]),
+        seed_mix(s[2]),
+        seed_mix(s[3]),
+    ]
+}
+
+/// Shape words as the scalar kernel argument.
+pub(crate) fn shape_scalars<R: Runtime>(w: [u32; SHAPE_WORDS]) -> ShapeScalarsLaunch<R> {
+    ShapeScalarsLaunch::new(
+        w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7], w[8], w[9], w[10], w[11], w[12],
+    )
+}
+
 /// Launch geometry for `n` threads: a 2-D grid when one dimension is not enough.
-fn cube_count(n: usize) -> CubeCount {
+pub(crate) fn cube_count(n: usize) -> CubeCount {
     let cubes = (n as u64).div_ceil(CUBE_SIZE as u64).max(1);
     if cubes <= MAX_CUBES_X as u64 {
         CubeCount::Static(cubes as u32, 1, 1)
@@ -160,32 +193,13 @@ impl<R: Runtime, S: ProbingScheme> GpuTable<R, S> {
 
     /// The table's shape as the `u32` words kernels read (see [`device_api::load_meta`]).
     pub fn shape_words(&self) -> [u32; SHAPE_WORDS] {
-        let s = self.family.seeds;
-        let p = self.params;
-        [
-            self.num_buckets,
-            s[0],
-            s[1],
-            s[2],
-            s[3],
-            p.num_hashes,
-            p.max_chain,
-            p.threshold,
-            p.upsert,
-            seed_mix(s[0]),
-            seed_mix(s[1]),
-            seed_mix(s[2]),
-            seed_mix(s[3]),
-        ]
+        shape_words_of(self.num_buckets, self.family, self.params)
     }
 
     /// The shape words as the internal kernels take them: scalar arguments, which CUDA keeps in constant memory
     /// instead of 13 registers per thread (the insert kernel is limited by registers and instruction issue).
     fn shape_arg(&self) -> ShapeScalarsLaunch<R> {
-        let w = self.shape_words();
-        ShapeScalarsLaunch::new(
-            w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7], w[8], w[9], w[10], w[11], w[12],
-        )
+        shape_scalars(self.shape_words())
     }
 
     /// The compute client (to allocate buffers and launch your own kernels on the same device).

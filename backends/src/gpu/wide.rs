@@ -1,0 +1,541 @@
+//! Pairs wider than 64 bits on GPUs (64-bit keys or 64-bit values): keys and values in parallel arrays (the
+//! BGHT paper's structure-of-arrays layout), keys widened to `u64` with the all-ones word as the empty slot.
+//!
+//! One compare-and-swap claims a key slot; the claiming lane then stores the value. That is a complete insert
+//! only for **stable** schemes (IHT, P2BHT: a stored pair never moves). A cuckoo eviction would have to move
+//! key and value together, which needs a per-bucket lock or a reserved key state (docs/ARCHITECTURE.md), so
+//! `HashTable` keeps wide pairs of BCHT and 1CHT on the CPU backend. Values written by an insert are visible
+//! to every later kernel (inserts and finds are separate launches).
+
+use super::device_api::{ShapeScalars, bucket_of_wide, meta_of};
+use super::kernels::{ADDED_COUNTERS, INSERT_COUNTERS, fill_kernel, fill_u32_kernel};
+use super::{CUBE_SIZE, GpuOptions, cube_count, shape_scalars, shape_words_of};
+use crate::engine::Engine;
+use cubecl::prelude::*;
+use cubecl::server::Handle;
+use hashtile_core::hash::fmix32;
+use hashtile_core::scheme::{ProbingScheme, SchemeParams, action, blank_state};
+use hashtile_core::tile::{
+    EMPTY_WORD, read_slots, read_slots_atomic, read_slots_either, slot_address, tile_ballot,
+    tile_lane, tile_shuffle_u64, view_of_keys,
+};
+use hashtile_core::{Error, HashFamily, ProbeStats, Result};
+use std::marker::PhantomData;
+
+/// Bulk insert (upsert) of wide pairs for a stable scheme. Same work-sharing loop as
+/// [`super::kernels::insert_kernel`]; CLAIM is a compare-and-swap of the key word followed by a store of the
+/// value, UPDATE a store of the value (keys in one call are distinct: the host deduplicates). A scheme that
+/// asks for an eviction gets the pair handed back as failed (stable schemes never do).
+#[allow(clippy::too_many_arguments)]
+#[cube(launch_unchecked)]
+pub fn insert_wide_kernel<S: ProbingScheme>(
+    keys: &Array<u64>,
+    values: &Array<u64>,
+    table_keys: &Array<Atomic<u64>>,
+    table_keys_plain: &Array<u64>,
+    table_values: &mut Array<u64>,
+    failed: &mut Array<u64>,
+    counters: &Array<Atomic<u32>>,
+    shape: &ShapeScalars,
+    #[comptime] bucket_size: u32,
+    #[comptime] tile_width: u32,
+    #[comptime] plain_reads: bool,
+    #[comptime] count_probes: bool,
+) {
+    let meta = meta_of(shape);
+    let tl = tile_lane(tile_width);
+    let pos = ABSOLUTE_POS;
+    let mut pending = pos < keys.len();
+    let mut my_key = EMPTY_WORD.runtime();
+    let mut my_val = EMPTY_WORD.runtime();
+    if pending {
+        my_key = keys[pos];
+        my_val = values[pos];
+    }
+    let mut has_op = false;
+    let mut cur_key = EMPTY_WORD.runtime();
+    let mut cur_val = EMPTY_WORD.runtime();
+    let mut coherent = false;
+    let mut added = u32::new(0);
+    let mut probes = u32::new(0);
+    let mut retries = u32::new(0);
+    let mut state = blank_state();
+    while plane_any(pending || has_op) {
+        // An idle tile takes the next pending lane's pair.
+        let queue = tile_ballot(pending, tl, tile_width);
+        let next = queue.trailing_zeros() % tile_width;
+        let next_key = tile_shuffle_u64(my_key, next, tl);
+        let next_val = tile_shuffle_u64(my_val, next, tl);
+        if !has_op && queue != 0 {
+            has_op = true;
+            cur_key = next_key;
+            cur_val = next_val;
+            coherent = false;
+            // The CPU backend's key_mix: fmix32(lo ^ fmix32(hi)).
+            let lo = (cur_key & 0xffff_ffffu64) as u32;
+            let hi = (cur_key >> 32u64) as u32;
+            S::insert_start(&mut state, fmix32(lo ^ fmix32(hi)));
+            if tl.lane == next {
+                pending = false;
+            }
+        }
+
+        // One probe.
+        let read_index = state.hash_index;
+        let b = bucket_of_wide(meta, cur_key, read_index);
+        let slots = if comptime!(plain_reads) {
+            read_slots_either(
+                table_keys,
+                table_keys_plain,
+                b,
+                has_op,
+                coherent,
+                tl,
+                bucket_size,
+                tile_width,
+            )
+        } else {
+            read_slots_atomic(table_keys, b, has_op, tl, bucket_size, tile_width)
+        };
+        let view = view_of_keys(slots, cur_key, tl, bucket_size, tile_width);
+        let mut act = u32::new(action::NEXT as i64);
+        let mut target = u32::new(0);
+        let mut slot = u32::new(0);
+        if has_op {
+            let st = S::insert_step(&mut state, view, meta.params, bucket_size);
+            if comptime!(count_probes) {
+                probes += 1u32;
+            }
+            act = st.action;
+            target = st.target;
+            slot = st.slot;
+        }
+        let mut tb = b;
+        if target != read_index {
+            tb = bucket_of_wide(meta, cur_key, target);
+        }
+
+        // The owner lane of the slot claims it (key CAS, then the value) or updates the value.
+        let owner = slot % tile_width;
+        let mut old = EMPTY_WORD.runtime();
+        if has_op && tl.lane == owner {
+            let addr = slot_address(tb, slot, bucket_size);
+            if act == action::CLAIM {
+                old = table_keys[addr].compare_exchange_weak(EMPTY_WORD, cur_key);
+                if old == EMPTY_WORD {
+                    table_values[addr] = cur_val;
+                }
+            } else if act == action::UPDATE {
+                table_values[addr] = cur_val;
+            }
+        }
+        let old_all = tile_shuffle_u64(old, owner, tl);
+
+        // Tile-uniform bookkeeping.
+        if has_op {
+            if act == action::CLAIM {
+                if old_all == EMPTY_WORD {
+                    has_op = false;
+                    added += 1;
+                } else {
+                    coherent = true; // lost the race: re-read this bucket coherently
+                    if comptime!(count_probes) {
+                        retries += 1u32;
+                    }
+                }
+            } else if act == action::UPDATE {
+                has_op = false;
+            } else if act == action::FAIL || act == action::EVICT {
+                has_op = false;
+                if tl.lane == 0u32 {
+                    let at = counters[0].fetch_add(1u32);
+                    if (2 * at as usize + 1) < failed.len() {
+                        failed[2 * at as usize] = cur_key;
+                        failed[2 * at as usize + 1] = cur_val;
+                    }
+                }
+            }
+        }
+    }
+    // One atomic per plane into spread-out counters (layout of `INSERT_COUNTERS`).
+    let mut tile_added = u32::new(0);
+    let mut tile_probes = u32::new(0);
+    let mut tile_retries = u32::new(0);
+    if tl.lane == 0u32 {
+        tile_added = added;
+        tile_probes = probes;
+        tile_retries = retries;
+    }
+    let spread = CUBE_POS_X % ADDED_COUNTERS;
+    let total = plane_sum(tile_added);
+    if UNIT_POS_PLANE == 0u32 && total > 0u32 {
+        counters[(1u32 + spread) as usize].fetch_add(total);
+    }
+    if comptime!(count_probes) {
+        let all = plane_sum(tile_probes);
+        if UNIT_POS_PLANE == 0u32 && all > 0u32 {
+            counters[(1u32 + ADDED_COUNTERS + spread) as usize].fetch_add(all);
+        }
+        let lost = plane_sum(tile_retries);
+        if UNIT_POS_PLANE == 0u32 && lost > 0u32 {
+            counters[(1u32 + 2u32 * ADDED_COUNTERS + spread) as usize].fetch_add(lost);
+        }
+    }
+}
+
+/// Bulk find of wide keys: `out[i]` = value and `found[i]` = 1, or `found[i]` = 0. The lane that owns the
+/// matching slot reads the value from the value array and hands it to the lane that asked.
+#[allow(clippy::too_many_arguments)]
+#[cube(launch_unchecked)]
+pub fn find_wide_kernel<S: ProbingScheme>(
+    keys: &Array<u64>,
+    table_keys: &Array<u64>,
+    table_values: &Array<u64>,
+    out: &mut Array<u64>,
+    found: &mut Array<u32>,
+    probe_counters: &Array<Atomic<u32>>,
+    shape: &ShapeScalars,
+    #[comptime] bucket_size: u32,
+    #[comptime] tile_width: u32,
+    #[comptime] count_probes: bool,
+) {
+    let meta = meta_of(shape);
+    let tl = tile_lane(tile_width);
+    let pos = ABSOLUTE_POS;
+    let mut pending = pos < keys.len();
+    let mut key = EMPTY_WORD.runtime();
+    if pending {
+        key = keys[pos];
+    }
+    let mut has_op = false;
+    let mut cur_key = EMPTY_WORD.runtime();
+    let mut src = u32::new(0);
+    let mut steps = u32::new(0);
+    let mut my_found = u32::new(0);
+    let mut my_value = u64::new(0);
+    let mut state = blank_state();
+    while plane_any(pending || has_op) {
+        let queue = tile_ballot(pending, tl, tile_width);
+        let next = queue.trailing_zeros() % tile_width;
+        let next_key = tile_shuffle_u64(key, next, tl);
+        if !has_op && queue != 0 {
+            has_op = true;
+            cur_key = next_key;
+            src = next;
+            S::find_start(&mut state);
+            if tl.lane == next {
+                pending = false;
+            }
+        }
+        let b = bucket_of_wide(meta, cur_key, state.hash_index);
+        let slots = read_slots(table_keys, b, has_op, tl, bucket_size, tile_width);
+        let view = view_of_keys(slots, cur_key, tl, bucket_size, tile_width);
+        let mut act = u32::new(action::NEXT as i64);
+        let mut slot = u32::new(0);
+        if has_op {
+            let st = S::find_step(&mut state, view, meta.params, bucket_size);
+            if comptime!(count_probes) {
+                steps += 1u32;
+            }
+            act = st.action;
+            slot = st.slot;
+        }
+        let owner = slot % tile_width;
+        let mut v = u64::new(0);
+        if has_op && act == action::FOUND && tl.lane == owner {
+            v = table_values[slot_address(b, slot, bucket_size)];
+        }
+        let value = tile_shuffle_u64(v, owner, tl);
+        let done = has_op && act != action::NEXT;
+        if done && tl.lane == src && act == action::FOUND {
+            my_found = 1u32;
+            my_value = value;
+        }
+        if done {
+            has_op = false;
+        }
+    }
+    if pos < keys.len() {
+        out[pos] = my_value;
+        found[pos] = my_found;
+    }
+    if comptime!(count_probes) {
+        // `steps` counts the whole tile's probes: one lane per tile reports it.
+        let mut tile_steps = u32::new(0);
+        if tl.lane == 0u32 {
+            tile_steps = steps;
+        }
+        let all = plane_sum(tile_steps);
+        if UNIT_POS_PLANE == 0u32 && all > 0u32 {
+            probe_counters[(CUBE_POS_X % ADDED_COUNTERS) as usize].fetch_add(all);
+        }
+    }
+}
+
+/// A table of wide pairs (keys and values widened to `u64`) on a CubeCL device, for a stable scheme `S`.
+pub struct GpuWideTable<R: Runtime, S: ProbingScheme> {
+    client: ComputeClient<R>,
+    keys: Handle,
+    values: Handle,
+    num_buckets: u32,
+    bucket_size: u32,
+    tile_width: u32,
+    family: HashFamily,
+    params: SchemeParams,
+    plain_reads: bool,
+    count_probes: bool,
+    len: usize,
+    counters: Handle,
+    find_probes: Handle,
+    dummy: Handle,
+    _scheme: PhantomData<S>,
+}
+
+fn u64_bytes(v: &[u64]) -> &[u8] {
+    u64::as_bytes(v)
+}
+
+impl<R: Runtime, S: ProbingScheme> GpuWideTable<R, S> {
+    /// An empty table of `num_buckets` buckets of `bucket_size` slots on `device`. `options.use_cas` must be on
+    /// (wide pairs are claimed with a compare-and-swap of the key).
+    pub fn new(
+        device: &R::Device,
+        num_buckets: u32,
+        bucket_size: u32,
+        family: HashFamily,
+        params: SchemeParams,
+        options: GpuOptions,
+    ) -> Result<Self> {
+        let client = R::client(device);
+        let plane = client.properties().hardware.plane_size_max;
+        if !(8..=32).contains(&plane) {
+            return Err(Error::InvalidConfig(format!(
+                "plane size {plane} is not supported (hashtile's tile needs 8..=32 lanes per plane)"
+            )));
+        }
+        if !bucket_size.is_power_of_two() || bucket_size > 32 {
+            return Err(Error::InvalidConfig(format!(
+                "bucket size must be a power of two in 1..=32, got {bucket_size}"
+            )));
+        }
+        if !options.use_cas {
+            return Err(Error::InvalidConfig(
+                "wide pairs are claimed with compare-and-swap; GpuOptions::use_cas must be on"
+                    .into(),
+            ));
+        }
+        let slots = num_buckets as usize * bucket_size as usize;
+        let t = Self {
+            keys: client.empty(slots.max(1) * 8),
+            values: client.empty(slots.max(1) * 8),
+            counters: client.empty(INSERT_COUNTERS * 4),
+            find_probes: client.empty(ADDED_COUNTERS as usize * 4),
+            dummy: client.empty(8),
+            client,
+            num_buckets,
+            bucket_size,
+            tile_width: bucket_size.min(plane),
+            family,
+            params,
+            plain_reads: options.plain_reads,
+            count_probes: false,
+            len: 0,
+            _scheme: PhantomData,
+        };
+        t.fill_keys_empty();
+        Ok(t)
+    }
+
+    /// Turns device probe counting on or off (compiled out of the kernels when off).
+    pub fn set_count_probes(&mut self, on: bool) {
+        self.count_probes = on;
+    }
+
+    fn slots(&self) -> usize {
+        self.num_buckets as usize * self.bucket_size as usize
+    }
+
+    fn fill_keys_empty(&self) {
+        // SAFETY: the kernel guards its index against the array length.
+        unsafe {
+            fill_kernel::launch_unchecked::<R>(
+                &self.client,
+                cube_count(self.slots()),
+                CubeDim::new_1d(CUBE_SIZE),
+                ArrayArg::from_raw_parts(self.keys.clone(), self.slots()),
+                EMPTY_WORD,
+            )
+        }
+    }
+
+    fn zero_u32(&self, h: &Handle, n: usize) {
+        // SAFETY: the kernel guards its index against the array length.
+        unsafe {
+            fill_u32_kernel::launch_unchecked::<R>(
+                &self.client,
+                cube_count(n),
+                CubeDim::new_1d(CUBE_SIZE),
+                ArrayArg::from_raw_parts(h.clone(), n),
+                0u32,
+            )
+        }
+    }
+
+    fn read_u32(&self, h: Handle) -> Vec<u32> {
+        u32::from_bytes(&self.client.read_one_unchecked(h)).to_vec()
+    }
+
+    fn read_u64(&self, h: Handle) -> Vec<u64> {
+        u64::from_bytes(&self.client.read_one_unchecked(h)).to_vec()
+    }
+}
+
+impl<R: Runtime, S: ProbingScheme> Engine for GpuWideTable<R, S> {
+    fn insert_pairs(&mut self, pairs: &[(u64, u64)]) -> Result<(ProbeStats, Vec<(u64, u64)>)> {
+        let n = pairs.len();
+        if n == 0 {
+            return Ok((ProbeStats::default(), Vec::new()));
+        }
+        let keys: Vec<u64> = pairs.iter().map(|p| p.0).collect();
+        let values: Vec<u64> = pairs.iter().map(|p| p.1).collect();
+        let (kh, vh) = (
+            self.client.create_from_slice(u64_bytes(&keys)),
+            self.client.create_from_slice(u64_bytes(&values)),
+        );
+        // Room for every pair: a failed pair is never lost, however many fail.
+        let failed = self.client.empty(2 * n * 8);
+        self.zero_u32(&self.counters, INSERT_COUNTERS);
+        // SAFETY: indices are bounded by `n`, by the failure buffer (2 words per pair, checked in the kernel) and
+        // by the table's shape, which matches its allocation.
+        unsafe {
+            insert_wide_kernel::launch_unchecked::<S, R>(
+                &self.client,
+                cube_count(n),
+                CubeDim::new_1d(CUBE_SIZE),
+                ArrayArg::from_raw_parts(kh, n),
+                ArrayArg::from_raw_parts(vh, n),
+                ArrayArg::from_raw_parts(self.keys.clone(), self.slots()),
+                if self.plain_reads {
+                    ArrayArg::from_raw_parts(self.keys.clone(), self.slots())
+                } else {
+                    // Never bind a buffer twice in one launch: wgpu mis-binds the second use.
+                    ArrayArg::from_raw_parts(self.dummy.clone(), 1)
+                },
+                ArrayArg::from_raw_parts(self.values.clone(), self.slots()),
+                ArrayArg::from_raw_parts(failed.clone(), 2 * n),
+                ArrayArg::from_raw_parts(self.counters.clone(), INSERT_COUNTERS),
+                shape_scalars(shape_words_of(self.num_buckets, self.family, self.params)),
+                self.bucket_size,
+                self.tile_width,
+                self.plain_reads,
+                self.count_probes,
+            )
+        }
+        let c = self.read_u32(self.counters.clone());
+        let spread = ADDED_COUNTERS as usize;
+        let sum = |r: std::ops::Range<usize>| c[r].iter().map(|&x| x as u64).sum::<u64>();
+        self.len += sum(1..1 + spread) as usize;
+        let stats = ProbeStats {
+            probes: sum(1 + spread..1 + 2 * spread),
+            ops: n as u64,
+            retries: sum(1 + 2 * spread..1 + 3 * spread),
+        };
+        let nfailed = c[0] as usize;
+        let mut lost = Vec::with_capacity(nfailed);
+        if nfailed > 0 {
+            let words = self.read_u64(failed);
+            lost.extend(words[..2 * nfailed].chunks(2).map(|w| (w[0], w[1])));
+        }
+        Ok((stats, lost))
+    }
+
+    fn find_keys(&self, keys: &[u64], out: &mut [Option<u64>]) -> Result<ProbeStats> {
+        let n = keys.len();
+        if n == 0 {
+            return Ok(ProbeStats::default());
+        }
+        let kh = self.client.create_from_slice(u64_bytes(keys));
+        let (oh, fh) = (self.client.empty(n * 8), self.client.empty(n * 4));
+        let (probe_handle, probe_len) = if self.count_probes {
+            self.zero_u32(&self.find_probes, ADDED_COUNTERS as usize);
+            (self.find_probes.clone(), ADDED_COUNTERS as usize)
+        } else {
+            (self.dummy.clone(), 1)
+        };
+        // SAFETY: indices are bounded by `n` and by the table's shape.
+        unsafe {
+            find_wide_kernel::launch_unchecked::<S, R>(
+                &self.client,
+                cube_count(n),
+                CubeDim::new_1d(CUBE_SIZE),
+                ArrayArg::from_raw_parts(kh, n),
+                ArrayArg::from_raw_parts(self.keys.clone(), self.slots()),
+                ArrayArg::from_raw_parts(self.values.clone(), self.slots()),
+                ArrayArg::from_raw_parts(oh.clone(), n),
+                ArrayArg::from_raw_parts(fh.clone(), n),
+                ArrayArg::from_raw_parts(probe_handle, probe_len),
+                shape_scalars(shape_words_of(self.num_buckets, self.family, self.params)),
+                self.bucket_size,
+                self.tile_width,
+                self.count_probes,
+            )
+        }
+        let (vals, found) = (self.read_u64(oh), self.read_u32(fh));
+        for (i, o) in out.iter_mut().enumerate() {
+            *o = (found[i] == 1).then_some(vals[i]);
+        }
+        let probes = if self.count_probes {
+            self.read_u32(self.find_probes.clone())
+                .iter()
+                .map(|&x| x as u64)
+                .sum()
+        } else {
+            0
+        };
+        Ok(ProbeStats {
+            probes,
+            ops: n as u64,
+            retries: 0,
+        })
+    }
+
+    fn pairs(&self) -> Result<Vec<(u64, u64)>> {
+        let (k, v) = (
+            self.read_u64(self.keys.clone()),
+            self.read_u64(self.values.clone()),
+        );
+        Ok(k.into_iter()
+            .zip(v)
+            .filter(|(k, _)| *k != EMPTY_WORD)
+            .collect())
+    }
+
+    fn reset(&mut self, family: HashFamily) -> Result<()> {
+        self.family = family;
+        self.fill_keys_empty();
+        self.len = 0;
+        Ok(())
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn capacity(&self) -> usize {
+        self.slots()
+    }
+
+    fn family(&self) -> HashFamily {
+        self.family
+    }
+
+    fn placement(&self) -> Result<Vec<(u64, u32)>> {
+        Ok(self
+            .read_u64(self.keys.clone())
+            .into_iter()
+            .enumerate()
+            .filter(|(_, k)| *k != EMPTY_WORD)
+            .map(|(i, k)| (k, (i / self.bucket_size as usize) as u32))
+            .collect())
+    }
+}
