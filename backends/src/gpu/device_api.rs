@@ -9,7 +9,8 @@ use cubecl::prelude::*;
 use hashtile_core::hash::{bucket_index, hash_key, hash_key32};
 use hashtile_core::scheme::{ProbingScheme, SchemeParams, action, blank_state};
 use hashtile_core::tile::{
-    read_slots, slot_word, tile_ballot, tile_lane, tile_shuffle, view_of, word_value,
+    EMPTY_WORD, read_slots, slot_address, slot_word, tile_ballot, tile_lane, tile_shuffle,
+    tile_shuffle_u64, view_of, view_of_keys, word_value,
 };
 
 /// Everything a kernel needs to address a table.
@@ -225,6 +226,93 @@ pub fn tile_find<S: ProbingScheme>(
                 if act == action::FOUND {
                     result.found = 1u32;
                     result.value = word_value(word);
+                }
+            }
+        }
+    }
+    result
+}
+
+/// A lane's find answer in a table of wide pairs.
+#[derive(CubeType, Clone, Copy)]
+pub struct FindResultWide {
+    /// 1 if the key is present.
+    pub found: u32,
+    /// Its value (0 when `found == 0`).
+    pub value: u64,
+    /// Buckets read for this key (only counted when `count_probes` is on; else 0).
+    pub probes: u32,
+}
+
+/// Cooperative find in a table of wide pairs (`crate::gpu::wide`: a key array and a value array; keys widened
+/// to `u64`). All lanes of the plane must call it; the lane that owns the matching slot reads the value and
+/// hands it to the lane that asked.
+#[allow(clippy::too_many_arguments)]
+#[cube]
+pub fn tile_find_wide<S: ProbingScheme>(
+    table_keys: &Array<u64>,
+    table_values: &Array<u64>,
+    meta: TableMeta,
+    key: u64,
+    active: bool,
+    #[comptime] bucket_size: u32,
+    #[comptime] tile_width: u32,
+    #[comptime] count_probes: bool,
+) -> FindResultWide {
+    let tl = tile_lane(tile_width);
+    let mut pending = active;
+    let mut result = FindResultWide {
+        found: 0u32,
+        value: 0u64,
+        probes: 0u32,
+    };
+    let mut has_op = false;
+    let mut cur_key = EMPTY_WORD.runtime();
+    let mut src = u32::new(0);
+    let mut steps = u32::new(0);
+    let mut state = blank_state();
+    while plane_any(pending || has_op) {
+        // An idle tile takes the next pending lane's key.
+        let queue = tile_ballot(pending, tl, tile_width);
+        let next = queue.trailing_zeros() % tile_width;
+        let next_key = tile_shuffle_u64(key, next, tl);
+        if !has_op && queue != 0 {
+            has_op = true;
+            cur_key = next_key;
+            src = next;
+            S::find_start(&mut state);
+            steps = 0u32;
+            if tl.lane == next {
+                pending = false;
+            }
+        }
+        // One probe.
+        let b = bucket_of_wide(meta, cur_key, state.hash_index);
+        let slots = read_slots(table_keys, b, has_op, tl, bucket_size, tile_width);
+        let view = view_of_keys(slots, cur_key, tl, bucket_size, tile_width);
+        let mut act = u32::new(action::NEXT as i64);
+        let mut slot = u32::new(0);
+        if has_op {
+            let st = S::find_step(&mut state, view, meta.params, bucket_size);
+            if comptime!(count_probes) {
+                steps += 1u32;
+            }
+            act = st.action;
+            slot = st.slot;
+        }
+        let owner = slot % tile_width;
+        let mut v = u64::new(0);
+        if has_op && act == action::FOUND && tl.lane == owner {
+            v = table_values[slot_address(b, slot, bucket_size)];
+        }
+        let value = tile_shuffle_u64(v, owner, tl);
+        if has_op && act != action::NEXT {
+            has_op = false;
+            if tl.lane == src {
+                result.probes = steps;
+                if act == action::FOUND {
+                    result.found = 1u32;
+                    result.value = value;
                 }
             }
         }

@@ -7,7 +7,7 @@
 //! `HashTable` keeps wide pairs of BCHT and 1CHT on the CPU backend. Values written by an insert are visible
 //! to every later kernel (inserts and finds are separate launches).
 
-use super::device_api::{ShapeScalars, bucket_of_wide, meta_of};
+use super::device_api::{ShapeScalars, bucket_of_wide, meta_of, tile_find_wide};
 use super::kernels::{ADDED_COUNTERS, INSERT_COUNTERS, fill_kernel, fill_u32_kernel};
 use super::{CUBE_SIZE, GpuOptions, cube_count, shape_scalars, shape_words_of};
 use crate::engine::Engine;
@@ -16,8 +16,8 @@ use cubecl::server::Handle;
 use hashtile_core::hash::fmix32;
 use hashtile_core::scheme::{ProbingScheme, SchemeParams, action, blank_state};
 use hashtile_core::tile::{
-    EMPTY_WORD, read_slots, read_slots_atomic, read_slots_either, slot_address, tile_ballot,
-    tile_lane, tile_shuffle_u64, view_of_keys,
+    EMPTY_WORD, read_slots_atomic, read_slots_either, slot_address, tile_ballot, tile_lane,
+    tile_shuffle_u64, view_of_keys,
 };
 use hashtile_core::{Error, HashFamily, ProbeStats, Result};
 use std::marker::PhantomData;
@@ -183,8 +183,8 @@ pub fn insert_wide_kernel<S: ProbingScheme>(
     }
 }
 
-/// Bulk find of wide keys: `out[i]` = value and `found[i]` = 1, or `found[i]` = 0. The lane that owns the
-/// matching slot reads the value from the value array and hands it to the lane that asked.
+/// Bulk find of wide keys: `out[i]` = value and `found[i]` = 1, or `found[i]` = 0 (see
+/// [`tile_find_wide`]).
 #[allow(clippy::too_many_arguments)]
 #[cube(launch_unchecked)]
 pub fn find_wide_kernel<S: ProbingScheme>(
@@ -200,76 +200,49 @@ pub fn find_wide_kernel<S: ProbingScheme>(
     #[comptime] count_probes: bool,
 ) {
     let meta = meta_of(shape);
-    let tl = tile_lane(tile_width);
     let pos = ABSOLUTE_POS;
-    let mut pending = pos < keys.len();
+    let active = pos < keys.len();
     let mut key = EMPTY_WORD.runtime();
-    if pending {
+    if active {
         key = keys[pos];
     }
-    let mut has_op = false;
-    let mut cur_key = EMPTY_WORD.runtime();
-    let mut src = u32::new(0);
-    let mut steps = u32::new(0);
-    let mut my_found = u32::new(0);
-    let mut my_value = u64::new(0);
-    let mut state = blank_state();
-    while plane_any(pending || has_op) {
-        let queue = tile_ballot(pending, tl, tile_width);
-        let next = queue.trailing_zeros() % tile_width;
-        let next_key = tile_shuffle_u64(key, next, tl);
-        if !has_op && queue != 0 {
-            has_op = true;
-            cur_key = next_key;
-            src = next;
-            S::find_start(&mut state);
-            if tl.lane == next {
-                pending = false;
-            }
-        }
-        let b = bucket_of_wide(meta, cur_key, state.hash_index);
-        let slots = read_slots(table_keys, b, has_op, tl, bucket_size, tile_width);
-        let view = view_of_keys(slots, cur_key, tl, bucket_size, tile_width);
-        let mut act = u32::new(action::NEXT as i64);
-        let mut slot = u32::new(0);
-        if has_op {
-            let st = S::find_step(&mut state, view, meta.params, bucket_size);
-            if comptime!(count_probes) {
-                steps += 1u32;
-            }
-            act = st.action;
-            slot = st.slot;
-        }
-        let owner = slot % tile_width;
-        let mut v = u64::new(0);
-        if has_op && act == action::FOUND && tl.lane == owner {
-            v = table_values[slot_address(b, slot, bucket_size)];
-        }
-        let value = tile_shuffle_u64(v, owner, tl);
-        let done = has_op && act != action::NEXT;
-        if done && tl.lane == src && act == action::FOUND {
-            my_found = 1u32;
-            my_value = value;
-        }
-        if done {
-            has_op = false;
-        }
-    }
-    if pos < keys.len() {
-        out[pos] = my_value;
-        found[pos] = my_found;
+    let r = tile_find_wide::<S>(
+        table_keys,
+        table_values,
+        meta,
+        key,
+        active,
+        bucket_size,
+        tile_width,
+        count_probes,
+    );
+    if active {
+        out[pos] = r.value;
+        found[pos] = r.found;
     }
     if comptime!(count_probes) {
-        // `steps` counts the whole tile's probes: one lane per tile reports it.
-        let mut tile_steps = u32::new(0);
-        if tl.lane == 0u32 {
-            tile_steps = steps;
-        }
-        let all = plane_sum(tile_steps);
+        let all = plane_sum(r.probes);
         if UNIT_POS_PLANE == 0u32 && all > 0u32 {
             probe_counters[(CUBE_POS_X % ADDED_COUNTERS) as usize].fetch_add(all);
         }
     }
+}
+
+/// What a user kernel needs to call [`tile_find_wide`] on a [`GpuWideTable`].
+#[derive(Debug, Clone)]
+pub struct WideDeviceRef {
+    /// The key words (`&Array<u64>`, all ones = empty).
+    pub keys: Handle,
+    /// The value words (`&Array<u64>`).
+    pub values: Handle,
+    /// Number of slots (length of both arrays).
+    pub slots: usize,
+    /// The shape words (`&Array<u32>`, length `device_api::SHAPE_WORDS`).
+    pub shape: Handle,
+    /// Compile-time bucket size to instantiate the kernel with.
+    pub bucket_size: u32,
+    /// Compile-time tile width to instantiate the kernel with.
+    pub tile_width: u32,
 }
 
 /// A table of wide pairs (keys and values widened to `u64`) on a CubeCL device, for a stable scheme `S`.
@@ -344,6 +317,26 @@ impl<R: Runtime, S: ProbingScheme> GpuWideTable<R, S> {
         };
         t.fill_keys_empty();
         Ok(t)
+    }
+
+    /// Device handles for calling [`tile_find_wide`] from your own kernel (its `meta` from
+    /// `device_api::load_meta` of the `shape` buffer); the kernel must be instantiated with the returned
+    /// compile-time `bucket_size` and `tile_width`. The shape buffer is made afresh (13 words) on each call.
+    pub fn device_ref(&self) -> WideDeviceRef {
+        let words = shape_words_of(self.num_buckets, self.family, self.params);
+        WideDeviceRef {
+            keys: self.keys.clone(),
+            values: self.values.clone(),
+            slots: self.slots(),
+            shape: self.client.create_from_slice(u32::as_bytes(&words)),
+            bucket_size: self.bucket_size,
+            tile_width: self.tile_width,
+        }
+    }
+
+    /// The compute client (to allocate buffers and launch your own kernels on the same device).
+    pub fn client(&self) -> &ComputeClient<R> {
+        &self.client
     }
 
     /// Turns device probe counting on or off (compiled out of the kernels when off).
