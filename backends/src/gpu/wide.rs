@@ -383,19 +383,19 @@ impl<R: Runtime, S: ProbingScheme> GpuWideTable<R, S> {
     }
 }
 
-impl<R: Runtime, S: ProbingScheme> Engine for GpuWideTable<R, S> {
-    fn insert_pairs(&mut self, pairs: &[(u64, u64)]) -> Result<(ProbeStats, Vec<(u64, u64)>)> {
-        let n = pairs.len();
+impl<R: Runtime, S: ProbingScheme> GpuWideTable<R, S> {
+    /// Inserts `n` pairs already on the device (`keys`, `values`: `n` `u64` words each; keys distinct, none
+    /// all ones, not checked on the device) and waits for the counters. Returns the probe statistics and the
+    /// pairs the scheme could not place (every one of them: the failure buffer has room for all `n`).
+    pub fn insert_device(
+        &mut self,
+        keys: &Handle,
+        values: &Handle,
+        n: usize,
+    ) -> Result<(ProbeStats, Vec<(u64, u64)>)> {
         if n == 0 {
             return Ok((ProbeStats::default(), Vec::new()));
         }
-        let keys: Vec<u64> = pairs.iter().map(|p| p.0).collect();
-        let values: Vec<u64> = pairs.iter().map(|p| p.1).collect();
-        let (kh, vh) = (
-            self.client.create_from_slice(u64_bytes(&keys)),
-            self.client.create_from_slice(u64_bytes(&values)),
-        );
-        // Room for every pair: a failed pair is never lost, however many fail.
         let failed = self.client.empty(2 * n * 8);
         self.zero_u32(&self.counters, INSERT_COUNTERS);
         // SAFETY: indices are bounded by `n`, by the failure buffer (2 words per pair, checked in the kernel) and
@@ -405,8 +405,8 @@ impl<R: Runtime, S: ProbingScheme> Engine for GpuWideTable<R, S> {
                 &self.client,
                 cube_count(n),
                 CubeDim::new_1d(CUBE_SIZE),
-                ArrayArg::from_raw_parts(kh, n),
-                ArrayArg::from_raw_parts(vh, n),
+                ArrayArg::from_raw_parts(keys.clone(), n),
+                ArrayArg::from_raw_parts(values.clone(), n),
                 ArrayArg::from_raw_parts(self.keys.clone(), self.slots()),
                 if self.plain_reads {
                     ArrayArg::from_raw_parts(self.keys.clone(), self.slots())
@@ -442,13 +442,12 @@ impl<R: Runtime, S: ProbingScheme> Engine for GpuWideTable<R, S> {
         Ok((stats, lost))
     }
 
-    fn find_keys(&self, keys: &[u64], out: &mut [Option<u64>]) -> Result<ProbeStats> {
-        let n = keys.len();
+    /// Finds `n` keys already on the device, writing values to `out` (`n` `u64` words; 0 where absent) and
+    /// 1/0 to `found` (`n` `u32` words). Nothing crosses to the host; the launch is queued, not awaited.
+    pub fn find_device(&self, keys: &Handle, out: &Handle, found: &Handle, n: usize) {
         if n == 0 {
-            return Ok(ProbeStats::default());
+            return;
         }
-        let kh = self.client.create_from_slice(u64_bytes(keys));
-        let (oh, fh) = (self.client.empty(n * 8), self.client.empty(n * 4));
         let (probe_handle, probe_len) = if self.count_probes {
             self.zero_u32(&self.find_probes, ADDED_COUNTERS as usize);
             (self.find_probes.clone(), ADDED_COUNTERS as usize)
@@ -461,11 +460,11 @@ impl<R: Runtime, S: ProbingScheme> Engine for GpuWideTable<R, S> {
                 &self.client,
                 cube_count(n),
                 CubeDim::new_1d(CUBE_SIZE),
-                ArrayArg::from_raw_parts(kh, n),
+                ArrayArg::from_raw_parts(keys.clone(), n),
                 ArrayArg::from_raw_parts(self.keys.clone(), self.slots()),
                 ArrayArg::from_raw_parts(self.values.clone(), self.slots()),
-                ArrayArg::from_raw_parts(oh.clone(), n),
-                ArrayArg::from_raw_parts(fh.clone(), n),
+                ArrayArg::from_raw_parts(out.clone(), n),
+                ArrayArg::from_raw_parts(found.clone(), n),
                 ArrayArg::from_raw_parts(probe_handle, probe_len),
                 shape_scalars(shape_words_of(self.num_buckets, self.family, self.params)),
                 self.bucket_size,
@@ -473,6 +472,30 @@ impl<R: Runtime, S: ProbingScheme> Engine for GpuWideTable<R, S> {
                 self.count_probes,
             )
         }
+    }
+
+    /// Uploads `u64`s to a new device buffer.
+    pub fn upload(&self, data: &[u64]) -> Handle {
+        self.client.create_from_slice(u64_bytes(data))
+    }
+}
+
+impl<R: Runtime, S: ProbingScheme> Engine for GpuWideTable<R, S> {
+    fn insert_pairs(&mut self, pairs: &[(u64, u64)]) -> Result<(ProbeStats, Vec<(u64, u64)>)> {
+        let keys: Vec<u64> = pairs.iter().map(|p| p.0).collect();
+        let values: Vec<u64> = pairs.iter().map(|p| p.1).collect();
+        let (kh, vh) = (self.upload(&keys), self.upload(&values));
+        self.insert_device(&kh, &vh, pairs.len())
+    }
+
+    fn find_keys(&self, keys: &[u64], out: &mut [Option<u64>]) -> Result<ProbeStats> {
+        let n = keys.len();
+        if n == 0 {
+            return Ok(ProbeStats::default());
+        }
+        let kh = self.upload(keys);
+        let (oh, fh) = (self.client.empty(n * 8), self.client.empty(n * 4));
+        self.find_device(&kh, &oh, &fh, n);
         let (vals, found) = (self.read_u64(oh), self.read_u32(fh));
         for (i, o) in out.iter_mut().enumerate() {
             *o = (found[i] == 1).then_some(vals[i]);
