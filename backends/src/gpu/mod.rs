@@ -96,6 +96,26 @@ pub(crate) fn shape_scalars<R: Runtime>(w: [u32; SHAPE_WORDS]) -> ShapeScalarsLa
     )
 }
 
+/// The tile width `min(B, plane size)` for bucket size `bucket_size` on `client`'s device, or why the pair is
+/// unsupported (the tile needs 8..=32 lanes per plane and a power-of-two `B <= 32`).
+pub(crate) fn tile_width_for<R: Runtime>(
+    client: &ComputeClient<R>,
+    bucket_size: u32,
+) -> Result<u32> {
+    let plane = client.properties().hardware.plane_size_max;
+    if !(8..=32).contains(&plane) {
+        return Err(Error::InvalidConfig(format!(
+            "plane size {plane} is not supported (hashtile's tile needs 8..=32 lanes per plane)"
+        )));
+    }
+    if !bucket_size.is_power_of_two() || bucket_size > 32 {
+        return Err(Error::InvalidConfig(format!(
+            "bucket size must be a power of two in 1..=32, got {bucket_size}"
+        )));
+    }
+    Ok(bucket_size.min(plane))
+}
+
 /// Launch geometry for `n` threads: a 2-D grid when one dimension is not enough.
 pub(crate) fn cube_count(n: usize) -> CubeCount {
     let cubes = (n as u64).div_ceil(CUBE_SIZE as u64).max(1);
@@ -121,17 +141,7 @@ impl<R: Runtime, S: ProbingScheme> GpuTable<R, S> {
         options: GpuOptions,
     ) -> Result<Self> {
         let client = R::client(device);
-        let plane = client.properties().hardware.plane_size_max;
-        if !(8..=32).contains(&plane) {
-            return Err(Error::InvalidConfig(format!(
-                "plane size {plane} is not supported (hashtile's tile needs 8..=32 lanes per plane)"
-            )));
-        }
-        if !bucket_size.is_power_of_two() || bucket_size > 32 {
-            return Err(Error::InvalidConfig(format!(
-                "bucket size must be a power of two in 1..=32, got {bucket_size}"
-            )));
-        }
+        let tile_width = tile_width_for(&client, bucket_size)?;
         let slots = num_buckets as usize * bucket_size as usize;
         let table = client.empty(slots * 8);
         let shape = client.empty(SHAPE_WORDS * 4);
@@ -148,7 +158,7 @@ impl<R: Runtime, S: ProbingScheme> GpuTable<R, S> {
             shape,
             num_buckets,
             bucket_size,
-            tile_width: bucket_size.min(plane),
+            tile_width,
             family,
             params,
             options,

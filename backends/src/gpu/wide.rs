@@ -9,7 +9,7 @@
 
 use super::device_api::{ShapeScalars, bucket_of_wide, meta_of, tile_find_wide};
 use super::kernels::{ADDED_COUNTERS, INSERT_COUNTERS, fill_kernel, fill_u32_kernel};
-use super::{CUBE_SIZE, GpuOptions, cube_count, shape_scalars, shape_words_of};
+use super::{CUBE_SIZE, GpuOptions, cube_count, shape_scalars, shape_words_of, tile_width_for};
 use crate::engine::Engine;
 use cubecl::prelude::*;
 use cubecl::server::Handle;
@@ -280,17 +280,7 @@ impl<R: Runtime, S: ProbingScheme> GpuWideTable<R, S> {
         options: GpuOptions,
     ) -> Result<Self> {
         let client = R::client(device);
-        let plane = client.properties().hardware.plane_size_max;
-        if !(8..=32).contains(&plane) {
-            return Err(Error::InvalidConfig(format!(
-                "plane size {plane} is not supported (hashtile's tile needs 8..=32 lanes per plane)"
-            )));
-        }
-        if !bucket_size.is_power_of_two() || bucket_size > 32 {
-            return Err(Error::InvalidConfig(format!(
-                "bucket size must be a power of two in 1..=32, got {bucket_size}"
-            )));
-        }
+        let tile_width = tile_width_for(&client, bucket_size)?;
         if !options.use_cas {
             return Err(Error::InvalidConfig(
                 "wide pairs are claimed with compare-and-swap; GpuOptions::use_cas must be on"
@@ -307,7 +297,7 @@ impl<R: Runtime, S: ProbingScheme> GpuWideTable<R, S> {
             client,
             num_buckets,
             bucket_size,
-            tile_width: bucket_size.min(plane),
+            tile_width,
             family,
             params,
             plain_reads: options.plain_reads,
