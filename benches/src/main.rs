@@ -10,6 +10,7 @@
 
 mod plot;
 mod sweep;
+mod wide;
 
 use clap::{Parser, Subcommand};
 use hashtile::gpu::GpuTable;
@@ -83,6 +84,10 @@ struct Args {
     /// Skip the duplicate check on insert (the caller promises new, distinct keys: the paper's bulk build).
     #[arg(long)]
     no_upsert: bool,
+    /// 64-bit keys with 64-bit values (GPUs: keys and values in parallel arrays, stable schemes IHT / P2BHT
+    /// only; the CPU backend runs every scheme).
+    #[arg(long)]
+    wide: bool,
     /// The scheme being measured (set per iteration, not a flag).
     #[arg(skip)]
     cur_scheme: String,
@@ -123,7 +128,7 @@ fn distinct_keys(n: usize, seed: u32) -> Vec<u32> {
 }
 
 /// Queries of which a fraction `present` are inserted keys.
-fn queries(keys: &[u32], n: usize, present: f64) -> Vec<u32> {
+fn queries<K: Copy>(keys: &[K], n: usize, present: f64) -> Vec<K> {
     let hits = (n as f64 * present).round() as usize;
     keys[..hits]
         .iter()
@@ -170,7 +175,7 @@ fn rates(args: Args) {
     let backend = hashtile::resolve(args.backend);
     let n = 1usize << args.log2_keys;
     println!(
-        "hashtile-bench: backend {backend} (asked: {:?}), {n} keys (2^{}), schemes {:?}, B = {:?}, loads {:?}, {} runs, claim {:?}, reads {:?}, upsert {}",
+        "hashtile-bench: backend {backend} (asked: {:?}), {n} keys (2^{}), schemes {:?}, B = {:?}, loads {:?}, {} runs, claim {:?}, reads {:?}, upsert {}, pairs {} bits",
         args.backend,
         args.log2_keys,
         args.scheme,
@@ -179,7 +184,8 @@ fn rates(args: Args) {
         args.runs,
         args.claim,
         args.reads,
-        !args.no_upsert
+        !args.no_upsert,
+        if args.wide { 128 } else { 64 }
     );
     let keys = distinct_keys(n, args.seed);
     let values: Vec<u32> = keys[..n]
@@ -217,19 +223,22 @@ fn rates(args: Args) {
                 "{} B={} load {load}",
                 args.cur_scheme, args.cur_bucket
             ));
+            macro_rules! measure_as {
+                ($s:ty) => {
+                    if args.wide {
+                        wide::measure_wide::<$s>(
+                            &args, backend, load, &keys, &values, &oracle, &finds, &bar,
+                        )
+                    } else {
+                        measure::<$s>(&args, backend, load, &keys, &values, &oracle, &finds, &bar)
+                    }
+                };
+            }
             let r = match args.cur_scheme.as_str() {
-                "bcht" => {
-                    measure::<Bcht>(&args, backend, load, &keys, &values, &oracle, &finds, &bar)
-                }
-                "iht" => {
-                    measure::<Iht>(&args, backend, load, &keys, &values, &oracle, &finds, &bar)
-                }
-                "p2bht" => {
-                    measure::<P2bht>(&args, backend, load, &keys, &values, &oracle, &finds, &bar)
-                }
-                "1cht" => {
-                    measure::<Cht1>(&args, backend, load, &keys, &values, &oracle, &finds, &bar)
-                }
+                "bcht" => measure_as!(Bcht),
+                "iht" => measure_as!(Iht),
+                "p2bht" => measure_as!(P2bht),
+                "1cht" => measure_as!(Cht1),
                 other => Err(hashtile::Error::InvalidConfig(format!(
                     "unknown scheme '{other}' (expected bcht, iht, p2bht or 1cht)"
                 ))),
@@ -246,7 +255,7 @@ fn rates(args: Args) {
     }
     bar.finish_and_clear();
     let mut f = std::fs::File::create(&args.csv).expect("create csv");
-    writeln!(f, "backend,scheme,bucket,keys,load,op,present,median_mkeys_s,min_mkeys_s,max_mkeys_s,runs,checked,unplaced")
+    writeln!(f, "backend,scheme,bucket,keys,load,op,present,median_mkeys_s,min_mkeys_s,max_mkeys_s,runs,checked,unplaced,pair_bits")
         .unwrap();
     println!(
         "\n| scheme | B | load | op | present | median M keys/s | min | max | checked |\n|---|---|---|---|---|---|---|---|---|"
@@ -261,7 +270,7 @@ fn rates(args: Args) {
         all_ok &= r.checked;
         writeln!(
             f,
-            "{},{},{},{},{},{},{},{m:.1},{lo:.1},{hi:.1},{},{},{}",
+            "{},{},{},{},{},{},{},{m:.1},{lo:.1},{hi:.1},{},{},{},{}",
             r.backend,
             r.scheme,
             r.bucket,
@@ -271,7 +280,8 @@ fn rates(args: Args) {
             r.present,
             r.rates.len(),
             r.checked,
-            r.unplaced
+            r.unplaced,
+            if args.wide { 128 } else { 64 }
         )
         .unwrap();
         println!(

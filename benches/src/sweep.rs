@@ -455,6 +455,7 @@ fn rate_point<S: SchemeInfo>(
         claim: None,
         reads: None,
         no_upsert: ctx.args.no_upsert,
+        wide: false,
         cur_scheme: S::NAME.to_string(),
         cur_bucket: bucket,
         csv: String::new(),

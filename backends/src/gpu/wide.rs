@@ -468,6 +468,22 @@ impl<R: Runtime, S: ProbingScheme> GpuWideTable<R, S> {
     pub fn upload(&self, data: &[u64]) -> Handle {
         self.client.create_from_slice(u64_bytes(data))
     }
+
+    /// Waits for all queued device work.
+    pub fn sync(&self) -> Result<()> {
+        cubecl::future::block_on(self.client.sync())
+            .map_err(|e| Error::InvalidConfig(format!("device error: {e:?}")))
+    }
+
+    /// Reads a device buffer of `u64`s back.
+    pub fn read_u64_buffer(&self, h: Handle) -> Vec<u64> {
+        self.read_u64(h)
+    }
+
+    /// Reads a device buffer of `u32`s back.
+    pub fn read_u32_buffer(&self, h: Handle) -> Vec<u32> {
+        self.read_u32(h)
+    }
 }
 
 impl<R: Runtime, S: ProbingScheme> Engine for GpuWideTable<R, S> {
