@@ -116,6 +116,34 @@ pub(crate) fn tile_width_for<R: Runtime>(
     Ok(bucket_size.min(plane))
 }
 
+/// Fills the first `n` words of a `u64` buffer with `value` (queued).
+pub(crate) fn fill_u64<R: Runtime>(client: &ComputeClient<R>, h: &Handle, n: usize, value: u64) {
+    // SAFETY: the kernel guards its index against the array length.
+    unsafe {
+        kernels::fill_kernel::launch_unchecked::<R>(
+            client,
+            cube_count(n),
+            CubeDim::new_1d(CUBE_SIZE),
+            ArrayArg::from_raw_parts(h.clone(), n),
+            value,
+        )
+    }
+}
+
+/// Fills the first `n` words of a `u32` buffer with `value` (queued).
+pub(crate) fn fill_u32<R: Runtime>(client: &ComputeClient<R>, h: &Handle, n: usize, value: u32) {
+    // SAFETY: the kernel guards its index against the array length.
+    unsafe {
+        kernels::fill_u32_kernel::launch_unchecked::<R>(
+            client,
+            cube_count(n),
+            CubeDim::new_1d(CUBE_SIZE),
+            ArrayArg::from_raw_parts(h.clone(), n),
+            value,
+        )
+    }
+}
+
 /// Launch geometry for `n` threads: a 2-D grid when one dimension is not enough.
 pub(crate) fn cube_count(n: usize) -> CubeCount {
     let cubes = (n as u64).div_ceil(CUBE_SIZE as u64).max(1);
@@ -187,17 +215,7 @@ impl<R: Runtime, S: ProbingScheme> GpuTable<R, S> {
     }
 
     fn fill_empty(&mut self) {
-        let slots = self.capacity();
-        // SAFETY: the kernel guards its index against the array length.
-        unsafe {
-            kernels::fill_kernel::launch_unchecked::<R>(
-                &self.client,
-                cube_count(slots),
-                CubeDim::new_1d(CUBE_SIZE),
-                ArrayArg::from_raw_parts(self.table.clone(), slots),
-                EMPTY_WORD,
-            )
-        }
+        fill_u64(&self.client, &self.table, self.capacity(), EMPTY_WORD);
         self.len = 0;
     }
 
@@ -318,16 +336,7 @@ impl<R: Runtime, S: ProbingScheme> GpuTable<R, S> {
     }
 
     fn zero_u32(&self, h: &Handle, n: usize) {
-        // SAFETY: the kernel guards its index against the array length.
-        unsafe {
-            kernels::fill_u32_kernel::launch_unchecked::<R>(
-                &self.client,
-                cube_count(n),
-                CubeDim::new_1d(CUBE_SIZE),
-                ArrayArg::from_raw_parts(h.clone(), n),
-                0u32,
-            )
-        }
+        fill_u32(&self.client, h, n, 0);
     }
 
     /// Turns device probe counting on or off. Off (the default) compiles the counting out of the kernels.

@@ -8,8 +8,11 @@
 //! to every later kernel (inserts and finds are separate launches).
 
 use super::device_api::{ShapeScalars, bucket_of_wide, meta_of, tile_find_wide};
-use super::kernels::{ADDED_COUNTERS, INSERT_COUNTERS, fill_kernel, fill_u32_kernel};
-use super::{CUBE_SIZE, GpuOptions, cube_count, shape_scalars, shape_words_of, tile_width_for};
+use super::kernels::{ADDED_COUNTERS, INSERT_COUNTERS};
+use super::{
+    CUBE_SIZE, GpuOptions, cube_count, fill_u32, fill_u64, shape_scalars, shape_words_of,
+    tile_width_for,
+};
 use crate::engine::Engine;
 use cubecl::prelude::*;
 use cubecl::server::Handle;
@@ -339,29 +342,11 @@ impl<R: Runtime, S: ProbingScheme> GpuWideTable<R, S> {
     }
 
     fn fill_keys_empty(&self) {
-        // SAFETY: the kernel guards its index against the array length.
-        unsafe {
-            fill_kernel::launch_unchecked::<R>(
-                &self.client,
-                cube_count(self.slots()),
-                CubeDim::new_1d(CUBE_SIZE),
-                ArrayArg::from_raw_parts(self.keys.clone(), self.slots()),
-                EMPTY_WORD,
-            )
-        }
+        fill_u64(&self.client, &self.keys, self.slots(), EMPTY_WORD);
     }
 
     fn zero_u32(&self, h: &Handle, n: usize) {
-        // SAFETY: the kernel guards its index against the array length.
-        unsafe {
-            fill_u32_kernel::launch_unchecked::<R>(
-                &self.client,
-                cube_count(n),
-                CubeDim::new_1d(CUBE_SIZE),
-                ArrayArg::from_raw_parts(h.clone(), n),
-                0u32,
-            )
-        }
+        fill_u32(&self.client, h, n, 0);
     }
 
     fn read_u32(&self, h: Handle) -> Vec<u32> {
