@@ -84,6 +84,12 @@ struct Args {
     /// Skip the duplicate check on insert (the caller promises new, distinct keys: the paper's bulk build).
     #[arg(long)]
     no_upsert: bool,
+    /// Longest cuckoo eviction chain (BCHT, 1CHT) [default: the scheme's, 100].
+    #[arg(long)]
+    max_chain: Option<u32>,
+    /// Number of hash functions [default: the scheme's: BCHT 3, IHT 3, P2BHT 2, 1CHT 4].
+    #[arg(long)]
+    num_hashes: Option<u32>,
     /// 64-bit keys with 64-bit values (GPUs: keys and values in parallel arrays, stable schemes IHT / P2BHT
     /// only; the CPU backend runs every scheme).
     #[arg(long)]
@@ -125,6 +131,37 @@ fn distinct_keys(n: usize, seed: u32) -> Vec<u32> {
         .filter(|&k| k != u32::MAX)
         .take(2 * n)
         .collect()
+}
+
+/// Scheme `S`'s parameters for bucket size `bucket` with the command line's knobs applied and validated.
+fn scheme_params<S: SchemeInfo>(
+    bucket: u32,
+    no_upsert: bool,
+    max_chain: Option<u32>,
+    num_hashes: Option<u32>,
+) -> hashtile::Result<hashtile::SchemeParams> {
+    let mut p = S::default_params(bucket);
+    if no_upsert {
+        p.upsert = 0;
+    }
+    if let Some(c) = max_chain {
+        p.max_chain = c;
+    }
+    if let Some(h) = num_hashes {
+        p.num_hashes = h;
+    }
+    S::validate(bucket, &p).map_err(hashtile::Error::InvalidConfig)?;
+    Ok(p)
+}
+
+/// [`scheme_params`] for the `rates` mode's current bucket size.
+fn params_for<S: SchemeInfo>(args: &Args) -> hashtile::Result<hashtile::SchemeParams> {
+    scheme_params::<S>(
+        args.cur_bucket,
+        args.no_upsert,
+        args.max_chain,
+        args.num_hashes,
+    )
 }
 
 /// Queries of which a fraction `present` are inserted keys.
@@ -337,10 +374,7 @@ fn run_host<S: SchemeInfo>(
     bar: &ProgressBar,
 ) -> hashtile::Result<Vec<Row>> {
     let n = values.len();
-    let mut params = S::default_params(args.cur_bucket);
-    if args.no_upsert {
-        params.upsert = 0;
-    }
+    let params = params_for::<S>(args)?;
     let cfg = TableConfig::for_keys(n, load)
         .bucket_size(args.cur_bucket)
         .params(params)
@@ -458,10 +492,7 @@ fn run_gpu<R: hashtile::cubecl::Runtime, S: ProbingScheme + SchemeInfo>(
     let cfg = TableConfig::for_keys(n, load).bucket_size(args.cur_bucket);
     let nb = cfg.capacity.div_ceil(args.cur_bucket as usize) as u32;
     let family = hashtile::HashFamily::new(cfg.seed);
-    let mut params = S::default_params(args.cur_bucket);
-    if args.no_upsert {
-        params.upsert = 0;
-    }
+    let params = params_for::<S>(args)?;
     let device = Default::default();
     let mut ins = Vec::new();
     let mut ins_kernel = Vec::new();

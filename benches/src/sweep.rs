@@ -100,6 +100,12 @@ pub struct SweepArgs {
     /// Seed of the key generator.
     #[arg(long, default_value_t = 1)]
     seed: u32,
+    /// Longest cuckoo eviction chain (BCHT, 1CHT) [default: the scheme's, 100].
+    #[arg(long)]
+    pub max_chain: Option<u32>,
+    /// Number of hash functions [default: the scheme's].
+    #[arg(long)]
+    pub num_hashes: Option<u32>,
     /// Skip the duplicate check on insert (the paper's bulk build of distinct keys; fewer insert probes).
     #[arg(long)]
     no_upsert: bool,
@@ -397,13 +403,16 @@ fn bucket_of<S: SchemeInfo>(asked: u32) -> Result<u32, String> {
     }
 }
 
-/// The scheme's default parameters for `bucket`, with `--no-upsert` applied.
+/// The scheme's parameters for `bucket`, with `--no-upsert`, `--max-chain` and `--num-hashes` applied (checked
+/// before the sweep starts, so this cannot fail later).
 fn params_of<S: SchemeInfo>(ctx: &Ctx, bucket: u32) -> hashtile::SchemeParams {
-    let mut p = S::default_params(bucket);
-    if ctx.args.no_upsert {
-        p.upsert = 0;
-    }
-    p
+    crate::scheme_params::<S>(
+        bucket,
+        ctx.args.no_upsert,
+        ctx.args.max_chain,
+        ctx.args.num_hashes,
+    )
+    .expect("parameters validated before the sweep")
 }
 
 /// A table config for scheme `S` on the sweep's backend.
@@ -455,6 +464,8 @@ fn rate_point<S: SchemeInfo>(
         claim: None,
         reads: None,
         no_upsert: ctx.args.no_upsert,
+        max_chain: ctx.args.max_chain,
+        num_hashes: ctx.args.num_hashes,
         wide: false,
         cur_scheme: S::NAME.to_string(),
         cur_bucket: bucket,
@@ -737,10 +748,12 @@ fn sweep(args: SweepArgs) -> Result<bool, String> {
         v
     };
     let on = |name: &str| selected.contains(&name);
-    // Reject an unsupported bucket size before measuring anything.
+    // Reject an unsupported bucket size or parameter before measuring anything.
     for_each_scheme!(|S| {
         if on(S::NAME) {
-            bucket_of::<S>(own_buckets.get(S::NAME).copied().unwrap_or(args.bucket))?;
+            let b = bucket_of::<S>(own_buckets.get(S::NAME).copied().unwrap_or(args.bucket))?;
+            crate::scheme_params::<S>(b, args.no_upsert, args.max_chain, args.num_hashes)
+                .map_err(|e| format!("{}: {e}", S::NAME))?;
         }
     });
     let backend = hashtile::resolve(args.backend);
@@ -1329,6 +1342,13 @@ fn summary_md(
         },
         ctx.args.seed,
         ctx.args.quick
+    );
+    let knob = |v: Option<u32>| v.map_or("each scheme's default".to_string(), |v| v.to_string());
+    let _ = writeln!(
+        s,
+        "- Scheme parameters: max eviction chain {}; hash functions {}.",
+        knob(ctx.args.max_chain),
+        knob(ctx.args.num_hashes)
     );
     let _ = writeln!(
         s,

@@ -54,10 +54,7 @@ pub fn measure_wide<S: SchemeInfo>(
     let n = values.len();
     let wkeys: Vec<u64> = keys.par_iter().map(|&k| widen_key(k)).collect();
     let wvalues: Vec<u64> = values.par_iter().map(|&v| widen_value(v)).collect();
-    let mut params = S::default_params(args.cur_bucket);
-    if args.no_upsert {
-        params.upsert = 0;
-    }
+    let params = crate::params_for::<S>(args)?;
     let cfg = TableConfig::for_keys(n, load)
         .bucket_size(args.cur_bucket)
         .params(params)
