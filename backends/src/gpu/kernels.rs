@@ -15,6 +15,18 @@ pub const ADDED_COUNTERS: u32 = 64;
 /// Layout of an insert's counter array: `[failures, added x 64, probes x 64, retries x 64]`.
 pub const INSERT_COUNTERS: usize = 1 + 3 * ADDED_COUNTERS as usize;
 
+/// An insert's counters read back: `(failures, new keys, probe statistics of `ops` operations)`.
+pub fn decode_insert_counters(c: &[u32], ops: u64) -> (usize, usize, hashtile_core::ProbeStats) {
+    let spread = ADDED_COUNTERS as usize;
+    let sum = |r: std::ops::Range<usize>| c[r].iter().map(|&x| x as u64).sum::<u64>();
+    let stats = hashtile_core::ProbeStats {
+        probes: sum(1 + spread..1 + 2 * spread),
+        ops,
+        retries: sum(1 + 2 * spread..1 + 3 * spread),
+    };
+    (c[0] as usize, sum(1..1 + spread) as usize, stats)
+}
+
 /// Bulk insert (upsert) of 32-bit pairs.
 ///
 /// - `table` is the slot array; `table_plain` is the same buffer seen without atomics (fast plain reads), or a

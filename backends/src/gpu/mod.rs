@@ -305,15 +305,10 @@ impl<R: Runtime, S: ProbingScheme> GpuTable<R, S> {
         }
         self.unsettled = false;
         let c = self.read_u32(self.counters.clone());
-        let nfailed = c[0] as usize;
-        let spread = ADDED_COUNTERS as usize;
-        self.len += c[1..1 + spread].iter().map(|&x| x as usize).sum::<usize>();
-        let sum = |r: std::ops::Range<usize>| c[r].iter().map(|&x| x as u64).sum();
-        self.last_insert_probes = ProbeStats {
-            probes: sum(1 + spread..1 + 2 * spread),
-            ops: std::mem::take(&mut self.pending_ops),
-            retries: sum(1 + 2 * spread..1 + 3 * spread),
-        };
+        let (nfailed, added, stats) =
+            kernels::decode_insert_counters(&c, std::mem::take(&mut self.pending_ops));
+        self.len += added;
+        self.last_insert_probes = stats;
         let mut out = Unplaced {
             pairs: Vec::new(),
             untracked: nfailed.saturating_sub(self.stash_len),

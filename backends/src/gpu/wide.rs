@@ -8,7 +8,7 @@
 //! to every later kernel (inserts and finds are separate launches).
 
 use super::device_api::{ShapeScalars, bucket_of_wide, meta_of, tile_find_wide};
-use super::kernels::{ADDED_COUNTERS, INSERT_COUNTERS};
+use super::kernels::{ADDED_COUNTERS, INSERT_COUNTERS, decode_insert_counters};
 use super::{
     CUBE_SIZE, GpuOptions, cube_count, fill_u32, fill_u64, shape_scalars, shape_words_of,
     tile_width_for,
@@ -400,15 +400,8 @@ impl<R: Runtime, S: ProbingScheme> GpuWideTable<R, S> {
             )
         }
         let c = self.read_u32(self.counters.clone());
-        let spread = ADDED_COUNTERS as usize;
-        let sum = |r: std::ops::Range<usize>| c[r].iter().map(|&x| x as u64).sum::<u64>();
-        self.len += sum(1..1 + spread) as usize;
-        let stats = ProbeStats {
-            probes: sum(1 + spread..1 + 2 * spread),
-            ops: n as u64,
-            retries: sum(1 + 2 * spread..1 + 3 * spread),
-        };
-        let nfailed = c[0] as usize;
+        let (nfailed, added, stats) = decode_insert_counters(&c, n as u64);
+        self.len += added;
         let mut lost = Vec::with_capacity(nfailed);
         if nfailed > 0 {
             let words = self.read_u64(failed);
