@@ -18,6 +18,18 @@ fn load_for(b: u32) -> f64 {
     }
 }
 
+/// The load factor of an instance on `backend`. GPUs build concurrently: P2BHT and IHT tiles that read the
+/// same buckets at once pick the same less-loaded one, so a GPU build reaches a lower load than the sequential
+/// CPU build (on lavapipe P2BHT at B = 8 failed to build at 0.8 in about 1 run in 5). GPU instances therefore
+/// run 0.1 below the CPU's load, where every scheme with B >= 8 must still build completely.
+fn load_on(b: u32, backend: Backend) -> f64 {
+    if backend == Backend::Cpu {
+        load_for(b)
+    } else {
+        load_for(b) - 0.1
+    }
+}
+
 /// Inserts a batch and updates the oracle with what the table reports: on `BuildFailed`, the returned pairs
 /// are exactly the ones not stored (they may include older pairs a cuckoo chain displaced).
 fn insert_tracked<S: SchemeInfo, K: Key, V: Value>(
@@ -56,7 +68,8 @@ fn run_on<S: SchemeInfo, K: Key, V: Value>(b: u32, backend: Backend) {
         return;
     }
     let n = 3000usize;
-    let cfg = TableConfig::for_keys(n, load_for(b))
+    let load = load_on(b, backend);
+    let cfg = TableConfig::for_keys(n, load)
         .bucket_size(b)
         .max_rebuilds(2)
         .backend(BackendChoice::Exactly(backend));
@@ -112,9 +125,8 @@ fn run_on<S: SchemeInfo, K: Key, V: Value>(b: u32, backend: Backend) {
         assert_eq!(
             lost,
             0,
-            "{} B={b} must build at load {}",
-            S::NAME,
-            load_for(b)
+            "{} B={b} on {backend} must build at load {load}",
+            S::NAME
         );
     }
 }
