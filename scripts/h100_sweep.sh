@@ -13,4 +13,4 @@ OUT=${OUT:-/tmp/out}; mkdir -p "$OUT" "/tmp/sweep/$name"
 trap 'tar czf "$OUT/$name.tar.gz" -C /tmp/sweep "$name"' EXIT
 timeout "${LIMIT:-540}" "$BIN" sweep --backend cuda --log2-keys 26 --load 0.6,0.7,0.8,0.9,0.95,0.99 --runs 3 \
   --min-log2-keys 18 --max-log2-keys 24 --probe-log2-keys 22 --success-log2-keys 18 --seeds 50 \
-  --out "/tmp/sweep/$name" "$@" 2>&1 | tr '\r' '\n' | grep -v "^\s*$" | tail -40 | tee "/tmp/sweep/$name/log.txt"
+  --out "/tmp/sweep/$name" "$@" 2>&1 | tr '\r' '\n' | grep -v "^\s*$" | tail -60 | tee "/tmp/sweep/$name/log.txt"

@@ -116,6 +116,24 @@ pub struct SweepArgs {
     /// seconds on 2 CPU cores.
     #[arg(long)]
     quick: bool,
+    /// Experiments to run, comma separated [default: all four]: `load` (rates vs load factor), `keys` (rates
+    /// vs number of keys), `probes` (probes vs load factor), `success` (build success rate). Lets a long GPU
+    /// sweep be split over several runs.
+    #[arg(long, value_delimiter = ',', value_enum)]
+    experiments: Vec<Experiment>,
+}
+
+/// The four experiments of the sweep, in the order they run.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Experiment {
+    /// Rates vs load factor at fixed N.
+    Load,
+    /// Rates vs number of keys at fixed load factors.
+    Keys,
+    /// Average probes per operation vs load factor.
+    Probes,
+    /// Build success rate over hash-function seeds.
+    Success,
 }
 
 /// The sweep's parameters after presets and validation.
@@ -139,6 +157,8 @@ struct Plan {
     seeds: usize,
     /// Timed runs per rate.
     runs: usize,
+    /// The experiments to run (`--experiments`; all when not given).
+    experiments: Vec<Experiment>,
 }
 
 /// The three find mixes of the paper: fraction of the queries that are present.
@@ -162,6 +182,10 @@ fn load_list(what: &str, loads: &[f64]) -> Result<Vec<f64>, String> {
 }
 
 impl Plan {
+    /// `true` if experiment `e` is to run.
+    fn runs(&self, e: Experiment) -> bool {
+        self.experiments.contains(&e)
+    }
     /// Applies the presets (`--quick` or full) to the options left unset and validates the result.
     fn resolve(a: &SweepArgs) -> Result<Self, String> {
         let q = a.quick;
@@ -217,6 +241,16 @@ impl Plan {
             success_loads,
             seeds,
             runs,
+            experiments: if a.experiments.is_empty() {
+                vec![
+                    Experiment::Load,
+                    Experiment::Keys,
+                    Experiment::Probes,
+                    Experiment::Success,
+                ]
+            } else {
+                a.experiments.clone()
+            },
         })
     }
 }
@@ -765,11 +799,21 @@ fn sweep(args: SweepArgs) -> Result<bool, String> {
 
     let ns = selected.len() as u64;
     let rate_steps = rate_ops().count() as u64 * (plan.runs as u64 + 1);
+    let steps = |e: Experiment, n: u64| if plan.runs(e) { n } else { 0 };
     let total = ns
-        * (plan.loads.len() as u64 * rate_steps
-            + (plan.size_log2.len() * plan.size_loads.len()) as u64 * rate_steps
-            + plan.loads.len() as u64 * rate_ops().count() as u64
-            + (plan.success_loads.len() * plan.seeds) as u64);
+        * (steps(Experiment::Load, plan.loads.len() as u64 * rate_steps)
+            + steps(
+                Experiment::Keys,
+                (plan.size_log2.len() * plan.size_loads.len()) as u64 * rate_steps,
+            )
+            + steps(
+                Experiment::Probes,
+                plan.loads.len() as u64 * rate_ops().count() as u64,
+            )
+            + steps(
+                Experiment::Success,
+                (plan.success_loads.len() * plan.seeds) as u64,
+            ));
     println!(
         "hashtile-bench sweep: backend {backend} (asked: {:?}), schemes {selected:?}, B = {} (1CHT: 1), \
          2^{} keys at loads {:?}; rates vs N 2^{}..2^{} at loads {:?}; success rate 2^{} keys x {} seeds at \
@@ -803,21 +847,29 @@ fn sweep(args: SweepArgs) -> Result<bool, String> {
     let plan = &ctx.plan;
 
     // 1. Rates vs load factor at fixed N.
-    let t0 = Instant::now();
-    let main = KeySet::new(plan.log2_keys, ctx.args.seed);
-    let what = format!("rates vs load, 2^{} keys", plan.log2_keys);
-    for_each_scheme!(|S| {
-        if on(S::NAME) {
-            res.by_load
-                .extend(rate_points::<S>(&ctx, &main, &plan.loads, &what)?);
-        }
-    });
-    res.times
-        .push(("rates vs load factor", t0.elapsed().as_secs_f64()));
+    if plan.runs(Experiment::Load) {
+        let t0 = Instant::now();
+        let main = KeySet::new(plan.log2_keys, ctx.args.seed);
+        let what = format!("rates vs load, 2^{} keys", plan.log2_keys);
+        for_each_scheme!(|S| {
+            if on(S::NAME) {
+                res.by_load
+                    .extend(rate_points::<S>(&ctx, &main, &plan.loads, &what)?);
+                checkpoint(&ctx, &selected, &res, started)?;
+            }
+        });
+        res.times
+            .push(("rates vs load factor", t0.elapsed().as_secs_f64()));
+    }
 
     // 2. Rates vs N at fixed load factors.
     let t0 = Instant::now();
-    for &a in &plan.size_log2 {
+    let sizes: &[u32] = if plan.runs(Experiment::Keys) {
+        &plan.size_log2
+    } else {
+        &[]
+    };
+    for &a in sizes {
         let data = KeySet::new(a, ctx.args.seed);
         let what = format!("rates vs N, 2^{a} keys");
         for_each_scheme!(|S| {
@@ -826,49 +878,65 @@ fn sweep(args: SweepArgs) -> Result<bool, String> {
                     .extend(rate_points::<S>(&ctx, &data, &plan.size_loads, &what)?);
             }
         });
+        checkpoint(&ctx, &selected, &res, started)?;
     }
-    res.times.push(("rates vs N", t0.elapsed().as_secs_f64()));
+    if plan.runs(Experiment::Keys) {
+        res.times.push(("rates vs N", t0.elapsed().as_secs_f64()));
+    }
 
     // 3. Average probes vs load factor.
-    let t0 = Instant::now();
-    let probe_data;
-    let probe_set = if plan.probe_log2_keys == plan.log2_keys {
-        &main
-    } else {
-        probe_data = KeySet::new(plan.probe_log2_keys, ctx.args.seed);
-        &probe_data
-    };
-    for_each_scheme!(|S| {
-        if on(S::NAME) {
-            for &load in &plan.loads {
-                ctx.bar
-                    .set_message(format!("{}: probes at load {load}", S::NAME));
-                res.probes.extend(probe_point::<S>(&ctx, probe_set, load)?);
+    if plan.runs(Experiment::Probes) {
+        let t0 = Instant::now();
+        let probe_set = KeySet::new(plan.probe_log2_keys, ctx.args.seed);
+        for_each_scheme!(|S| {
+            if on(S::NAME) {
+                for &load in &plan.loads {
+                    ctx.bar
+                        .set_message(format!("{}: probes at load {load}", S::NAME));
+                    res.probes.extend(probe_point::<S>(&ctx, &probe_set, load)?);
+                }
+                checkpoint(&ctx, &selected, &res, started)?;
             }
-        }
-    });
-    res.times
-        .push(("probes vs load factor", t0.elapsed().as_secs_f64()));
-    drop(main);
+        });
+        res.times
+            .push(("probes vs load factor", t0.elapsed().as_secs_f64()));
+    }
 
     // 4. Build success rate over seeds.
-    let t0 = Instant::now();
-    let data = KeySet::new(plan.success_log2_keys, ctx.args.seed);
-    for_each_scheme!(|S| {
-        if on(S::NAME) {
-            for &load in &plan.success_loads {
-                ctx.bar
-                    .set_message(format!("{}: {} builds at load {load}", S::NAME, plan.seeds));
-                res.success.push(success_point::<S>(&ctx, &data, load)?);
+    if plan.runs(Experiment::Success) {
+        let t0 = Instant::now();
+        let data = KeySet::new(plan.success_log2_keys, ctx.args.seed);
+        for_each_scheme!(|S| {
+            if on(S::NAME) {
+                for &load in &plan.success_loads {
+                    ctx.bar.set_message(format!(
+                        "{}: {} builds at load {load}",
+                        S::NAME,
+                        plan.seeds
+                    ));
+                    res.success.push(success_point::<S>(&ctx, &data, load)?);
+                }
+                checkpoint(&ctx, &selected, &res, started)?;
             }
-        }
-    });
-    res.times
-        .push(("build success rate", t0.elapsed().as_secs_f64()));
+        });
+        res.times
+            .push(("build success rate", t0.elapsed().as_secs_f64()));
+    }
     ctx.bar.finish_and_clear();
 
-    let all_ok = write_outputs(&ctx, &selected, &res, started.elapsed().as_secs_f64())?;
+    let all_ok = write_outputs(&ctx, &selected, &res, started.elapsed().as_secs_f64(), true)?;
     Ok(all_ok)
+}
+
+/// Writes every output with what has been measured so far, marked partial, so that a sweep cut short (a
+/// device call's time limit, Ctrl-C) still leaves its CSV files, plots and summary behind.
+fn checkpoint(
+    ctx: &Ctx,
+    selected: &[&'static str],
+    res: &Results,
+    started: Instant,
+) -> Result<(), String> {
+    write_outputs(ctx, selected, res, started.elapsed().as_secs_f64(), false).map(|_| ())
 }
 
 /// Writes `text` to `dir/name`.
@@ -987,6 +1055,7 @@ fn write_outputs(
     selected: &[&'static str],
     res: &Results,
     wall_s: f64,
+    complete: bool,
 ) -> Result<bool, String> {
     let out = &ctx.args.out;
     let plan = &ctx.plan;
@@ -1000,64 +1069,69 @@ fn write_outputs(
     let mut files = Vec::new();
 
     // Experiment 1.
-    write_file(out, "rates_vs_load.csv", &rates_csv(ctx, &res.by_load))?;
-    files.push("rates_vs_load.csv");
-    let n = 1usize << plan.log2_keys;
-    let panels = op_panels(selected, &bucket, "", &plan.loads, &|s, l, op, present| {
-        plotted(rate_at(&res.by_load, s, n, l, op, present))
-    });
-    write_svg(
-        &out.join("rates_vs_load.svg"),
-        &Figure {
-            caption: format!(
-                "Rates vs load factor, 2^{} keys, {} backend",
-                plan.log2_keys, ctx.backend
-            ),
-            x_label: "load factor".into(),
-            y_label: "M keys/s".into(),
-            x_axis: XAxis::Linear,
-            y_range: None,
-            cols: 2,
-            panels,
-        },
-    )?;
-    files.push("rates_vs_load.svg");
+    if plan.runs(Experiment::Load) {
+        write_file(out, "rates_vs_load.csv", &rates_csv(ctx, &res.by_load))?;
+        files.push("rates_vs_load.csv");
+        let n = 1usize << plan.log2_keys;
+        let panels = op_panels(selected, &bucket, "", &plan.loads, &|s, l, op, present| {
+            plotted(rate_at(&res.by_load, s, n, l, op, present))
+        });
+        write_svg(
+            &out.join("rates_vs_load.svg"),
+            &Figure {
+                caption: format!(
+                    "Rates vs load factor, 2^{} keys, {} backend",
+                    plan.log2_keys, ctx.backend
+                ),
+                x_label: "load factor".into(),
+                y_label: "M keys/s".into(),
+                x_axis: XAxis::Linear,
+                y_range: None,
+                cols: 2,
+                panels,
+            },
+        )?;
+        files.push("rates_vs_load.svg");
+    }
 
     // Experiment 2.
-    write_file(out, "rates_vs_keys.csv", &rates_csv(ctx, &res.by_keys))?;
-    files.push("rates_vs_keys.csv");
-    let sizes: Vec<f64> = plan.size_log2.iter().map(|&a| a as f64).collect();
-    let mut panels = Vec::new();
-    for &load in &plan.size_loads {
-        panels.extend(op_panels(
-            selected,
-            &bucket,
-            &format!(", load {load}"),
-            &sizes,
-            &|s, a, op, present| {
-                plotted(rate_at(&res.by_keys, s, 1 << a as u32, load, op, present))
+    if plan.runs(Experiment::Keys) {
+        write_file(out, "rates_vs_keys.csv", &rates_csv(ctx, &res.by_keys))?;
+        files.push("rates_vs_keys.csv");
+        let sizes: Vec<f64> = plan.size_log2.iter().map(|&a| a as f64).collect();
+        let mut panels = Vec::new();
+        for &load in &plan.size_loads {
+            panels.extend(op_panels(
+                selected,
+                &bucket,
+                &format!(", load {load}"),
+                &sizes,
+                &|s, a, op, present| {
+                    plotted(rate_at(&res.by_keys, s, 1 << a as u32, load, op, present))
+                },
+            ));
+        }
+        write_svg(
+            &out.join("rates_vs_keys.svg"),
+            &Figure {
+                caption: format!("Rates vs number of keys, {} backend", ctx.backend),
+                x_label: "keys".into(),
+                y_label: "M keys/s".into(),
+                x_axis: XAxis::Log2,
+                y_range: None,
+                cols: rate_ops().count(),
+                panels,
             },
-        ));
+        )?;
+        files.push("rates_vs_keys.svg");
     }
-    write_svg(
-        &out.join("rates_vs_keys.svg"),
-        &Figure {
-            caption: format!("Rates vs number of keys, {} backend", ctx.backend),
-            x_label: "keys".into(),
-            y_label: "M keys/s".into(),
-            x_axis: XAxis::Log2,
-            y_range: None,
-            cols: rate_ops().count(),
-            panels,
-        },
-    )?;
-    files.push("rates_vs_keys.svg");
 
     // Experiment 3 (only where the backend reports probes).
-    let probes_reported = res
-        .probes
-        .iter()
-        .any(|p| p.stats.is_some_and(|s| s.probes > 0));
+    let probes_reported = plan.runs(Experiment::Probes)
+        && res
+            .probes
+            .iter()
+            .any(|p| p.stats.is_some_and(|s| s.probes > 0));
     if probes_reported {
         let mut csv = String::from(
             "backend,scheme,bucket,keys,load,op,present,upsert,avg_probes,probes,ops,retries,status\n",
@@ -1113,55 +1187,57 @@ fn write_outputs(
     }
 
     // Experiment 4.
-    let mut csv =
-        String::from("backend,scheme,bucket,keys,load,seeds,successes,success_pct,checked\n");
-    for p in &res.success {
-        let _ = writeln!(
-            csv,
-            "{},{},{},{},{},{},{},{:.1},{}",
-            ctx.backend,
-            p.scheme,
-            p.bucket,
-            1usize << plan.success_log2_keys,
-            p.load,
-            p.seeds,
-            p.successes,
-            p.fraction() * 100.0,
-            p.checked
-        );
+    if plan.runs(Experiment::Success) {
+        let mut csv =
+            String::from("backend,scheme,bucket,keys,load,seeds,successes,success_pct,checked\n");
+        for p in &res.success {
+            let _ = writeln!(
+                csv,
+                "{},{},{},{},{},{},{},{:.1},{}",
+                ctx.backend,
+                p.scheme,
+                p.bucket,
+                1usize << plan.success_log2_keys,
+                p.load,
+                p.seeds,
+                p.successes,
+                p.fraction() * 100.0,
+                p.checked
+            );
+        }
+        write_file(out, "success_rate.csv", &csv)?;
+        files.push("success_rate.csv");
+        write_svg(
+            &out.join("success_rate.svg"),
+            &Figure {
+                caption: format!(
+                    "Build success rate, 2^{} keys, {} seeds, no rebuilds",
+                    plan.success_log2_keys, plan.seeds
+                ),
+                x_label: "load factor".into(),
+                y_label: "successful builds (%)".into(),
+                x_axis: XAxis::Linear,
+                y_range: Some((0.0, 105.0)),
+                cols: 1,
+                panels: vec![Panel {
+                    title: String::new(),
+                    series: selected
+                        .iter()
+                        .map(|&s| Series {
+                            name: label(s, bucket(s)),
+                            points: res
+                                .success
+                                .iter()
+                                .filter(|p| p.scheme == s)
+                                .map(|p| (p.load, Some(p.fraction() * 100.0)))
+                                .collect(),
+                        })
+                        .collect(),
+                }],
+            },
+        )?;
+        files.push("success_rate.svg");
     }
-    write_file(out, "success_rate.csv", &csv)?;
-    files.push("success_rate.csv");
-    write_svg(
-        &out.join("success_rate.svg"),
-        &Figure {
-            caption: format!(
-                "Build success rate, 2^{} keys, {} seeds, no rebuilds",
-                plan.success_log2_keys, plan.seeds
-            ),
-            x_label: "load factor".into(),
-            y_label: "successful builds (%)".into(),
-            x_axis: XAxis::Linear,
-            y_range: Some((0.0, 105.0)),
-            cols: 1,
-            panels: vec![Panel {
-                title: String::new(),
-                series: selected
-                    .iter()
-                    .map(|&s| Series {
-                        name: label(s, bucket(s)),
-                        points: res
-                            .success
-                            .iter()
-                            .filter(|p| p.scheme == s)
-                            .map(|p| (p.load, Some(p.fraction() * 100.0)))
-                            .collect(),
-                    })
-                    .collect(),
-            }],
-        },
-    )?;
-    files.push("success_rate.svg");
 
     // Oracle verdict.
     let rate_points = res.by_load.iter().chain(&res.by_keys);
@@ -1205,7 +1281,7 @@ fn write_outputs(
         )
     }));
 
-    let summary = summary_md(
+    let mut summary = summary_md(
         ctx,
         selected,
         res,
@@ -1216,9 +1292,20 @@ fn write_outputs(
         &mismatches,
         &files,
     );
+    if !complete {
+        summary.insert_str(
+            0,
+            &format!(
+                "> **Partial**: written at a checkpoint after {wall_s:.0} s; the sweep had not finished. \
+                 Experiments not yet reached are empty.\n\n"
+            ),
+        );
+    }
     write_file(out, "summary.md", &summary)?;
-    println!("{summary}");
-    println!("Written to {}", out.display());
+    if complete {
+        println!("{summary}");
+        println!("Written to {}", out.display());
+    }
     Ok(mismatches.is_empty())
 }
 
@@ -1260,7 +1347,7 @@ fn rates_cell(ctx: &Ctx, res: &Results, scheme: &str, load: f64) -> String {
 /// `insert / find 100% / 50% / 0%` average probes of one scheme at one load.
 fn probes_cell(res: &Results, scheme: &str, load: f64, reported: bool) -> String {
     if !reported {
-        return "not reported".into();
+        return "not measured".into();
     }
     let cells: Vec<String> = rate_ops()
         .map(
@@ -1294,7 +1381,11 @@ fn max_load_cell(res: &Results, scheme: &str) -> String {
                 .filter(|p| p.scheme == scheme)
                 .map(|p| p.load)
                 .fold(f64::INFINITY, f64::min);
-            format!("below {lowest}")
+            if lowest.is_finite() {
+                format!("below {lowest}")
+            } else {
+                "n/a".into()
+            }
         }
     }
 }
@@ -1379,7 +1470,12 @@ fn summary_md(
             mismatches.join("; ")
         );
     }
-    if !probes_reported {
+    if !plan.runs(Experiment::Probes) {
+        let _ = writeln!(
+            s,
+            "- Probe counts: not measured in this run (`--experiments` left out `probes`)."
+        );
+    } else if !probes_reported {
         let _ = writeln!(
             s,
             "- Probe counts: the {} backend reported 0 probes, so the probe CSV and plot were skipped \
@@ -1482,6 +1578,55 @@ mod tests {
         assert_eq!((p.log2_keys, p.seeds, p.success_loads.len()), (20, 100, 20));
         assert!(Plan::resolve(&parse(&["--load", "0"])).is_err());
         assert!(Plan::resolve(&parse(&["--min-log2-keys", "9", "--max-log2-keys", "8"])).is_err());
+    }
+
+    #[test]
+    fn experiments_subset_writes_only_its_outputs() {
+        let dir =
+            std::env::temp_dir().join(format!("hashtile-sweep-subset-{}", std::process::id()));
+        let out = dir.to_str().unwrap();
+        let args = parse(&[
+            "--backend",
+            "cpu",
+            "--scheme",
+            "bcht,1cht",
+            "--experiments",
+            "success",
+            "--success-log2-keys",
+            "8",
+            "--success-load",
+            "0.5,0.7",
+            "--seeds",
+            "2",
+            "--out",
+            out,
+        ]);
+        assert_eq!(
+            Plan::resolve(&args).unwrap().experiments,
+            vec![Experiment::Success]
+        );
+        assert_eq!(run(args), 0, "every build matches the oracle");
+        let success = std::fs::read_to_string(dir.join("success_rate.csv")).unwrap();
+        // Header + 2 schemes x 2 loads.
+        assert_eq!(success.lines().count(), 1 + 2 * 2, "{success}");
+        assert!(
+            success.contains("cpu,1cht,1,256,0.5,2,2,100.0,true"),
+            "{success}"
+        );
+        for skipped in [
+            "rates_vs_load.csv",
+            "rates_vs_keys.csv",
+            "probes_vs_load.csv",
+        ] {
+            assert!(
+                !dir.join(skipped).exists(),
+                "{skipped} written for an experiment not run"
+            );
+        }
+        let summary = std::fs::read_to_string(dir.join("summary.md")).unwrap();
+        assert!(!summary.contains("**Partial**"), "{summary}");
+        assert!(summary.contains("not measured in this run"), "{summary}");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
