@@ -182,14 +182,18 @@ fn check_raw(oracle: &HashMap<u32, u32>, unplaced: &HashSet<u32>, q: &[u32], raw
     use rayon::prelude::*;
     q.len() == raw.len()
         && q.par_iter().zip(raw.par_iter()).all(|(k, &v)| {
-            let want = if unplaced.contains(k) {
-                None
-            } else {
-                oracle.get(k).copied()
-            };
             // A stored value of all ones reads the same as absent; it is still the right answer.
-            v == want.unwrap_or(u32::MAX)
+            v == expected(oracle, unplaced, k).unwrap_or(u32::MAX)
         })
+}
+
+/// The right answer for query `k`: its oracle value, or absent for keys the build could not place.
+fn expected(oracle: &HashMap<u32, u32>, unplaced: &HashSet<u32>, k: &u32) -> Option<u32> {
+    if unplaced.contains(k) {
+        None
+    } else {
+        oracle.get(k).copied()
+    }
 }
 
 /// Every answer matches the oracle.
@@ -206,14 +210,9 @@ fn check_excluding(
 ) -> bool {
     // In parallel: at 2^26 keys a serial check took longer than the measurements it checks.
     use rayon::prelude::*;
-    q.par_iter().zip(got.par_iter()).all(|(k, g)| {
-        let want = if unplaced.contains(k) {
-            None
-        } else {
-            oracle.get(k).copied()
-        };
-        want == *g
-    })
+    q.par_iter()
+        .zip(got.par_iter())
+        .all(|(k, g)| expected(oracle, unplaced, k) == *g)
 }
 
 fn main() {

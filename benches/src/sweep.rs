@@ -846,15 +846,16 @@ fn sweep(args: SweepArgs) -> Result<bool, String> {
     let mut res = Results::default();
     let plan = &ctx.plan;
 
-    // 1. Rates vs load factor at fixed N.
+    // 1. Rates vs load factor at fixed N. Its key set is kept for experiment 3 when that uses the same N.
+    let mut main = None;
     if plan.runs(Experiment::Load) {
         let t0 = Instant::now();
-        let main = KeySet::new(plan.log2_keys, ctx.args.seed);
+        let main = main.insert(KeySet::new(plan.log2_keys, ctx.args.seed));
         let what = format!("rates vs load, 2^{} keys", plan.log2_keys);
         for_each_scheme!(|S| {
             if on(S::NAME) {
                 res.by_load
-                    .extend(rate_points::<S>(&ctx, &main, &plan.loads, &what)?);
+                    .extend(rate_points::<S>(&ctx, main, &plan.loads, &what)?);
                 checkpoint(&ctx, &selected, &res, started)?;
             }
         });
@@ -887,7 +888,10 @@ fn sweep(args: SweepArgs) -> Result<bool, String> {
     // 3. Average probes vs load factor.
     if plan.runs(Experiment::Probes) {
         let t0 = Instant::now();
-        let probe_set = KeySet::new(plan.probe_log2_keys, ctx.args.seed);
+        let probe_set = match main.take() {
+            Some(m) if m.n == 1 << plan.probe_log2_keys => m,
+            _ => KeySet::new(plan.probe_log2_keys, ctx.args.seed),
+        };
         for_each_scheme!(|S| {
             if on(S::NAME) {
                 for &load in &plan.loads {
@@ -901,6 +905,7 @@ fn sweep(args: SweepArgs) -> Result<bool, String> {
         res.times
             .push(("probes vs load factor", t0.elapsed().as_secs_f64()));
     }
+    drop(main);
 
     // 4. Build success rate over seeds.
     if plan.runs(Experiment::Success) {
