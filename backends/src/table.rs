@@ -265,21 +265,41 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
             return Err(Error::SentinelKey { index });
         }
         let pairs = dedup_last_wins(keys, values);
-        if self.len() + pairs.len() > self.capacity() {
-            // Only near capacity: count the keys that are really new (the others are updates).
+        // Keys already stored are updated first, in a pass of their own, and only then are the new keys inserted.
+        // In one concurrent pass an update could search while a cuckoo eviction holds its key in flight, miss
+        // it, and store the key a second time (seen: a 20,000-key CPU table at load 0.95 holding 20,001 keys).
+        // Updates never evict, so the first pass cannot race that way; the second holds only distinct new keys.
+        // An empty table has nothing to update and skips the lookup.
+        let (updates, new) = if self.is_empty() {
+            (Vec::new(), pairs)
+        } else {
             let wide: Vec<u64> = pairs.iter().map(|p| p.0).collect();
             let mut present = vec![None; wide.len()];
             self.engine.find_keys(&wide, &mut present)?;
-            let new = present.iter().filter(|p| p.is_none()).count();
-            if self.len() + new > self.capacity() {
-                return Err(Error::CapacityExceeded {
-                    len: self.len(),
-                    incoming: new,
-                    capacity: self.capacity(),
-                });
-            }
+            let mut found = present.iter().map(Option::is_some);
+            pairs
+                .into_iter()
+                .partition(|_| found.next().expect("one answer per pair"))
+        };
+        if self.len() + new.len() > self.capacity() {
+            return Err(Error::CapacityExceeded {
+                len: self.len(),
+                incoming: new.len(),
+                capacity: self.capacity(),
+            });
         }
-        let (stats, failed) = self.engine.insert_pairs(&pairs)?;
+        let mut stats = ProbeStats::default();
+        let mut failed = Vec::new();
+        for batch in [&updates, &new] {
+            if batch.is_empty() {
+                continue;
+            }
+            let (s, mut f) = self.engine.insert_pairs(batch)?;
+            stats.probes += s.probes;
+            stats.ops += s.ops;
+            stats.retries += s.retries;
+            failed.append(&mut f);
+        }
         self.last_insert = stats;
         if failed.is_empty() {
             Ok(())
