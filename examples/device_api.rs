@@ -34,7 +34,9 @@ fn neighbour_sum(
 }
 
 /// Builds a table on runtime `R`, inserts `0..n` (value = key), and runs the user kernel above on it.
-fn run<R: Runtime>(opts: hashtile::gpu::GpuOptions) -> hashtile::Result<bool> {
+fn run<R: hashtile::gpu::transfer::HostTransfer>(
+    opts: hashtile::gpu::GpuOptions,
+) -> hashtile::Result<bool> {
     let n = 1024u32;
     let mut t = GpuTable::<R, Bcht>::new(
         &Default::default(),

@@ -25,8 +25,8 @@
 //! `hashtile-backends` (CPU, CUDA, Vulkan). This crate re-exports what a user needs.
 
 pub use hashtile_backends::{
-    Backend, BackendChoice, DEFAULT_SEED, Engine, HashTable, TableConfig, cpu, gpu, is_available,
-    resolve,
+    Backend, BackendChoice, DEFAULT_SEED, Engine, HashTable, PinnedBuffer, TableConfig, cpu,
+    default_bucket_size_of, gpu, is_available, resolve,
 };
 pub use hashtile_core::scheme::{ProbingScheme, SchemeInfo, SchemeParams};
 pub use hashtile_core::{

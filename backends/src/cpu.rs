@@ -12,7 +12,7 @@
 
 use hashtile_core::hash::{bucket_index, fmix32, hash_key};
 use hashtile_core::scheme::{BucketView, ProbingScheme, SchemeParams, action, blank_state};
-use hashtile_core::{HashFamily, ProbeStats};
+use hashtile_core::{HashFamily, Key, ProbeStats, Value};
 use rayon::prelude::*;
 use std::marker::PhantomData;
 use std::sync::Mutex;
@@ -20,6 +20,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 /// The empty key word.
 pub const EMPTY_KEY: u64 = u64::MAX;
+
+const PLAN_SKIP: u8 = 0;
+const PLAN_NEW: u8 = 1;
+const PLAN_UPDATE: u8 = 2;
 
 /// Outcome of one insert.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -138,8 +142,20 @@ impl<S: ProbingScheme> CpuTable<S> {
         b as usize * self.bucket_size as usize + s as usize
     }
 
-    /// Inserts one pair; adds the bucket reads to `probes`.
+    /// Inserts one pair with the table's parameters; adds the bucket reads to `probes`.
     fn insert_one(&self, key: u64, value: u64, probes: &mut u64) -> InsertOutcome {
+        self.insert_one_with(key, value, self.params, probes)
+    }
+
+    /// Inserts one pair with `params` (the upsert flag may differ from the table's); adds the bucket reads
+    /// to `probes`.
+    fn insert_one_with(
+        &self,
+        key: u64,
+        value: u64,
+        params: SchemeParams,
+        probes: &mut u64,
+    ) -> InsertOutcome {
         let (mut k, mut v) = (key, value);
         let mut state = blank_state();
         S::insert_start(&mut state, key_mix(k));
@@ -147,7 +163,7 @@ impl<S: ProbingScheme> CpuTable<S> {
             let b = self.bucket_of(k, state.hash_index);
             let view = self.view(b, k);
             *probes += 1;
-            let step = S::insert_step(&mut state, view, self.params, self.bucket_size);
+            let step = S::insert_step(&mut state, view, params, self.bucket_size);
             match step.action {
                 action::NEXT => {}
                 action::CLAIM => {
@@ -272,6 +288,183 @@ impl<S: ProbingScheme> CpuTable<S> {
         ProbeStats {
             probes,
             ops: keys.len() as u64,
+            retries: 0,
+        }
+    }
+
+    /// Upserts a batch of typed pairs (keys validated): the last occurrence of a key wins, stored keys get the
+    /// new value. Returns the probe statistics and every pair that could not be placed.
+    ///
+    /// Deterministic mode inserts one pair at a time in input order, which settles duplicates and updates by
+    /// itself. The parallel mode settles them first, as the GPU host path does (`gpu::upsert`): a scratch
+    /// open-addressing array of `2n` words marks each key's last occurrence (one compare-and-swap and one
+    /// atomic max per key, all threads), a parallel lookup sorts the kept keys into updates and new keys, and
+    /// the updates run before the new keys (an update must not search while an eviction carries its key), the
+    /// new keys without the duplicate check.
+    pub fn upsert<K: Key, V: Value>(
+        &self,
+        keys: &[K],
+        values: &[V],
+        deterministic: bool,
+        distinct: bool,
+    ) -> (ProbeStats, Vec<(K, V)>) {
+        let n = keys.len();
+        let failed = Mutex::new(Vec::new());
+        let record = |o: InsertOutcome| {
+            if let InsertOutcome::Failed(fk, fv) = o {
+                failed
+                    .lock()
+                    .expect("poisoned")
+                    .push((K::narrow(fk), V::narrow(fv)));
+            }
+        };
+        let bulk = SchemeParams {
+            upsert: 0,
+            ..self.params
+        };
+        let probes = if deterministic {
+            let mut probes = 0u64;
+            for (k, v) in keys.iter().zip(values) {
+                record(self.insert_one(k.widen(), v.widen(), &mut probes));
+            }
+            probes
+        } else if distinct {
+            self.par_insert(n, |i| Some((keys[i], values[i], bulk)), &record)
+        } else {
+            let mask = self.plan(keys);
+            let updates = self.par_insert(
+                n,
+                |i| (mask[i] == PLAN_UPDATE).then(|| (keys[i], values[i], self.params)),
+                &record,
+            );
+            updates
+                + self.par_insert(
+                    n,
+                    |i| (mask[i] == PLAN_NEW).then(|| (keys[i], values[i], bulk)),
+                    &record,
+                )
+        };
+        (
+            ProbeStats {
+                probes,
+                ops: n as u64,
+                retries: 0,
+            },
+            failed.into_inner().expect("poisoned"),
+        )
+    }
+
+    /// Runs `insert_one_with` in parallel over the positions `pick` selects; returns the probes.
+    fn par_insert<K: Key, V: Value>(
+        &self,
+        n: usize,
+        pick: impl Fn(usize) -> Option<(K, V, SchemeParams)> + Sync,
+        record: &(impl Fn(InsertOutcome) + Sync),
+    ) -> u64 {
+        (0..n)
+            .into_par_iter()
+            .with_min_len(4096)
+            .map(|i| {
+                let mut probes = 0u64;
+                if let Some((k, v, p)) = pick(i) {
+                    record(self.insert_one_with(k.widen(), v.widen(), p, &mut probes));
+                }
+                probes
+            })
+            .sum()
+    }
+
+    /// The duplicate and update plan of a batch (see [`CpuTable::upsert`]): per position, skip (an earlier
+    /// occurrence of a key that occurs again), new, or update.
+    fn plan<K: Key>(&self, keys: &[K]) -> Vec<u8> {
+        let n = keys.len();
+        let slots = (2 * n.max(1)).next_power_of_two();
+        let mask = slots - 1;
+        let scratch = atomic_vec(slots, EMPTY_KEY);
+        let last: Box<[AtomicU64]> = (0..slots).map(|_| AtomicU64::new(0)).collect();
+        let slot_of: Vec<usize> = keys
+            .par_iter()
+            .enumerate()
+            .with_min_len(4096)
+            .map(|(i, k)| {
+                let k = k.widen();
+                let mut h = key_mix(k) as usize & mask;
+                loop {
+                    match scratch[h].compare_exchange(
+                        EMPTY_KEY,
+                        k,
+                        Ordering::AcqRel,
+                        Ordering::Acquire,
+                    ) {
+                        Ok(_) => break,
+                        Err(old) if old == k => break,
+                        Err(_) => h = (h + 1) & mask,
+                    }
+                }
+                last[h].fetch_max(i as u64, Ordering::AcqRel);
+                h
+            })
+            .collect();
+        let stored = !self.is_empty();
+        keys.par_iter()
+            .enumerate()
+            .with_min_len(4096)
+            .map(|(i, k)| {
+                if last[slot_of[i]].load(Ordering::Acquire) != i as u64 {
+                    PLAN_SKIP
+                } else if stored && self.find_one(k.widen(), &mut 0).is_some() {
+                    PLAN_UPDATE
+                } else {
+                    PLAN_NEW
+                }
+            })
+            .collect()
+    }
+
+    /// Counts the distinct keys of a batch that are not stored (the capacity check near a full table).
+    pub fn count_new<K: Key>(&self, keys: &[K]) -> usize {
+        self.plan(keys)
+            .par_iter()
+            .filter(|&&m| m == PLAN_NEW)
+            .count()
+    }
+
+    /// Looks typed keys up: `out[i]` = value or `V::ABSENT`; presence bits into `found` when given.
+    pub fn find_typed<K: Key, V: Value>(
+        &self,
+        keys: &[K],
+        out: &mut [V],
+        found: Option<&mut [u32]>,
+        deterministic: bool,
+    ) -> ProbeStats {
+        let n = keys.len();
+        let run = |(ks, os): (&[K], &mut [V])| {
+            let mut probes = 0u64;
+            for (k, o) in ks.iter().zip(os.iter_mut()) {
+                *o = self
+                    .find_one(k.widen(), &mut probes)
+                    .map_or(V::ABSENT, V::narrow);
+            }
+            probes
+        };
+        let probes = if deterministic {
+            run((keys, &mut *out))
+        } else {
+            keys.par_chunks(4096)
+                .zip(out.par_chunks_mut(4096))
+                .map(run)
+                .sum()
+        };
+        if let Some(bits) = found {
+            // Absent keys read V::ABSENT; only those need a second look (a stored all-ones value).
+            let out = &*out;
+            crate::engine::bits_from(bits, n, |i| {
+                out[i] != V::ABSENT || self.find_one(keys[i].widen(), &mut 0).is_some()
+            });
+        }
+        ProbeStats {
+            probes,
+            ops: n as u64,
             retries: 0,
         }
     }

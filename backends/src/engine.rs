@@ -1,18 +1,36 @@
-//! The untyped engine interface every backend implements; the typed [`crate::HashTable`] sits on top.
+//! The typed engine interface every backend implements; [`crate::HashTable`] sits on top.
 //!
-//! Pairs cross this boundary widened to `(u64, u64)`; the typed layer guarantees they fit the backend's
-//! storage (the GPU engines store 32-bit keys and values).
+//! Keys and values cross this boundary as the caller's `K` and `V` slices, never widened on the way: a GPU
+//! table of 32-bit pairs hands the caller's `&[u32]` to its copies as is ([`hashtile_core::Element::as_u32s`]).
+//! Duplicates and updates are settled inside each engine (on GPUs by device passes, `gpu::upsert`).
 
-use hashtile_core::{HashFamily, ProbeStats, Result};
+use hashtile_core::{HashFamily, Key, ProbeStats, Result, Value};
 
-/// One backend's table.
-pub trait Engine: Send + Sync {
-    /// Inserts distinct, validated pairs. Returns probe statistics and the pairs that could not be placed.
-    fn insert_pairs(&mut self, pairs: &[(u64, u64)]) -> Result<(ProbeStats, Vec<(u64, u64)>)>;
-    /// Looks up keys.
-    fn find_keys(&self, keys: &[u64], out: &mut [Option<u64>]) -> Result<ProbeStats>;
+/// What an insert did: probe statistics and the pairs it could not place (normally none).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Inserted<K, V> {
+    /// Probe statistics (zero probes where the backend does not count).
+    pub stats: ProbeStats,
+    /// Pairs that are not in the table.
+    pub unplaced: Vec<(K, V)>,
+}
+
+/// One backend's table of `K -> V`.
+pub trait Engine<K: Key, V: Value>: Send + Sync {
+    /// Upserts a validated batch (no sentinel keys, equal lengths). The **last** occurrence of a key in the
+    /// batch wins; a stored key gets the new value. If the batch's new distinct keys do not fit, returns
+    /// `Error::CapacityExceeded` and changes nothing.
+    fn upsert(&mut self, keys: &[K], values: &[V]) -> Result<Inserted<K, V>>;
+    /// Counts the distinct keys of a batch that are not stored (the exact capacity check near a full table).
+    fn count_new(&self, keys: &[K]) -> Result<usize>;
+    /// Inserts pairs whose keys are distinct and not stored (rebuilds): no duplicate or update passes.
+    fn insert_distinct(&mut self, keys: &[K], values: &[V]) -> Result<Inserted<K, V>>;
+    /// Looks keys up: `out[i]` = the value, or `V::ABSENT`; if `found` is given (`keys.len().div_ceil(32)`
+    /// words), bit `i % 32` of `found[i / 32]` is set for present keys.
+    fn find_into(&self, keys: &[K], out: &mut [V], found: Option<&mut [u32]>)
+    -> Result<ProbeStats>;
     /// Every stored pair.
-    fn pairs(&self) -> Result<Vec<(u64, u64)>>;
+    fn pairs(&self) -> Result<Vec<(K, V)>>;
     /// Empties the table and switches to `family` (used by rebuilds).
     fn reset(&mut self, family: HashFamily) -> Result<()>;
     /// Stored pairs.
@@ -26,5 +44,25 @@ pub trait Engine: Send + Sync {
     /// The hash family in use.
     fn family(&self) -> HashFamily;
     /// For placement checks: `(key, bucket index)` of every stored pair.
-    fn placement(&self) -> Result<Vec<(u64, u32)>>;
+    fn placement(&self) -> Result<Vec<(K, u32)>>;
+    /// Host memory of `bytes` bytes that the engine copies at the full bus rate (pinned memory on CUDA), or
+    /// `None` when ordinary memory is as good (CPU, Vulkan).
+    fn alloc_pinned(&self, _bytes: usize) -> Option<crate::gpu::transfer::PinnedAlloc> {
+        None
+    }
+}
+
+/// Sets bit `i % 32` of `bits[i / 32]` for each `i` where `present(i)`; `bits` is overwritten.
+pub fn bits_from(bits: &mut [u32], n: usize, present: impl Fn(usize) -> bool + Sync) {
+    use rayon::prelude::*;
+    bits.par_iter_mut().enumerate().for_each(|(w, word)| {
+        let mut x = 0u32;
+        for b in 0..32 {
+            let i = w * 32 + b;
+            if i < n && present(i) {
+                x |= 1 << b;
+            }
+        }
+        *word = x;
+    });
 }

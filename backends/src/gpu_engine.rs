@@ -2,7 +2,7 @@
 
 use crate::engine::Engine;
 use hashtile_core::scheme::{ProbingScheme, SchemeParams};
-use hashtile_core::{HashFamily, Result};
+use hashtile_core::{HashFamily, Key, Result, Value};
 
 /// What a GPU engine is built from.
 #[derive(Debug, Clone, Copy)]
@@ -23,10 +23,10 @@ pub struct GpuSpec {
 
 /// A table on runtime `R` with `options`: packed 32-bit pairs, or wide pairs in parallel arrays.
 #[allow(dead_code)] // unused when no GPU runtime is compiled in
-fn build<R: cubecl::Runtime, S: ProbingScheme>(
+fn build<R: crate::gpu::transfer::HostTransfer, S: ProbingScheme, K: Key, V: Value>(
     spec: GpuSpec,
     options: crate::gpu::GpuOptions,
-) -> Result<Box<dyn Engine>> {
+) -> Result<Box<dyn Engine<K, V>>> {
     let device = Default::default();
     let GpuSpec {
         num_buckets: nb,
@@ -48,33 +48,33 @@ fn build<R: cubecl::Runtime, S: ProbingScheme>(
 
 /// A CUDA table: compare-and-swap claims, plain reads.
 #[cfg(feature = "cuda")]
-pub fn cuda<S: ProbingScheme>(spec: GpuSpec) -> Result<Box<dyn Engine>> {
+pub fn cuda<S: ProbingScheme, K: Key, V: Value>(spec: GpuSpec) -> Result<Box<dyn Engine<K, V>>> {
     let opts = crate::gpu::GpuOptions {
         use_cas: true,
         plain_reads: true,
     };
-    build::<cubecl::cuda::CudaRuntime, S>(spec, opts)
+    build::<cubecl::cuda::CudaRuntime, S, K, V>(spec, opts)
 }
 
 /// CUDA is not compiled in.
 #[cfg(not(feature = "cuda"))]
-pub fn cuda<S: ProbingScheme>(_: GpuSpec) -> Result<Box<dyn Engine>> {
+pub fn cuda<S: ProbingScheme, K: Key, V: Value>(_: GpuSpec) -> Result<Box<dyn Engine<K, V>>> {
     unreachable!("availability is checked before construction")
 }
 
 /// A Vulkan table: compare-and-swap claims as on CUDA (needs the patched cubecl-opt in `vendor/`, see NOTES.md),
 /// atomic reads (wgpu cannot bind one buffer twice in a launch, so the plain-read alias is unavailable).
 #[cfg(feature = "vulkan")]
-pub fn vulkan<S: ProbingScheme>(spec: GpuSpec) -> Result<Box<dyn Engine>> {
+pub fn vulkan<S: ProbingScheme, K: Key, V: Value>(spec: GpuSpec) -> Result<Box<dyn Engine<K, V>>> {
     let opts = crate::gpu::GpuOptions {
         use_cas: true,
         plain_reads: false,
     };
-    build::<cubecl::wgpu::WgpuRuntime, S>(spec, opts)
+    build::<cubecl::wgpu::WgpuRuntime, S, K, V>(spec, opts)
 }
 
 /// Vulkan is not compiled in.
 #[cfg(not(feature = "vulkan"))]
-pub fn vulkan<S: ProbingScheme>(_: GpuSpec) -> Result<Box<dyn Engine>> {
+pub fn vulkan<S: ProbingScheme, K: Key, V: Value>(_: GpuSpec) -> Result<Box<dyn Engine<K, V>>> {
     unreachable!("availability is checked before construction")
 }

@@ -15,6 +15,7 @@ mod gpu_engine;
 pub mod select;
 pub mod table;
 
-pub use engine::Engine;
+pub use engine::{Engine, Inserted};
+pub use gpu::transfer::PinnedBuffer;
 pub use select::{Backend, BackendChoice, is_available, resolve};
-pub use table::{DEFAULT_SEED, HashTable, TableConfig};
+pub use table::{DEFAULT_SEED, HashTable, TableConfig, default_bucket_size_of};

@@ -1,12 +1,12 @@
 //! [`HashTable`]: the typed host API over any backend.
 
 use crate::cpu::CpuTable;
-use crate::engine::Engine;
+use crate::engine::{Engine, Inserted};
+use crate::gpu::transfer::PinnedBuffer;
 use crate::select::{Backend, BackendChoice, is_available, resolve};
 use hashtile_core::element::first_sentinel;
 use hashtile_core::scheme::{SchemeInfo, SchemeParams};
-use hashtile_core::{Error, HashFamily, Key, ProbeStats, Result, Value};
-use std::collections::HashMap;
+use hashtile_core::{Element, Error, HashFamily, Key, ProbeStats, Result, Value};
 use std::marker::PhantomData;
 
 /// How to build a table. Start from [`TableConfig::for_keys`] or [`TableConfig::with_capacity`].
@@ -16,8 +16,12 @@ pub struct TableConfig {
     pub backend: BackendChoice,
     /// Minimum number of slots; rounded up to whole buckets.
     pub capacity: usize,
-    /// Slots per bucket: a power of two in `1..=32` (default 16).
-    pub bucket_size: u32,
+    /// The load factor [`TableConfig::for_keys`] was given (checked by [`HashTable::new`]: it must be in
+    /// `(0, 1]`).
+    pub load_factor: Option<f64>,
+    /// Slots per bucket: a power of two in `1..=32`. `None` takes the backend's default
+    /// ([`default_bucket_size_of`]: 8 for BCHT on CUDA, 16 elsewhere).
+    pub bucket_size: Option<u32>,
     /// Scheme parameters; `None` takes the scheme's defaults for the bucket size.
     pub params: Option<SchemeParams>,
     /// Master seed of the hash family.
@@ -38,7 +42,8 @@ impl TableConfig {
         Self {
             backend: BackendChoice::Auto,
             capacity,
-            bucket_size: 16,
+            load_factor: None,
+            bucket_size: None,
             params: None,
             seed: DEFAULT_SEED,
             max_rebuilds: 8,
@@ -46,9 +51,23 @@ impl TableConfig {
             count_probes: false,
         }
     }
-    /// A table sized so that `n` keys fill it to `load_factor`.
+    /// A table sized so that `n` keys fill it to `load_factor`, which must be in `(0, 1]` (else
+    /// [`HashTable::new`] returns [`Error::InvalidConfig`]).
     pub fn for_keys(n: usize, load_factor: f64) -> Self {
-        Self::with_capacity(((n as f64) / load_factor).ceil() as usize)
+        let slots = if load_factor > 0.0 && load_factor <= 1.0 {
+            let s = (n as f64 / load_factor).ceil();
+            if s < usize::MAX as f64 {
+                s as usize
+            } else {
+                usize::MAX
+            }
+        } else {
+            n
+        };
+        Self {
+            load_factor: Some(load_factor),
+            ..Self::with_capacity(slots)
+        }
     }
     /// Sets the backend.
     pub fn backend(mut self, backend: BackendChoice) -> Self {
@@ -57,7 +76,7 @@ impl TableConfig {
     }
     /// Sets the bucket size.
     pub fn bucket_size(mut self, b: u32) -> Self {
-        self.bucket_size = b;
+        self.bucket_size = Some(b);
         self
     }
     /// Sets the scheme parameters.
@@ -85,16 +104,59 @@ impl TableConfig {
         self.max_rebuilds = n;
         self
     }
-    fn num_buckets(&self) -> Result<u32> {
-        let nb = self
-            .capacity
-            .div_ceil(self.bucket_size.max(1) as usize)
-            .max(1);
+    /// Checks the settings that do not depend on the scheme; `bucket_size` is the resolved bucket size.
+    fn validate(&self, bucket_size: u32) -> Result<()> {
+        if let Some(lf) = self.load_factor
+            && !(lf > 0.0 && lf <= 1.0)
+        {
+            return Err(Error::InvalidConfig(format!(
+                "load factor must be in (0, 1], got {lf}"
+            )));
+        }
+        if !bucket_size.is_power_of_two() || bucket_size > 32 {
+            return Err(Error::InvalidConfig(format!(
+                "bucket size must be a power of two in 1..=32, got {bucket_size}"
+            )));
+        }
+        if self.capacity == 0 {
+            return Err(Error::InvalidConfig(
+                "capacity must be at least 1 slot".into(),
+            ));
+        }
+        Ok(())
+    }
+    fn num_buckets(&self, bucket_size: u32) -> Result<u32> {
+        let nb = self.capacity.div_ceil(bucket_size.max(1) as usize).max(1);
         u32::try_from(nb)
             .ok()
-            .filter(|&nb| (nb as u64) * (self.bucket_size as u64) < u32::MAX as u64)
-            .ok_or_else(|| Error::InvalidConfig(format!("capacity {} is too large", self.capacity)))
+            .filter(|&nb| (nb as u64) * (bucket_size as u64) < u32::MAX as u64)
+            .ok_or_else(|| {
+                Error::InvalidConfig(format!(
+                    "capacity {} is too large (at most 2^32 - 1 slots)",
+                    self.capacity
+                ))
+            })
     }
+}
+
+/// The bucket size scheme `S` uses on `backend` when the configuration does not set one.
+///
+/// - BCHT on CUDA: 8, from the H100 sweeps of 2026-11-23 (B = 8 beats B = 16 in every cell at loads 0.8 and
+///   0.9, finds about 1.5x; docs/PERFORMANCE.md).
+/// - Everything else: 16, the BGHT paper's choice (IHT and P2BHT were swept at 16 and 32 only; Vulkan and
+///   the CPU backend are not bus- or latency-bound the same way and were not swept).
+/// - Clamped to the scheme's sizes (1CHT: 1).
+pub fn default_bucket_size_of<S: SchemeInfo>(backend: Backend) -> u32 {
+    let wanted = match backend {
+        Backend::Cuda if S::NAME == "bcht" => 8,
+        _ => 16,
+    };
+    S::BUCKET_SIZES
+        .iter()
+        .copied()
+        .filter(|&b| b <= wanted)
+        .max()
+        .unwrap_or(S::BUCKET_SIZES[0])
 }
 
 /// The default master seed of the hash family.
@@ -105,15 +167,33 @@ struct CpuEngine<S: SchemeInfo> {
     deterministic: bool,
 }
 
-impl<S: SchemeInfo> Engine for CpuEngine<S> {
-    fn insert_pairs(&mut self, pairs: &[(u64, u64)]) -> Result<(ProbeStats, Vec<(u64, u64)>)> {
-        Ok(self.table.insert_pairs(pairs, self.deterministic))
+impl<S: SchemeInfo, K: Key, V: Value> Engine<K, V> for CpuEngine<S> {
+    fn upsert(&mut self, keys: &[K], values: &[V]) -> Result<Inserted<K, V>> {
+        let (stats, unplaced) = self.table.upsert(keys, values, self.deterministic, false);
+        Ok(Inserted { stats, unplaced })
     }
-    fn find_keys(&self, keys: &[u64], out: &mut [Option<u64>]) -> Result<ProbeStats> {
-        Ok(self.table.find_keys(keys, self.deterministic, out))
+    fn insert_distinct(&mut self, keys: &[K], values: &[V]) -> Result<Inserted<K, V>> {
+        let (stats, unplaced) = self.table.upsert(keys, values, self.deterministic, true);
+        Ok(Inserted { stats, unplaced })
     }
-    fn pairs(&self) -> Result<Vec<(u64, u64)>> {
-        Ok(self.table.pairs())
+    fn count_new(&self, keys: &[K]) -> Result<usize> {
+        Ok(self.table.count_new(keys))
+    }
+    fn find_into(
+        &self,
+        keys: &[K],
+        out: &mut [V],
+        found: Option<&mut [u32]>,
+    ) -> Result<ProbeStats> {
+        Ok(self.table.find_typed(keys, out, found, self.deterministic))
+    }
+    fn pairs(&self) -> Result<Vec<(K, V)>> {
+        Ok(self
+            .table
+            .pairs()
+            .into_iter()
+            .map(|(k, v)| (K::narrow(k), V::narrow(v)))
+            .collect())
     }
     fn reset(&mut self, family: HashFamily) -> Result<()> {
         self.table = self.table.emptied(family);
@@ -128,8 +208,13 @@ impl<S: SchemeInfo> Engine for CpuEngine<S> {
     fn family(&self) -> HashFamily {
         self.table.family()
     }
-    fn placement(&self) -> Result<Vec<(u64, u32)>> {
-        Ok(self.table.placement())
+    fn placement(&self) -> Result<Vec<(K, u32)>> {
+        Ok(self
+            .table
+            .placement()
+            .into_iter()
+            .map(|(k, b)| (K::narrow(k), b))
+            .collect())
     }
 }
 
@@ -145,22 +230,21 @@ impl<S: SchemeInfo> Engine for CpuEngine<S> {
 /// # Ok::<(), hashtile_core::Error>(())
 /// ```
 pub struct HashTable<S: SchemeInfo, K: Key, V: Value> {
-    engine: Box<dyn Engine>,
+    engine: Box<dyn Engine<K, V>>,
     backend: Backend,
     config: TableConfig,
+    bucket_size: u32,
     params: SchemeParams,
     last_insert: ProbeStats,
     last_find: std::sync::Mutex<ProbeStats>,
-    _types: PhantomData<(S, K, V)>,
+    _types: PhantomData<S>,
 }
 
 impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
-    /// Builds an empty table.
+    /// Builds an empty table. Bad settings (a load factor outside `(0, 1]`, a bucket size that is not a power
+    /// of two up to 32, zero capacity, parameters the scheme rejects) are [`Error::InvalidConfig`]; a table
+    /// larger than the device's free memory is [`Error::OutOfMemory`], checked before allocating.
     pub fn new(config: TableConfig) -> Result<Self> {
-        let params = config
-            .params
-            .unwrap_or_else(|| S::default_params(config.bucket_size));
-        S::validate(config.bucket_size, &params).map_err(Error::InvalidConfig)?;
         // GPU tables pack 32-bit pairs into one word; wider pairs live in parallel key and value arrays, which
         // only stable schemes can fill with one compare-and-swap per pair (`gpu::wide`).
         let wide = K::BITS > 32 || V::BITS > 32;
@@ -169,6 +253,14 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
             BackendChoice::Auto if !gpu_ok => Backend::Cpu,
             choice => resolve(choice),
         };
+        let bucket_size = config
+            .bucket_size
+            .unwrap_or_else(|| default_bucket_size_of::<S>(backend));
+        config.validate(bucket_size)?;
+        let params = config
+            .params
+            .unwrap_or_else(|| S::default_params(bucket_size));
+        S::validate(bucket_size, &params).map_err(Error::InvalidConfig)?;
         if !is_available(backend) {
             return Err(unavailable(backend));
         }
@@ -181,28 +273,33 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
                 V::BITS
             )));
         }
-        let num_buckets = config.num_buckets()?;
+        let num_buckets = config.num_buckets(bucket_size)?;
         let family = HashFamily::new(config.seed);
         let gpu_spec = crate::gpu_engine::GpuSpec {
             num_buckets,
-            bucket_size: config.bucket_size,
+            bucket_size,
             family,
             params,
             count_probes: config.count_probes,
             wide,
         };
-        let engine: Box<dyn Engine> = match backend {
-            Backend::Cpu => Box::new(CpuEngine::<S> {
-                table: CpuTable::new(num_buckets, config.bucket_size, family, params),
-                deterministic: config.deterministic,
-            }),
-            Backend::Cuda => crate::gpu_engine::cuda::<S>(gpu_spec)?,
-            Backend::Vulkan => crate::gpu_engine::vulkan::<S>(gpu_spec)?,
+        let engine: Box<dyn Engine<K, V>> = match backend {
+            Backend::Cpu => {
+                let slots = num_buckets as u64 * bucket_size as u64;
+                check_host_memory("the table", slots * 17)?;
+                Box::new(CpuEngine::<S> {
+                    table: CpuTable::new(num_buckets, bucket_size, family, params),
+                    deterministic: config.deterministic,
+                })
+            }
+            Backend::Cuda => crate::gpu_engine::cuda::<S, K, V>(gpu_spec)?,
+            Backend::Vulkan => crate::gpu_engine::vulkan::<S, K, V>(gpu_spec)?,
         };
         Ok(Self {
             engine,
             backend,
             config,
+            bucket_size,
             params,
             last_insert: ProbeStats::default(),
             last_find: std::sync::Mutex::new(ProbeStats::default()),
@@ -213,6 +310,10 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
     /// The backend this table runs on.
     pub fn backend(&self) -> Backend {
         self.backend
+    }
+    /// Slots per bucket (the configured one, or the backend's default).
+    pub fn bucket_size(&self) -> u32 {
+        self.bucket_size
     }
     /// Stored pairs.
     pub fn len(&self) -> usize {
@@ -248,7 +349,12 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
         *self.last_find.lock().expect("poisoned")
     }
 
-    /// Inserts (upserts) pairs. If a key occurs several times in the batch, its **last** value is stored.
+    /// Inserts (upserts) pairs. If a key occurs several times in the batch, its **last** value is stored; a
+    /// key already in the table gets the new value.
+    ///
+    /// On GPUs the batch is copied in through pinned staging buffers (directly, when `keys` and `values` are
+    /// in pinned memory such as a [`HashTable::pinned_buffer`]), and duplicates and updates are settled by
+    /// device passes: the host never looks at the keys beyond the sentinel check.
     ///
     /// Errors: [`Error::LengthMismatch`], [`Error::SentinelKey`] and [`Error::CapacityExceeded`] leave the table
     /// unchanged. [`Error::BuildFailed`] is returned when, after `max_rebuilds` re-seeded rebuilds, some pairs
@@ -264,83 +370,73 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
         if let Some(index) = first_sentinel(keys) {
             return Err(Error::SentinelKey { index });
         }
-        let pairs = dedup_last_wins(keys, values);
-        // Keys already stored are updated first, in a pass of their own, and only then are the new keys inserted.
-        // In one concurrent pass an update could search while a cuckoo eviction holds its key in flight, miss
-        // it, and store the key a second time (seen: a 20,000-key CPU table at load 0.95 holding 20,001 keys).
-        // Updates never evict, so the first pass cannot race that way; the second holds only distinct new keys.
-        // An empty table has nothing to update and skips the lookup.
-        let (updates, new) = if self.is_empty() {
-            (Vec::new(), pairs)
-        } else {
-            let wide: Vec<u64> = pairs.iter().map(|p| p.0).collect();
-            let mut present = vec![None; wide.len()];
-            self.engine.find_keys(&wide, &mut present)?;
-            let mut found = present.iter().map(Option::is_some);
-            pairs
-                .into_iter()
-                .partition(|_| found.next().expect("one answer per pair"))
-        };
-        if self.len() + new.len() > self.capacity() {
-            return Err(Error::CapacityExceeded {
-                len: self.len(),
-                incoming: new.len(),
-                capacity: self.capacity(),
-            });
+        if keys.is_empty() {
+            self.last_insert = ProbeStats::default();
+            return Ok(());
         }
-        let mut stats = ProbeStats::default();
-        let mut failed = Vec::new();
-        for batch in [&updates, &new] {
-            if batch.is_empty() {
-                continue;
+        // Only a batch that could overflow pays for an exact count of its new keys.
+        if self.len() + keys.len() > self.capacity() {
+            let incoming = self.engine.count_new(keys)?;
+            if self.len() + incoming > self.capacity() {
+                return Err(Error::CapacityExceeded {
+                    len: self.len(),
+                    incoming,
+                    capacity: self.capacity(),
+                });
             }
-            let (s, mut f) = self.engine.insert_pairs(batch)?;
-            stats.probes += s.probes;
-            stats.ops += s.ops;
-            stats.retries += s.retries;
-            failed.append(&mut f);
         }
+        let Inserted { stats, unplaced } = self.engine.upsert(keys, values)?;
         self.last_insert = stats;
-        if failed.is_empty() {
+        if unplaced.is_empty() {
             Ok(())
         } else {
-            self.rebuild(failed)
+            self.rebuild(unplaced)
         }
     }
 
     /// Re-seeds and rebuilds from everything stored plus `pending`, up to `max_rebuilds` times.
-    fn rebuild(&mut self, mut pending: Vec<(u64, u64)>) -> Result<()> {
+    fn rebuild(&mut self, mut pending: Vec<(K, V)>) -> Result<()> {
         let mut family = self.engine.family();
         for attempt in 1..=self.config.max_rebuilds {
             let mut all = self.engine.pairs()?;
             all.append(&mut pending);
             family = family.reseeded();
             self.engine.reset(family)?;
-            let (_, failed) = self.engine.insert_pairs(&all)?;
-            if failed.is_empty() {
+            let (keys, values): (Vec<K>, Vec<V>) = all.into_iter().unzip();
+            let Inserted { unplaced, .. } = self.engine.insert_distinct(&keys, &values)?;
+            if unplaced.is_empty() {
                 return Ok(());
             }
-            pending = failed;
+            pending = unplaced;
             if attempt == self.config.max_rebuilds {
                 break;
             }
         }
         Err(Error::BuildFailed {
             attempts: 1 + self.config.max_rebuilds,
-            unplaced: pending,
+            unplaced: pending
+                .into_iter()
+                .map(|(k, v)| (k.widen(), v.widen()))
+                .collect(),
         })
     }
 
     /// Looks keys up: `Some(value)` if present, `None` if absent (the sentinel key is always absent).
     pub fn find(&self, keys: &[K]) -> Result<Vec<Option<V>>> {
-        let wide: Vec<u64> = keys.iter().map(|k| k.widen()).collect();
-        let mut out = vec![None; keys.len()];
-        let stats = self.engine.find_keys(&wide, &mut out)?;
+        use rayon::prelude::*;
+        let mut out = vec![V::ABSENT; keys.len()];
+        let mut bits = vec![0u32; keys.len().div_ceil(32)];
+        let stats = self.engine.find_into(keys, &mut out, Some(&mut bits))?;
         *self.last_find.lock().expect("poisoned") = stats;
-        Ok(out.into_iter().map(|o| o.map(V::narrow)).collect())
+        Ok(out
+            .par_iter()
+            .enumerate()
+            .map(|(i, &v)| (bits[i / 32] >> (i % 32) & 1 == 1).then_some(v))
+            .collect())
     }
 
-    /// Looks keys up into `out`: the value, or [`Value::ABSENT`] (all ones) for absent keys.
+    /// Looks keys up into `out`: the value, or [`Value::ABSENT`] (all ones) for absent keys. On GPUs the values
+    /// are copied straight into `out` (directly when it is pinned memory).
     pub fn find_into(&self, keys: &[K], out: &mut [V]) -> Result<()> {
         if out.len() != keys.len() {
             return Err(Error::LengthMismatch {
@@ -349,9 +445,8 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
                 expected: keys.len(),
             });
         }
-        for (o, f) in out.iter_mut().zip(self.find(keys)?) {
-            *o = f.unwrap_or(V::ABSENT);
-        }
+        let stats = self.engine.find_into(keys, out, None)?;
+        *self.last_find.lock().expect("poisoned") = stats;
         Ok(())
     }
 
@@ -362,27 +457,17 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
 
     /// Every stored pair (order unspecified).
     pub fn pairs(&self) -> Result<Vec<(K, V)>> {
-        Ok(self
-            .engine
-            .pairs()?
-            .into_iter()
-            .map(|(k, v)| (K::narrow(k), V::narrow(v)))
-            .collect())
+        self.engine.pairs()
     }
 
     /// For placement checks: `(key, bucket)` of every stored pair.
     pub fn placement(&self) -> Result<Vec<(K, u32)>> {
-        Ok(self
-            .engine
-            .placement()?
-            .into_iter()
-            .map(|(k, b)| (K::narrow(k), b))
-            .collect())
+        self.engine.placement()
     }
 
     /// The buckets `key` may live in under the current hash family, one per hash function.
     pub fn candidate_buckets(&self, key: K) -> Vec<u32> {
-        let nb = (self.capacity() / self.config.bucket_size as usize) as u32;
+        let nb = (self.capacity() / self.bucket_size as usize) as u32;
         let fam = self.family();
         (0..self.params.num_hashes as usize)
             .map(|i| fam.bucket(key.widen(), i, nb))
@@ -394,23 +479,51 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
         let fam = self.engine.family();
         self.engine.reset(fam)
     }
+
+    /// A host buffer of `n` elements that this table's backend copies at the full bus rate: page-locked memory
+    /// on CUDA (about 55 GB/s on an H100 against 8.5 GB/s from a `Vec`), ordinary memory elsewhere
+    /// ([`PinnedBuffer::is_pinned`] tells). Fill it and pass it as a slice to [`HashTable::insert`],
+    /// [`HashTable::find_into`] and the rest: pinned memory is detected by itself.
+    ///
+    /// ```
+    /// use hashtile_backends::{Backend, BackendChoice, HashTable, TableConfig};
+    /// use hashtile_probing::Bcht;
+    /// let cfg = TableConfig::for_keys(1000, 0.8).backend(BackendChoice::Exactly(Backend::Cpu));
+    /// let mut t: HashTable<Bcht, u32, u32> = HashTable::new(cfg)?;
+    /// let mut keys = t.pinned_buffer::<u32>(3);
+    /// keys.copy_from_slice(&[1, 2, 3]);
+    /// let mut values = t.pinned_buffer::<u32>(3);
+    /// values.copy_from_slice(&[10, 20, 30]);
+    /// t.insert(&keys, &values)?;
+    /// let mut out = t.pinned_buffer::<u32>(3);
+    /// t.find_into(&keys, &mut out)?;
+    /// assert_eq!(&out[..], &[10, 20, 30]);
+    /// # Ok::<(), hashtile_core::Error>(())
+    /// ```
+    pub fn pinned_buffer<E: Element>(&self, n: usize) -> PinnedBuffer<E> {
+        PinnedBuffer::from_alloc(self.engine.alloc_pinned(n * size_of::<E>()), n)
+    }
 }
 
-/// Keeps the last occurrence of each key, in first-occurrence order.
-fn dedup_last_wins<K: Key, V: Value>(keys: &[K], values: &[V]) -> Vec<(u64, u64)> {
-    let mut index: HashMap<u64, usize> = HashMap::with_capacity(keys.len());
-    let mut pairs: Vec<(u64, u64)> = Vec::with_capacity(keys.len());
-    for (k, v) in keys.iter().zip(values) {
-        let (k, v) = (k.widen(), v.widen());
-        match index.get(&k) {
-            Some(&i) => pairs[i].1 = v,
-            None => {
-                index.insert(k, pairs.len());
-                pairs.push((k, v));
-            }
-        }
+/// Refuses a host allocation of `needed` bytes beyond the memory Linux reports available.
+pub(crate) fn check_host_memory(what: &'static str, needed: u64) -> Result<()> {
+    let available = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            m.lines()
+                .find(|l| l.starts_with("MemAvailable:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+        })
+        .map(|kib| kib * 1024);
+    match available {
+        Some(a) if needed > a => Err(Error::OutOfMemory {
+            what,
+            device: "host",
+            needed,
+            available: a,
+        }),
+        _ => Ok(()),
     }
-    pairs
 }
 
 fn unavailable(backend: Backend) -> Error {

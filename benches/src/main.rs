@@ -8,11 +8,12 @@
 //! Subcommands: `rates` (the above; also what runs when no subcommand is given) and `sweep` (the BGHT paper's
 //! experiments over every scheme: rates vs load factor and vs N, probes, build success rate; see `sweep.rs`).
 
+mod cli;
 mod plot;
 mod sweep;
 mod wide;
 
-use clap::{Parser, Subcommand};
+use cli::{Args, BenchError, Cmd};
 use hashtile::gpu::GpuTable;
 use hashtile::hash::fmix32;
 use hashtile::{
@@ -23,87 +24,6 @@ use indicatif::{ProgressBar, ProgressStyle};
 use std::collections::{HashMap, HashSet};
 use std::io::Write;
 use std::time::Instant;
-
-/// The command line: a subcommand, or the `rates` options alone (the original flat invocation).
-#[derive(Parser, Debug)]
-#[command(
-    version,
-    about = "Insert / find rates of hashtile tables, checked against a HashMap oracle",
-    args_conflicts_with_subcommands = true
-)]
-struct Cli {
-    /// What to run; without one, the `rates` options below apply.
-    #[command(subcommand)]
-    cmd: Option<Cmd>,
-    /// Options of the default (`rates`) mode.
-    #[command(flatten)]
-    rates: Args,
-}
-
-/// Subcommands of `hashtile-bench`.
-#[derive(Subcommand, Debug)]
-enum Cmd {
-    /// Insert / find rates per load factor, checked against a HashMap oracle (the default mode).
-    Rates(Args),
-    /// The BGHT paper's experiments for every scheme: rates vs load factor and vs N, average probes, build
-    /// success rate over seeds; CSV, SVG plots and summary.md.
-    Sweep(sweep::SweepArgs),
-}
-
-/// Options of the `rates` mode.
-#[derive(clap::Args, Debug, Clone)]
-struct Args {
-    /// Backend: auto, cpu, cuda or vulkan.
-    #[arg(long, default_value = "auto")]
-    backend: BackendChoice,
-    /// Number of keys, as a power of two.
-    #[arg(long, default_value_t = 20)]
-    log2_keys: u32,
-    /// Load factors to run (comma separated).
-    #[arg(long, value_delimiter = ',', default_value = "0.8,0.9")]
-    load: Vec<f64>,
-    /// Probing scheme: bcht, iht, p2bht or 1cht (1CHT needs --bucket 1).
-    #[arg(long, value_delimiter = ',', default_value = "bcht")]
-    scheme: Vec<String>,
-    /// Bucket size (slots per bucket).
-    #[arg(long, value_delimiter = ',', default_value = "16")]
-    bucket: Vec<u32>,
-    /// Timed runs per measurement (the median is reported).
-    #[arg(long, default_value_t = 5)]
-    runs: usize,
-    /// Seed of the key generator.
-    #[arg(long, default_value_t = 1)]
-    seed: u32,
-    /// GPU claim path: `cas` (the default) or `exchange` (claim by exchange and re-insert what was displaced).
-    #[arg(long)]
-    claim: Option<String>,
-    /// GPU insert bucket reads: `plain` (default on CUDA) or `atomic` (the Vulkan path: wgpu cannot bind the
-    /// table twice in one launch).
-    #[arg(long)]
-    reads: Option<String>,
-    /// Skip the duplicate check on insert (the caller promises new, distinct keys: the paper's bulk build).
-    #[arg(long)]
-    no_upsert: bool,
-    /// Longest cuckoo eviction chain (BCHT, 1CHT) [default: the scheme's, 100].
-    #[arg(long)]
-    max_chain: Option<u32>,
-    /// Number of hash functions [default: the scheme's: BCHT 3, IHT 3, P2BHT 2, 1CHT 4].
-    #[arg(long)]
-    num_hashes: Option<u32>,
-    /// 64-bit keys with 64-bit values (GPUs: keys and values in parallel arrays, stable schemes IHT / P2BHT
-    /// only; the CPU backend runs every scheme).
-    #[arg(long)]
-    wide: bool,
-    /// The scheme being measured (set per iteration, not a flag).
-    #[arg(skip)]
-    cur_scheme: String,
-    /// The bucket size being measured (set per iteration, not a flag).
-    #[arg(skip)]
-    cur_bucket: u32,
-    /// CSV output file.
-    #[arg(long, default_value = "hashtile-bench.csv")]
-    csv: String,
-}
 
 /// One result row.
 struct Row {
@@ -119,9 +39,10 @@ struct Row {
     unplaced: usize,
 }
 
+/// The median of `v` (NaN if `v` is empty; `--runs` is at least 1, so it never is).
 fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    v[v.len() / 2]
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
 }
 
 /// `2n` distinct keys, none the sentinel: a bijective mix of a counter.
@@ -215,18 +136,37 @@ fn check_excluding(
         .all(|(k, g)| expected(oracle, unplaced, k) == *g)
 }
 
+/// The one exit path: a bad command line prints `error: ...` and exits with status 2 (before anything is
+/// measured), a failed run `error: ...` and status 1; otherwise the mode's status (2: a result did not match
+/// the oracle).
 fn main() {
-    let cli = Cli::parse();
+    let status = match run() {
+        Ok(status) => status,
+        Err(e) => {
+            eprintln!("error: {e}");
+            e.status()
+        }
+    };
+    std::process::exit(status);
+}
+
+/// Parses and checks the command line, then runs the mode it asks for; returns the exit status.
+fn run() -> Result<i32, BenchError> {
+    let cli = cli::parse()?;
     match cli.cmd {
-        Some(Cmd::Sweep(a)) => std::process::exit(sweep::run(a)),
-        Some(Cmd::Rates(args)) => rates(args),
-        None => rates(cli.rates),
+        Some(Cmd::Sweep(a)) => sweep::run(sweep::Setup::new(a)?),
+        Some(Cmd::Rates(args)) => rates(cli::rates(args)?),
+        None => rates(cli::rates(cli.rates)?),
     }
 }
 
-/// The `rates` mode.
-fn rates(args: Args) {
-    let backend = hashtile::resolve(args.backend);
+/// The `rates` mode, on a command line [`cli::rates`] has checked.
+fn rates(checked: cli::Rates) -> Result<i32, BenchError> {
+    let cli::Rates {
+        args,
+        backend,
+        instances,
+    } = checked;
     let n = 1usize << args.log2_keys;
     println!(
         "hashtile-bench: backend {backend} (asked: {:?}), {n} keys (2^{}), schemes {:?}, B = {:?}, loads {:?}, {} runs, claim {:?}, reads {:?}, upsert {}, pairs {} bits",
@@ -253,24 +193,14 @@ fn rates(args: Args) {
         .collect();
     let finds = [1.0, 0.5, 0.0];
     let total = args.load.len() as u64 * (1 + finds.len() as u64) * (args.runs as u64 + 1);
-    let bar = ProgressBar::new(total).with_style(
+    let bar = ProgressBar::new(total * instances.len() as u64).with_style(
         ProgressStyle::with_template("{elapsed_precise} [{bar:40}] {pos}/{len} {msg}")
             .expect("template"),
     );
     let mut rows = Vec::new();
-    // Every (scheme, bucket size) pair asked for; 1CHT only has one-slot buckets.
-    let mut instances = Vec::new();
-    for s in &args.scheme {
-        if s == "1cht" {
-            instances.push((s.clone(), 1));
-        } else {
-            instances.extend(args.bucket.iter().map(|&b| (s.clone(), b)));
-        }
-    }
-    bar.set_length(total * instances.len() as u64);
     for (scheme, bucket) in instances {
         let mut args = args.clone();
-        args.cur_scheme = scheme;
+        args.cur_scheme = scheme.to_string();
         args.cur_bucket = bucket;
         for &load in &args.load {
             bar.set_message(format!(
@@ -301,19 +231,37 @@ fn rates(args: Args) {
                 Ok(mut r) => rows.append(&mut r),
                 Err(e) => {
                     bar.finish_and_clear();
-                    eprintln!("error at load {load}: {e}");
-                    std::process::exit(1);
+                    return Err(BenchError::Run(format!(
+                        "{} B={} at load {load}: {e}",
+                        args.cur_scheme, args.cur_bucket
+                    )));
                 }
             }
         }
     }
     bar.finish_and_clear();
-    let mut f = std::fs::File::create(&args.csv).expect("create csv");
-    writeln!(f, "backend,scheme,bucket,keys,load,op,present,median_mkeys_s,min_mkeys_s,max_mkeys_s,runs,checked,unplaced,pair_bits")
-        .unwrap();
+    let (table, all_ok) = write_csv(&args, n, rows)
+        .map_err(|e| BenchError::Run(format!("writing {}: {e}", args.csv)))?;
     println!(
         "\n| scheme | B | load | op | present | median M keys/s | min | max | checked |\n|---|---|---|---|---|---|---|---|---|"
     );
+    print!("{table}");
+    println!("\nCSV written to {}", args.csv);
+    if !all_ok {
+        eprintln!("some results did not match the oracle");
+        return Ok(2);
+    }
+    Ok(0)
+}
+
+/// Writes the rows to `--csv`; returns the markdown table rows and whether every result matched the oracle.
+fn write_csv(args: &Args, n: usize, rows: Vec<Row>) -> std::io::Result<(String, bool)> {
+    let mut f = std::io::BufWriter::new(std::fs::File::create(&args.csv)?);
+    writeln!(
+        f,
+        "backend,scheme,bucket,keys,load,op,present,median_mkeys_s,min_mkeys_s,max_mkeys_s,runs,checked,unplaced,pair_bits"
+    )?;
+    let mut table = String::new();
     let mut all_ok = true;
     for mut r in rows {
         let (lo, hi) = (
@@ -336,10 +284,9 @@ fn rates(args: Args) {
             r.checked,
             r.unplaced,
             if args.wide { 128 } else { 64 }
-        )
-        .unwrap();
-        println!(
-            "| {} | {} | {} | {} | {:.0}% | {m:.1} | {lo:.1} | {hi:.1} | {} |",
+        )?;
+        table.push_str(&format!(
+            "| {} | {} | {} | {} | {:.0}% | {m:.1} | {lo:.1} | {hi:.1} | {} |\n",
             r.scheme,
             r.bucket,
             r.load,
@@ -350,13 +297,10 @@ fn rates(args: Args) {
                 (true, 0) => "ok".to_string(),
                 (true, u) => format!("ok; build failed: {u} pairs unplaced"),
             }
-        );
+        ));
     }
-    println!("\nCSV written to {}", args.csv);
-    if !all_ok {
-        eprintln!("some results did not match the oracle");
-        std::process::exit(2);
-    }
+    f.flush()?;
+    Ok((table, all_ok))
 }
 
 /// One load factor of one scheme on the chosen backend.
@@ -415,7 +359,8 @@ fn run_host<S: SchemeInfo>(
         bar.inc(1);
         table = Some(t);
     }
-    let t = table.expect("at least one run");
+    let t =
+        table.ok_or_else(|| hashtile::Error::InvalidConfig("--runs must be at least 1".into()))?;
     let all = t.find(&keys[..n])?;
     let mut rows = vec![Row {
         scheme: args.cur_scheme.clone(),
@@ -493,7 +438,7 @@ fn run_gpu_backend<S: SchemeInfo>(
 }
 
 #[allow(clippy::too_many_arguments)]
-fn run_gpu<R: hashtile::cubecl::Runtime, S: ProbingScheme + SchemeInfo>(
+fn run_gpu<R: hashtile::gpu::transfer::HostTransfer, S: ProbingScheme + SchemeInfo>(
     args: &Args,
     backend: Backend,
     opts: hashtile::gpu::GpuOptions,
@@ -504,7 +449,6 @@ fn run_gpu<R: hashtile::cubecl::Runtime, S: ProbingScheme + SchemeInfo>(
     finds: &[f64],
     bar: &ProgressBar,
 ) -> hashtile::Result<Vec<Row>> {
-    use hashtile::Engine;
     let n = values.len();
     let cfg = TableConfig::for_keys(n, load).bucket_size(args.cur_bucket);
     let nb = cfg.capacity.div_ceil(args.cur_bucket as usize) as u32;

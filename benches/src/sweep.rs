@@ -16,6 +16,9 @@
 //! the `rates` mode. A table that cannot be built at a load factor (a build failure, expected beyond a
 //! scheme's achievable load) is recorded as such and the sweep goes on.
 
+use crate::cli::{
+    self, BenchError, Footprint, check_bucket, check_log2_keys, check_repeats, load_list,
+};
 use crate::plot::{Figure, Panel, Series, XAxis, write_svg};
 use crate::{Args as RatesArgs, check, distinct_keys, measure, median, queries};
 use hashtile::{
@@ -69,7 +72,7 @@ pub struct SweepArgs {
     log2_keys: Option<u32>,
     /// Load factors of experiments 1 and 3, comma separated
     /// [full: 0.6,0.7,0.8,0.85,0.9,0.92,0.94,0.96,0.98,0.99; quick: 0.7,0.8,0.9,0.95].
-    #[arg(long, value_delimiter = ',')]
+    #[arg(long, value_delimiter = ',', allow_negative_numbers = true)]
     load: Option<Vec<f64>>,
     /// Keys of experiment 3 (probes), as a power of two [default: the keys of experiment 1]. Probe counts
     /// depend on the load factor, not on N; a smaller N keeps a 2^26 GPU sweep's host-side work short.
@@ -82,14 +85,19 @@ pub struct SweepArgs {
     #[arg(long)]
     max_log2_keys: Option<u32>,
     /// Load factors of experiment 2 (rates vs N), comma separated.
-    #[arg(long, value_delimiter = ',', default_value = "0.8,0.9")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "0.8,0.9",
+        allow_negative_numbers = true
+    )]
     size_load: Vec<f64>,
     /// Keys of experiment 4 (build success rate), as a power of two [full: 16; quick: 14].
     #[arg(long)]
     success_log2_keys: Option<u32>,
     /// Load factors of experiment 4, comma separated [full: 0.80, 0.81, .., 0.99; quick: 0.80, 0.84, 0.88,
     /// 0.90, 0.92, 0.94, 0.96, 0.98].
-    #[arg(long, value_delimiter = ',')]
+    #[arg(long, value_delimiter = ',', allow_negative_numbers = true)]
     success_load: Option<Vec<f64>>,
     /// Builds (hash-function seeds) per load factor in experiment 4 [full: 100; quick: 20].
     #[arg(long)]
@@ -167,20 +175,6 @@ const FINDS: [f64; 3] = [1.0, 0.5, 0.0];
 /// Success fraction that counts as "builds" for the achievable-load column (paper Figure 1: ~99%).
 const SUCCESS_BAR: f64 = 0.99;
 
-/// Sorted, de-duplicated copy of a list of load factors, each checked to be in `(0, 1]`.
-fn load_list(what: &str, loads: &[f64]) -> Result<Vec<f64>, String> {
-    if loads.is_empty() {
-        return Err(format!("{what}: no load factor given"));
-    }
-    let mut v = loads.to_vec();
-    if let Some(bad) = v.iter().find(|l| !(**l > 0.0 && **l <= 1.0)) {
-        return Err(format!("{what}: load factor {bad} is not in (0, 1]"));
-    }
-    v.sort_by(|a, b| a.partial_cmp(b).expect("finite"));
-    v.dedup();
-    Ok(v)
-}
-
 impl Plan {
     /// `true` if experiment `e` is to run.
     fn runs(&self, e: Experiment) -> bool {
@@ -189,21 +183,37 @@ impl Plan {
     /// Applies the presets (`--quick` or full) to the options left unset and validates the result.
     fn resolve(a: &SweepArgs) -> Result<Self, String> {
         let q = a.quick;
-        let log2_keys = a.log2_keys.unwrap_or(if q { 14 } else { 20 });
+        let log2_keys = check_log2_keys(
+            "--log2-keys",
+            a.log2_keys.unwrap_or(if q { 14 } else { 20 }),
+        )?;
         let default_loads: &[f64] = if q {
             &[0.7, 0.8, 0.9, 0.95]
         } else {
             &[0.6, 0.7, 0.8, 0.85, 0.9, 0.92, 0.94, 0.96, 0.98, 0.99]
         };
         let loads = load_list("--load", a.load.as_deref().unwrap_or(default_loads))?;
-        let lo = a.min_log2_keys.unwrap_or(if q { 10 } else { 14 });
-        let hi = a.max_log2_keys.unwrap_or(if q { 14 } else { 20 });
+        let lo = check_log2_keys(
+            "--min-log2-keys",
+            a.min_log2_keys.unwrap_or(if q { 10 } else { 14 }),
+        )?;
+        let hi = check_log2_keys(
+            "--max-log2-keys",
+            a.max_log2_keys.unwrap_or(if q { 14 } else { 20 }),
+        )?;
         if lo > hi {
             return Err(format!(
                 "--min-log2-keys {lo} is larger than --max-log2-keys {hi}"
             ));
         }
-        let success_log2_keys = a.success_log2_keys.unwrap_or(if q { 14 } else { 16 });
+        let success_log2_keys = check_log2_keys(
+            "--success-log2-keys",
+            a.success_log2_keys.unwrap_or(if q { 14 } else { 16 }),
+        )?;
+        let probe_log2_keys = match a.probe_log2_keys {
+            Some(k) => check_log2_keys("--probe-log2-keys", k)?,
+            None => log2_keys,
+        };
         let default_success: Vec<f64> = if q {
             vec![0.80, 0.84, 0.88, 0.90, 0.92, 0.94, 0.96, 0.98]
         } else {
@@ -213,27 +223,11 @@ impl Plan {
             "--success-load",
             a.success_load.as_deref().unwrap_or(&default_success),
         )?;
-        if let Some(big) = [
-            log2_keys,
-            hi,
-            success_log2_keys,
-            a.probe_log2_keys.unwrap_or(0),
-        ]
-        .into_iter()
-        .find(|&k| k > 30)
-        {
-            return Err(format!(
-                "2^{big} keys is more than this benchmark supports (2^30)"
-            ));
-        }
-        let seeds = a.seeds.unwrap_or(if q { 20 } else { 100 });
-        let runs = a.runs.unwrap_or(if q { 2 } else { 5 });
-        if seeds == 0 || runs == 0 {
-            return Err("--seeds and --runs must be at least 1".into());
-        }
+        let seeds = check_repeats("--seeds", a.seeds.unwrap_or(if q { 20 } else { 100 }))?;
+        let runs = check_repeats("--runs", a.runs.unwrap_or(if q { 2 } else { 5 }))?;
         Ok(Self {
             log2_keys,
-            probe_log2_keys: a.probe_log2_keys.unwrap_or(log2_keys),
+            probe_log2_keys,
             loads,
             size_log2: (lo..=hi).collect(),
             size_loads: load_list("--size-load", &a.size_load)?,
@@ -729,71 +723,184 @@ fn scheme_names() -> Vec<&'static str> {
     v
 }
 
-/// Runs `hashtile-bench sweep`; returns the process exit status (0: all matched; 1: error; 2: mismatch).
-pub fn run(args: SweepArgs) -> i32 {
-    match sweep(args) {
-        Ok(true) => 0,
+/// A checked `hashtile-bench sweep` command line: every option validated, the schemes picked, the backend
+/// available and the sizes within the machine's memory ([`Setup::new`]), before anything is allocated.
+pub struct Setup {
+    /// The options as given.
+    args: SweepArgs,
+    /// Resolved parameters.
+    plan: Plan,
+    /// The schemes to run, in legend order.
+    selected: Vec<&'static str>,
+    /// Bucket sizes given per scheme (`--scheme iht:32`).
+    own_buckets: HashMap<&'static str, u32>,
+    /// The backend every table runs on.
+    backend: Backend,
+}
+
+impl Setup {
+    /// Checks the sweep's command line: options and presets ([`Plan::resolve`]), schemes and their bucket
+    /// sizes and parameters, table sizes, the backend, then memory. Errors are bad input (one line each).
+    pub fn new(args: SweepArgs) -> Result<Self, String> {
+        let plan = Plan::resolve(&args)?;
+        check_bucket("--bucket", args.bucket)?;
+        let all = scheme_names();
+        let mut own_buckets: HashMap<&'static str, u32> = HashMap::new();
+        let selected: Vec<&'static str> = if args.scheme.is_empty() {
+            all.clone()
+        } else {
+            let mut v = Vec::new();
+            for entry in &args.scheme {
+                // `name` or `name:B` (a bucket size for this scheme only, e.g. `iht:32`).
+                let (s, own_bucket) = match entry.split_once(':') {
+                    Some((s, b)) => {
+                        let b = b
+                            .trim()
+                            .parse::<u32>()
+                            .map_err(|e| format!("--scheme {entry}: bad bucket size '{b}': {e}"))?;
+                        if check_bucket("--scheme", b).is_err() {
+                            return Err(format!(
+                                "--scheme {entry}: a bucket size must be a power of two in 1..=32 \
+                                 (1, 2, 4, 8, 16 or 32)"
+                            ));
+                        }
+                        (s, Some(b))
+                    }
+                    None => (entry.as_str(), None),
+                };
+                let name = all
+                    .iter()
+                    .find(|n| n.eq_ignore_ascii_case(s.trim()))
+                    .ok_or_else(|| {
+                        format!(
+                            "--scheme: unknown scheme '{s}' (expected one of {})",
+                            all.join(", ")
+                        )
+                    })?;
+                if !v.contains(name) {
+                    v.push(*name);
+                }
+                if let Some(b) = own_bucket {
+                    own_buckets.insert(*name, b);
+                }
+            }
+            v
+        };
+        let on = |name: &str| selected.contains(&name);
+        // Reject an unsupported bucket size or parameter, and tables too large to index, before measuring
+        // anything. `sizes`: (keys, load factors, bucket size) of every table an experiment builds.
+        let mut sizes: Vec<(Experiment, usize, &[f64], u32)> = Vec::new();
+        for_each_scheme!(|S| {
+            if on(S::NAME) {
+                let b = bucket_of::<S>(own_buckets.get(S::NAME).copied().unwrap_or(args.bucket))?;
+                crate::scheme_params::<S>(b, args.no_upsert, args.max_chain, args.num_hashes)
+                    .map_err(|e| format!("{} with buckets of {b}: {e}", S::NAME))?;
+                sizes.push((Experiment::Load, 1 << plan.log2_keys, &plan.loads, b));
+                // Rates vs N: its largest N is the one that can fail.
+                let hi = plan.size_log2[plan.size_log2.len() - 1];
+                sizes.push((Experiment::Keys, 1 << hi, &plan.size_loads, b));
+                sizes.push((
+                    Experiment::Probes,
+                    1 << plan.probe_log2_keys,
+                    &plan.loads,
+                    b,
+                ));
+                sizes.push((
+                    Experiment::Success,
+                    1 << plan.success_log2_keys,
+                    &plan.success_loads,
+                    b,
+                ));
+            }
+        });
+        sizes.retain(|&(e, ..)| plan.runs(e));
+        let mut tables = Vec::new();
+        for &(e, n, loads, b) in &sizes {
+            for &load in loads {
+                let what = format!("{} experiment, {n} keys", experiment_name(e));
+                tables.push((e, n, cli::table_slots(&what, n, load, b)?));
+            }
+        }
+        if args.out.exists() && !args.out.is_dir() {
+            return Err(format!(
+                "--out {}: exists and is not a directory",
+                args.out.display()
+            ));
+        }
+        let backend = cli::available_backend(args.backend)?;
+        // Memory: the experiments run one after the other; each holds its key set and one table at a time
+        // (rates vs N also holds experiment 1's key set, kept for the probes).
+        let have = cli::Capacity::of_machine(backend);
+        for &(e, n, slots) in &tables {
+            let keyset = cli::keyset_footprint(n);
+            let need = match e {
+                Experiment::Load => keyset.plus(cli::measure_footprint(backend, false, n, slots)),
+                Experiment::Keys => {
+                    let held = if plan.runs(Experiment::Load) {
+                        cli::keyset_footprint(1 << plan.log2_keys)
+                    } else {
+                        Footprint::default()
+                    };
+                    held.plus(keyset)
+                        .plus(cli::measure_footprint(backend, false, n, slots))
+                }
+                Experiment::Probes | Experiment::Success => {
+                    keyset.plus(cli::host_api_footprint(backend, n, slots))
+                }
+            };
+            let what = format!(
+                "the sweep's {} experiment with 2^{} keys on {backend}",
+                experiment_name(e),
+                n.trailing_zeros()
+            );
+            cli::check_footprint(&what, need, have)?;
+        }
+        Ok(Self {
+            args,
+            plan,
+            selected,
+            own_buckets,
+            backend,
+        })
+    }
+}
+
+/// How `--experiments` spells experiment `e`.
+fn experiment_name(e: Experiment) -> &'static str {
+    match e {
+        Experiment::Load => "load",
+        Experiment::Keys => "keys",
+        Experiment::Probes => "probes",
+        Experiment::Success => "success",
+    }
+}
+
+/// Runs a checked `hashtile-bench sweep`; returns the process exit status (0: all matched; 2: a mismatch), or
+/// the error that stopped it.
+pub fn run(setup: Setup) -> Result<i32, BenchError> {
+    match sweep(setup) {
+        Ok(true) => Ok(0),
         Ok(false) => {
             eprintln!(
                 "some results did not match the oracle (see the status columns and summary.md)"
             );
-            2
+            Ok(2)
         }
-        Err(e) => {
-            eprintln!("hashtile-bench sweep: {e}");
-            1
-        }
+        Err(e) => Err(BenchError::Run(format!("sweep: {e}"))),
     }
 }
 
 /// The sweep; `Ok(false)` when some result did not match the oracle.
-fn sweep(args: SweepArgs) -> Result<bool, String> {
+fn sweep(setup: Setup) -> Result<bool, String> {
     let started = Instant::now();
-    let plan = Plan::resolve(&args)?;
-    let all = scheme_names();
-    let mut own_buckets: HashMap<&'static str, u32> = HashMap::new();
-    let selected: Vec<&'static str> = if args.scheme.is_empty() {
-        all.clone()
-    } else {
-        let mut v = Vec::new();
-        for entry in &args.scheme {
-            // `name` or `name:B` (a bucket size for this scheme only, e.g. `iht:32`).
-            let (s, own_bucket) = match entry.split_once(':') {
-                Some((s, b)) => (
-                    s,
-                    Some(
-                        b.parse::<u32>()
-                            .map_err(|e| format!("bad bucket size in '{entry}': {e}"))?,
-                    ),
-                ),
-                None => (entry.as_str(), None),
-            };
-            let name = all
-                .iter()
-                .find(|n| n.eq_ignore_ascii_case(s))
-                .ok_or_else(|| format!("unknown scheme '{s}' (the sweep knows {all:?})"))?;
-            if !v.contains(name) {
-                v.push(*name);
-            }
-            if let Some(b) = own_bucket {
-                own_buckets.insert(*name, b);
-            }
-        }
-        v
-    };
+    let Setup {
+        args,
+        plan,
+        selected,
+        own_buckets,
+        backend,
+    } = setup;
     let on = |name: &str| selected.contains(&name);
-    // Reject an unsupported bucket size or parameter before measuring anything.
-    for_each_scheme!(|S| {
-        if on(S::NAME) {
-            let b = bucket_of::<S>(own_buckets.get(S::NAME).copied().unwrap_or(args.bucket))?;
-            crate::scheme_params::<S>(b, args.no_upsert, args.max_chain, args.num_hashes)
-                .map_err(|e| format!("{}: {e}", S::NAME))?;
-        }
-    });
-    let backend = hashtile::resolve(args.backend);
-    if !hashtile::is_available(backend) {
-        return Err(format!("backend {backend} is not available"));
-    }
     std::fs::create_dir_all(&args.out)
         .map_err(|e| format!("creating {}: {e}", args.out.display()))?;
 
@@ -1610,7 +1717,11 @@ mod tests {
             Plan::resolve(&args).unwrap().experiments,
             vec![Experiment::Success]
         );
-        assert_eq!(run(args), 0, "every build matches the oracle");
+        assert_eq!(
+            run(Setup::new(args).unwrap()),
+            Ok(0),
+            "every build matches the oracle"
+        );
         let success = std::fs::read_to_string(dir.join("success_rate.csv")).unwrap();
         // Header + 2 schemes x 2 loads.
         assert_eq!(success.lines().count(), 1 + 2 * 2, "{success}");
@@ -1632,6 +1743,32 @@ mod tests {
         assert!(!summary.contains("**Partial**"), "{summary}");
         assert!(summary.contains("not measured in this run"), "{summary}");
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn setup_refuses_bad_input() {
+        let err = |a: &[&str]| {
+            let args = parse(&[&["--backend", "cpu", "--quick"][..], a].concat());
+            Setup::new(args).err().unwrap_or_default()
+        };
+        assert!(err(&["--runs", "0"]).contains("--runs 0"));
+        assert!(err(&["--seeds", "0"]).contains("--seeds 0"));
+        assert!(err(&["--bucket", "3"]).contains("--bucket 3"));
+        assert!(err(&["--scheme", "iht:3"]).contains("power of two"));
+        assert!(err(&["--scheme", "iht:"]).contains("bad bucket size"));
+        assert!(err(&["--scheme", "nope"]).contains("unknown scheme 'nope'"));
+        assert!(err(&["--load", "nan"]).contains("(0, 1]"));
+        assert!(err(&["--log2-keys", "31"]).contains("1..=30"));
+        let slots = err(&[
+            "--experiments",
+            "success",
+            "--success-log2-keys",
+            "30",
+            "--success-load",
+            "0.1",
+        ]);
+        assert!(slots.contains("more than a table can index"), "{slots}");
+        assert!(Setup::new(parse(&["--backend", "cpu", "--quick"])).is_ok());
     }
 
     #[test]
@@ -1668,7 +1805,11 @@ mod tests {
             "--out",
             out,
         ]);
-        assert_eq!(run(args), 0, "every result matches the oracle");
+        assert_eq!(
+            run(Setup::new(args).unwrap()),
+            Ok(0),
+            "every result matches the oracle"
+        );
         let read = |f: &str| std::fs::read_to_string(dir.join(f)).unwrap();
         let schemes = scheme_names().len();
         // Header + schemes x loads x (insert + 3 finds).

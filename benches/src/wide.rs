@@ -6,7 +6,7 @@
 use crate::{Args, Row, queries};
 use hashtile::gpu::wide::GpuWideTable;
 use hashtile::hash::fmix32;
-use hashtile::{Backend, BackendChoice, Engine, Error, HashTable, SchemeInfo, TableConfig};
+use hashtile::{Backend, BackendChoice, Error, HashTable, SchemeInfo, TableConfig};
 use indicatif::ProgressBar;
 use rayon::prelude::*;
 use std::collections::{HashMap, HashSet};
@@ -89,7 +89,7 @@ pub fn measure_wide<S: SchemeInfo>(
             bar.inc(1);
             table = Some(t);
         }
-        let t = table.expect("at least one run");
+        let t = table.ok_or_else(|| Error::InvalidConfig("--runs must be at least 1".into()))?;
         let all = t.find(&wkeys[..n])?;
         let ok = check_wide(oracle, &unplaced, &wkeys[..n], &all) && t.len() + unplaced.len() == n;
         let mut rows = vec![row("insert", 1.0, ins, ok, unplaced.len())];
@@ -117,7 +117,10 @@ pub fn measure_wide<S: SchemeInfo>(
     // GPUs: refuse what HashTable refuses (cuckoo schemes with wide pairs), with its message.
     if !S::STABLE {
         HashTable::<S, u64, u64>::new(cfg)?;
-        unreachable!("wide pairs of a cuckoo scheme are refused on GPUs");
+        return Err(Error::InvalidConfig(format!(
+            "{} moves pairs (cuckoo eviction): 64-bit pairs run on the CPU backend only",
+            S::NAME
+        )));
     }
     let nb = cfg.capacity.div_ceil(args.cur_bucket as usize) as u32;
     let family = hashtile::HashFamily::new(cfg.seed);
@@ -155,7 +158,7 @@ type GpuWideRates = (Vec<f64>, bool, usize, Vec<(f64, Vec<f64>, bool)>);
 /// Device-resident keys and queries; each timed region ends with a device sync (inserts: with the counter
 /// read-back), as in the 32-bit GPU path.
 #[allow(clippy::too_many_arguments)]
-fn run_gpu_wide<R: hashtile::cubecl::Runtime, S: SchemeInfo>(
+fn run_gpu_wide<R: hashtile::gpu::transfer::HostTransfer, S: SchemeInfo>(
     args: &Args,
     wkeys: &[u64],
     wvalues: &[u64],

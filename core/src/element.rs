@@ -38,6 +38,14 @@ pub trait Element:
     fn hi(self) -> u32 {
         (self.widen() >> 32) as u32
     }
+    /// The slice as `u32`s when `Self` is `u32` (no copy): how typed engines hand 32-bit data to kernels as is.
+    fn as_u32s(s: &[Self]) -> Option<&[u32]>;
+    /// The slice as `u64`s when `Self` is `u64` (no copy).
+    fn as_u64s(s: &[Self]) -> Option<&[u64]>;
+    /// Mutable [`Element::as_u32s`].
+    fn as_u32s_mut(s: &mut [Self]) -> Option<&mut [u32]>;
+    /// Mutable [`Element::as_u64s`].
+    fn as_u64s_mut(s: &mut [Self]) -> Option<&mut [u64]>;
 }
 
 impl Element for u32 {
@@ -49,6 +57,18 @@ impl Element for u32 {
     fn narrow(v: u64) -> Self {
         v as u32
     }
+    fn as_u32s(s: &[Self]) -> Option<&[u32]> {
+        Some(s)
+    }
+    fn as_u64s(_: &[Self]) -> Option<&[u64]> {
+        None
+    }
+    fn as_u32s_mut(s: &mut [Self]) -> Option<&mut [u32]> {
+        Some(s)
+    }
+    fn as_u64s_mut(_: &mut [Self]) -> Option<&mut [u64]> {
+        None
+    }
 }
 
 impl Element for u64 {
@@ -59,6 +79,18 @@ impl Element for u64 {
     }
     fn narrow(v: u64) -> Self {
         v
+    }
+    fn as_u32s(_: &[Self]) -> Option<&[u32]> {
+        None
+    }
+    fn as_u64s(s: &[Self]) -> Option<&[u64]> {
+        Some(s)
+    }
+    fn as_u32s_mut(_: &mut [Self]) -> Option<&mut [u32]> {
+        None
+    }
+    fn as_u64s_mut(s: &mut [Self]) -> Option<&mut [u64]> {
+        Some(s)
     }
 }
 
@@ -91,7 +123,8 @@ impl Value for u64 {
     const ABSENT: Self = u64::MAX;
 }
 
-/// Returns the index of the first sentinel key in `keys`, if any.
+/// Returns the index of the first sentinel key in `keys`, if any (a parallel scan: it runs on every insert).
 pub fn first_sentinel<K: Key>(keys: &[K]) -> Option<usize> {
-    keys.iter().position(|k| k.is_sentinel())
+    use rayon::prelude::*;
+    keys.par_iter().position_first(|k| k.is_sentinel())
 }

@@ -74,6 +74,23 @@ pub enum Error {
         /// How to get it.
         how: &'static str,
     },
+    /// A call needs more memory than the device (or host) has free. Nothing was allocated.
+    #[error(
+        "{what} needs {needed} bytes but the {device} has {available} bytes free; use smaller batches or a smaller table"
+    )]
+    OutOfMemory {
+        /// What was to be allocated.
+        what: &'static str,
+        /// Which memory.
+        device: &'static str,
+        /// Bytes needed.
+        needed: u64,
+        /// Bytes free.
+        available: u64,
+    },
+    /// The device reported an error (a failed copy, launch or synchronisation).
+    #[error("device error: {0}")]
+    Device(String),
     /// The configuration is invalid for this scheme or backend (e.g. a bucket size that is not a power of two).
     #[error("invalid configuration: {0}")]
     InvalidConfig(String),

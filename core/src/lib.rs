@@ -18,7 +18,7 @@ pub mod probes;
 pub mod scheme;
 pub mod tile;
 
-pub use element::{Key, Value};
+pub use element::{Element, Key, Value};
 pub use error::{Error, Result};
 pub use hash::HashFamily;
 pub use probes::{OpKind, ProbeStats};

@@ -35,10 +35,16 @@ pub fn decode_insert_counters(c: &[u32], ops: u64) -> (usize, usize, hashtile_co
 ///   exchange and carry on inserting whatever was displaced (a CAS-free path for compilers without one; upstream
 ///   cubecl-opt 0.10.0 breaks compare-and-swap on SPIR-V, which `vendor/cubecl-opt` patches).
 /// - `failed` receives pairs the scheme gave up on (`counters[0]` counts them); `counters[1..]` count new keys.
+/// - `masked`: only positions with `mask[i] == mode` are inserted (the host path's update and new-key passes,
+///   `super::upsert`); off, every position is (device-resident batches, the device API).
+// The mask test stays a comptime `if` around a runtime `if`: CubeCL cannot mix the two in one condition.
+#[allow(clippy::too_many_arguments, clippy::collapsible_if)]
 #[cube(launch_unchecked)]
 pub fn insert_kernel<S: ProbingScheme>(
     keys: &Array<u32>,
     values: &Array<u32>,
+    mask: &Array<u32>,
+    mode: u32,
     table: &Array<Atomic<u64>>,
     table_plain: &Array<u64>,
     failed: &mut Array<u64>,
@@ -49,11 +55,17 @@ pub fn insert_kernel<S: ProbingScheme>(
     #[comptime] use_cas: bool,
     #[comptime] plain_reads: bool,
     #[comptime] count_probes: bool,
+    #[comptime] masked: bool,
 ) {
     let meta = meta_of(shape);
     let tl = tile_lane(tile_width);
     let pos = ABSOLUTE_POS;
     let mut pending = pos < keys.len();
+    if comptime!(masked) {
+        if pending {
+            pending = mask[pos] == mode;
+        }
+    }
     let mut my_key = u32::new(0);
     let mut my_val = u32::new(0);
     if pending {
@@ -239,20 +251,33 @@ pub fn insert_kernel<S: ProbingScheme>(
     }
 }
 
-/// Bulk find of 32-bit keys: `out[i]` = value, or `absent` when `keys[i]` is not in the table; `found[i]` =
-/// 1/0 when `write_found` is on.
+/// How a find reports presence besides the value.
+pub mod found_mode {
+    /// Values only (absent keys get the `absent` value).
+    pub const NONE: u32 = 0;
+    /// `found[i]` = 1 or 0.
+    pub const FLAGS: u32 = 1;
+    /// Bit `i % 32` of `found_bits[i / 32]` is set for present keys (the buffer must start zeroed): 1/32 of the
+    /// flags' read-back, for the host API's `Option` answers.
+    pub const BITS: u32 = 2;
+}
+
+/// Bulk find of 32-bit keys: `out[i]` = value, or `absent` when `keys[i]` is not in the table; presence also
+/// as flags or bits per `found_mode` (see [`found_mode`]).
+#[allow(clippy::too_many_arguments)]
 #[cube(launch_unchecked)]
 pub fn find_kernel<S: ProbingScheme>(
     keys: &Array<u32>,
     table: &Array<u64>,
     out: &mut Array<u32>,
     found: &mut Array<u32>,
+    found_bits: &Array<Atomic<u32>>,
     shape: &ShapeScalars,
     probe_counters: &Array<Atomic<u32>>,
     absent: u32,
     #[comptime] bucket_size: u32,
     #[comptime] tile_width: u32,
-    #[comptime] write_found: bool,
+    #[comptime] found_mode: u32,
     #[comptime] count_probes: bool,
 ) {
     let meta = meta_of(shape);
@@ -277,9 +302,12 @@ pub fn find_kernel<S: ProbingScheme>(
             v = r.value;
         }
         out[pos] = v;
-        if comptime!(write_found) {
+        if comptime!(found_mode == found_mode::FLAGS) {
             found[pos] = r.found;
         }
+    }
+    if comptime!(found_mode == found_mode::BITS) {
+        store_found_bits(found_bits, active && r.found == 1u32, pos);
     }
     if comptime!(count_probes) {
         let all = plane_sum(r.probes);
@@ -302,5 +330,19 @@ pub fn fill_kernel(words: &mut Array<u64>, value: u64) {
 pub fn fill_u32_kernel(words: &mut Array<u32>, value: u32) {
     if ABSOLUTE_POS < words.len() {
         words[ABSOLUTE_POS] = value;
+    }
+}
+
+/// Sets bit `pos % 32` of `bits[pos / 32]` for every lane of the plane whose `present` is true: one atomic OR
+/// per plane (planes of 8..=32 lanes cover consecutive positions inside one 32-bit word). All lanes must call.
+#[cube]
+pub fn store_found_bits(bits: &Array<Atomic<u32>>, present: bool, pos: usize) {
+    let ballot = plane_ballot(present)[0];
+    if UNIT_POS_PLANE == 0u32 && ballot != 0u32 {
+        let word = pos / 32;
+        let shift = (pos % 32) as u32;
+        if word < bits.len() {
+            bits[word].fetch_or(ballot << shift);
+        }
     }
 }

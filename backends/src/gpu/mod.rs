@@ -4,19 +4,24 @@
 //! take host slices or device handles (no host round trip when the data is already on the GPU).
 
 pub mod device_api;
+pub(crate) mod host_path;
 pub mod kernels;
+pub mod transfer;
+pub mod upsert;
 pub mod wide;
 
-use crate::engine::Engine;
+use crate::engine::{Engine, Inserted};
 use cubecl::prelude::*;
 use cubecl::server::Handle;
 use device_api::{SHAPE_WORDS, ShapeScalarsLaunch};
 use hashtile_core::hash::seed_mix;
 use hashtile_core::scheme::{ProbingScheme, SchemeParams};
 use hashtile_core::tile::EMPTY_WORD;
-use hashtile_core::{Error, HashFamily, ProbeStats, Result};
-use kernels::{ADDED_COUNTERS, INSERT_COUNTERS};
+use hashtile_core::{Element, Error, HashFamily, Key, ProbeStats, Result, Value};
+use host_path::BatchTable;
+use kernels::{ADDED_COUNTERS, INSERT_COUNTERS, found_mode};
 use std::marker::PhantomData;
+use transfer::{HostTransfer, PinnedAlloc};
 
 /// Threads per cube for every kernel.
 pub(crate) const CUBE_SIZE: u32 = 256;
@@ -33,8 +38,10 @@ pub struct GpuOptions {
 }
 
 /// A static hash table of 32-bit keys and values on a CubeCL device, driven by scheme `S`.
-pub struct GpuTable<R: Runtime, S: ProbingScheme> {
+pub struct GpuTable<R: HostTransfer, S: ProbingScheme> {
     client: ComputeClient<R>,
+    /// Host-path copies (CUDA: a stream of its own and pinned staging buffers).
+    stager: R::Stager,
     table: Handle,
     shape: Handle,
     num_buckets: u32,
@@ -158,7 +165,7 @@ fn u32_bytes(v: &[u32]) -> &[u8] {
     u32::as_bytes(v)
 }
 
-impl<R: Runtime, S: ProbingScheme> GpuTable<R, S> {
+impl<R: HostTransfer, S: ProbingScheme> GpuTable<R, S> {
     /// An empty table of `num_buckets` buckets of `bucket_size` slots on `device`.
     pub fn new(
         device: &R::Device,
@@ -171,6 +178,8 @@ impl<R: Runtime, S: ProbingScheme> GpuTable<R, S> {
         let client = R::client(device);
         let tile_width = tile_width_for(&client, bucket_size)?;
         let slots = num_buckets as usize * bucket_size as usize;
+        let stager = R::stager(&client)?;
+        host_path::check_device_memory::<R>(&stager, "the table", slots as u64 * 8)?;
         let table = client.empty(slots * 8);
         let shape = client.empty(SHAPE_WORDS * 4);
         let counters = client.empty(INSERT_COUNTERS * 4);
@@ -182,6 +191,7 @@ impl<R: Runtime, S: ProbingScheme> GpuTable<R, S> {
         let dummy = client.empty(8);
         let mut t = Self {
             client,
+            stager,
             table,
             shape,
             num_buckets,
@@ -264,11 +274,32 @@ impl<R: Runtime, S: ProbingScheme> GpuTable<R, S> {
     /// keys and failures accumulate on the device until [`GpuTable::settle`] reads them; call it before
     /// trusting `len()`, and before queueing so many failures that the stash overflows.
     pub fn insert_device_async(&mut self, keys: &Handle, values: &Handle, n: usize) {
+        self.launch_insert(keys, values, None, n, None);
+    }
+
+    /// Queues the insert kernel over the positions whose mask equals the given mode (all when `None`), with
+    /// the table's upsert setting or `upsert` instead.
+    fn launch_insert(
+        &mut self,
+        keys: &Handle,
+        values: &Handle,
+        mask: Option<(&Handle, u32)>,
+        n: usize,
+        upsert: Option<bool>,
+    ) {
         if n == 0 {
             return;
         }
         self.unsettled = true;
         self.pending_ops += n as u64;
+        let mut shape = self.shape_words();
+        if let Some(u) = upsert {
+            shape[8] = u as u32;
+        }
+        let (mask_handle, mode) = match mask {
+            Some((m, mode)) => (m.clone(), mode),
+            None => (self.dummy.clone(), 0),
+        };
         // SAFETY: every array index in the kernel is bounded by the array lengths passed here or by the table's
         // shape, which matches the table allocation.
         unsafe {
@@ -278,6 +309,8 @@ impl<R: Runtime, S: ProbingScheme> GpuTable<R, S> {
                 CubeDim::new_1d(CUBE_SIZE),
                 ArrayArg::from_raw_parts(keys.clone(), n),
                 ArrayArg::from_raw_parts(values.clone(), n),
+                ArrayArg::from_raw_parts(mask_handle, if mask.is_some() { n } else { 1 }),
+                mode,
                 ArrayArg::from_raw_parts(self.table.clone(), self.capacity()),
                 if self.options.plain_reads {
                     ArrayArg::from_raw_parts(self.table.clone(), self.capacity())
@@ -287,12 +320,13 @@ impl<R: Runtime, S: ProbingScheme> GpuTable<R, S> {
                 },
                 ArrayArg::from_raw_parts(self.stash.clone(), self.stash_len),
                 ArrayArg::from_raw_parts(self.counters.clone(), INSERT_COUNTERS),
-                self.shape_arg(),
+                shape_scalars(shape),
                 self.bucket_size,
                 self.tile_width,
                 self.options.use_cas,
                 self.options.plain_reads,
                 self.count_probes,
+                mask.is_some(),
             )
         }
     }
@@ -371,12 +405,37 @@ impl<R: Runtime, S: ProbingScheme> GpuTable<R, S> {
         n: usize,
         absent: u32,
     ) {
+        let mode = if found.is_some() {
+            found_mode::FLAGS
+        } else {
+            found_mode::NONE
+        };
+        self.launch_find(keys, out, found, mode, n, absent);
+    }
+
+    /// Queues the find kernel with presence reported per `mode` ([`found_mode`]) into `found`.
+    fn launch_find(
+        &self,
+        keys: &Handle,
+        out: &Handle,
+        found: Option<&Handle>,
+        mode: u32,
+        n: usize,
+        absent: u32,
+    ) {
         if n == 0 {
             return;
         }
-        let (found_handle, write_found) = match found {
-            Some(f) => (f.clone(), true),
-            None => (out.clone(), false),
+        let found_handle = found.unwrap_or(out).clone();
+        let bits_len = if mode == found_mode::BITS {
+            n.div_ceil(32)
+        } else {
+            1
+        };
+        let (flags, bits) = if mode == found_mode::BITS {
+            (self.dummy.clone(), found_handle)
+        } else {
+            (found_handle, self.dummy.clone())
         };
         let (probe_handle, probe_len) = if self.count_probes {
             self.zero_u32(&self.find_probes, ADDED_COUNTERS as usize);
@@ -393,13 +452,14 @@ impl<R: Runtime, S: ProbingScheme> GpuTable<R, S> {
                 ArrayArg::from_raw_parts(keys.clone(), n),
                 ArrayArg::from_raw_parts(self.table.clone(), self.capacity()),
                 ArrayArg::from_raw_parts(out.clone(), n),
-                ArrayArg::from_raw_parts(found_handle, n),
+                ArrayArg::from_raw_parts(flags, if mode == found_mode::FLAGS { n } else { 1 }),
+                ArrayArg::from_raw_parts(bits, bits_len),
                 self.shape_arg(),
                 ArrayArg::from_raw_parts(probe_handle, probe_len),
                 absent,
                 self.bucket_size,
                 self.tile_width,
-                write_found,
+                mode,
                 self.count_probes,
             )
         }
@@ -456,12 +516,46 @@ pub struct DeviceRef {
     pub tile_width: u32,
 }
 
-impl<R: Runtime, S: ProbingScheme> Engine for GpuTable<R, S> {
-    fn insert_pairs(&mut self, pairs: &[(u64, u64)]) -> Result<(ProbeStats, Vec<(u64, u64)>)> {
-        let keys: Vec<u32> = pairs.iter().map(|p| p.0 as u32).collect();
-        let values: Vec<u32> = pairs.iter().map(|p| p.1 as u32).collect();
-        let (kh, vh) = (self.upload(&keys), self.upload(&values));
-        let lost = self.insert_device(&kh, &vh, pairs.len())?;
+impl<R: HostTransfer, S: ProbingScheme> BatchTable<R> for GpuTable<R, S> {
+    const KEY_BYTES: usize = 4;
+    const VALUE_BYTES: usize = 4;
+    fn client(&self) -> &ComputeClient<R> {
+        &self.client
+    }
+    fn stager(&self) -> &R::Stager {
+        &self.stager
+    }
+    fn stored(&self) -> usize {
+        self.len
+    }
+    fn classify(&self, keys: &Handle, mask: &Handle, n: usize) {
+        // SAFETY: indices are bounded by `n` and by the table's shape.
+        unsafe {
+            upsert::classify_kernel::launch_unchecked::<S, R>(
+                &self.client,
+                cube_count(n),
+                CubeDim::new_1d(CUBE_SIZE),
+                ArrayArg::from_raw_parts(keys.clone(), n),
+                ArrayArg::from_raw_parts(self.table.clone(), self.capacity()),
+                ArrayArg::from_raw_parts(mask.clone(), n),
+                self.shape_arg(),
+                self.bucket_size,
+                self.tile_width,
+            )
+        }
+    }
+    fn insert_queued(
+        &mut self,
+        keys: &Handle,
+        values: &Handle,
+        mask: Option<(&Handle, u32)>,
+        n: usize,
+        upsert: bool,
+    ) {
+        self.launch_insert(keys, values, mask, n, Some(upsert));
+    }
+    fn settle_batch(&mut self) -> Result<(ProbeStats, Vec<(u64, u64)>)> {
+        let lost = self.settle()?;
         if lost.untracked > 0 {
             return Err(Error::StashOverflow {
                 untracked: lost.untracked,
@@ -470,27 +564,75 @@ impl<R: Runtime, S: ProbingScheme> Engine for GpuTable<R, S> {
         }
         Ok((self.last_insert_probes, lost.pairs))
     }
+}
 
-    fn find_keys(&self, keys: &[u64], out: &mut [Option<u64>]) -> Result<ProbeStats> {
-        let ks: Vec<u32> = keys.iter().map(|&k| k as u32).collect();
-        let kh = self.upload(&ks);
-        let (oh, fh) = (self.alloc_u32(ks.len()), self.alloc_u32(ks.len()));
-        self.find_device(&kh, &oh, Some(&fh), ks.len(), u32::MAX);
-        if !ks.is_empty() {
-            let (vals, found) = (self.read_u32(oh), self.read_u32(fh));
-            for (i, o) in out.iter_mut().enumerate() {
-                *o = (found[i] == 1).then_some(vals[i] as u64);
-            }
-        }
+/// The packed layout's data of a typed slice (the typed layer only builds packed tables for 32-bit pairs).
+fn packed<E: Element>(s: &[E]) -> &[u32] {
+    E::as_u32s(s).expect("packed GPU tables hold 32-bit keys and values")
+}
+
+fn narrow_pairs<K: Key, V: Value>(pairs: Vec<(u64, u64)>) -> Vec<(K, V)> {
+    pairs
+        .into_iter()
+        .map(|(k, v)| (K::narrow(k), V::narrow(v)))
+        .collect()
+}
+
+impl<R: HostTransfer, S: ProbingScheme, K: Key, V: Value> Engine<K, V> for GpuTable<R, S> {
+    fn upsert(&mut self, keys: &[K], values: &[V]) -> Result<Inserted<K, V>> {
+        let (k, v) = (packed(keys), packed(values));
+        let (stats, lost) = host_path::upsert(self, u32::as_bytes(k), u32::as_bytes(v), false)?;
+        Ok(Inserted {
+            stats,
+            unplaced: narrow_pairs(lost),
+        })
+    }
+
+    fn count_new(&self, keys: &[K]) -> Result<usize> {
+        host_path::count_new(self, u32::as_bytes(packed(keys)))
+    }
+
+    fn insert_distinct(&mut self, keys: &[K], values: &[V]) -> Result<Inserted<K, V>> {
+        let (k, v) = (packed(keys), packed(values));
+        let (stats, lost) = host_path::upsert(self, u32::as_bytes(k), u32::as_bytes(v), true)?;
+        Ok(Inserted {
+            stats,
+            unplaced: narrow_pairs(lost),
+        })
+    }
+
+    fn find_into(
+        &self,
+        keys: &[K],
+        out: &mut [V],
+        found: Option<&mut [u32]>,
+    ) -> Result<ProbeStats> {
+        let k = packed(keys);
+        let o = V::as_u32s_mut(out).expect("packed GPU tables hold 32-bit values");
+        let mode = if found.is_some() {
+            found_mode::BITS
+        } else {
+            found_mode::NONE
+        };
+        host_path::find::<R>(
+            &self.client,
+            &self.stager,
+            u32::as_bytes(k),
+            4,
+            host_path::u32_bytes_mut(o),
+            4,
+            found,
+            |kh, oh, bits, n| self.launch_find(kh, oh, bits, mode, n, u32::MAX),
+        )?;
         Ok(self.last_find_probes(keys.len()))
     }
 
-    fn pairs(&self) -> Result<Vec<(u64, u64)>> {
+    fn pairs(&self) -> Result<Vec<(K, V)>> {
         Ok(self
             .words()
             .into_iter()
             .filter(|&w| w != EMPTY_WORD)
-            .map(|w| (w >> 32, w & 0xffff_ffff))
+            .map(|w| (K::narrow(w >> 32), V::narrow(w & 0xffff_ffff)))
             .collect())
     }
 
@@ -513,14 +655,37 @@ impl<R: Runtime, S: ProbingScheme> Engine for GpuTable<R, S> {
         self.family
     }
 
-    fn placement(&self) -> Result<Vec<(u64, u32)>> {
+    fn placement(&self) -> Result<Vec<(K, u32)>> {
         Ok(self
             .words()
             .into_iter()
             .enumerate()
             .filter(|(_, w)| *w != EMPTY_WORD)
-            .map(|(i, w)| (w >> 32, (i / self.bucket_size as usize) as u32))
+            .map(|(i, w)| (K::narrow(w >> 32), (i / self.bucket_size as usize) as u32))
             .collect())
+    }
+
+    fn alloc_pinned(&self, bytes: usize) -> Option<PinnedAlloc> {
+        R::alloc_pinned(&self.stager, bytes)
+    }
+}
+
+impl<R: HostTransfer, S: ProbingScheme> GpuTable<R, S> {
+    /// Stored pairs.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    /// `true` when no pair is stored.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    /// Slots.
+    pub fn capacity(&self) -> usize {
+        self.num_buckets as usize * self.bucket_size as usize
+    }
+    /// Empties the table (queued) and switches to `family`.
+    pub fn reset(&mut self, family: HashFamily) -> Result<()> {
+        Engine::<u32, u32>::reset(self, family)
     }
 }
 

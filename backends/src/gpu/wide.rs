@@ -8,12 +8,14 @@
 //! to every later kernel (inserts and finds are separate launches).
 
 use super::device_api::{ShapeScalars, bucket_of_wide, meta_of, tile_find_wide};
+use super::host_path::{self, BatchTable};
 use super::kernels::{ADDED_COUNTERS, INSERT_COUNTERS, decode_insert_counters};
+use super::transfer::{HostTransfer, PinnedAlloc};
 use super::{
     CUBE_SIZE, GpuOptions, cube_count, fill_u32, fill_u64, shape_scalars, shape_words_of,
     tile_width_for,
 };
-use crate::engine::Engine;
+use crate::engine::{Engine, Inserted};
 use cubecl::prelude::*;
 use cubecl::server::Handle;
 use hashtile_core::hash::fmix32;
@@ -22,18 +24,21 @@ use hashtile_core::tile::{
     EMPTY_WORD, read_slots_atomic, read_slots_either, slot_address, tile_ballot, tile_lane,
     tile_shuffle_u64, view_of_keys,
 };
-use hashtile_core::{Error, HashFamily, ProbeStats, Result};
+use hashtile_core::{Element, Error, HashFamily, Key, ProbeStats, Result, Value};
 use std::marker::PhantomData;
 
 /// Bulk insert (upsert) of wide pairs for a stable scheme. Same work-sharing loop as
 /// [`super::kernels::insert_kernel`]; CLAIM is a compare-and-swap of the key word followed by a store of the
 /// value, UPDATE a store of the value (keys in one call are distinct: the host deduplicates). A scheme that
 /// asks for an eviction gets the pair handed back as failed (stable schemes never do).
-#[allow(clippy::too_many_arguments)]
+// The mask test stays a comptime `if` around a runtime `if`: CubeCL cannot mix the two in one condition.
+#[allow(clippy::too_many_arguments, clippy::collapsible_if)]
 #[cube(launch_unchecked)]
 pub fn insert_wide_kernel<S: ProbingScheme>(
     keys: &Array<u64>,
     values: &Array<u64>,
+    mask: &Array<u32>,
+    mode: u32,
     table_keys: &Array<Atomic<u64>>,
     table_keys_plain: &Array<u64>,
     table_values: &mut Array<u64>,
@@ -44,11 +49,17 @@ pub fn insert_wide_kernel<S: ProbingScheme>(
     #[comptime] tile_width: u32,
     #[comptime] plain_reads: bool,
     #[comptime] count_probes: bool,
+    #[comptime] masked: bool,
 ) {
     let meta = meta_of(shape);
     let tl = tile_lane(tile_width);
     let pos = ABSOLUTE_POS;
     let mut pending = pos < keys.len();
+    if comptime!(masked) {
+        if pending {
+            pending = mask[pos] == mode;
+        }
+    }
     let mut my_key = EMPTY_WORD.runtime();
     let mut my_val = EMPTY_WORD.runtime();
     if pending {
@@ -249,8 +260,13 @@ pub struct WideDeviceRef {
 }
 
 /// A table of wide pairs (keys and values widened to `u64`) on a CubeCL device, for a stable scheme `S`.
-pub struct GpuWideTable<R: Runtime, S: ProbingScheme> {
+pub struct GpuWideTable<R: HostTransfer, S: ProbingScheme> {
     client: ComputeClient<R>,
+    stager: R::Stager,
+    /// Failure buffer of the queued inserts (2 words per pair) and its length in words.
+    failed: Option<(Handle, usize)>,
+    /// Keys queued since the last settle.
+    pending_ops: u64,
     keys: Handle,
     values: Handle,
     num_buckets: u32,
@@ -271,7 +287,7 @@ fn u64_bytes(v: &[u64]) -> &[u8] {
     u64::as_bytes(v)
 }
 
-impl<R: Runtime, S: ProbingScheme> GpuWideTable<R, S> {
+impl<R: HostTransfer, S: ProbingScheme> GpuWideTable<R, S> {
     /// An empty table of `num_buckets` buckets of `bucket_size` slots on `device`. `options.use_cas` must be on
     /// (wide pairs are claimed with a compare-and-swap of the key).
     pub fn new(
@@ -291,7 +307,12 @@ impl<R: Runtime, S: ProbingScheme> GpuWideTable<R, S> {
             ));
         }
         let slots = num_buckets as usize * bucket_size as usize;
+        let stager = R::stager(&client)?;
+        host_path::check_device_memory::<R>(&stager, "the table", slots as u64 * 16)?;
         let t = Self {
+            stager,
+            failed: None,
+            pending_ops: 0,
             keys: client.empty(slots.max(1) * 8),
             values: client.empty(slots.max(1) * 8),
             counters: client.empty(INSERT_COUNTERS * 4),
@@ -358,7 +379,7 @@ impl<R: Runtime, S: ProbingScheme> GpuWideTable<R, S> {
     }
 }
 
-impl<R: Runtime, S: ProbingScheme> GpuWideTable<R, S> {
+impl<R: HostTransfer, S: ProbingScheme> GpuWideTable<R, S> {
     /// Inserts `n` pairs already on the device (`keys`, `values`: `n` `u64` words each; keys distinct, none
     /// all ones, not checked on the device) and waits for the counters. Returns the probe statistics and the
     /// pairs the scheme could not place (every one of them: the failure buffer has room for all `n`).
@@ -368,11 +389,41 @@ impl<R: Runtime, S: ProbingScheme> GpuWideTable<R, S> {
         values: &Handle,
         n: usize,
     ) -> Result<(ProbeStats, Vec<(u64, u64)>)> {
+        self.launch_insert(keys, values, None, n, None);
+        self.settle()
+    }
+
+    /// Queues the insert kernel over the positions whose mask equals the given mode (all when `None`), with
+    /// the table's upsert setting or `upsert` instead. Failures go to a buffer with room for every queued pair.
+    fn launch_insert(
+        &mut self,
+        keys: &Handle,
+        values: &Handle,
+        mask: Option<(&Handle, u32)>,
+        n: usize,
+        upsert: Option<bool>,
+    ) {
         if n == 0 {
-            return Ok((ProbeStats::default(), Vec::new()));
+            return;
         }
-        let failed = self.client.empty(2 * n * 8);
-        self.zero_u32(&self.counters, INSERT_COUNTERS);
+        if self.failed.is_none() {
+            self.zero_u32(&self.counters, INSERT_COUNTERS);
+        }
+        // One failure buffer per settle, sized for the largest queued launch (a pair fails at most once).
+        let need = 2 * n;
+        if self.failed.as_ref().is_none_or(|(_, len)| *len < need) {
+            self.failed = Some((self.client.empty(need * 8), need));
+        }
+        let (failed, failed_len) = self.failed.clone().expect("set above");
+        self.pending_ops += n as u64;
+        let mut shape = shape_words_of(self.num_buckets, self.family, self.params);
+        if let Some(u) = upsert {
+            shape[8] = u as u32;
+        }
+        let (mask_handle, mode) = match mask {
+            Some((m, mode)) => (m.clone(), mode),
+            None => (self.dummy.clone(), 0),
+        };
         // SAFETY: indices are bounded by `n`, by the failure buffer (2 words per pair, checked in the kernel) and
         // by the table's shape, which matches its allocation.
         unsafe {
@@ -382,6 +433,8 @@ impl<R: Runtime, S: ProbingScheme> GpuWideTable<R, S> {
                 CubeDim::new_1d(CUBE_SIZE),
                 ArrayArg::from_raw_parts(keys.clone(), n),
                 ArrayArg::from_raw_parts(values.clone(), n),
+                ArrayArg::from_raw_parts(mask_handle, if mask.is_some() { n } else { 1 }),
+                mode,
                 ArrayArg::from_raw_parts(self.keys.clone(), self.slots()),
                 if self.plain_reads {
                     ArrayArg::from_raw_parts(self.keys.clone(), self.slots())
@@ -390,22 +443,38 @@ impl<R: Runtime, S: ProbingScheme> GpuWideTable<R, S> {
                     ArrayArg::from_raw_parts(self.dummy.clone(), 1)
                 },
                 ArrayArg::from_raw_parts(self.values.clone(), self.slots()),
-                ArrayArg::from_raw_parts(failed.clone(), 2 * n),
+                ArrayArg::from_raw_parts(failed, failed_len),
                 ArrayArg::from_raw_parts(self.counters.clone(), INSERT_COUNTERS),
-                shape_scalars(shape_words_of(self.num_buckets, self.family, self.params)),
+                shape_scalars(shape),
                 self.bucket_size,
                 self.tile_width,
                 self.plain_reads,
                 self.count_probes,
+                mask.is_some(),
             )
         }
+    }
+
+    /// Waits for queued inserts, reads their counters, and returns their statistics and unplaced pairs.
+    fn settle(&mut self) -> Result<(ProbeStats, Vec<(u64, u64)>)> {
+        let Some((failed, failed_len)) = self.failed.take() else {
+            return Ok((ProbeStats::default(), Vec::new()));
+        };
         let c = self.read_u32(self.counters.clone());
-        let (nfailed, added, stats) = decode_insert_counters(&c, n as u64);
+        let (nfailed, added, stats) =
+            decode_insert_counters(&c, std::mem::take(&mut self.pending_ops));
         self.len += added;
         let mut lost = Vec::with_capacity(nfailed);
         if nfailed > 0 {
             let words = self.read_u64(failed);
-            lost.extend(words[..2 * nfailed].chunks(2).map(|w| (w[0], w[1])));
+            let kept = nfailed.min(failed_len / 2);
+            lost.extend(words[..2 * kept].chunks(2).map(|w| (w[0], w[1])));
+            if kept < nfailed {
+                return Err(Error::StashOverflow {
+                    untracked: nfailed - kept,
+                    unplaced: lost,
+                });
+            }
         }
         Ok((stats, lost))
     }
@@ -464,25 +533,182 @@ impl<R: Runtime, S: ProbingScheme> GpuWideTable<R, S> {
     }
 }
 
-impl<R: Runtime, S: ProbingScheme> Engine for GpuWideTable<R, S> {
-    fn insert_pairs(&mut self, pairs: &[(u64, u64)]) -> Result<(ProbeStats, Vec<(u64, u64)>)> {
-        let keys: Vec<u64> = pairs.iter().map(|p| p.0).collect();
-        let values: Vec<u64> = pairs.iter().map(|p| p.1).collect();
-        let (kh, vh) = (self.upload(&keys), self.upload(&values));
-        self.insert_device(&kh, &vh, pairs.len())
+impl<R: HostTransfer, S: ProbingScheme> BatchTable<R> for GpuWideTable<R, S> {
+    const KEY_BYTES: usize = 8;
+    const VALUE_BYTES: usize = 8;
+    fn client(&self) -> &ComputeClient<R> {
+        &self.client
+    }
+    fn stager(&self) -> &R::Stager {
+        &self.stager
+    }
+    fn stored(&self) -> usize {
+        self.len
+    }
+    fn classify(&self, keys: &Handle, mask: &Handle, n: usize) {
+        // SAFETY: indices are bounded by `n` and by the table's shape.
+        unsafe {
+            super::upsert::classify_wide_kernel::launch_unchecked::<S, R>(
+                &self.client,
+                cube_count(n),
+                CubeDim::new_1d(CUBE_SIZE),
+                ArrayArg::from_raw_parts(keys.clone(), n),
+                ArrayArg::from_raw_parts(self.keys.clone(), self.slots()),
+                ArrayArg::from_raw_parts(self.values.clone(), self.slots()),
+                ArrayArg::from_raw_parts(mask.clone(), n),
+                shape_scalars(shape_words_of(self.num_buckets, self.family, self.params)),
+                self.bucket_size,
+                self.tile_width,
+            )
+        }
+    }
+    fn insert_queued(
+        &mut self,
+        keys: &Handle,
+        values: &Handle,
+        mask: Option<(&Handle, u32)>,
+        n: usize,
+        upsert: bool,
+    ) {
+        self.launch_insert(keys, values, mask, n, Some(upsert));
+    }
+    fn settle_batch(&mut self) -> Result<(ProbeStats, Vec<(u64, u64)>)> {
+        self.settle()
+    }
+}
+
+/// A typed slice as the wide layout's `u64` words: as is for 64-bit elements, widened (a copy) for 32-bit
+/// ones (a table of a 32-bit key with a 64-bit value, or the reverse, is the one case that widens).
+fn words<E: Element>(s: &[E]) -> std::borrow::Cow<'_, [u64]> {
+    match E::as_u64s(s) {
+        Some(w) => std::borrow::Cow::Borrowed(w),
+        None => {
+            use rayon::prelude::*;
+            std::borrow::Cow::Owned(s.par_iter().map(|e| e.widen()).collect())
+        }
+    }
+}
+
+impl<R: HostTransfer, S: ProbingScheme> GpuWideTable<R, S> {
+    fn upsert_typed<K: Key, V: Value>(
+        &mut self,
+        keys: &[K],
+        values: &[V],
+        distinct: bool,
+    ) -> Result<Inserted<K, V>> {
+        let (k, v) = (words(keys), words(values));
+        let (stats, lost) =
+            host_path::upsert(self, u64::as_bytes(&k), u64::as_bytes(&v), distinct)?;
+        Ok(Inserted {
+            stats,
+            unplaced: lost
+                .into_iter()
+                .map(|(k, v)| (K::narrow(k), V::narrow(v)))
+                .collect(),
+        })
+    }
+}
+
+impl<R: HostTransfer, S: ProbingScheme> GpuWideTable<R, S> {
+    /// Stored pairs.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    /// `true` when no pair is stored.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    /// Empties the table (queued) and switches to `family`.
+    pub fn reset(&mut self, family: HashFamily) -> Result<()> {
+        Engine::<u64, u64>::reset(self, family)
+    }
+    /// Looks host keys up (`Some(value)` / `None`), through the host path.
+    pub fn find_keys(&self, keys: &[u64], out: &mut [Option<u64>]) -> Result<ProbeStats> {
+        let mut values = vec![0u64; keys.len()];
+        let mut bits = vec![0u32; keys.len().div_ceil(32)];
+        let stats = Engine::<u64, u64>::find_into(self, keys, &mut values, Some(&mut bits))?;
+        for (i, o) in out.iter_mut().enumerate() {
+            *o = (bits[i / 32] >> (i % 32) & 1 == 1).then_some(values[i]);
+        }
+        Ok(stats)
+    }
+}
+
+impl<R: HostTransfer, S: ProbingScheme, K: Key, V: Value> Engine<K, V> for GpuWideTable<R, S> {
+    fn upsert(&mut self, keys: &[K], values: &[V]) -> Result<Inserted<K, V>> {
+        self.upsert_typed(keys, values, false)
     }
 
-    fn find_keys(&self, keys: &[u64], out: &mut [Option<u64>]) -> Result<ProbeStats> {
+    fn insert_distinct(&mut self, keys: &[K], values: &[V]) -> Result<Inserted<K, V>> {
+        self.upsert_typed(keys, values, true)
+    }
+
+    fn count_new(&self, keys: &[K]) -> Result<usize> {
+        host_path::count_new(self, u64::as_bytes(&words(keys)))
+    }
+
+    fn find_into(
+        &self,
+        keys: &[K],
+        out: &mut [V],
+        found: Option<&mut [u32]>,
+    ) -> Result<ProbeStats> {
         let n = keys.len();
         if n == 0 {
             return Ok(ProbeStats::default());
         }
-        let kh = self.upload(keys);
-        let (oh, fh) = (self.client.empty(n * 8), self.client.empty(n * 4));
-        self.find_device(&kh, &oh, &fh, n);
-        let (vals, found) = (self.read_u64(oh), self.read_u32(fh));
-        for (i, o) in out.iter_mut().enumerate() {
-            *o = (found[i] == 1).then_some(vals[i]);
+        let k = words(keys);
+        let mut flags_all = vec![0u32; n];
+        let mut direct = V::as_u64s_mut(out);
+        let mut widened = if direct.is_none() {
+            vec![0u64; n]
+        } else {
+            Vec::new()
+        };
+        let dst: &mut [u64] = match direct.as_deref_mut() {
+            Some(d) => d,
+            None => &mut widened,
+        };
+        // The wide find writes 1/0 flags; they are read back per chunk next to the values.
+        for start in (0..n).step_by(host_path::FIND_CHUNK) {
+            let m = (n - start).min(host_path::FIND_CHUNK);
+            let kh = R::upload(
+                &self.client,
+                &self.stager,
+                u64::as_bytes(&k[start..start + m]),
+            )?;
+            let (oh, fh) = (self.client.empty(m * 8), self.client.empty(m * 4));
+            self.find_device(&kh, &oh, &fh, m);
+            R::download(
+                &self.client,
+                &self.stager,
+                &oh,
+                host_path::u64_bytes_mut(&mut dst[start..start + m]),
+            )?;
+            R::download(
+                &self.client,
+                &self.stager,
+                &fh,
+                host_path::u32_bytes_mut(&mut flags_all[start..start + m]),
+            )?;
+        }
+        {
+            use rayon::prelude::*;
+            dst.par_iter_mut()
+                .zip(flags_all.par_iter())
+                .for_each(|(o, &f)| {
+                    if f == 0 {
+                        *o = u64::MAX;
+                    }
+                });
+        }
+        if direct.is_none() {
+            for (o, w) in out.iter_mut().zip(&widened) {
+                *o = V::narrow(*w);
+            }
+        }
+        if let Some(bits) = found {
+            crate::engine::bits_from(bits, n, |i| flags_all[i] == 1);
         }
         let probes = if self.count_probes {
             self.read_u32(self.find_probes.clone())
@@ -499,7 +725,7 @@ impl<R: Runtime, S: ProbingScheme> Engine for GpuWideTable<R, S> {
         })
     }
 
-    fn pairs(&self) -> Result<Vec<(u64, u64)>> {
+    fn pairs(&self) -> Result<Vec<(K, V)>> {
         let (k, v) = (
             self.read_u64(self.keys.clone()),
             self.read_u64(self.values.clone()),
@@ -507,6 +733,7 @@ impl<R: Runtime, S: ProbingScheme> Engine for GpuWideTable<R, S> {
         Ok(k.into_iter()
             .zip(v)
             .filter(|(k, _)| *k != EMPTY_WORD)
+            .map(|(k, v)| (K::narrow(k), V::narrow(v)))
             .collect())
     }
 
@@ -529,13 +756,17 @@ impl<R: Runtime, S: ProbingScheme> Engine for GpuWideTable<R, S> {
         self.family
     }
 
-    fn placement(&self) -> Result<Vec<(u64, u32)>> {
+    fn placement(&self) -> Result<Vec<(K, u32)>> {
         Ok(self
             .read_u64(self.keys.clone())
             .into_iter()
             .enumerate()
             .filter(|(_, k)| *k != EMPTY_WORD)
-            .map(|(i, k)| (k, (i / self.bucket_size as usize) as u32))
+            .map(|(i, k)| (K::narrow(k), (i / self.bucket_size as usize) as u32))
             .collect())
+    }
+
+    fn alloc_pinned(&self, bytes: usize) -> Option<PinnedAlloc> {
+        R::alloc_pinned(&self.stager, bytes)
     }
 }

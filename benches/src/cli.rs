@@ -1,0 +1,742 @@
+//! The command line of `hashtile-bench`: its clap definitions, and every check of what the user typed.
+//!
+//! Every bad input ends in one `error: ...` line on stderr and exit status 2 ([`BenchError::Input`], printed
+//! by `main`), before anything large is allocated: never a panic, never an allocation the machine cannot hold.
+//! The checks run in this order: parsing (clap), values (ranges, lists, names), table sizes (slots must fit in
+//! `u32`), the backend (an explicitly asked GPU backend must answer), memory (an estimate of the run's peak
+//! host and device bytes against what the machine has).
+
+use crate::sweep;
+use hashtile::{
+    Backend, BackendChoice, Bcht, Cht1, Error, HashTable, Iht, P2bht, SchemeInfo, TableConfig,
+};
+use std::fmt;
+use std::path::Path;
+
+/// The command line: a subcommand, or the `rates` options alone (the original flat invocation).
+#[derive(clap::Parser, Debug)]
+#[command(
+    version,
+    about = "Insert / find rates of hashtile tables, checked against a HashMap oracle",
+    args_conflicts_with_subcommands = true
+)]
+pub struct Cli {
+    /// What to run; without one, the `rates` options below apply.
+    #[command(subcommand)]
+    pub cmd: Option<Cmd>,
+    /// Options of the default (`rates`) mode.
+    #[command(flatten)]
+    pub rates: Args,
+}
+
+/// Subcommands of `hashtile-bench`.
+#[derive(clap::Subcommand, Debug)]
+pub enum Cmd {
+    /// Insert / find rates per load factor, checked against a HashMap oracle (the default mode).
+    Rates(Args),
+    /// The BGHT paper's experiments for every scheme: rates vs load factor and vs N, average probes, build
+    /// success rate over seeds; CSV, SVG plots and summary.md.
+    Sweep(sweep::SweepArgs),
+}
+
+/// Options of the `rates` mode.
+#[derive(clap::Args, Debug, Clone)]
+pub struct Args {
+    /// Backend: auto, cpu, cuda or vulkan.
+    #[arg(long, default_value = "auto")]
+    pub backend: BackendChoice,
+    /// Number of keys, as a power of two (1..=30).
+    #[arg(long, default_value_t = 20)]
+    pub log2_keys: u32,
+    /// Load factors to run (comma separated), each in (0, 1].
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "0.8,0.9",
+        allow_negative_numbers = true
+    )]
+    pub load: Vec<f64>,
+    /// Probing scheme: bcht, iht, p2bht or 1cht (1CHT needs --bucket 1).
+    #[arg(long, value_delimiter = ',', default_value = "bcht")]
+    pub scheme: Vec<String>,
+    /// Bucket size (slots per bucket): powers of two in 1..=32.
+    #[arg(long, value_delimiter = ',', default_value = "16")]
+    pub bucket: Vec<u32>,
+    /// Timed runs per measurement (the median is reported).
+    #[arg(long, default_value_t = 5)]
+    pub runs: usize,
+    /// Seed of the key generator.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u32,
+    /// GPU claim path: `cas` (the default) or `exchange` (claim by exchange and re-insert what was displaced).
+    #[arg(long, value_parser = ["cas", "exchange"])]
+    pub claim: Option<String>,
+    /// GPU insert bucket reads: `plain` (default on CUDA) or `atomic` (the Vulkan path: wgpu cannot bind the
+    /// table twice in one launch).
+    #[arg(long, value_parser = ["plain", "atomic"])]
+    pub reads: Option<String>,
+    /// Skip the duplicate check on insert (the caller promises new, distinct keys: the paper's bulk build).
+    #[arg(long)]
+    pub no_upsert: bool,
+    /// Longest cuckoo eviction chain (BCHT, 1CHT) [default: the scheme's, 100].
+    #[arg(long)]
+    pub max_chain: Option<u32>,
+    /// Number of hash functions [default: the scheme's: BCHT 3, IHT 3, P2BHT 2, 1CHT 4].
+    #[arg(long)]
+    pub num_hashes: Option<u32>,
+    /// 64-bit keys with 64-bit values (GPUs: keys and values in parallel arrays, stable schemes IHT / P2BHT
+    /// only; the CPU backend runs every scheme).
+    #[arg(long)]
+    pub wide: bool,
+    /// The scheme being measured (set per iteration, not a flag).
+    #[arg(skip)]
+    pub cur_scheme: String,
+    /// The bucket size being measured (set per iteration, not a flag).
+    #[arg(skip)]
+    pub cur_bucket: u32,
+    /// CSV output file.
+    #[arg(long, default_value = "hashtile-bench.csv")]
+    pub csv: String,
+}
+
+/// Why `hashtile-bench` stops early.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BenchError {
+    /// A bad command line (exit status 2), found before anything was measured.
+    Input(String),
+    /// A failure while running (exit status 1).
+    Run(String),
+}
+
+impl BenchError {
+    /// The process exit status.
+    pub fn status(&self) -> i32 {
+        match self {
+            BenchError::Input(_) => 2,
+            BenchError::Run(_) => 1,
+        }
+    }
+}
+
+impl fmt::Display for BenchError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BenchError::Input(m) | BenchError::Run(m) => f.write_str(m),
+        }
+    }
+}
+
+impl From<String> for BenchError {
+    /// The checks of this module return `Result<_, String>`: their errors are input errors.
+    fn from(m: String) -> Self {
+        BenchError::Input(m)
+    }
+}
+
+/// Largest `--log2-keys` (and every other `log2` size): the key generator draws `2 * 2^30` distinct 32-bit keys,
+/// and 2^31 keys would need more distinct keys than `u32` has (without the sentinel).
+pub const MAX_LOG2_KEYS: u32 = 30;
+
+/// Largest `--runs` / `--seeds`: far more than any measurement needs; bounds the loops and progress counters.
+pub const MAX_REPEATS: usize = 100_000;
+
+/// Names of the schemes, as `--scheme` spells them.
+pub const SCHEMES: [&str; 4] = [Bcht::NAME, Iht::NAME, P2bht::NAME, Cht1::NAME];
+
+/// Parses the process's command line. `--help` and `--version` print and exit here (status 0); every parse
+/// error comes back as one line.
+pub fn parse() -> Result<Cli, String> {
+    parse_from(std::env::args_os())
+}
+
+/// [`parse`] of an explicit command line (its first item is the program name).
+pub fn parse_from<I, T>(args: I) -> Result<Cli, String>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    use clap::Parser;
+    Cli::try_parse_from(args).map_err(|e| {
+        if !e.use_stderr() {
+            // --help, --version: not errors.
+            e.exit();
+        }
+        clap_one_line(&e)
+    })
+}
+
+/// A clap error as one line: the message and its tips (clap spreads them over several lines, followed by the
+/// usage), without the leading `error: ` (main adds it back).
+fn clap_one_line(e: &clap::Error) -> String {
+    // `Display` renders without colour codes.
+    let text = e.to_string();
+    let parts: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .take_while(|l| !l.starts_with("Usage:") && !l.starts_with("For more information"))
+        .filter(|l| !l.is_empty())
+        .collect();
+    let joined = parts.join("; ");
+    let msg = joined.strip_prefix("error: ").unwrap_or(&joined);
+    let msg = if msg.is_empty() {
+        "invalid command line"
+    } else {
+        msg
+    };
+    format!("{msg} (see --help)")
+}
+
+/// `--runs` / `--seeds`: at least 1 (the median of no runs does not exist), at most [`MAX_REPEATS`].
+pub fn check_repeats(flag: &str, v: usize) -> Result<usize, String> {
+    if (1..=MAX_REPEATS).contains(&v) {
+        Ok(v)
+    } else {
+        Err(format!(
+            "{flag} {v}: must be at least 1 and at most {MAX_REPEATS}"
+        ))
+    }
+}
+
+/// A number of keys given as a power of two: `1..=`[`MAX_LOG2_KEYS`].
+pub fn check_log2_keys(flag: &str, v: u32) -> Result<u32, String> {
+    if (1..=MAX_LOG2_KEYS).contains(&v) {
+        Ok(v)
+    } else {
+        Err(format!(
+            "{flag} {v}: must be in 1..={MAX_LOG2_KEYS} (2 to 2^{MAX_LOG2_KEYS} keys)"
+        ))
+    }
+}
+
+/// A list of load factors: not empty, each in `(0, 1]` (NaN and infinities are not).
+pub fn check_loads(flag: &str, loads: &[f64]) -> Result<(), String> {
+    if loads.is_empty() {
+        return Err(format!("{flag}: no load factor given"));
+    }
+    match loads.iter().find(|&&l| !(l > 0.0 && l <= 1.0)) {
+        Some(bad) => Err(format!(
+            "{flag} {bad}: a load factor must be in (0, 1] (greater than 0, at most 1)"
+        )),
+        None => Ok(()),
+    }
+}
+
+/// Sorted, de-duplicated copy of a list of load factors, each checked by [`check_loads`].
+pub fn load_list(flag: &str, loads: &[f64]) -> Result<Vec<f64>, String> {
+    check_loads(flag, loads)?;
+    let mut v = loads.to_vec();
+    v.sort_by(f64::total_cmp);
+    v.dedup();
+    Ok(v)
+}
+
+/// A bucket size: a power of two in `1..=32`.
+pub fn check_bucket(flag: &str, b: u32) -> Result<u32, String> {
+    if b.is_power_of_two() && b <= 32 {
+        Ok(b)
+    } else {
+        Err(format!(
+            "{flag} {b}: a bucket size must be a power of two in 1..=32 (1, 2, 4, 8, 16 or 32)"
+        ))
+    }
+}
+
+/// The scheme called `name` (any case), as [`SCHEMES`] spells it.
+pub fn scheme_name(flag: &str, name: &str) -> Result<&'static str, String> {
+    let trimmed = name.trim();
+    SCHEMES
+        .iter()
+        .copied()
+        .find(|s| s.eq_ignore_ascii_case(trimmed))
+        .ok_or_else(|| {
+            format!(
+                "{flag}: unknown scheme '{name}' (expected one of {})",
+                SCHEMES.join(", ")
+            )
+        })
+}
+
+/// Slots of a table for `n` keys at `load` in buckets of `bucket` slots, as `TableConfig::for_keys` sizes it;
+/// an error if that many slots do not fit the tables' `u32` slot indices.
+pub fn table_slots(what: &str, n: usize, load: f64, bucket: u32) -> Result<u64, String> {
+    let cfg = TableConfig::for_keys(n, load);
+    let b = bucket.max(1) as u64;
+    let slots = (cfg.capacity as u64).div_ceil(b).max(1).saturating_mul(b);
+    if slots >= u32::MAX as u64 {
+        return Err(format!(
+            "{what}: {n} keys at load factor {load} need {slots} slots (buckets of {bucket}), more than a table \
+             can index (2^32 - 1); use fewer keys or a higher load factor"
+        ));
+    }
+    Ok(slots)
+}
+
+/// The backend `choice` resolves to, or an error if it does not answer on this machine (only possible for
+/// an explicitly requested GPU backend: `auto` falls back to the CPU). Checked before any GPU call, which
+/// without a driver would panic inside the runtime.
+pub fn available_backend(choice: BackendChoice) -> Result<Backend, String> {
+    let backend = hashtile::resolve(choice);
+    if hashtile::is_available(backend) {
+        return Ok(backend);
+    }
+    // `HashTable::new` refuses an unavailable backend, saying why and what to do, before allocating anything.
+    let probe = HashTable::<Bcht, u32, u32>::new(
+        TableConfig::with_capacity(16).backend(BackendChoice::Exactly(backend)),
+    );
+    let why = match probe {
+        Err(Error::BackendUnavailable { reason, how, .. }) if !how.is_empty() => {
+            format!("{reason}. {how}")
+        }
+        Err(Error::BackendUnavailable { reason, .. }) => reason,
+        _ => "no device answered".to_string(),
+    };
+    Err(format!(
+        "backend {backend} is not available: {why} (--backend cpu runs anywhere)"
+    ))
+}
+
+/// Bytes a run needs at its peak: a lower bound of what the benchmark and its tables allocate (allocator
+/// slack, the runtime's pools and the library's temporary maps are not counted), enough to refuse sizes the
+/// machine cannot hold before allocating any of it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Footprint {
+    /// Host bytes.
+    pub host: u64,
+    /// Device bytes (GPU backends).
+    pub device: u64,
+    /// The largest single device buffer.
+    pub device_buffer: u64,
+}
+
+impl Footprint {
+    /// What two phases need at once.
+    pub fn plus(self, o: Self) -> Self {
+        Self {
+            host: self.host.saturating_add(o.host),
+            device: self.device.saturating_add(o.device),
+            device_buffer: self.device_buffer.max(o.device_buffer),
+        }
+    }
+    /// The peak of two phases that run one after the other.
+    pub fn max(self, o: Self) -> Self {
+        Self {
+            host: self.host.max(o.host),
+            device: self.device.max(o.device),
+            device_buffer: self.device_buffer.max(o.device_buffer),
+        }
+    }
+    /// Host bytes only.
+    fn host(host: u64) -> Self {
+        Self {
+            host,
+            ..Self::default()
+        }
+    }
+}
+
+/// Bytes of a `HashMap` of `n` entries of `entry` bytes (hashbrown: a power-of-two number of buckets at most
+/// 7/8 full, each the entry and one control byte).
+fn hashmap_bytes(n: u64, entry: u64) -> u64 {
+    let buckets = if n < 8 {
+        8
+    } else {
+        (n.saturating_mul(8) / 7).next_power_of_two()
+    };
+    buckets.saturating_mul(entry + 1)
+}
+
+/// The key set of `n` keys shared by every measurement: `2n` keys, `n` values and the `HashMap` oracle.
+pub fn keyset_footprint(n: usize) -> Footprint {
+    let n = n as u64;
+    Footprint::host(12 * n + hashmap_bytes(n, 8))
+}
+
+/// One `rates`-mode measurement (the `measure` / `measure_wide` functions) of `n` keys in `slots` slots.
+pub fn measure_footprint(backend: Backend, wide: bool, n: usize, slots: u64) -> Footprint {
+    let n = n as u64;
+    match (backend, wide) {
+        // Two tables alive between timed runs (16 bytes a slot), the insert's pair copy, the answers and the
+        // queries of one find mix.
+        (Backend::Cpu, false) => Footprint::host(32 * slots + 36 * n),
+        // Plus the widened keys and values; wide answers and queries.
+        (Backend::Cpu, true) => Footprint::host(32 * slots + 80 * n),
+        // Host: queries and read-backs. Device: packed 8-byte slots, the stash (1/16 of the slots), keys,
+        // values, answers, one find mix's queries and answers.
+        (_, false) => Footprint {
+            host: 12 * n,
+            device: 8 * slots + slots / 2 + 20 * n,
+            device_buffer: 8 * slots,
+        },
+        // Keys and values in parallel 8-byte arrays; the insert's failure buffer holds 2n words.
+        (_, true) => Footprint {
+            host: 76 * n,
+            device: 16 * slots + 52 * n,
+            device_buffer: (8 * slots).max(16 * n),
+        },
+    }
+}
+
+/// One `HashTable<_, u32, u32>` of `n` keys in `slots` slots with one find of all keys (the sweep's probe and
+/// success-rate builds).
+pub fn host_api_footprint(backend: Backend, n: usize, slots: u64) -> Footprint {
+    let n = n as u64;
+    match backend {
+        Backend::Cpu => Footprint::host(16 * slots + 28 * n),
+        _ => Footprint {
+            host: 28 * n,
+            device: 8 * slots + slots / 2 + 16 * n,
+            device_buffer: 8 * slots,
+        },
+    }
+}
+
+/// What the machine offers: host bytes available, and for a GPU backend the largest buffer the runtime
+/// allocates and (where known) the device's total memory.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Capacity {
+    /// Host bytes available (`None`: unknown, not checked).
+    pub host: Option<u64>,
+    /// Largest device buffer (`None`: unknown or not a GPU run).
+    pub device_buffer: Option<u64>,
+    /// Total device memory (`None`: unknown or not a GPU run).
+    pub device: Option<u64>,
+}
+
+impl Capacity {
+    /// This machine, for a run on `backend` (which must be available).
+    pub fn of_machine(backend: Backend) -> Self {
+        let (device_buffer, device) = device_limits(backend);
+        Self {
+            host: host_available(),
+            device_buffer,
+            device,
+        }
+    }
+}
+
+/// `bytes` in GiB (or MiB below 1 GiB), for messages.
+fn human(bytes: u64) -> String {
+    const MIB: f64 = 1024.0 * 1024.0;
+    if bytes >= 1 << 30 {
+        format!("{:.1} GiB", bytes as f64 / (MIB * 1024.0))
+    } else {
+        format!("{:.1} MiB", bytes as f64 / MIB)
+    }
+}
+
+/// An error if `need` does not fit `have`; `what` names the run in the message.
+pub fn check_footprint(what: &str, need: Footprint, have: Capacity) -> Result<(), String> {
+    let hint = "use fewer keys or higher load factors";
+    if let Some(h) = have.host.filter(|&h| need.host > h) {
+        return Err(format!(
+            "{what} needs at least {} of host memory, but only {} is available; {hint}",
+            human(need.host),
+            human(h)
+        ));
+    }
+    if let Some(b) = have.device_buffer.filter(|&b| need.device_buffer > b) {
+        return Err(format!(
+            "{what} needs a device buffer of {}, but the device allocates at most {} at once; {hint}",
+            human(need.device_buffer),
+            human(b)
+        ));
+    }
+    if let Some(d) = have.device.filter(|&d| need.device > d) {
+        return Err(format!(
+            "{what} needs at least {} of device memory, but the device has {}; {hint}",
+            human(need.device),
+            human(d)
+        ));
+    }
+    Ok(())
+}
+
+/// Host bytes available to this process: `MemAvailable` of `/proc/meminfo`, capped by a cgroup (v2) memory
+/// limit; `None` where neither can be read (not Linux).
+pub fn host_available() -> Option<u64> {
+    let meminfo = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|s| mem_available(&s));
+    let cgroup = cgroup_headroom(Path::new("/sys/fs/cgroup"));
+    match (meminfo, cgroup) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// `MemAvailable` of a `/proc/meminfo` text, in bytes.
+pub fn mem_available(meminfo: &str) -> Option<u64> {
+    meminfo.lines().find_map(|l| {
+        let rest = l.strip_prefix("MemAvailable:")?;
+        let kb: u64 = rest.trim().trim_end_matches("kB").trim().parse().ok()?;
+        Some(kb.saturating_mul(1024))
+    })
+}
+
+/// `memory.max - memory.current` of the cgroup v2 mounted at `root`; `None` without a limit.
+fn cgroup_headroom(root: &Path) -> Option<u64> {
+    let read = |f: &str| std::fs::read_to_string(root.join(f)).ok();
+    let max: u64 = read("memory.max")?.trim().parse().ok()?;
+    let current: u64 = read("memory.current")
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(0);
+    Some(max.saturating_sub(current))
+}
+
+/// The largest buffer the backend's runtime allocates and the device's total memory, where known. CubeCL
+/// refuses a buffer larger than its `max_page_size`; its CUDA runtime sets that to a quarter of the device's
+/// memory (`cuDeviceTotalMem`), so the total is known there; on Vulkan only the buffer limit is.
+fn device_limits(backend: Backend) -> (Option<u64>, Option<u64>) {
+    fn page<R: hashtile::cubecl::Runtime>() -> u64 {
+        R::client(&Default::default())
+            .properties()
+            .memory
+            .max_page_size
+    }
+    match backend {
+        Backend::Cpu => (None, None),
+        #[cfg(feature = "cuda")]
+        Backend::Cuda => {
+            let p = page::<hashtile::cubecl::cuda::CudaRuntime>();
+            (Some(p), Some(p.saturating_mul(4)))
+        }
+        #[cfg(feature = "vulkan")]
+        Backend::Vulkan => (Some(page::<hashtile::cubecl::wgpu::WgpuRuntime>()), None),
+        #[allow(unreachable_patterns)]
+        _ => (None, None),
+    }
+}
+
+/// Calls `f::<S>()` with the scheme type named `name` (one of [`SCHEMES`]).
+macro_rules! with_scheme {
+    ($name:expr, $f:ident $(, $arg:expr)*) => {
+        match $name {
+            "bcht" => $f::<Bcht>($($arg),*),
+            "iht" => $f::<Iht>($($arg),*),
+            "p2bht" => $f::<P2bht>($($arg),*),
+            "1cht" => $f::<Cht1>($($arg),*),
+            other => Err(format!("unknown scheme '{other}'")),
+        }
+    };
+}
+
+/// Scheme `S` supports bucket size `bucket` with the command line's knobs, and (GPUs) the pair width.
+fn check_scheme<S: SchemeInfo>(args: &Args, bucket: u32, backend: Backend) -> Result<(), String> {
+    if !S::BUCKET_SIZES.contains(&bucket) {
+        return Err(format!(
+            "--bucket {bucket}: {} does not support it (supported: {:?})",
+            S::NAME,
+            S::BUCKET_SIZES
+        ));
+    }
+    crate::scheme_params::<S>(bucket, args.no_upsert, args.max_chain, args.num_hashes)
+        .map_err(|e| format!("{} with buckets of {bucket}: {e}", S::NAME))?;
+    if args.wide && backend != Backend::Cpu && !S::STABLE {
+        return Err(format!(
+            "--wide: {} moves pairs (cuckoo eviction) and runs 64-bit pairs only on the CPU backend; use \
+             --scheme iht or p2bht on {backend}, or --backend cpu",
+            S::NAME
+        ));
+    }
+    Ok(())
+}
+
+/// The `rates` mode's checked command line and the backend it runs on.
+pub struct Rates {
+    /// The options, scheme names normalised.
+    pub args: Args,
+    /// The resolved, available backend.
+    pub backend: Backend,
+    /// `(scheme, bucket size)` of every table to measure, in order (1CHT: bucket size 1).
+    pub instances: Vec<(&'static str, u32)>,
+}
+
+/// Checks the `rates` mode's options (see the module docs for the order).
+pub fn rates(mut args: Args) -> Result<Rates, String> {
+    check_repeats("--runs", args.runs)?;
+    let log2 = check_log2_keys("--log2-keys", args.log2_keys)?;
+    check_loads("--load", &args.load)?;
+    if args.bucket.is_empty() {
+        return Err("--bucket: no bucket size given".into());
+    }
+    for &b in &args.bucket {
+        check_bucket("--bucket", b)?;
+    }
+    if args.scheme.is_empty() {
+        return Err("--scheme: no scheme given".into());
+    }
+    let schemes = args
+        .scheme
+        .iter()
+        .map(|s| scheme_name("--scheme", s))
+        .collect::<Result<Vec<_>, _>>()?;
+    args.scheme = schemes.iter().map(|s| s.to_string()).collect();
+    check_csv_path(&args.csv)?;
+    // Every (scheme, bucket size) pair asked for; 1CHT only has one-slot buckets.
+    let mut instances = Vec::new();
+    for &s in &schemes {
+        if s == Cht1::NAME {
+            instances.push((s, 1));
+        } else {
+            instances.extend(args.bucket.iter().map(|&b| (s, b)));
+        }
+    }
+    let n = 1usize << log2;
+    let mut slots = Vec::new();
+    for &(s, b) in &instances {
+        for &load in &args.load {
+            slots.push(table_slots(&format!("{s} --log2-keys {log2}"), n, load, b)?);
+        }
+    }
+    let backend = available_backend(args.backend)?;
+    for &(s, b) in &instances {
+        with_scheme!(s, check_scheme, &args, b, backend)?;
+    }
+    let peak = slots
+        .iter()
+        .map(|&sl| measure_footprint(backend, args.wide, n, sl))
+        .fold(Footprint::default(), Footprint::max);
+    check_footprint(
+        &format!("2^{log2} keys on {backend}"),
+        keyset_footprint(n).plus(peak),
+        Capacity::of_machine(backend),
+    )?;
+    Ok(Rates {
+        args,
+        backend,
+        instances,
+    })
+}
+
+/// The CSV file can be created where asked: its directory exists, and the path is not a directory.
+pub fn check_csv_path(csv: &str) -> Result<(), String> {
+    if csv.is_empty() {
+        return Err("--csv: empty file name".into());
+    }
+    let path = Path::new(csv);
+    if path.is_dir() {
+        return Err(format!("--csv {csv}: is a directory, not a file"));
+    }
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    if !dir.is_dir() {
+        return Err(format!(
+            "--csv {csv}: directory {} does not exist",
+            dir.display()
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Cli, String> {
+        parse_from(std::iter::once("hashtile-bench").chain(args.iter().copied()))
+    }
+
+    fn rates_of(args: &[&str]) -> Result<Rates, String> {
+        let cli = parse(args)?;
+        rates(cli.rates)
+    }
+
+    #[test]
+    fn clap_errors_are_one_line() {
+        for bad in [
+            &["--no-such-flag"][..],
+            &["--runs", "x"],
+            &["--log2-keys", "-3"],
+            &["--claim", "swap"],
+            &["--backend", "tpu"],
+            &["sweep", "--experiments", "nope"],
+        ] {
+            let e = parse(bad).err().unwrap_or_else(|| panic!("{bad:?} parsed"));
+            assert!(!e.contains('\n'), "{bad:?}: {e}");
+            assert!(!e.starts_with("error"), "{bad:?}: {e}");
+            assert!(!e.contains('\u{1b}'), "colour codes in {e:?}");
+        }
+        let e = parse(&["--claim", "swap"]).err().unwrap();
+        assert!(e.contains("cas") && e.contains("exchange"), "{e}");
+    }
+
+    #[test]
+    fn values_are_checked() {
+        let err = |args: &[&str]| rates_of(args).err().unwrap_or_default();
+        assert!(err(&["--runs", "0"]).contains("--runs 0"));
+        assert!(err(&["--log2-keys", "40"]).contains("1..=30"));
+        assert!(err(&["--log2-keys", "0"]).contains("1..=30"));
+        for l in ["-0.5", "nan", "1.5", "0", "inf"] {
+            assert!(err(&["--load", l]).contains("(0, 1]"), "{l}");
+        }
+        assert!(err(&["--bucket", "3"]).contains("power of two"));
+        assert!(err(&["--bucket", "64"]).contains("power of two"));
+        assert!(err(&["--scheme", "bcht,cuckoo"]).contains("unknown scheme 'cuckoo'"));
+        assert!(err(&["--scheme", "1cht", "--num-hashes", "9"]).contains("1cht"));
+        assert!(err(&["--csv", "/no/such/dir/x.csv"]).contains("does not exist"));
+        let slots = err(&["--log2-keys", "30", "--load", "0.1"]);
+        assert!(slots.contains("more than a table"), "{slots}");
+    }
+
+    #[test]
+    fn good_input_is_accepted() {
+        let r = rates_of(&[
+            "--backend",
+            "cpu",
+            "--log2-keys",
+            "10",
+            "--scheme",
+            "BCHT,1cht",
+            "--bucket",
+            "8,16",
+        ])
+        .unwrap();
+        assert_eq!(r.backend, Backend::Cpu);
+        assert_eq!(r.args.scheme, vec!["bcht", "1cht"]);
+        assert_eq!(r.instances, vec![("bcht", 8), ("bcht", 16), ("1cht", 1)]);
+    }
+
+    #[test]
+    fn footprints_and_limits() {
+        assert_eq!(
+            mem_available("MemTotal: 10 kB\nMemAvailable:   2048 kB\n"),
+            Some(2 << 20)
+        );
+        assert_eq!(mem_available("MemTotal: 10 kB\n"), None);
+        let n = 1 << 20;
+        let slots = table_slots("t", n, 0.8, 16).unwrap();
+        assert_eq!(slots, 1_310_720);
+        let need = keyset_footprint(n).plus(measure_footprint(Backend::Cpu, false, n, slots));
+        assert!(need.host > 32 * slots && need.device == 0);
+        let small = Capacity {
+            host: Some(need.host - 1),
+            ..Capacity::default()
+        };
+        assert!(
+            check_footprint("t", need, small)
+                .unwrap_err()
+                .contains("host memory")
+        );
+        let big = Capacity {
+            host: Some(need.host),
+            ..Capacity::default()
+        };
+        assert_eq!(check_footprint("t", need, big), Ok(()));
+        let gpu = measure_footprint(Backend::Cuda, false, n, slots);
+        let tight = Capacity {
+            host: None,
+            device_buffer: Some(gpu.device_buffer - 1),
+            device: None,
+        };
+        assert!(
+            check_footprint("t", gpu, tight)
+                .unwrap_err()
+                .contains("device buffer")
+        );
+        // 2^30 keys cannot fit in 2^32 slots below load 0.25.
+        assert!(table_slots("t", 1 << 30, 0.2, 16).is_err());
+        assert!(table_slots("t", 1 << 30, 0.5, 16).is_ok());
+    }
+}

@@ -1,0 +1,291 @@
+//! The `hashtile-bench` binary refuses every bad command line with one `error: ...` line on stderr and exit
+//! status 2: no panic, no backtrace, no allocation the machine cannot hold. And a small good run succeeds.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// A fresh scratch directory under the system's temp dir, unique to this call (tests run in parallel).
+fn scratch(name: &str) -> PathBuf {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "hashtile-bench-cli-{}-{name}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("create scratch dir");
+    dir
+}
+
+/// Runs the binary with `args` in a scratch directory (so a wrongly accepted run writes nothing here), with
+/// backtraces on: a panic would show one.
+fn run_in(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_hashtile-bench"))
+        .args(args)
+        .current_dir(dir)
+        .env("RUST_BACKTRACE", "1")
+        .output()
+        .expect("run hashtile-bench")
+}
+
+/// `args` are refused: exit status 2 (not a signal), one `error: ...` line on stderr containing `fragment`,
+/// no panic, no backtrace.
+#[track_caller]
+fn assert_refused(args: &[&str], fragment: &str) {
+    let dir = scratch("refused");
+    let out = run_in(&dir, args);
+    let _ = std::fs::remove_dir_all(&dir);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.code().is_some(),
+        "{args:?}: killed by a signal ({:?})\n{stderr}",
+        out.status
+    );
+    assert!(!out.status.success(), "{args:?} was accepted\n{stderr}");
+    assert_eq!(out.status.code(), Some(2), "{args:?}\n{stderr}");
+    assert!(!stderr.contains("panicked"), "{args:?} panicked:\n{stderr}");
+    assert!(
+        !stderr.to_lowercase().contains("backtrace"),
+        "{args:?} printed a backtrace:\n{stderr}"
+    );
+    assert!(
+        stderr.contains(fragment),
+        "{args:?}: stderr lacks {fragment:?}:\n{stderr}"
+    );
+    assert!(
+        stderr.starts_with("error: ") && stderr.trim_end().lines().count() == 1,
+        "{args:?}: not one `error:` line:\n{stderr}"
+    );
+}
+
+/// Small CPU options that make a wrongly accepted run fast.
+const SMALL: [&str; 4] = ["--backend", "cpu", "--log2-keys", "8"];
+
+/// `SMALL` followed by `more`.
+fn small(more: &[&'static str]) -> Vec<&'static str> {
+    SMALL.iter().chain(more).copied().collect()
+}
+
+#[test]
+fn zero_runs() {
+    assert_refused(&small(&["--runs", "0"]), "--runs 0: must be at least 1");
+    assert_refused(
+        &["sweep", "--backend", "cpu", "--quick", "--runs", "0"],
+        "--runs 0: must be at least 1",
+    );
+    assert_refused(
+        &["sweep", "--backend", "cpu", "--quick", "--seeds", "0"],
+        "--seeds 0",
+    );
+}
+
+#[test]
+fn key_counts_out_of_range() {
+    assert_refused(&["--log2-keys", "40"], "--log2-keys 40: must be in 1..=30");
+    assert_refused(&["--log2-keys", "0"], "--log2-keys 0: must be in 1..=30");
+    assert_refused(&["--log2-keys", "99999999999"], "invalid value");
+    assert_refused(
+        &["sweep", "--quick", "--max-log2-keys", "31"],
+        "--max-log2-keys 31",
+    );
+    assert_refused(
+        &["sweep", "--quick", "--probe-log2-keys", "0"],
+        "--probe-log2-keys 0",
+    );
+    // 2^30 keys at load 0.1 need more slots than a table can index.
+    assert_refused(
+        &["--backend", "cpu", "--log2-keys", "30", "--load", "0.1"],
+        "more than a table can index",
+    );
+}
+
+/// Sizes the host cannot hold are refused before allocating. Only where the refusal is certain: 2^30 keys
+/// at load 1 need over 100 GiB on the CPU backend.
+#[test]
+fn more_than_host_memory() {
+    let avail = std::fs::read_to_string("/proc/meminfo").ok().and_then(|m| {
+        m.lines()
+            .find_map(|l| l.strip_prefix("MemAvailable:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+    });
+    match avail {
+        Some(kb) if kb < 64 << 20 => assert_refused(
+            &[
+                "--backend",
+                "cpu",
+                "--log2-keys",
+                "30",
+                "--load",
+                "1",
+                "--runs",
+                "1",
+            ],
+            "of host memory",
+        ),
+        _ => eprintln!("skipped: MemAvailable unknown or at least 64 GiB"),
+    }
+}
+
+#[test]
+fn bad_load_factors() {
+    for load in ["-0.5", "nan", "1.5", "0", "inf", "0.8,-1"] {
+        assert_refused(&small(&["--load", load]), "a load factor must be in (0, 1]");
+    }
+    assert_refused(&small(&["--load", "0.8,x"]), "invalid value 'x'");
+    assert_refused(
+        &[
+            "sweep",
+            "--backend",
+            "cpu",
+            "--quick",
+            "--success-load",
+            "1.5",
+        ],
+        "--success-load 1.5",
+    );
+    assert_refused(
+        &[
+            "sweep",
+            "--backend",
+            "cpu",
+            "--quick",
+            "--size-load",
+            "-0.5",
+        ],
+        "--size-load -0.5",
+    );
+}
+
+#[test]
+fn bad_bucket_sizes() {
+    assert_refused(
+        &small(&["--bucket", "3"]),
+        "--bucket 3: a bucket size must be a power of two",
+    );
+    assert_refused(&small(&["--bucket", "16,64"]), "--bucket 64");
+    assert_refused(&small(&["--bucket", "0"]), "--bucket 0");
+    assert_refused(
+        &["sweep", "--backend", "cpu", "--quick", "--scheme", "iht:3"],
+        "a bucket size must be a power of two",
+    );
+    assert_refused(
+        &["sweep", "--backend", "cpu", "--quick", "--scheme", "iht:x"],
+        "bad bucket size 'x'",
+    );
+}
+
+#[test]
+fn unknown_names_and_flags() {
+    assert_refused(&small(&["--scheme", "cuckoo"]), "unknown scheme 'cuckoo'");
+    assert_refused(&small(&["--scheme", "bcht,"]), "unknown scheme ''");
+    assert_refused(
+        &["sweep", "--backend", "cpu", "--scheme", "cuckoo"],
+        "unknown scheme 'cuckoo'",
+    );
+    assert_refused(&["--frobnicate"], "unexpected argument '--frobnicate'");
+    assert_refused(
+        &["sweep", "--frobnicate"],
+        "unexpected argument '--frobnicate'",
+    );
+    assert_refused(&["--backend", "tpu"], "unknown backend 'tpu'");
+    assert_refused(
+        &small(&["--claim", "swap"]),
+        "possible values: cas, exchange",
+    );
+    assert_refused(&small(&["--runs", "five"]), "invalid value 'five'");
+    assert_refused(&small(&["--csv", "/no/such/dir/out.csv"]), "does not exist");
+    assert_refused(
+        &small(&["--num-hashes", "9"]),
+        "BCHT needs 2..=4 hash functions",
+    );
+}
+
+#[test]
+fn unavailable_cuda() {
+    if hashtile::is_available(hashtile::Backend::Cuda) {
+        eprintln!("skipped: CUDA is available here");
+        return;
+    }
+    assert_refused(
+        &["--backend", "cuda", "--log2-keys", "8", "--runs", "1"],
+        "backend cuda is not available",
+    );
+    assert_refused(
+        &["sweep", "--backend", "cuda", "--quick"],
+        "backend cuda is not available",
+    );
+}
+
+#[test]
+fn help_succeeds() {
+    let dir = scratch("help");
+    let out = run_in(&dir, &["--help"]);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("--log2-keys"));
+}
+
+#[test]
+fn small_cpu_run_writes_its_csv() {
+    let dir = scratch("smoke");
+    let csv = dir.join("rates.csv");
+    let out = Command::new(env!("CARGO_BIN_EXE_hashtile-bench"))
+        .args([
+            "--backend",
+            "cpu",
+            "--log2-keys",
+            "10",
+            "--load",
+            "0.8",
+            "--runs",
+            "1",
+            "--csv",
+        ])
+        .arg(&csv)
+        .current_dir(&dir)
+        .output()
+        .expect("run hashtile-bench");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{:?}\n{stderr}", out.status);
+    let text = std::fs::read_to_string(&csv).expect("CSV written");
+    // Header, then insert and three find mixes, every one checked against the oracle.
+    assert_eq!(text.lines().count(), 5, "{text}");
+    assert!(
+        text.lines()
+            .skip(1)
+            .all(|l| l.starts_with("cpu,bcht,16,1024,0.8,") && l.contains(",true,")),
+        "{text}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn small_cpu_sweep_succeeds() {
+    let dir = scratch("sweep");
+    let out = Command::new(env!("CARGO_BIN_EXE_hashtile-bench"))
+        .args([
+            "sweep",
+            "--backend",
+            "cpu",
+            "--scheme",
+            "bcht",
+            "--experiments",
+            "success",
+            "--success-log2-keys",
+            "8",
+            "--success-load",
+            "0.5",
+            "--seeds",
+            "2",
+            "--out",
+            "out",
+        ])
+        .current_dir(&dir)
+        .output()
+        .expect("run hashtile-bench sweep");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{:?}\n{stderr}", out.status);
+    assert!(dir.join("out/success_rate.csv").exists());
+    let _ = std::fs::remove_dir_all(&dir);
+}
