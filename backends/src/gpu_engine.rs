@@ -19,6 +19,8 @@ pub struct GpuSpec {
     pub count_probes: bool,
     /// Pairs wider than 64 bits: parallel key and value arrays ([`crate::gpu::wide`]); else packed words.
     pub wide: bool,
+    /// Keys per device batch and find chunk of the host path (`None`: the defaults).
+    pub batch_keys: Option<usize>,
 }
 
 /// A table on runtime `R` with `options`: packed 32-bit pairs, or wide pairs in parallel arrays.
@@ -38,10 +40,12 @@ fn build<R: crate::gpu::transfer::HostTransfer, S: ProbingScheme, K: Key, V: Val
     if spec.wide {
         let mut t = crate::gpu::wide::GpuWideTable::<R, S>::new(&device, nb, b, fam, p, options)?;
         t.set_count_probes(spec.count_probes);
+        t.set_batch_keys(spec.batch_keys);
         Ok(Box::new(t))
     } else {
         let mut t = crate::gpu::GpuTable::<R, S>::new(&device, nb, b, fam, p, options)?;
         t.set_count_probes(spec.count_probes);
+        t.set_batch_keys(spec.batch_keys);
         Ok(Box::new(t))
     }
 }

@@ -34,6 +34,9 @@ pub struct TableConfig {
     /// GPU backends: count probes on the device (compiled out of the kernels when off). The CPU backend
     /// always counts.
     pub count_probes: bool,
+    /// GPU backends: keys per device batch of an insert and per chunk of a find (`None`: 2^26 and 2^24).
+    /// Smaller batches bound the device memory of a call; tests use them to cross chunk boundaries.
+    pub batch_keys: Option<usize>,
 }
 
 impl TableConfig {
@@ -49,6 +52,7 @@ impl TableConfig {
             max_rebuilds: 8,
             deterministic: false,
             count_probes: false,
+            batch_keys: None,
         }
     }
     /// A table sized so that `n` keys fill it to `load_factor`, which must be in `(0, 1]` (else
@@ -99,6 +103,11 @@ impl TableConfig {
         self.count_probes = on;
         self
     }
+    /// Sets the keys per device batch and find chunk (GPU backends; rounded up to a multiple of 32).
+    pub fn batch_keys(mut self, keys: usize) -> Self {
+        self.batch_keys = Some(keys);
+        self
+    }
     /// Sets how many re-seeded rebuilds an insert may try.
     pub fn max_rebuilds(mut self, n: u32) -> Self {
         self.max_rebuilds = n;
@@ -117,6 +126,9 @@ impl TableConfig {
             return Err(Error::InvalidConfig(format!(
                 "bucket size must be a power of two in 1..=32, got {bucket_size}"
             )));
+        }
+        if self.batch_keys == Some(0) {
+            return Err(Error::InvalidConfig("batch_keys must be at least 1".into()));
         }
         if self.capacity == 0 {
             return Err(Error::InvalidConfig(
@@ -282,6 +294,7 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
             params,
             count_probes: config.count_probes,
             wide,
+            batch_keys: config.batch_keys,
         };
         let engine: Box<dyn Engine<K, V>> = match backend {
             Backend::Cpu => {

@@ -13,10 +13,35 @@ use cubecl::prelude::*;
 use cubecl::server::Handle;
 use hashtile_core::{Error, ProbeStats, Result};
 
-/// Keys per device batch: larger host batches run as consecutive batches of this size, which keeps the device
-/// memory of one call bounded (about 32 bytes per key with the duplicate passes) and keeps the semantics (a
-/// later batch's keys that an earlier one stored are updates).
-pub const DEVICE_BATCH: usize = 1 << 26;
+/// How a host batch is cut for the device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchSizes {
+    /// Keys per device batch of an insert: larger host batches run as consecutive batches, which bounds the
+    /// device memory of one call (about 32 bytes per key with the duplicate passes) and keeps the semantics (a
+    /// later batch's keys that an earlier one stored are updates).
+    pub insert: usize,
+    /// Keys per find chunk (a multiple of 32, so a chunk's presence bits start at a word boundary).
+    pub find: usize,
+}
+
+impl BatchSizes {
+    /// The defaults: 2^26-key inserts (one batch for the sweeps' sizes), 2^24-key find chunks.
+    pub const DEFAULT: Self = Self {
+        insert: 1 << 26,
+        find: 1 << 24,
+    };
+    /// Both sizes set to `keys` (rounded up to a multiple of 32; for tests of chunk boundaries), or the
+    /// defaults.
+    pub fn from_keys(keys: Option<usize>) -> Self {
+        match keys {
+            Some(k) => {
+                let k = k.max(1).next_multiple_of(32);
+                Self { insert: k, find: k }
+            }
+            None => Self::DEFAULT,
+        }
+    }
+}
 
 /// Device-side steps of a table that the host path chains.
 pub(crate) trait BatchTable<R: HostTransfer> {
@@ -30,6 +55,8 @@ pub(crate) trait BatchTable<R: HostTransfer> {
     fn stager(&self) -> &R::Stager;
     /// Pairs stored (settled).
     fn stored(&self) -> usize;
+    /// Keys per device batch of an insert and per chunk of a find ([`BatchSizes`]).
+    fn batch_sizes(&self) -> BatchSizes;
     /// Marks keys marked [`MASK_NEW`] that are already stored as [`MASK_UPDATE`] (queued).
     fn classify(&self, keys: &Handle, mask: &Handle, n: usize);
     /// Queues an insert of the positions whose mask equals `mode` (all positions when `mask` is `None`);
@@ -173,8 +200,9 @@ pub(crate) fn upsert<R: HostTransfer, T: BatchTable<R>>(
     let n = keys.len() / kb;
     let mut stats = ProbeStats::default();
     let mut lost = Vec::new();
-    for start in (0..n).step_by(DEVICE_BATCH) {
-        let m = (n - start).min(DEVICE_BATCH);
+    let batch = t.batch_sizes().insert;
+    for start in (0..n).step_by(batch) {
+        let m = (n - start).min(batch);
         check_device_memory::<R>(t.stager(), "an insert batch", batch_bytes::<R, T>(m))?;
         let kh = R::upload(t.client(), t.stager(), &keys[start * kb..(start + m) * kb])?;
         let vh = R::upload(
@@ -202,14 +230,15 @@ pub(crate) fn upsert<R: HostTransfer, T: BatchTable<R>>(
 }
 
 /// Counts the distinct keys of a host batch that are not stored (the capacity check near a full table).
-/// Batches larger than [`DEVICE_BATCH`] are counted per device batch (a key repeated across them counts more
+/// Batches larger than one device batch are counted per device batch (a key repeated across them counts more
 /// than once: an over-estimate, never an under-estimate).
 pub(crate) fn count_new<R: HostTransfer, T: BatchTable<R>>(t: &T, keys: &[u8]) -> Result<usize> {
     let kb = T::KEY_BYTES;
     let n = keys.len() / kb;
     let mut new = 0;
-    for start in (0..n).step_by(DEVICE_BATCH) {
-        let m = (n - start).min(DEVICE_BATCH);
+    let batch = t.batch_sizes().insert;
+    for start in (0..n).step_by(batch) {
+        let m = (n - start).min(batch);
         check_device_memory::<R>(t.stager(), "a capacity check", batch_bytes::<R, T>(m))?;
         let kh = R::upload(t.client(), t.stager(), &keys[start * kb..(start + m) * kb])?;
         let mask = plan(t, &kh, m, t.stored() > 0);
@@ -217,9 +246,6 @@ pub(crate) fn count_new<R: HostTransfer, T: BatchTable<R>>(t: &T, keys: &[u8]) -
     }
     Ok(new)
 }
-
-/// Keys per find chunk (a multiple of 32, so presence bits of a chunk start at a word boundary).
-pub const FIND_CHUNK: usize = 1 << 24;
 
 /// Runs a bulk find over a host batch in chunks: `launch(keys, out, bits, n)` queues the table's find kernel;
 /// values (and presence bits) are copied straight into `out` (and `found`).
@@ -232,11 +258,12 @@ pub(crate) fn find<R: HostTransfer>(
     out: &mut [u8],
     value_bytes: usize,
     mut found: Option<&mut [u32]>,
+    chunk: usize,
     launch: impl Fn(&Handle, &Handle, Option<&Handle>, usize),
 ) -> Result<()> {
     let n = keys.len() / key_bytes;
-    for start in (0..n).step_by(FIND_CHUNK) {
-        let m = (n - start).min(FIND_CHUNK);
+    for start in (0..n).step_by(chunk) {
+        let m = (n - start).min(chunk);
         let kh = R::upload(
             client,
             stager,

@@ -42,6 +42,8 @@ pub struct GpuTable<R: HostTransfer, S: ProbingScheme> {
     client: ComputeClient<R>,
     /// Host-path copies (CUDA: a stream of its own and pinned staging buffers).
     stager: R::Stager,
+    /// How host batches are cut for the device.
+    batch: host_path::BatchSizes,
     table: Handle,
     shape: Handle,
     num_buckets: u32,
@@ -179,6 +181,7 @@ impl<R: HostTransfer, S: ProbingScheme> GpuTable<R, S> {
         let tile_width = tile_width_for(&client, bucket_size)?;
         let slots = num_buckets as usize * bucket_size as usize;
         let stager = R::stager(&client)?;
+        let batch = host_path::BatchSizes::DEFAULT;
         host_path::check_device_memory::<R>(&stager, "the table", slots as u64 * 8)?;
         let table = client.empty(slots * 8);
         let shape = client.empty(SHAPE_WORDS * 4);
@@ -192,6 +195,7 @@ impl<R: HostTransfer, S: ProbingScheme> GpuTable<R, S> {
         let mut t = Self {
             client,
             stager,
+            batch,
             table,
             shape,
             num_buckets,
@@ -368,6 +372,12 @@ impl<R: HostTransfer, S: ProbingScheme> GpuTable<R, S> {
         fill_u32(&self.client, h, n, 0);
     }
 
+    /// Sets the keys per device batch and per find chunk of the host path (`None`: the defaults, see
+    /// [`host_path::BatchSizes`]).
+    pub fn set_batch_keys(&mut self, keys: Option<usize>) {
+        self.batch = host_path::BatchSizes::from_keys(keys);
+    }
+
     /// Turns device probe counting on or off. Off (the default) compiles the counting out of the kernels.
     pub fn set_count_probes(&mut self, on: bool) {
         self.count_probes = on;
@@ -528,6 +538,9 @@ impl<R: HostTransfer, S: ProbingScheme> BatchTable<R> for GpuTable<R, S> {
     fn stored(&self) -> usize {
         self.len
     }
+    fn batch_sizes(&self) -> host_path::BatchSizes {
+        self.batch
+    }
     fn classify(&self, keys: &Handle, mask: &Handle, n: usize) {
         // SAFETY: indices are bounded by `n` and by the table's shape.
         unsafe {
@@ -622,6 +635,7 @@ impl<R: HostTransfer, S: ProbingScheme, K: Key, V: Value> Engine<K, V> for GpuTa
             host_path::u32_bytes_mut(o),
             4,
             found,
+            self.batch.find,
             |kh, oh, bits, n| self.launch_find(kh, oh, bits, mode, n, u32::MAX),
         )?;
         Ok(self.last_find_probes(keys.len()))

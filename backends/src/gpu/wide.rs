@@ -263,6 +263,8 @@ pub struct WideDeviceRef {
 pub struct GpuWideTable<R: HostTransfer, S: ProbingScheme> {
     client: ComputeClient<R>,
     stager: R::Stager,
+    /// How host batches are cut for the device.
+    batch: host_path::BatchSizes,
     /// Failure buffer of the queued inserts (2 words per pair) and its length in words.
     failed: Option<(Handle, usize)>,
     /// Keys queued since the last settle.
@@ -308,9 +310,11 @@ impl<R: HostTransfer, S: ProbingScheme> GpuWideTable<R, S> {
         }
         let slots = num_buckets as usize * bucket_size as usize;
         let stager = R::stager(&client)?;
+        let batch = host_path::BatchSizes::DEFAULT;
         host_path::check_device_memory::<R>(&stager, "the table", slots as u64 * 16)?;
         let t = Self {
             stager,
+            batch,
             failed: None,
             pending_ops: 0,
             keys: client.empty(slots.max(1) * 8),
@@ -351,6 +355,11 @@ impl<R: HostTransfer, S: ProbingScheme> GpuWideTable<R, S> {
     /// The compute client (to allocate buffers and launch your own kernels on the same device).
     pub fn client(&self) -> &ComputeClient<R> {
         &self.client
+    }
+
+    /// Sets the keys per device batch and per find chunk of the host path (`None`: the defaults).
+    pub fn set_batch_keys(&mut self, keys: Option<usize>) {
+        self.batch = host_path::BatchSizes::from_keys(keys);
     }
 
     /// Turns device probe counting on or off (compiled out of the kernels when off).
@@ -545,6 +554,9 @@ impl<R: HostTransfer, S: ProbingScheme> BatchTable<R> for GpuWideTable<R, S> {
     fn stored(&self) -> usize {
         self.len
     }
+    fn batch_sizes(&self) -> host_path::BatchSizes {
+        self.batch
+    }
     fn classify(&self, keys: &Handle, mask: &Handle, n: usize) {
         // SAFETY: indices are bounded by `n` and by the table's shape.
         unsafe {
@@ -670,8 +682,8 @@ impl<R: HostTransfer, S: ProbingScheme, K: Key, V: Value> Engine<K, V> for GpuWi
             None => &mut widened,
         };
         // The wide find writes 1/0 flags; they are read back per chunk next to the values.
-        for start in (0..n).step_by(host_path::FIND_CHUNK) {
-            let m = (n - start).min(host_path::FIND_CHUNK);
+        for start in (0..n).step_by(self.batch.find) {
+            let m = (n - start).min(self.batch.find);
             let kh = R::upload(
                 &self.client,
                 &self.stager,
