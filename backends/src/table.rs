@@ -380,8 +380,16 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
                 expected: keys.len(),
             });
         }
+        let t0 = std::time::Instant::now();
         if let Some(index) = first_sentinel(keys) {
             return Err(Error::SentinelKey { index });
+        }
+        let trace = std::env::var_os("HASHTILE_TRACE").is_some();
+        if trace {
+            eprintln!(
+                "trace insert: sentinel scan {:.3} ms",
+                t0.elapsed().as_secs_f64() * 1e3
+            );
         }
         if keys.is_empty() {
             self.last_insert = ProbeStats::default();
@@ -398,7 +406,15 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
                 });
             }
         }
+        let t0 = std::time::Instant::now();
         let Inserted { stats, unplaced } = self.engine.upsert(keys, values)?;
+        if trace {
+            eprintln!(
+                "trace insert: engine {:.3} ms, {} unplaced",
+                t0.elapsed().as_secs_f64() * 1e3,
+                unplaced.len()
+            );
+        }
         self.last_insert = stats;
         if unplaced.is_empty() {
             Ok(())
@@ -437,7 +453,8 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
     /// Looks keys up: `Some(value)` if present, `None` if absent (the sentinel key is always absent).
     pub fn find(&self, keys: &[K]) -> Result<Vec<Option<V>>> {
         use rayon::prelude::*;
-        let mut out = vec![V::ABSENT; keys.len()];
+        // Zeroed vectors come from the allocator as untouched pages (no host pass); the engine overwrites all.
+        let mut out = vec![V::zero(); keys.len()];
         let mut bits = vec![0u32; keys.len().div_ceil(32)];
         let stats = self.engine.find_into(keys, &mut out, Some(&mut bits))?;
         *self.last_find.lock().expect("poisoned") = stats;

@@ -37,6 +37,96 @@ pub enum Cmd {
     /// The BGHT paper's experiments for every scheme: rates vs load factor and vs N, average probes, build
     /// success rate over seeds; CSV, SVG plots and summary.md.
     Sweep(sweep::SweepArgs),
+    /// The user-facing calls (`insert`, `find_into`, `find`, upsert) on host data, from `Vec`s and from pinned
+    /// buffers, each against a ceiling measured in the same run (GPUs: the bus; CPU: `std::collections::HashMap`).
+    Host(HostArgs),
+}
+
+/// Options of the `host` mode.
+#[derive(clap::Args, Debug, Clone)]
+pub struct HostArgs {
+    /// Backend: auto, cpu, cuda or vulkan.
+    #[arg(long, default_value = "auto")]
+    pub backend: BackendChoice,
+    /// Keys per batch, as a power of two (1..=30).
+    #[arg(long, default_value_t = 20)]
+    pub log2_keys: u32,
+    /// Load factors (comma separated), each in (0, 1].
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "0.8,0.9",
+        allow_negative_numbers = true
+    )]
+    pub load: Vec<f64>,
+    /// Probing scheme: bcht, iht, p2bht or 1cht.
+    #[arg(long, default_value = "bcht")]
+    pub scheme: String,
+    /// Bucket size [default: the backend's, `hashtile::default_bucket_size_of`].
+    #[arg(long)]
+    pub bucket: Option<u32>,
+    /// Timed runs per call after one warm-up (the median is reported).
+    #[arg(long, default_value_t = 3)]
+    pub runs: usize,
+    /// CSV output file.
+    #[arg(long, default_value = "hashtile-bench-host.csv")]
+    pub csv: String,
+}
+
+/// Checks the `host` mode's options.
+pub fn host(a: HostArgs) -> Result<crate::host::HostSetup, String> {
+    let runs = check_repeats("--runs", a.runs)?;
+    let log2 = check_log2_keys("--log2-keys", a.log2_keys)?;
+    let loads = load_list("--load", &a.load)?;
+    let scheme = scheme_name("--scheme", &a.scheme)?;
+    let bucket = match (scheme, a.bucket) {
+        (s, Some(b)) if s == Cht1::NAME && b != 1 => {
+            return Err(format!("--bucket {b}: 1cht has one-slot buckets only"));
+        }
+        (_, Some(b)) => Some(check_bucket("--bucket", b)?),
+        (_, None) => None,
+    };
+    check_csv_path(&a.csv)?;
+    let backend = available_backend(a.backend)?;
+    let n = 1usize << log2;
+    let b = bucket.unwrap_or(16);
+    let mut peak = Footprint::default();
+    for &load in &loads {
+        let slots = table_slots(&format!("{scheme} --log2-keys {log2}"), n, load, b)?;
+        let nn = n as u64;
+        // Host: 2n keys, values, half batch and its values, the pinned copies of all of them, one output,
+        // `find`'s answers. CPU tables: 17 bytes a slot and the HashMap ceiling. GPUs: the table, one device
+        // batch (keys, values, mask, slot index, a scratch table of 2n-4n words), the stash.
+        let f = match backend {
+            Backend::Cpu => Footprint {
+                host: 64 * nn + 17 * slots + hashmap_bytes(nn, 8),
+                ..Footprint::default()
+            },
+            _ => {
+                let scratch = 8 * (2 * nn).next_power_of_two();
+                Footprint {
+                    host: 64 * nn,
+                    device: 8 * slots + slots / 2 + 16 * nn + scratch,
+                    device_buffer: (8 * slots).max(scratch),
+                }
+            }
+        };
+        peak = peak.max(f);
+    }
+    check_footprint(
+        &format!("host mode, 2^{log2} keys on {backend}"),
+        peak,
+        Capacity::of_machine(backend),
+    )?;
+    Ok(crate::host::HostSetup {
+        backend,
+        scheme,
+        bucket,
+        n,
+        loads,
+        runs,
+        csv: a.csv,
+    })
 }
 
 /// Options of the `rates` mode.

@@ -5,10 +5,13 @@
 //! On GPUs the keys, values and outputs are device-resident and each timed region ends with a device sync,
 //! so rates are device rates (launch included, host transfers excluded).
 //!
-//! Subcommands: `rates` (the above; also what runs when no subcommand is given) and `sweep` (the BGHT paper's
-//! experiments over every scheme: rates vs load factor and vs N, probes, build success rate; see `sweep.rs`).
+//! Subcommands: `rates` (the above; also what runs when no subcommand is given), `sweep` (the BGHT paper's
+//! experiments over every scheme: rates vs load factor and vs N, probes, build success rate; see `sweep.rs`)
+//! and `host` (the user-facing calls on host data, `Vec`s and pinned buffers, against the bus or `HashMap`
+//! measured in the same run; see `host.rs`).
 
 mod cli;
+mod host;
 mod plot;
 mod sweep;
 mod wide;
@@ -156,6 +159,7 @@ fn run() -> Result<i32, BenchError> {
     match cli.cmd {
         Some(Cmd::Sweep(a)) => sweep::run(sweep::Setup::new(a)?),
         Some(Cmd::Rates(args)) => rates(cli::rates(args)?),
+        Some(Cmd::Host(args)) => host::run(&cli::host(args)?).map_err(BenchError::Run),
         None => rates(cli::rates(cli.rates)?),
     }
 }

@@ -289,3 +289,44 @@ fn small_cpu_sweep_succeeds() {
     assert!(dir.join("out/success_rate.csv").exists());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn host_mode_bad_inputs_are_refused() {
+    assert_refused(&["host", "--runs", "0"], "--runs 0");
+    assert_refused(&["host", "--log2-keys", "40"], "--log2-keys 40");
+    assert_refused(&["host", "--load", "1.5"], "load factor");
+    assert_refused(&["host", "--bucket", "3"], "--bucket 3");
+    assert_refused(&["host", "--scheme", "cuckoo"], "unknown scheme");
+    assert_refused(&["host", "--scheme", "1cht", "--bucket", "8"], "one-slot buckets");
+}
+
+/// The host mode on the CPU backend: every call's answers checked, a CSV row per call with the HashMap ratio.
+#[test]
+fn small_cpu_host_run_writes_its_csv() {
+    let dir = scratch("host");
+    let out = run_in(
+        &dir,
+        &[
+            "host",
+            "--backend",
+            "cpu",
+            "--log2-keys",
+            "12",
+            "--load",
+            "0.8",
+            "--runs",
+            "1",
+            "--csv",
+            "host.csv",
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "host run failed:\n{stderr}");
+    let csv = std::fs::read_to_string(dir.join("host.csv")).expect("host.csv written");
+    let rows: Vec<&str> = csv.lines().skip(1).collect();
+    // 5 calls x {vec, pinned} at one load factor, each checked and set against std HashMap.
+    assert_eq!(rows.len(), 10, "{csv}");
+    assert!(rows.iter().all(|r| r.ends_with(",true")), "{csv}");
+    assert!(rows.iter().all(|r| r.contains("std HashMap")), "{csv}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

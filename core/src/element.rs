@@ -123,8 +123,25 @@ impl Value for u64 {
     const ABSENT: Self = u64::MAX;
 }
 
-/// Returns the index of the first sentinel key in `keys`, if any (a parallel scan: it runs on every insert).
+/// Returns the index of the first sentinel key in `keys`, if any. It runs on every insert, so it is a parallel
+/// scan of large blocks with a plain (vectorised) test per block: rayon's `position_first` over single
+/// elements took 60 ms for 2^26 keys on a 16-core host, twice the GPU insert it guards.
 pub fn first_sentinel<K: Key>(keys: &[K]) -> Option<usize> {
     use rayon::prelude::*;
-    keys.par_iter().position_first(|k| k.is_sentinel())
+    const BLOCK: usize = 1 << 16;
+    let any = |c: &[K]| c.iter().fold(false, |acc, k| acc | k.is_sentinel());
+    if keys.len() <= BLOCK {
+        return keys.iter().position(|k| k.is_sentinel());
+    }
+    let block = keys
+        .par_chunks(BLOCK)
+        .enumerate()
+        .filter(|(_, c)| any(c))
+        .map(|(i, _)| i)
+        .min()?;
+    let start = block * BLOCK;
+    keys[start..]
+        .iter()
+        .position(|k| k.is_sentinel())
+        .map(|p| start + p)
 }

@@ -123,7 +123,7 @@ fn chunk_boundaries(backend: Backend) {
     if !present(backend) {
         return;
     }
-    let chunk = 256; // keys per device batch and find chunk (a multiple of 32)
+    let chunk = 4096; // keys per device batch (copied in chunks of 2048): a multiple of CHUNK_ALIGN
     let keys = distinct_keys(8 * chunk, 3);
     for len in [
         0,

@@ -20,23 +20,37 @@ pub struct BatchSizes {
     /// device memory of one call (about 32 bytes per key with the duplicate passes) and keeps the semantics (a
     /// later batch's keys that an earlier one stored are updates).
     pub insert: usize,
-    /// Keys per find chunk (a multiple of 32, so a chunk's presence bits start at a word boundary).
+    /// Keys per device batch of a find.
     pub find: usize,
+    /// Keys per copy chunk: a batch's keys are copied in chunks, and each chunk's kernel (the duplicate
+    /// pass's claims, a find) is queued as soon as the chunk has landed, so the copy of the next chunk overlaps
+    /// it. A multiple of [`CHUNK_ALIGN`].
+    pub chunk: usize,
 }
 
+/// Chunks are whole multiples of this many keys: a chunk's presence bits then start on a 256-byte boundary,
+/// the strictest offset alignment of a buffer binding (Vulkan's `minStorageBufferOffsetAlignment`).
+pub const CHUNK_ALIGN: usize = 2048;
+
 impl BatchSizes {
-    /// The defaults: 2^26-key inserts (one batch for the sweeps' sizes), 2^24-key find chunks.
+    /// The defaults: device batches of 2^26 keys (one batch for the sweeps' sizes), copy chunks of 2^22.
     pub const DEFAULT: Self = Self {
         insert: 1 << 26,
-        find: 1 << 24,
+        find: 1 << 26,
+        chunk: 1 << 22,
     };
-    /// Both sizes set to `keys` (rounded up to a multiple of 32; for tests of chunk boundaries), or the
-    /// defaults.
+    /// Device batches of `keys` keys (rounded up to a multiple of [`CHUNK_ALIGN`]) copied in chunks of half
+    /// that (for tests of both boundaries), or the defaults.
     pub fn from_keys(keys: Option<usize>) -> Self {
         match keys {
             Some(k) => {
-                let k = k.max(1).next_multiple_of(32);
-                Self { insert: k, find: k }
+                // Copy chunks of half a batch, so that tests cross both kinds of boundary.
+                let k = k.max(1).next_multiple_of(CHUNK_ALIGN);
+                Self {
+                    insert: k,
+                    find: k,
+                    chunk: (k / 2 / CHUNK_ALIGN).max(1) * CHUNK_ALIGN,
+                }
             }
             None => Self::DEFAULT,
         }
@@ -57,6 +71,8 @@ pub(crate) trait BatchTable<R: HostTransfer> {
     fn stored(&self) -> usize;
     /// Keys per device batch of an insert and per chunk of a find ([`BatchSizes`]).
     fn batch_sizes(&self) -> BatchSizes;
+    /// The table's cache of host-path buffers.
+    fn cache(&self) -> &DeviceCache;
     /// Marks keys marked [`MASK_NEW`] that are already stored as [`MASK_UPDATE`] (queued).
     fn classify(&self, keys: &Handle, mask: &Handle, n: usize);
     /// Queues an insert of the positions whose mask equals `mode` (all positions when `mask` is `None`);
@@ -71,6 +87,44 @@ pub(crate) trait BatchTable<R: HostTransfer> {
     );
     /// Waits for queued inserts and returns their statistics and unplaced pairs (widened).
     fn settle_batch(&mut self) -> Result<(ProbeStats, Vec<(u64, u64)>)>;
+}
+
+/// Device buffers the host path keeps between calls (grow-only), so that a call does not allocate and free its
+/// batch-sized buffers (on CUDA a fresh gigabyte-sized buffer per insert cost milliseconds). A call takes the
+/// buffers it needs out of the cache and gives them back when done, so concurrent calls on one table (finds
+/// through `&self`) never share one; a table keeps at most about 40 bytes per key of its largest batch.
+#[derive(Default)]
+pub struct DeviceCache(std::sync::Mutex<Vec<(&'static str, Handle, usize)>>);
+
+impl DeviceCache {
+    /// A buffer of at least `bytes` bytes for `name`: the cached one when it is large enough, else a new one.
+    pub(crate) fn take<R: Runtime>(
+        &self,
+        client: &ComputeClient<R>,
+        name: &'static str,
+        bytes: usize,
+    ) -> Handle {
+        let bytes = bytes.max(4);
+        // Diagnosis: HASHTILE_NO_CACHE=1 allocates every buffer afresh (A/B of the cache).
+        static OFF: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        if *OFF.get_or_init(|| std::env::var_os("HASHTILE_NO_CACHE").is_some()) {
+            return client.empty(bytes);
+        }
+        let mut v = self.0.lock().expect("cache poisoned");
+        if let Some(i) = v.iter().position(|e| e.0 == name && e.2 >= bytes) {
+            return v.swap_remove(i).1;
+        }
+        // A smaller cached buffer of this name is freed before the larger one is allocated.
+        v.retain(|e| e.0 != name);
+        drop(v);
+        client.empty(bytes)
+    }
+    /// Returns a buffer taken for `name` (of `bytes` bytes) to the cache.
+    pub(crate) fn give(&self, name: &'static str, h: Handle, bytes: usize) {
+        let mut v = self.0.lock().expect("cache poisoned");
+        v.retain(|e| e.0 != name);
+        v.push((name, h, bytes.max(4)));
+    }
 }
 
 /// Refuses an allocation of `needed` bytes that the device cannot hold (when the runtime can tell).
@@ -90,74 +144,208 @@ pub(crate) fn check_device_memory<R: HostTransfer>(
     }
 }
 
+/// Phase timings of the host path on stderr when `HASHTILE_TRACE` is set (each mark waits for the device, so
+/// tracing changes the overlap it measures: for diagnosis only).
+struct Trace {
+    on: bool,
+    t0: std::time::Instant,
+}
+
+impl Trace {
+    fn new() -> Self {
+        Self {
+            on: std::env::var_os("HASHTILE_TRACE").is_some(),
+            t0: std::time::Instant::now(),
+        }
+    }
+    fn mark<R: HostTransfer>(&mut self, client: &ComputeClient<R>, what: &str) {
+        if self.on {
+            let _ = cubecl::future::block_on(client.sync());
+            eprintln!(
+                "trace {what}: {:.3} ms",
+                self.t0.elapsed().as_secs_f64() * 1e3
+            );
+            self.t0 = std::time::Instant::now();
+        }
+    }
+}
+
 fn add(a: &mut ProbeStats, b: ProbeStats) {
     a.probes += b.probes;
     a.ops += b.ops;
     a.retries += b.retries;
 }
 
-/// The duplicate mask of a device batch (`super::upsert`): 1 = insert (last occurrence), 0 = skip; with
-/// `classify`, 2 = already stored.
-fn plan<R: HostTransfer, T: BatchTable<R>>(
-    t: &T,
-    keys: &Handle,
+/// The duplicate pass's device buffers for a batch of `n` keys (see `super::upsert`).
+struct Dedup {
     n: usize,
-    classify: bool,
-) -> Handle {
-    let client = t.client();
-    let wide = T::KEY_BYTES == 8;
-    let slots = scratch_slots(n);
-    let scratch = client.empty(slots * 8);
-    fill_u64(client, &scratch, slots, if wide { u64::MAX } else { 0 });
-    let last = if wide {
-        let h = client.empty(slots * 4);
-        fill_u32(client, &h, slots, 0);
-        (h, slots)
-    } else {
-        (client.empty(4), 1)
-    };
-    let slot_of = client.empty(n * 4);
-    let mask = client.empty(n * 4);
-    // SAFETY: every index is bounded by `n` (the batch arrays) or masked into the scratch table.
-    unsafe {
-        if wide {
-            dedup_claim_kernel::launch_unchecked::<u64, R>(
-                client,
-                cube_count(n),
-                CubeDim::new_1d(CUBE_SIZE),
-                ArrayArg::from_raw_parts(keys.clone(), n),
-                ArrayArg::from_raw_parts(scratch.clone(), slots),
-                ArrayArg::from_raw_parts(last.0.clone(), last.1),
-                ArrayArg::from_raw_parts(slot_of.clone(), n),
-                true,
-            )
+    wide: bool,
+    slots: usize,
+    scratch: Handle,
+    last: (Handle, usize),
+    slot_of: Handle,
+}
+
+impl Dedup {
+    fn new<R: HostTransfer>(
+        client: &ComputeClient<R>,
+        cache: &DeviceCache,
+        n: usize,
+        wide: bool,
+    ) -> Self {
+        let slots = scratch_slots(n);
+        let scratch = cache.take(client, "dedup scratch", slots * 8);
+        fill_u64(client, &scratch, slots, if wide { u64::MAX } else { 0 });
+        let last = if wide {
+            let h = cache.take(client, "dedup last", slots * 4);
+            fill_u32(client, &h, slots, 0);
+            (h, slots)
         } else {
-            dedup_claim_kernel::launch_unchecked::<u32, R>(
+            (client.empty(4), 1)
+        };
+        Self {
+            n,
+            wide,
+            slots,
+            scratch,
+            last,
+            slot_of: cache.take(client, "dedup slot", n * 4),
+        }
+    }
+
+    /// Returns the buffers to `cache` (after the kernels that use them were queued; the cache's next user
+    /// queues after them on the same stream, and copies wait for that stream).
+    fn release(self, cache: &DeviceCache) {
+        cache.give("dedup scratch", self.scratch, self.slots * 8);
+        if self.wide {
+            cache.give("dedup last", self.last.0, self.slots * 4);
+        }
+        cache.give("dedup slot", self.slot_of, self.n * 4);
+    }
+
+    /// Queues phase 1 for the keys at positions `base..base + m` (`keys` holds the whole batch).
+    fn claim<R: HostTransfer>(
+        &self,
+        client: &ComputeClient<R>,
+        keys: &Handle,
+        base: usize,
+        m: usize,
+    ) {
+        let kb = if self.wide { 8 } else { 4 };
+        let keys = keys.clone().offset_start((base * kb) as u64);
+        let slot_of = self.slot_of.clone().offset_start((base * 4) as u64);
+        // SAFETY: indices are bounded by `m` (the chunk) or masked into the scratch table.
+        unsafe {
+            if self.wide {
+                dedup_claim_kernel::launch_unchecked::<u64, R>(
+                    client,
+                    cube_count(m),
+                    CubeDim::new_1d(CUBE_SIZE),
+                    ArrayArg::from_raw_parts(keys, m),
+                    ArrayArg::from_raw_parts(self.scratch.clone(), self.slots),
+                    ArrayArg::from_raw_parts(self.last.0.clone(), self.last.1),
+                    ArrayArg::from_raw_parts(slot_of, m),
+                    base as u32,
+                    true,
+                )
+            } else {
+                dedup_claim_kernel::launch_unchecked::<u32, R>(
+                    client,
+                    cube_count(m),
+                    CubeDim::new_1d(CUBE_SIZE),
+                    ArrayArg::from_raw_parts(keys, m),
+                    ArrayArg::from_raw_parts(self.scratch.clone(), self.slots),
+                    ArrayArg::from_raw_parts(self.last.0.clone(), self.last.1),
+                    ArrayArg::from_raw_parts(slot_of, m),
+                    base as u32,
+                    false,
+                )
+            }
+        }
+    }
+
+    /// Queues phase 2 (after every claim): the mask, 1 = insert (last occurrence), 0 = skip.
+    fn mark<R: HostTransfer>(&self, client: &ComputeClient<R>, cache: &DeviceCache) -> Handle {
+        let n = self.n;
+        let mask = cache.take(client, "dedup mask", n * 4);
+        // SAFETY: indices are bounded by `n` or by the scratch table (slot indices come from phase 1).
+        unsafe {
+            dedup_mark_kernel::launch_unchecked::<R>(
                 client,
                 cube_count(n),
                 CubeDim::new_1d(CUBE_SIZE),
-                ArrayArg::from_raw_parts(keys.clone(), n),
-                ArrayArg::from_raw_parts(scratch.clone(), slots),
-                ArrayArg::from_raw_parts(last.0.clone(), last.1),
-                ArrayArg::from_raw_parts(slot_of.clone(), n),
-                false,
-            )
+                ArrayArg::from_raw_parts(self.slot_of.clone(), n),
+                ArrayArg::from_raw_parts(self.scratch.clone(), self.slots),
+                ArrayArg::from_raw_parts(self.last.0.clone(), self.last.1),
+                ArrayArg::from_raw_parts(mask.clone(), n),
+                self.wide,
+            );
         }
-        dedup_mark_kernel::launch_unchecked::<R>(
-            client,
-            cube_count(n),
-            CubeDim::new_1d(CUBE_SIZE),
-            ArrayArg::from_raw_parts(slot_of.clone(), n),
-            ArrayArg::from_raw_parts(scratch.clone(), slots),
-            ArrayArg::from_raw_parts(last.0.clone(), last.1),
-            ArrayArg::from_raw_parts(mask.clone(), n),
-            wide,
-        );
+        mask
     }
+}
+
+/// Copies a device batch's keys (and then its values, if given) in chunks, queueing the duplicate pass's
+/// claims chunk by chunk as the keys land (the values' copy overlaps the last claims); returns the keys' buffer,
+/// the values' buffer (if any) and the duplicate mask (1 = insert, 0 = skip; with `classify`, 2 = stored).
+fn upload_and_plan<R: HostTransfer, T: BatchTable<R>>(
+    t: &T,
+    keys: &[u8],
+    values: Option<&[u8]>,
+    m: usize,
+    classify: bool,
+) -> Result<(Handle, Option<Handle>, Handle)> {
+    let client = t.client();
+    let cache = t.cache();
+    let kb = T::KEY_BYTES;
+    let mut trace = Trace::new();
+    let dedup = Dedup::new(client, cache, m, kb == 8);
+    trace.mark(client, "plan: scratch ready");
+    let chunk = t.batch_sizes().chunk * kb;
+    let srcs: Vec<&[u8]> = std::iter::once(keys).chain(values).collect();
+    let dsts: Vec<Handle> = [
+        ("keys", keys.len()),
+        ("values", values.map_or(0, |v| v.len())),
+    ][..srcs.len()]
+        .iter()
+        .map(|&(name, bytes)| cache.take(client, name, bytes))
+        .collect();
+    // Diagnosis (with HASHTILE_TRACE): HASHTILE_SERIAL=1 copies everything first and then runs the claims,
+    // so the trace shows the copy and the claims apart.
+    let serial = trace.on && std::env::var_os("HASHTILE_SERIAL").is_some();
+    let mut landed = Vec::new();
+    let mut h = R::upload_chunked(
+        client,
+        t.stager(),
+        &srcs,
+        &dsts,
+        chunk,
+        &mut |src, off, len, h| {
+            if src == 0 {
+                if serial {
+                    landed.push((h.clone(), off, len));
+                } else {
+                    dedup.claim(client, h, off / kb, len / kb)
+                }
+            }
+        },
+    )?;
+    if serial {
+        trace.mark(client, "plan: copied (serial)");
+        for (h, off, len) in landed {
+            dedup.claim(client, &h, off / kb, len / kb);
+        }
+    }
+    let vh = (h.len() > 1).then(|| h.remove(1));
+    let kh = h.remove(0);
+    trace.mark(client, "plan: copied, claims done");
+    let mask = dedup.mark(client, cache);
+    trace.mark(client, "plan: marked");
+    dedup.release(cache);
     if classify {
-        t.classify(keys, &mask, n);
+        t.classify(&kh, &mask, m);
     }
-    mask
+    Ok((kh, vh, mask))
 }
 
 /// Counts the mask entries equal to `value` (one small read-back).
@@ -204,25 +392,36 @@ pub(crate) fn upsert<R: HostTransfer, T: BatchTable<R>>(
     for start in (0..n).step_by(batch) {
         let m = (n - start).min(batch);
         check_device_memory::<R>(t.stager(), "an insert batch", batch_bytes::<R, T>(m))?;
-        let kh = R::upload(t.client(), t.stager(), &keys[start * kb..(start + m) * kb])?;
-        let vh = R::upload(
-            t.client(),
-            t.stager(),
-            &values[start * vb..(start + m) * vb],
-        )?;
+        let batch_keys = &keys[start * kb..(start + m) * kb];
+        let batch_values = &values[start * vb..(start + m) * vb];
         if distinct {
+            let kh = R::upload(t.client(), t.stager(), batch_keys)?;
+            let vh = R::upload(t.client(), t.stager(), batch_values)?;
             t.insert_queued(&kh, &vh, None, m, false);
         } else {
             let had_pairs = t.stored() > 0;
-            let mask = plan(t, &kh, m, had_pairs);
+            let mut trace = Trace::new();
+            // The claims run while the keys are still arriving; the values' copy overlaps the last claims.
+            let (kh, vh, mask) = upload_and_plan(t, batch_keys, Some(batch_values), m, had_pairs)?;
+            let vh = vh.expect("values were uploaded");
+            trace.mark(
+                t.client(),
+                "insert: keys and values copied, duplicates planned",
+            );
             if had_pairs {
                 // Updates first, in a launch of their own: they never evict, so no key is in flight while
                 // they search; then the new keys, distinct and absent, without the duplicate check.
                 t.insert_queued(&kh, &vh, Some((&mask, MASK_UPDATE)), m, true);
             }
             t.insert_queued(&kh, &vh, Some((&mask, MASK_NEW)), m, false);
+            let cache = t.cache();
+            cache.give("keys", kh, m * kb);
+            cache.give("values", vh, m * vb);
+            cache.give("dedup mask", mask, m * 4);
         }
+        let mut trace = Trace::new();
         let (s, mut l) = t.settle_batch()?;
+        trace.mark(t.client(), "insert: inserts settled");
         add(&mut stats, s);
         lost.append(&mut l);
     }
@@ -240,52 +439,85 @@ pub(crate) fn count_new<R: HostTransfer, T: BatchTable<R>>(t: &T, keys: &[u8]) -
     for start in (0..n).step_by(batch) {
         let m = (n - start).min(batch);
         check_device_memory::<R>(t.stager(), "a capacity check", batch_bytes::<R, T>(m))?;
-        let kh = R::upload(t.client(), t.stager(), &keys[start * kb..(start + m) * kb])?;
-        let mask = plan(t, &kh, m, t.stored() > 0);
+        let (kh, _, mask) = upload_and_plan(
+            t,
+            &keys[start * kb..(start + m) * kb],
+            None,
+            m,
+            t.stored() > 0,
+        )?;
         new += count(t.client(), &mask, m, MASK_NEW);
+        t.cache().give("keys", kh, m * kb);
+        t.cache().give("dedup mask", mask, m * 4);
     }
     Ok(new)
 }
 
-/// Runs a bulk find over a host batch in chunks: `launch(keys, out, bits, n)` queues the table's find kernel;
-/// values (and presence bits) are copied straight into `out` (and `found`).
+/// Runs a bulk find over a host batch: per device batch, the keys are copied in chunks and
+/// `launch(keys, out, bits, n)` queues the table's find kernel on each chunk as it lands (sub-buffers of the
+/// batch's buffers), overlapping the next chunk's copy; then the values (and presence bits) are copied
+/// straight into `out` (and `found`).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn find<R: HostTransfer>(
     client: &ComputeClient<R>,
     stager: &R::Stager,
+    cache: &DeviceCache,
     keys: &[u8],
     key_bytes: usize,
     out: &mut [u8],
     value_bytes: usize,
     mut found: Option<&mut [u32]>,
-    chunk: usize,
+    sizes: BatchSizes,
     launch: impl Fn(&Handle, &Handle, Option<&Handle>, usize),
 ) -> Result<()> {
     let n = keys.len() / key_bytes;
-    for start in (0..n).step_by(chunk) {
-        let m = (n - start).min(chunk);
-        let kh = R::upload(
-            client,
-            stager,
-            &keys[start * key_bytes..(start + m) * key_bytes],
-        )?;
-        let oh = client.empty(m * value_bytes);
+    let batch = sizes.find.next_multiple_of(CHUNK_ALIGN);
+    let mut trace = Trace::new();
+    for start in (0..n).step_by(batch) {
+        let m = (n - start).min(batch);
+        let oh = cache.take(client, "find out", m * value_bytes);
         let words = m.div_ceil(32);
         let bits = found.as_ref().map(|_| {
-            let h = client.empty(words * 4);
+            let h = cache.take(client, "find bits", words * 4);
             fill_u32(client, &h, words, 0);
             h
         });
-        launch(&kh, &oh, bits.as_ref(), m);
+        let dst = cache.take(client, "find keys", m * key_bytes);
+        let kh = R::upload_chunked(
+            client,
+            stager,
+            &[&keys[start * key_bytes..(start + m) * key_bytes]],
+            &[dst],
+            sizes.chunk * key_bytes,
+            &mut |_, off, len, kh| {
+                let (first, count) = (off / key_bytes, len / key_bytes);
+                let k = kh.clone().offset_start(off as u64);
+                let o = oh.clone().offset_start((first * value_bytes) as u64);
+                let b = bits
+                    .as_ref()
+                    .map(|b| b.clone().offset_start((first / 32 * 4) as u64));
+                launch(&k, &o, b.as_ref(), count);
+            },
+        )?;
+        trace.mark(client, "find: keys copied, kernels run");
         R::download(
             client,
             stager,
             &oh,
             &mut out[start * value_bytes..(start + m) * value_bytes],
         )?;
+        trace.mark(client, "find: values copied back");
         if let (Some(f), Some(bh)) = (found.as_deref_mut(), bits.as_ref()) {
             let w0 = start / 32;
             R::download(client, stager, bh, u32_bytes_mut(&mut f[w0..w0 + words]))?;
+        }
+        // Every kernel of this batch is done (the downloads waited for them): the buffers can serve again.
+        cache.give("find out", oh, m * value_bytes);
+        if let Some(b) = bits {
+            cache.give("find bits", b, words * 4);
+        }
+        for h in kh {
+            cache.give("find keys", h, m * key_bytes);
         }
     }
     Ok(())

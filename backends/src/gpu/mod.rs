@@ -44,6 +44,8 @@ pub struct GpuTable<R: HostTransfer, S: ProbingScheme> {
     stager: R::Stager,
     /// How host batches are cut for the device.
     batch: host_path::BatchSizes,
+    /// Host-path buffers kept between calls.
+    cache: host_path::DeviceCache,
     table: Handle,
     shape: Handle,
     num_buckets: u32,
@@ -196,6 +198,7 @@ impl<R: HostTransfer, S: ProbingScheme> GpuTable<R, S> {
             client,
             stager,
             batch,
+            cache: Default::default(),
             table,
             shape,
             num_buckets,
@@ -541,6 +544,9 @@ impl<R: HostTransfer, S: ProbingScheme> BatchTable<R> for GpuTable<R, S> {
     fn batch_sizes(&self) -> host_path::BatchSizes {
         self.batch
     }
+    fn cache(&self) -> &host_path::DeviceCache {
+        &self.cache
+    }
     fn classify(&self, keys: &Handle, mask: &Handle, n: usize) {
         // SAFETY: indices are bounded by `n` and by the table's shape.
         unsafe {
@@ -630,12 +636,13 @@ impl<R: HostTransfer, S: ProbingScheme, K: Key, V: Value> Engine<K, V> for GpuTa
         host_path::find::<R>(
             &self.client,
             &self.stager,
+            &self.cache,
             u32::as_bytes(k),
             4,
             host_path::u32_bytes_mut(o),
             4,
             found,
-            self.batch.find,
+            self.batch,
             |kh, oh, bits, n| self.launch_find(kh, oh, bits, mode, n, u32::MAX),
         )?;
         Ok(self.last_find_probes(keys.len()))

@@ -26,7 +26,32 @@ pub trait HostTransfer: Runtime {
     /// Makes the transfer state for `client`'s device.
     fn stager(client: &ComputeClient<Self>) -> Result<Self::Stager>;
     /// A new device buffer holding `src` (ready for kernels when this returns).
-    fn upload(client: &ComputeClient<Self>, stager: &Self::Stager, src: &[u8]) -> Result<Handle>;
+    fn upload(client: &ComputeClient<Self>, stager: &Self::Stager, src: &[u8]) -> Result<Handle> {
+        let dst = client.empty(src.len().max(4));
+        let mut h = Self::upload_chunked(
+            client,
+            stager,
+            &[src],
+            &[dst],
+            usize::MAX,
+            &mut |_, _, _, _| {},
+        )?;
+        Ok(h.remove(0))
+    }
+    /// Device buffers holding `srcs` (written into `dsts`, one per source and at least as large, where the
+    /// runtime can write into a buffer: CUDA; else new ones), copied one after the other in chunks of `chunk`
+    /// bytes;
+    /// `landed(source, offset, len, buffer)` is called for each chunk once its bytes are on the device (in
+    /// order), so that a kernel over that chunk can be queued while the next chunks are still being copied
+    /// (CUDA: the copy engine and the kernels overlap; later sources' copies overlap earlier sources' kernels).
+    fn upload_chunked(
+        client: &ComputeClient<Self>,
+        stager: &Self::Stager,
+        srcs: &[&[u8]],
+        dsts: &[Handle],
+        chunk: usize,
+        landed: &mut dyn FnMut(usize, usize, usize, &Handle),
+    ) -> Result<Vec<Handle>>;
     /// Copies the first `dst.len()` bytes of `src` into `dst`, after all queued kernels.
     fn download(
         client: &ComputeClient<Self>,
@@ -39,6 +64,41 @@ pub trait HostTransfer: Runtime {
     fn alloc_pinned(stager: &Self::Stager, n: usize) -> Option<PinnedAlloc>;
     /// Device memory free for new buffers, in bytes, when the runtime can tell.
     fn free_device_memory(stager: &Self::Stager) -> Option<u64>;
+    /// Measures the bus with plain driver copies of `bytes` bytes (the ceiling the host path is judged
+    /// against), or `None` when the runtime has no such copies.
+    fn copy_ceiling(client: &ComputeClient<Self>, bytes: usize) -> Result<Option<CopyCeiling>>;
+}
+
+/// Plain driver copy rates between host and device, in GB/s (10^9 bytes/s): best of three copies of the same
+/// bytes, from (to) ordinary pageable memory and from (to) pinned memory.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CopyCeiling {
+    /// Bytes per copy.
+    pub bytes: usize,
+    /// Host to device from pageable memory (`cuMemcpyHtoD` of a `Vec`).
+    pub h2d_pageable: f64,
+    /// Host to device from pinned memory.
+    pub h2d_pinned: f64,
+    /// Device to host into pageable memory.
+    pub d2h_pageable: f64,
+    /// Device to host into pinned memory.
+    pub d2h_pinned: f64,
+}
+
+/// Measures [`CopyCeiling`] on `backend`'s default device (`Ok(None)` for backends without driver copies:
+/// the CPU backend and Vulkan).
+pub fn measure_copy_ceiling(
+    backend: crate::select::Backend,
+    bytes: usize,
+) -> Result<Option<CopyCeiling>> {
+    match backend {
+        #[cfg(feature = "cuda")]
+        crate::select::Backend::Cuda => {
+            let client = cubecl::cuda::CudaRuntime::client(&Default::default());
+            <cubecl::cuda::CudaRuntime as HostTransfer>::copy_ceiling(&client, bytes)
+        }
+        _ => Ok(None),
+    }
 }
 
 /// Page-locked host memory (freed with the runtime's own call on drop).
@@ -144,8 +204,23 @@ impl HostTransfer for cubecl::wgpu::WgpuRuntime {
     fn stager(_: &ComputeClient<Self>) -> Result<()> {
         Ok(())
     }
-    fn upload(client: &ComputeClient<Self>, _: &(), src: &[u8]) -> Result<Handle> {
-        Ok(client.create_from_slice(src))
+    fn upload_chunked(
+        client: &ComputeClient<Self>,
+        _: &(),
+        srcs: &[&[u8]],
+        _: &[Handle],
+        chunk: usize,
+        landed: &mut dyn FnMut(usize, usize, usize, &Handle),
+    ) -> Result<Vec<Handle>> {
+        let mut out = Vec::with_capacity(srcs.len());
+        for (i, src) in srcs.iter().enumerate() {
+            let h = client.create_from_slice(if src.is_empty() { &[0; 4] } else { src });
+            for (c, piece) in src.chunks(chunk.max(1)).enumerate() {
+                landed(i, c * chunk, piece.len(), &h);
+            }
+            out.push(h);
+        }
+        Ok(out)
     }
     fn download(client: &ComputeClient<Self>, _: &(), src: &Handle, dst: &mut [u8]) -> Result<()> {
         let bytes = client
@@ -159,6 +234,9 @@ impl HostTransfer for cubecl::wgpu::WgpuRuntime {
     }
     fn free_device_memory(_: &()) -> Option<u64> {
         None
+    }
+    fn copy_ceiling(_: &ComputeClient<Self>, _: usize) -> Result<Option<CopyCeiling>> {
+        Ok(None)
     }
 }
 
@@ -191,6 +269,8 @@ mod cuda {
         stream: sys::CUstream,
         stages: Vec<Stage>,
         next: usize,
+        /// Recorded after the copy of each chunk of a chunked upload (two, alternating).
+        chunk_done: [sys::CUevent; 2],
     }
 
     /// A CUDA stream of the host path's own with a ring of pinned staging buffers (see the module docs).
@@ -231,15 +311,15 @@ mod cuda {
     }
 
     /// `true` if `p` is page-locked host memory the driver knows (a `PinnedBuffer`, or registered memory).
+    /// `cuPointerGetAttributes` (plural) answers "unknown" for pageable memory instead of failing, so
+    /// compute-sanitizer sees no API error.
     fn is_pinned(p: *const u8) -> bool {
         let mut kind: u32 = 0;
-        // SAFETY: a query; an unknown (pageable) pointer makes it return an error, not fault.
+        let mut attr = sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_MEMORY_TYPE;
+        let mut data = [(&mut kind as *mut u32).cast::<std::ffi::c_void>()];
+        // SAFETY: a query of one attribute into `kind`; unknown pointers leave it 0.
         let r = unsafe {
-            sys::cuPointerGetAttribute(
-                (&mut kind as *mut u32).cast(),
-                sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
-                p as sys::CUdeviceptr,
-            )
+            sys::cuPointerGetAttributes(1, &mut attr, data.as_mut_ptr(), p as sys::CUdeviceptr)
         };
         r == sys::CUresult::CUDA_SUCCESS && kind == sys::CUmemorytype::CU_MEMORYTYPE_HOST as u32
     }
@@ -288,6 +368,32 @@ mod cuda {
             }
             Ok(())
         }
+        /// After a failed copy: waits for the stream and forgets pending copy-outs, whose destination the
+        /// caller is about to take back.
+        fn abandon(&mut self) {
+            // SAFETY: `stream` is this stager's live stream.
+            let _ = unsafe { cu::stream::synchronize(self.stream) };
+            for st in &mut self.stages {
+                st.pending_out = None;
+            }
+        }
+    }
+
+    impl Drop for Inner {
+        fn drop(&mut self) {
+            // SAFETY: the handles belong to this stager; the stream is idle once synchronised.
+            unsafe {
+                let _ = cu::ctx::set_current(self.ctx);
+                let _ = cu::stream::synchronize(self.stream);
+                for st in &self.stages {
+                    let _ = cu::event::destroy(st.done);
+                }
+                for e in self.chunk_done {
+                    let _ = cu::event::destroy(e);
+                }
+                let _ = cu::stream::destroy(self.stream);
+            }
+        }
     }
 
     impl HostTransfer for CudaRuntime {
@@ -320,54 +426,109 @@ mod cuda {
                     pending_out: None,
                 });
             }
+            let event = || {
+                check(
+                    "cuEventCreate",
+                    cu::event::create(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING),
+                )
+            };
+            let chunk_done = [event()?, event()?];
             Ok(CudaStager(Mutex::new(Inner {
                 ctx,
                 stream,
                 stages,
                 next: 0,
+                chunk_done,
             })))
         }
 
-        fn upload(client: &ComputeClient<Self>, stager: &CudaStager, src: &[u8]) -> Result<Handle> {
-            let h = client.empty(src.len().max(4));
-            if src.is_empty() {
-                return Ok(h);
+        fn upload_chunked(
+            client: &ComputeClient<Self>,
+            stager: &CudaStager,
+            srcs: &[&[u8]],
+            dsts: &[Handle],
+            chunk: usize,
+            landed: &mut dyn FnMut(usize, usize, usize, &Handle),
+        ) -> Result<Vec<Handle>> {
+            let handles: Vec<Handle> = dsts.to_vec();
+            let mut ptrs = Vec::with_capacity(srcs.len());
+            for (h, s) in handles.iter().zip(srcs) {
+                ptrs.push(if s.is_empty() {
+                    0
+                } else {
+                    device_ptr(client, h)?
+                });
             }
-            let dst = device_ptr(client, &h)?;
-            // CubeCL queues the buffer's allocation on its own stream: let that finish first.
+            // CubeCL may hand out memory a queued kernel of its own still reads: let its streams finish first.
+            // Every buffer is allocated before the first chunk's kernel is queued, so one wait is enough.
             sync_cubecl(client)?;
             let mut st = stager.0.lock().expect("stager poisoned");
             make_current(st.ctx)?;
             let stream = st.stream;
-            if is_pinned(src.as_ptr()) {
-                // SAFETY: `dst` holds `src.len()` bytes; `src` stays borrowed until the stream syncs below.
-                check("cuMemcpyHtoDAsync", unsafe {
-                    cu::memcpy_htod_async(dst, src, stream)
-                })?;
-            } else {
-                for (k, piece) in src.chunks(STAGE_BYTES).enumerate() {
-                    let i = st.take_stage()?;
-                    let stage = &mut st.stages[i];
-                    // SAFETY: the stage's last copy is finished (`take_stage`), so the host may write it.
-                    let buf = unsafe { std::slice::from_raw_parts_mut(stage.buf.ptr, piece.len()) };
-                    par_copy(buf, piece);
-                    // SAFETY: the piece's device range lies inside `h`; the stage stays untouched until its
-                    // event (recorded right after) completes.
-                    unsafe {
-                        check(
-                            "cuMemcpyHtoDAsync",
-                            cu::memcpy_htod_async(dst + (k * STAGE_BYTES) as u64, &*buf, stream),
-                        )?;
-                        check("cuEventRecord", cu::event::record(stage.done, stream))?;
+            let chunk = chunk.max(1);
+            // The chunk whose copy was queued last and whose `landed` call is still due.
+            let mut due: Option<(usize, usize, usize, sys::CUevent)> = None;
+            let mut n_chunks = 0usize;
+            let mut run = |st: &mut Inner| -> Result<()> {
+                for (i, (src, &dst)) in srcs.iter().zip(&ptrs).enumerate() {
+                    let pinned = !src.is_empty() && is_pinned(src.as_ptr());
+                    for (c, piece) in src.chunks(chunk).enumerate() {
+                        let off = c * chunk;
+                        if pinned {
+                            // SAFETY: the range lies inside the buffer; `src` stays borrowed until the
+                            // stream syncs.
+                            check("cuMemcpyHtoDAsync", unsafe {
+                                cu::memcpy_htod_async(dst + off as u64, piece, stream)
+                            })?;
+                        } else {
+                            for (k, sub) in piece.chunks(STAGE_BYTES).enumerate() {
+                                let j = st.take_stage()?;
+                                let stage = &mut st.stages[j];
+                                // SAFETY: the stage's last copy is finished (`take_stage`), so the host may
+                                // write it; the device range lies inside the buffer; the stage stays
+                                // untouched until its event (recorded right after) completes.
+                                unsafe {
+                                    let buf =
+                                        std::slice::from_raw_parts_mut(stage.buf.ptr, sub.len());
+                                    par_copy(buf, sub);
+                                    check(
+                                        "cuMemcpyHtoDAsync",
+                                        cu::memcpy_htod_async(
+                                            dst + (off + k * STAGE_BYTES) as u64,
+                                            &*buf,
+                                            stream,
+                                        ),
+                                    )?;
+                                    check("cuEventRecord", cu::event::record(stage.done, stream))?;
+                                }
+                            }
+                        }
+                        let ev = st.chunk_done[n_chunks % 2];
+                        n_chunks += 1;
+                        // SAFETY: a live event of this context, recorded on this stager's stream.
+                        check("cuEventRecord", unsafe { cu::event::record(ev, stream) })?;
+                        // The previous chunk has landed once its event completes: queue its kernel, which
+                        // then runs while this chunk is copied.
+                        if let Some((pi, o, l, e)) = due.replace((i, off, piece.len(), ev)) {
+                            // SAFETY: a live event.
+                            check("cuEventSynchronize", unsafe { cu::event::synchronize(e) })?;
+                            landed(pi, o, l, &handles[pi]);
+                        }
                     }
                 }
-            }
-            // CubeCL's kernels run on CubeCL's streams: the data must be in place before they are queued.
-            // SAFETY: `stream` is this stager's live stream.
-            check("cuStreamSynchronize", unsafe {
+                if let Some((pi, o, l, e)) = due.take() {
+                    // SAFETY: a live event.
+                    check("cuEventSynchronize", unsafe { cu::event::synchronize(e) })?;
+                    landed(pi, o, l, &handles[pi]);
+                }
+                Ok(())
+            };
+            let r = run(&mut st);
+            // SAFETY: `stream` is this stager's live stream; after this no copy reads the sources.
+            let synced = check("cuStreamSynchronize", unsafe {
                 cu::stream::synchronize(stream)
-            })?;
-            Ok(h)
+            });
+            r.and(synced).map(|_| handles)
         }
 
         fn download(
@@ -395,26 +556,86 @@ mod cuda {
                 }
                 return Ok(());
             }
-            for (k, piece) in dst.chunks_mut(STAGE_BYTES).enumerate() {
-                let i = st.take_stage()?;
-                let stage = &mut st.stages[i];
-                // SAFETY: the stage is free (`take_stage`); the device range lies inside `src`.
-                unsafe {
-                    let buf = std::slice::from_raw_parts_mut(stage.buf.ptr, piece.len());
-                    check(
-                        "cuMemcpyDtoHAsync",
-                        cu::memcpy_dtoh_async(buf, from + (k * STAGE_BYTES) as u64, stream),
-                    )?;
-                    check("cuEventRecord", cu::event::record(stage.done, stream))?;
+            let mut copy = || -> Result<()> {
+                for (k, piece) in dst.chunks_mut(STAGE_BYTES).enumerate() {
+                    let i = st.take_stage()?;
+                    let stage = &mut st.stages[i];
+                    // SAFETY: the stage is free (`take_stage`); the device range lies inside `src`.
+                    unsafe {
+                        let buf = std::slice::from_raw_parts_mut(stage.buf.ptr, piece.len());
+                        check(
+                            "cuMemcpyDtoHAsync",
+                            cu::memcpy_dtoh_async(buf, from + (k * STAGE_BYTES) as u64, stream),
+                        )?;
+                        check("cuEventRecord", cu::event::record(stage.done, stream))?;
+                    }
+                    stage.pending_out = Some((piece.as_mut_ptr(), piece.len()));
                 }
-                stage.pending_out = Some((piece.as_mut_ptr(), piece.len()));
+                st.drain()
+            };
+            let r = copy();
+            if r.is_err() {
+                st.abandon();
             }
-            st.drain()
+            r
         }
 
         fn alloc_pinned(stager: &CudaStager, n: usize) -> Option<PinnedAlloc> {
             let ctx = stager.0.lock().expect("stager poisoned").ctx;
             pinned(ctx, n).ok()
+        }
+
+        fn copy_ceiling(client: &ComputeClient<Self>, bytes: usize) -> Result<Option<CopyCeiling>> {
+            let stager = Self::stager(client)?;
+            let ctx = stager.0.lock().expect("stager poisoned").ctx;
+            let dev = client.empty(bytes.max(4));
+            let ptr = device_ptr(client, &dev)?;
+            sync_cubecl(client)?;
+            let mut pageable = vec![0x5au8; bytes];
+            let pin = pinned(ctx, bytes)?;
+            // SAFETY: `pin` holds `bytes` bytes; filled before any copy reads it.
+            let pin = unsafe {
+                std::ptr::write_bytes(pin.ptr, 0xa5, bytes);
+                (pin.ptr, pin)
+            };
+            make_current(ctx)?;
+            let best = |f: &mut dyn FnMut() -> Result<()>| -> Result<f64> {
+                let mut best = f64::INFINITY;
+                for _ in 0..3 {
+                    let t0 = std::time::Instant::now();
+                    f()?;
+                    best = best.min(t0.elapsed().as_secs_f64());
+                }
+                Ok(bytes as f64 / best / 1e9)
+            };
+            // SAFETY (all four): `ptr` is a device buffer of `bytes` bytes; the host buffers hold `bytes` bytes
+            // and outlive the synchronous copies.
+            let h2d_pageable = best(&mut || {
+                check("cuMemcpyHtoD", unsafe {
+                    cu::memcpy_htod_sync(ptr, &pageable)
+                })
+            })?;
+            let h2d_pinned = best(&mut || {
+                let src = unsafe { std::slice::from_raw_parts(pin.0 as *const u8, bytes) };
+                check("cuMemcpyHtoD", unsafe { cu::memcpy_htod_sync(ptr, src) })
+            })?;
+            let d2h_pageable = best(&mut || {
+                check("cuMemcpyDtoH", unsafe {
+                    cu::memcpy_dtoh_sync(&mut pageable, ptr)
+                })
+            })?;
+            let d2h_pinned = best(&mut || {
+                let dst = unsafe { std::slice::from_raw_parts_mut(pin.0, bytes) };
+                check("cuMemcpyDtoH", unsafe { cu::memcpy_dtoh_sync(dst, ptr) })
+            })?;
+            drop(pin);
+            Ok(Some(CopyCeiling {
+                bytes,
+                h2d_pageable,
+                h2d_pinned,
+                d2h_pageable,
+                d2h_pinned,
+            }))
         }
 
         fn free_device_memory(stager: &CudaStager) -> Option<u64> {

@@ -34,7 +34,8 @@ pub fn scratch_slots(n: usize) -> usize {
     (2 * n.max(1)).next_power_of_two()
 }
 
-/// Phase 1 of the duplicate pass (see the module docs). `slot_of[i]` receives the scratch slot of key `i`.
+/// Phase 1 of the duplicate pass (see the module docs) over one chunk of the batch: `keys` and `slot_of` are the
+/// chunk's, whose first key is at batch position `base`. `slot_of[i]` receives the scratch slot of key `i`.
 /// `scratch_last` is unused (length 1) for 32-bit keys.
 #[cube(launch_unchecked)]
 pub fn dedup_claim_kernel<K: Int>(
@@ -42,11 +43,13 @@ pub fn dedup_claim_kernel<K: Int>(
     scratch: &Array<Atomic<u64>>,
     scratch_last: &Array<Atomic<u32>>,
     slot_of: &mut Array<u32>,
+    base: u32,
     #[comptime] wide_keys: bool,
 ) {
-    let pos = ABSOLUTE_POS;
-    if pos < keys.len() {
-        let key = u64::cast_from(keys[pos]);
+    let local = ABSOLUTE_POS;
+    if local < keys.len() {
+        let pos = local + base as usize;
+        let key = u64::cast_from(keys[local]);
         let lo = (key & 0xffff_ffffu64) as u32;
         let hi = (key >> 32u64) as u32;
         let mask = (scratch.len() - 1) as u32;
@@ -76,7 +79,7 @@ pub fn dedup_claim_kernel<K: Int>(
                 }
             }
         }
-        slot_of[pos] = h;
+        slot_of[local] = h;
     }
 }
 

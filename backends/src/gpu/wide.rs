@@ -265,6 +265,8 @@ pub struct GpuWideTable<R: HostTransfer, S: ProbingScheme> {
     stager: R::Stager,
     /// How host batches are cut for the device.
     batch: host_path::BatchSizes,
+    /// Host-path buffers kept between calls.
+    cache: host_path::DeviceCache,
     /// Failure buffer of the queued inserts (2 words per pair) and its length in words.
     failed: Option<(Handle, usize)>,
     /// Keys queued since the last settle.
@@ -315,6 +317,7 @@ impl<R: HostTransfer, S: ProbingScheme> GpuWideTable<R, S> {
         let t = Self {
             stager,
             batch,
+            cache: Default::default(),
             failed: None,
             pending_ops: 0,
             keys: client.empty(slots.max(1) * 8),
@@ -556,6 +559,9 @@ impl<R: HostTransfer, S: ProbingScheme> BatchTable<R> for GpuWideTable<R, S> {
     }
     fn batch_sizes(&self) -> host_path::BatchSizes {
         self.batch
+    }
+    fn cache(&self) -> &host_path::DeviceCache {
+        &self.cache
     }
     fn classify(&self, keys: &Handle, mask: &Handle, n: usize) {
         // SAFETY: indices are bounded by `n` and by the table's shape.

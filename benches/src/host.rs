@@ -1,0 +1,381 @@
+//! `hashtile-bench host`: the user-facing calls timed as users make them, on host data.
+//!
+//! For each load factor: `HashTable::insert` of `N` random distinct u32 pairs from `Vec`s into an empty table,
+//! `find_into` and `find` of all of them (present) and of `N` absent keys, and an upsert of half the keys
+//! again with new values; then the same calls on pinned buffers (`HashTable::pinned_buffer`; ordinary memory
+//! on backends without pinned memory). Every answer is checked against the inputs in the same run.
+//!
+//! Each rate is set against a ceiling measured in the same process:
+//! - GPUs: the bus, measured with plain driver copies of the same bytes (`measure_copy_ceiling`): an insert
+//!   moves 8 bytes per pair to the device, a find 4 bytes per key each way;
+//! - the CPU backend: `std::collections::HashMap` (SipHash, as users get it) filled from the same keys on one
+//!   thread, and its lookups.
+
+use hashtile::gpu::transfer::{CopyCeiling, measure_copy_ceiling};
+use hashtile::hash::fmix32;
+use hashtile::{
+    Backend, BackendChoice, Bcht, Cht1, HashTable, Iht, P2bht, SchemeInfo, TableConfig,
+};
+use rayon::prelude::*;
+use std::collections::HashMap;
+use std::io::Write;
+use std::time::Instant;
+
+/// What the host mode measures (checked by `cli`).
+#[derive(Debug, Clone)]
+pub struct HostSetup {
+    /// The backend (available).
+    pub backend: Backend,
+    /// Scheme name (`bcht`, `iht`, `p2bht`, `1cht`).
+    pub scheme: &'static str,
+    /// Bucket size, or the backend's default.
+    pub bucket: Option<u32>,
+    /// Keys per batch.
+    pub n: usize,
+    /// Load factors.
+    pub loads: Vec<f64>,
+    /// Timed runs per call (after one warm-up).
+    pub runs: usize,
+    /// CSV output path.
+    pub csv: String,
+}
+
+/// One measured call.
+struct HostRow {
+    load: f64,
+    memory: &'static str,
+    op: &'static str,
+    keys: usize,
+    /// Median M keys/s.
+    rate: f64,
+    /// The ceiling's M keys/s for the same call (NaN when there is none).
+    ceiling: f64,
+    ceiling_name: &'static str,
+    ok: bool,
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
+/// `count` distinct keys (a bijective mix of a counter, the sentinel skipped), starting at counter `from`.
+fn keys_from(from: u32, count: usize) -> Vec<u32> {
+    (0..count as u32 + 1)
+        .into_par_iter()
+        .map(|i| fmix32((from + i) ^ 0x6a09_e667))
+        .filter(|&k| k != u32::MAX)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .take(count)
+        .collect()
+}
+
+/// Runs `setup` then `call` once as a warm-up and `runs` times more, timing only `call`; `check` judges every
+/// answer, outside the timed region. Returns the median M keys/s for `keys` keys and whether every answer
+/// passed.
+fn time<T>(
+    runs: usize,
+    keys: usize,
+    mut setup: impl FnMut() -> hashtile::Result<()>,
+    mut call: impl FnMut() -> hashtile::Result<T>,
+    mut check: impl FnMut(T) -> bool,
+) -> hashtile::Result<(f64, bool)> {
+    let mut rates = Vec::with_capacity(runs);
+    let mut ok = true;
+    for run in 0..=runs {
+        setup()?;
+        let t0 = Instant::now();
+        let answer = call()?;
+        let secs = t0.elapsed().as_secs_f64();
+        ok &= check(answer);
+        if run > 0 {
+            rates.push(keys as f64 / secs / 1e6);
+        }
+    }
+    Ok((median(rates), ok))
+}
+
+/// Runs the host mode; returns the exit status (2 when an answer did not match).
+pub fn run(s: &HostSetup) -> Result<i32, String> {
+    match s.scheme {
+        "bcht" => run_scheme::<Bcht>(s),
+        "iht" => run_scheme::<Iht>(s),
+        "p2bht" => run_scheme::<P2bht>(s),
+        "1cht" => run_scheme::<Cht1>(s),
+        other => Err(format!("unknown scheme '{other}'")),
+    }
+}
+
+fn run_scheme<S: SchemeInfo>(s: &HostSetup) -> Result<i32, String> {
+    let n = s.n;
+    let err = |e: hashtile::Error| e.to_string();
+    eprintln!("host: generating {n} keys, {n} absent keys, values");
+    let all = keys_from(0, 2 * n);
+    let (keys, absent) = all.split_at(n);
+    let values: Vec<u32> = keys.par_iter().map(|k| k.rotate_left(7) ^ 0x1357).collect();
+    let half: Vec<u32> = keys.par_iter().step_by(2).copied().collect();
+    let half_values: Vec<u32> = half.par_iter().map(|k| !k).collect();
+
+    let ceiling = if s.backend == Backend::Cpu {
+        None
+    } else {
+        eprintln!(
+            "host: measuring the bus with driver copies of {} MB",
+            (4 * n) >> 20
+        );
+        measure_copy_ceiling(s.backend, 4 * n).map_err(err)?
+    };
+    if let Some(c) = ceiling {
+        println!(
+            "bus ({} MB copies): host->device {:.1} GB/s pageable, {:.1} GB/s pinned; device->host {:.1} / {:.1}",
+            c.bytes >> 20,
+            c.h2d_pageable,
+            c.h2d_pinned,
+            c.d2h_pageable,
+            c.d2h_pinned
+        );
+    }
+    let hashmap = if s.backend == Backend::Cpu {
+        Some(hashmap_rates(keys, &values, absent, s.runs))
+    } else {
+        None
+    };
+    if let Some((i, f, a)) = hashmap {
+        println!(
+            "std HashMap, one thread: insert {i:.1} M keys/s, find present {f:.1}, find absent {a:.1}"
+        );
+    }
+
+    let mut rows = Vec::new();
+    let mut all_ok = true;
+    for &load in &s.loads {
+        let mut cfg = TableConfig::for_keys(n, load).backend(BackendChoice::Exactly(s.backend));
+        if let Some(b) = s.bucket {
+            cfg = cfg.bucket_size(b);
+        }
+        let mut t: HashTable<S, u32, u32> = HashTable::new(cfg).map_err(err)?;
+        eprintln!(
+            "host: {} B={} load {load}: {} slots on {}",
+            S::NAME,
+            t.bucket_size(),
+            t.capacity(),
+            t.backend()
+        );
+        let mut out = vec![0u32; n];
+        for memory in ["vec", "pinned"] {
+            // Inputs of this memory kind (copied outside the timed regions).
+            let pin = |v: &[u32]| {
+                let mut b = t.pinned_buffer::<u32>(v.len());
+                b.copy_from_slice(v);
+                b
+            };
+            let (pk, pv, pa, ph, phv) = if memory == "pinned" {
+                (
+                    Some(pin(keys)),
+                    Some(pin(&values)),
+                    Some(pin(absent)),
+                    Some(pin(&half)),
+                    Some(pin(&half_values)),
+                )
+            } else {
+                (None, None, None, None, None)
+            };
+            let k: &[u32] = pk.as_deref().unwrap_or(keys);
+            let v: &[u32] = pv.as_deref().unwrap_or(&values);
+            let a: &[u32] = pa.as_deref().unwrap_or(absent);
+            let h: &[u32] = ph.as_deref().unwrap_or(&half);
+            let hv: &[u32] = phv.as_deref().unwrap_or(&half_values);
+            let mut pinned_out = (memory == "pinned").then(|| t.pinned_buffer::<u32>(n));
+            let o: &mut [u32] = pinned_out.as_deref_mut().unwrap_or(&mut out);
+            let (pageable, pinned) = (memory == "vec", memory == "pinned");
+            let bus = |up: f64, down: f64| -> f64 {
+                ceiling.map_or(f64::NAN, |c: CopyCeiling| {
+                    let (h2d, d2h) = if pinned {
+                        (c.h2d_pinned, c.d2h_pinned)
+                    } else {
+                        (c.h2d_pageable, c.d2h_pageable)
+                    };
+                    let secs_per_key = up / (h2d * 1e9) + down / (d2h * 1e9);
+                    if secs_per_key > 0.0 {
+                        1.0 / secs_per_key / 1e6
+                    } else {
+                        f64::NAN
+                    }
+                })
+            };
+            let _ = pageable;
+            let mut push = |op, keys, (rate, ok): (f64, bool), ceil: f64, name| {
+                all_ok &= ok;
+                rows.push(HostRow {
+                    load,
+                    memory,
+                    op,
+                    keys,
+                    rate,
+                    ceiling: ceil,
+                    ceiling_name: name,
+                    ok,
+                });
+            };
+            let (cname, ins_ceil, find_ceil, absent_ceil) = match hashmap {
+                Some((i, f, a)) => ("std HashMap", i, f, a),
+                None => ("bus", bus(8.0, 0.0), bus(4.0, 4.0), bus(4.0, 4.0)),
+            };
+
+            eprintln!("host: {memory}: insert");
+            let t = std::cell::RefCell::new(&mut t);
+            let r = time(
+                s.runs,
+                n,
+                || t.borrow_mut().clear(),
+                || t.borrow_mut().insert(k, v),
+                |()| t.borrow().len() == n,
+            )
+            .map_err(err)?;
+            let t = t.into_inner();
+            push("insert", n, r, ins_ceil, cname);
+
+            eprintln!("host: {memory}: find_into, all present");
+            let o = std::cell::RefCell::new(o);
+            let r = time(
+                s.runs,
+                n,
+                || Ok(()),
+                || t.find_into(k, &mut o.borrow_mut()),
+                |()| o.borrow().par_iter().zip(v.par_iter()).all(|(x, y)| x == y),
+            )
+            .map_err(err)?;
+            push("find_into present", n, r, find_ceil, cname);
+
+            eprintln!("host: {memory}: find_into, none present");
+            let r = time(
+                s.runs,
+                n,
+                || Ok(()),
+                || t.find_into(a, &mut o.borrow_mut()),
+                |()| o.borrow().par_iter().all(|&x| x == u32::MAX),
+            )
+            .map_err(err)?;
+            let o = o.into_inner();
+            push("find_into absent", n, r, absent_ceil, cname);
+
+            eprintln!("host: {memory}: find (Option), all present");
+            let r = time(
+                s.runs,
+                n,
+                || Ok(()),
+                || t.find(k),
+                |got| {
+                    got.par_iter()
+                        .zip(v.par_iter())
+                        .all(|(g, y)| *g == Some(*y))
+                },
+            )
+            .map_err(err)?;
+            push("find present", n, r, find_ceil, cname);
+
+            eprintln!("host: {memory}: upsert of half the keys again");
+            let t = std::cell::RefCell::new(t);
+            let r = time(
+                s.runs,
+                h.len(),
+                || Ok(()),
+                || t.borrow_mut().insert(h, hv),
+                |()| t.borrow().len() == n,
+            )
+            .map_err(err)?;
+            let t = t.into_inner();
+            // Check the updated values and the untouched half once, after the timed runs.
+            t.find_into(k, o).map_err(err)?;
+            let upsert_ok = o
+                .par_iter()
+                .enumerate()
+                .all(|(i, &x)| x == if i % 2 == 0 { !keys[i] } else { values[i] });
+            push(
+                "upsert half",
+                h.len(),
+                (r.0, r.1 && upsert_ok),
+                ins_ceil,
+                cname,
+            );
+        }
+    }
+    report(s, &rows, ceiling).map_err(|e| format!("writing {}: {e}", s.csv))?;
+    Ok(if all_ok { 0 } else { 2 })
+}
+
+/// `std::collections::HashMap` on one thread: insert, find present, find absent (M keys/s, best of `runs`).
+fn hashmap_rates(keys: &[u32], values: &[u32], absent: &[u32], runs: usize) -> (f64, f64, f64) {
+    let n = keys.len() as f64;
+    let (mut ins, mut hit, mut miss) = (0f64, 0f64, 0f64);
+    for _ in 0..runs.max(1) {
+        let t0 = Instant::now();
+        let mut m = HashMap::new();
+        for (k, v) in keys.iter().zip(values) {
+            m.insert(*k, *v);
+        }
+        ins = ins.max(n / t0.elapsed().as_secs_f64() / 1e6);
+        let t0 = Instant::now();
+        let s: u64 = keys.iter().map(|k| *m.get(k).unwrap_or(&0) as u64).sum();
+        hit = hit.max(n / t0.elapsed().as_secs_f64() / 1e6);
+        let t0 = Instant::now();
+        let c = absent.iter().filter(|k| m.contains_key(k)).count();
+        miss = miss.max(n / t0.elapsed().as_secs_f64() / 1e6);
+        std::hint::black_box((s, c));
+    }
+    (ins, hit, miss)
+}
+
+fn report(s: &HostSetup, rows: &[HostRow], ceiling: Option<CopyCeiling>) -> std::io::Result<()> {
+    println!(
+        "\n{:<6} {:<7} {:<18} {:>10} {:>12} {:>12} {:>7}  ok",
+        "load", "memory", "call", "keys", "M keys/s", "ceiling", "ratio"
+    );
+    for r in rows {
+        println!(
+            "{:<6} {:<7} {:<18} {:>10} {:>12.1} {:>12.1} {:>7.2}  {}",
+            r.load,
+            r.memory,
+            r.op,
+            r.keys,
+            r.rate,
+            r.ceiling,
+            r.rate / r.ceiling,
+            if r.ok { "yes" } else { "NO" }
+        );
+    }
+    if let Some(c) = ceiling {
+        println!(
+            "ceiling = the bus measured in this run (driver copies of {} MB; insert moves 8 bytes/pair up, finds 4 up + 4 down)",
+            c.bytes >> 20
+        );
+    } else if s.backend == Backend::Cpu {
+        println!("ceiling = std::collections::HashMap on one thread, same keys, this run");
+    }
+    let mut f = std::fs::File::create(&s.csv)?;
+    writeln!(
+        f,
+        "backend,scheme,bucket,keys,load,memory,call,rate_mkeys,ceiling,ceiling_mkeys,ratio,ok"
+    )?;
+    for r in rows {
+        writeln!(
+            f,
+            "{},{},{},{},{},{},{},{:.3},{},{:.3},{:.4},{}",
+            s.backend,
+            s.scheme,
+            s.bucket.map_or("default".to_string(), |b| b.to_string()),
+            r.keys,
+            r.load,
+            r.memory,
+            r.op,
+            r.rate,
+            r.ceiling_name,
+            r.ceiling,
+            r.rate / r.ceiling,
+            r.ok
+        )?;
+    }
+    println!("wrote {}", s.csv);
+    Ok(())
+}
