@@ -17,10 +17,15 @@ pub struct Inserted<K, V> {
 
 /// One backend's table of `K -> V`.
 pub trait Engine<K: Key, V: Value>: Send + Sync {
-    /// Upserts a validated batch (no sentinel keys, equal lengths). The **last** occurrence of a key in the
-    /// batch wins; a stored key gets the new value. If the batch's new distinct keys do not fit, returns
-    /// `Error::CapacityExceeded` and changes nothing.
+    /// Upserts a batch of equal lengths. The **last** occurrence of a key in the batch wins; a stored key gets
+    /// the new value. Keys are checked for the sentinel by the caller unless [`Engine::checks_sentinel`]; an
+    /// engine that checks returns `Error::SentinelKey` with the table unchanged.
     fn upsert(&mut self, keys: &[K], values: &[V]) -> Result<Inserted<K, V>>;
+    /// `true` when [`Engine::upsert`] checks its keys for the sentinel itself (GPUs: during the copy, at no
+    /// cost of its own); the caller then skips its host scan.
+    fn checks_sentinel(&self) -> bool {
+        false
+    }
     /// Counts the distinct keys of a batch that are not stored (the exact capacity check near a full table).
     fn count_new(&self, keys: &[K]) -> Result<usize>;
     /// Inserts pairs whose keys are distinct and not stored (rebuilds): no duplicate or update passes.

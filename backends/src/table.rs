@@ -380,23 +380,27 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
                 expected: keys.len(),
             });
         }
-        let t0 = std::time::Instant::now();
-        if let Some(index) = first_sentinel(keys) {
-            return Err(Error::SentinelKey { index });
-        }
         let trace = std::env::var_os("HASHTILE_TRACE").is_some();
-        if trace {
-            eprintln!(
-                "trace insert: sentinel scan {:.3} ms",
-                t0.elapsed().as_secs_f64() * 1e3
-            );
+        // Only a batch that could overflow pays for an exact count of its new keys (and is scanned first).
+        let near_full = self.len() + keys.len() > self.capacity();
+        // GPU engines check for the sentinel during the copy; the host scans otherwise.
+        if near_full || !self.engine.checks_sentinel() {
+            let t0 = std::time::Instant::now();
+            if let Some(index) = first_sentinel(keys) {
+                return Err(Error::SentinelKey { index });
+            }
+            if trace {
+                eprintln!(
+                    "trace insert: sentinel scan {:.3} ms",
+                    t0.elapsed().as_secs_f64() * 1e3
+                );
+            }
         }
         if keys.is_empty() {
             self.last_insert = ProbeStats::default();
             return Ok(());
         }
-        // Only a batch that could overflow pays for an exact count of its new keys.
-        if self.len() + keys.len() > self.capacity() {
+        if near_full {
             let incoming = self.engine.count_new(keys)?;
             if self.len() + incoming > self.capacity() {
                 return Err(Error::CapacityExceeded {

@@ -297,7 +297,10 @@ fn host_mode_bad_inputs_are_refused() {
     assert_refused(&["host", "--load", "1.5"], "load factor");
     assert_refused(&["host", "--bucket", "3"], "--bucket 3");
     assert_refused(&["host", "--scheme", "cuckoo"], "unknown scheme");
-    assert_refused(&["host", "--scheme", "1cht", "--bucket", "8"], "one-slot buckets");
+    assert_refused(
+        &["host", "--scheme", "1cht", "--bucket", "8"],
+        "one-slot buckets",
+    );
 }
 
 /// The host mode on the CPU backend: every call's answers checked, a CSV row per call with the HashMap ratio.

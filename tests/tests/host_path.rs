@@ -322,3 +322,36 @@ fn bad_configurations_are_typed_errors() {
     ));
     assert!(t.is_empty(), "failed inserts leave the table unchanged");
 }
+
+fn sentinel_refused(backend: Backend) {
+    if !present(backend) {
+        return;
+    }
+    // Device batches of 4096 keys in chunks of 2048: the sentinel sits in the first chunk, a later chunk, and a
+    // later device batch; each time the whole call is refused and the table keeps what it had.
+    let keys = distinct_keys(10_000, 13);
+    for at in [0, 3000, 9000] {
+        let mut t = table::<Bcht, u32, u32>(backend, 20_000, Some(4096));
+        t.insert(&keys[..100], &keys[..100]).unwrap();
+        let mut batch = keys.clone();
+        batch[at] = u32::MAX;
+        let r = t.insert(&batch, &batch);
+        assert!(
+            matches!(r, Err(hashtile::Error::SentinelKey { index }) if index == at),
+            "{backend} sentinel at {at}: {r:?}"
+        );
+        assert_eq!(
+            t.len(),
+            100,
+            "{backend}: a refused insert changed the table"
+        );
+        assert_eq!(t.find(&keys[100..101]).unwrap(), vec![None]);
+    }
+}
+
+#[test]
+fn sentinel_keys_are_refused_with_the_table_unchanged() {
+    for b in BACKENDS {
+        sentinel_refused(b);
+    }
+}

@@ -32,6 +32,18 @@ pub struct BatchSizes {
 /// the strictest offset alignment of a buffer binding (Vulkan's `minStorageBufferOffsetAlignment`).
 pub const CHUNK_ALIGN: usize = 2048;
 
+/// Diagnosis: `HASHTILE_CHUNK_KEYS` overrides the default copy chunk (rounded to [`CHUNK_ALIGN`]).
+fn chunk_override() -> Option<usize> {
+    static V: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
+    *V.get_or_init(|| {
+        std::env::var("HASHTILE_CHUNK_KEYS")
+            .ok()?
+            .parse::<usize>()
+            .ok()
+            .map(|k| k.max(1).next_multiple_of(CHUNK_ALIGN))
+    })
+}
+
 impl BatchSizes {
     /// The defaults: device batches of 2^26 keys (one batch for the sweeps' sizes), copy chunks of 2^22.
     pub const DEFAULT: Self = Self {
@@ -52,7 +64,10 @@ impl BatchSizes {
                     chunk: (k / 2 / CHUNK_ALIGN).max(1) * CHUNK_ALIGN,
                 }
             }
-            None => Self::DEFAULT,
+            None => Self {
+                chunk: chunk_override().unwrap_or(Self::DEFAULT.chunk),
+                ..Self::DEFAULT
+            },
         }
     }
 }
@@ -295,6 +310,20 @@ fn upload_and_plan<R: HostTransfer, T: BatchTable<R>>(
     m: usize,
     classify: bool,
 ) -> Result<(Handle, Option<Handle>, Handle)> {
+    upload_and_plan_checked(t, keys, values, m, classify, &mut None)
+}
+
+/// [`upload_and_plan`], also scanning each key chunk for the sentinel on the host while the next chunk is in
+/// flight (the scan then costs no time of its own): `sentinel` receives the first offending position (in the
+/// batch), if any. Nothing is inserted by this function, so the caller can still refuse the batch.
+fn upload_and_plan_checked<R: HostTransfer, T: BatchTable<R>>(
+    t: &T,
+    keys: &[u8],
+    values: Option<&[u8]>,
+    m: usize,
+    classify: bool,
+    sentinel: &mut Option<usize>,
+) -> Result<(Handle, Option<Handle>, Handle)> {
     let client = t.client();
     let cache = t.cache();
     let kb = T::KEY_BYTES;
@@ -322,6 +351,11 @@ fn upload_and_plan<R: HostTransfer, T: BatchTable<R>>(
         chunk,
         &mut |src, off, len, h| {
             if src == 0 {
+                if sentinel.is_none()
+                    && let Some(i) = sentinel_in(&keys[off..off + len], kb)
+                {
+                    *sentinel = Some(off / kb + i);
+                }
                 if serial {
                     landed.push((h.clone(), off, len));
                 } else {
@@ -346,6 +380,22 @@ fn upload_and_plan<R: HostTransfer, T: BatchTable<R>>(
         t.classify(&kh, &mask, m);
     }
     Ok((kh, vh, mask))
+}
+
+/// The position of the first all-ones key in `bytes` (keys of `kb` bytes), scanned with all cores.
+fn sentinel_in(bytes: &[u8], kb: usize) -> Option<usize> {
+    // The bytes are a `&[u32]` or `&[u64]` of the caller's, so they are aligned for their key type.
+    if kb == 4 {
+        // SAFETY: `bytes` came from a `&[u32]` (aligned, a whole number of keys).
+        let keys: &[u32] =
+            unsafe { std::slice::from_raw_parts(bytes.as_ptr().cast(), bytes.len() / 4) };
+        hashtile_core::element::first_sentinel(keys)
+    } else {
+        // SAFETY: `bytes` came from a `&[u64]` (aligned, a whole number of keys).
+        let keys: &[u64] =
+            unsafe { std::slice::from_raw_parts(bytes.as_ptr().cast(), bytes.len() / 8) };
+        hashtile_core::element::first_sentinel(keys)
+    }
 }
 
 /// Counts the mask entries equal to `value` (one small read-back).
@@ -386,6 +436,14 @@ pub(crate) fn upsert<R: HostTransfer, T: BatchTable<R>>(
 ) -> Result<(ProbeStats, Vec<(u64, u64)>)> {
     let (kb, vb) = (T::KEY_BYTES, T::VALUE_BYTES);
     let n = keys.len() / kb;
+    // The sentinel check rides along the copy of a single device batch (see `upload_and_plan_checked`);
+    // a larger batch is scanned first, so that a sentinel in a later device batch leaves the table unchanged.
+    if !distinct
+        && n > t.batch_sizes().insert
+        && let Some(index) = sentinel_in(keys, kb)
+    {
+        return Err(Error::SentinelKey { index });
+    }
     let mut stats = ProbeStats::default();
     let mut lost = Vec::new();
     let batch = t.batch_sizes().insert;
@@ -402,7 +460,19 @@ pub(crate) fn upsert<R: HostTransfer, T: BatchTable<R>>(
             let had_pairs = t.stored() > 0;
             let mut trace = Trace::new();
             // The claims run while the keys are still arriving; the values' copy overlaps the last claims.
-            let (kh, vh, mask) = upload_and_plan(t, batch_keys, Some(batch_values), m, had_pairs)?;
+            let mut sentinel = None;
+            let (kh, vh, mask) = upload_and_plan_checked(
+                t,
+                batch_keys,
+                Some(batch_values),
+                m,
+                had_pairs,
+                &mut sentinel,
+            )?;
+            if let Some(i) = sentinel {
+                // Only scratch buffers were written: the table is unchanged.
+                return Err(Error::SentinelKey { index: start + i });
+            }
             let vh = vh.expect("values were uploaded");
             trace.mark(
                 t.client(),

@@ -607,6 +607,10 @@ impl<R: HostTransfer, S: ProbingScheme, K: Key, V: Value> Engine<K, V> for GpuTa
         })
     }
 
+    fn checks_sentinel(&self) -> bool {
+        true
+    }
+
     fn count_new(&self, keys: &[K]) -> Result<usize> {
         host_path::count_new(self, u32::as_bytes(packed(keys)))
     }

@@ -254,6 +254,8 @@ mod cuda {
     /// Bytes per staging buffer, and buffers in the ring: the host fills one while the copy engine drains
     /// the others.
     const STAGE_BYTES: usize = 16 << 20;
+    /// The finest cut of a pinned source (see `upload_chunked`).
+    const PINNED_MIN_CHUNK: usize = 4 << 20;
     const STAGES: usize = 4;
 
     struct Stage {
@@ -472,6 +474,15 @@ mod cuda {
             let mut run = |st: &mut Inner| -> Result<()> {
                 for (i, (src, &dst)) in srcs.iter().zip(&ptrs).enumerate() {
                     let pinned = !src.is_empty() && is_pinned(src.as_ptr());
+                    // Pinned memory copies ~7x faster than the staging ring fills, so a pinned source is
+                    // cut 4x finer (down to 4 MB): each chunk's kernel then waits on a shorter copy (H100,
+                    // 2^26-key pinned insert: 2.4 G keys/s at 16 MB chunks, 2.8 at 4 MB; pageable sources
+                    // lose at 4 MB: the per-chunk waits stall the staging copies).
+                    let chunk = if pinned && chunk / 4 >= PINNED_MIN_CHUNK {
+                        chunk / 4
+                    } else {
+                        chunk
+                    };
                     for (c, piece) in src.chunks(chunk).enumerate() {
                         let off = c * chunk;
                         if pinned {

@@ -661,6 +661,10 @@ impl<R: HostTransfer, S: ProbingScheme, K: Key, V: Value> Engine<K, V> for GpuWi
         self.upsert_typed(keys, values, true)
     }
 
+    fn checks_sentinel(&self) -> bool {
+        true
+    }
+
     fn count_new(&self, keys: &[K]) -> Result<usize> {
         host_path::count_new(self, u64::as_bytes(&words(keys)))
     }
