@@ -100,6 +100,20 @@ pub(crate) trait BatchTable<R: HostTransfer> {
         n: usize,
         upsert: bool,
     );
+    /// Queues an insert (without the duplicate check) of the positions that are their key's last occurrence,
+    /// read from the duplicate pass's scratch (`slot_of`, `scratch` and its slot count): the first insert of a
+    /// batch into an empty table, without a mark pass. `false` when the table's layout has no such launch
+    /// (then nothing was queued).
+    fn insert_last_occurrences(
+        &mut self,
+        _keys: &Handle,
+        _values: &Handle,
+        _slot_of: &Handle,
+        _scratch: (&Handle, usize),
+        _n: usize,
+    ) -> bool {
+        false
+    }
     /// Waits for queued inserts and returns their statistics and unplaced pairs (widened).
     fn settle_batch(&mut self) -> Result<(ProbeStats, Vec<(u64, u64)>)>;
 }
@@ -209,12 +223,10 @@ impl Dedup {
         wide: bool,
     ) -> Self {
         let slots = scratch_slots(n);
+        // Cleared by `clear`, queued once the keys' copy has begun (so the clearing overlaps it).
         let scratch = cache.take(client, "dedup scratch", slots * 8);
-        fill_u64(client, &scratch, slots, if wide { u64::MAX } else { 0 });
         let last = if wide {
-            let h = cache.take(client, "dedup last", slots * 4);
-            fill_u32(client, &h, slots, 0);
-            (h, slots)
+            (cache.take(client, "dedup last", slots * 4), slots)
         } else {
             (client.empty(4), 1)
         };
@@ -228,6 +240,23 @@ impl Dedup {
         }
     }
 
+    /// Queues the mark pass (and, with `classify`, the classify pass), returns the buffers to the cache, and
+    /// returns the batch's mask.
+    fn finish<R: HostTransfer, T: BatchTable<R>>(
+        self,
+        t: &T,
+        keys: &Handle,
+        classify: bool,
+    ) -> Handle {
+        let n = self.n;
+        let mask = self.mark(t.client(), t.cache());
+        self.release(t.cache());
+        if classify {
+            t.classify(keys, &mask, n);
+        }
+        mask
+    }
+
     /// Returns the buffers to `cache` (after the kernels that use them were queued; the cache's next user
     /// queues after them on the same stream, and copies wait for that stream).
     fn release(self, cache: &DeviceCache) {
@@ -236,6 +265,19 @@ impl Dedup {
             cache.give("dedup last", self.last.0, self.slots * 4);
         }
         cache.give("dedup slot", self.slot_of, self.n * 4);
+    }
+
+    /// Queues the clearing of the scratch table (before the first claim).
+    fn clear<R: HostTransfer>(&self, client: &ComputeClient<R>) {
+        fill_u64(
+            client,
+            &self.scratch,
+            self.slots,
+            if self.wide { u64::MAX } else { 0 },
+        );
+        if self.wide {
+            fill_u32(client, &self.last.0, self.slots, 0);
+        }
     }
 
     /// Queues phase 1 for the keys at positions `base..base + m` (`keys` holds the whole batch).
@@ -310,7 +352,9 @@ fn upload_and_plan<R: HostTransfer, T: BatchTable<R>>(
     m: usize,
     classify: bool,
 ) -> Result<(Handle, Option<Handle>, Handle)> {
-    upload_and_plan_checked(t, keys, values, m, classify, &mut None)
+    let (kh, vh, dedup) = upload_and_plan_checked(t, keys, values, m, &mut None)?;
+    let mask = dedup.finish(t, &kh, classify);
+    Ok((kh, vh, mask))
 }
 
 /// [`upload_and_plan`], also scanning each key chunk for the sentinel on the host while the next chunk is in
@@ -321,9 +365,8 @@ fn upload_and_plan_checked<R: HostTransfer, T: BatchTable<R>>(
     keys: &[u8],
     values: Option<&[u8]>,
     m: usize,
-    classify: bool,
     sentinel: &mut Option<usize>,
-) -> Result<(Handle, Option<Handle>, Handle)> {
+) -> Result<(Handle, Option<Handle>, Dedup)> {
     let client = t.client();
     let cache = t.cache();
     let kb = T::KEY_BYTES;
@@ -356,6 +399,9 @@ fn upload_and_plan_checked<R: HostTransfer, T: BatchTable<R>>(
                 {
                     *sentinel = Some(off / kb + i);
                 }
+                if off == 0 {
+                    dedup.clear(client);
+                }
                 if serial {
                     landed.push((h.clone(), off, len));
                 } else {
@@ -373,13 +419,7 @@ fn upload_and_plan_checked<R: HostTransfer, T: BatchTable<R>>(
     let vh = (h.len() > 1).then(|| h.remove(1));
     let kh = h.remove(0);
     trace.mark(client, "plan: copied, claims done");
-    let mask = dedup.mark(client, cache);
-    trace.mark(client, "plan: marked");
-    dedup.release(cache);
-    if classify {
-        t.classify(&kh, &mask, m);
-    }
-    Ok((kh, vh, mask))
+    Ok((kh, vh, dedup))
 }
 
 /// The position of the first all-ones key in `bytes` (keys of `kb` bytes), scanned with all cores.
@@ -461,19 +501,36 @@ pub(crate) fn upsert<R: HostTransfer, T: BatchTable<R>>(
             let mut trace = Trace::new();
             // The claims run while the keys are still arriving; the values' copy overlaps the last claims.
             let mut sentinel = None;
-            let (kh, vh, mask) = upload_and_plan_checked(
-                t,
-                batch_keys,
-                Some(batch_values),
-                m,
-                had_pairs,
-                &mut sentinel,
-            )?;
+            let (kh, vh, dedup) =
+                upload_and_plan_checked(t, batch_keys, Some(batch_values), m, &mut sentinel)?;
             if let Some(i) = sentinel {
                 // Only scratch buffers were written: the table is unchanged.
+                dedup.release(t.cache());
                 return Err(Error::SentinelKey { index: start + i });
             }
             let vh = vh.expect("values were uploaded");
+            // Into an empty table every kept key is new: a packed table's insert reads the last occurrences
+            // straight from the scratch table (no mark pass, no mask).
+            if !had_pairs
+                && t.insert_last_occurrences(
+                    &kh,
+                    &vh,
+                    &dedup.slot_of,
+                    (&dedup.scratch, dedup.slots),
+                    m,
+                )
+            {
+                dedup.release(t.cache());
+                let cache = t.cache();
+                cache.give("keys", kh, m * kb);
+                cache.give("values", vh, m * vb);
+                let (s, mut l) = t.settle_batch()?;
+                trace.mark(t.client(), "insert: inserts settled (no mark)");
+                add(&mut stats, s);
+                lost.append(&mut l);
+                continue;
+            }
+            let mask = dedup.finish(t, &kh, had_pairs);
             trace.mark(
                 t.client(),
                 "insert: keys and values copied, duplicates planned",

@@ -35,8 +35,11 @@ pub fn decode_insert_counters(c: &[u32], ops: u64) -> (usize, usize, hashtile_co
 ///   exchange and carry on inserting whatever was displaced (a CAS-free path for compilers without one; upstream
 ///   cubecl-opt 0.10.0 breaks compare-and-swap on SPIR-V, which `vendor/cubecl-opt` patches).
 /// - `failed` receives pairs the scheme gave up on (`counters[0]` counts them); `counters[1..]` count new keys.
-/// - `masked`: only positions with `mask[i] == mode` are inserted (the host path's update and new-key passes,
-///   `super::upsert`); off, every position is (device-resident batches, the device API).
+/// - `select` ([`select`]): which positions are inserted. `ALL` (device-resident batches, the device API);
+///   `MASK`: those with `mask[i] == mode` (the host path's update and new-key passes, `super::upsert`); `LAST`:
+///   those that are their key's last occurrence, read straight from the duplicate pass's scratch table
+///   (`mask` then holds each position's scratch slot): the host path's first insert into an empty packed table,
+///   which so needs no mark pass.
 // The mask test stays a comptime `if` around a runtime `if`: CubeCL cannot mix the two in one condition.
 #[allow(clippy::too_many_arguments, clippy::collapsible_if)]
 #[cube(launch_unchecked)]
@@ -45,6 +48,7 @@ pub fn insert_kernel<S: ProbingScheme>(
     values: &Array<u32>,
     mask: &Array<u32>,
     mode: u32,
+    scratch: &Array<u64>,
     table: &Array<Atomic<u64>>,
     table_plain: &Array<u64>,
     failed: &mut Array<u64>,
@@ -55,15 +59,20 @@ pub fn insert_kernel<S: ProbingScheme>(
     #[comptime] use_cas: bool,
     #[comptime] plain_reads: bool,
     #[comptime] count_probes: bool,
-    #[comptime] masked: bool,
+    #[comptime] select: u32,
 ) {
     let meta = meta_of(shape);
     let tl = tile_lane(tile_width);
     let pos = ABSOLUTE_POS;
     let mut pending = pos < keys.len();
-    if comptime!(masked) {
+    if comptime!(select == select::MASK) {
         if pending {
             pending = mask[pos] == mode;
+        }
+    }
+    if comptime!(select == select::LAST) {
+        if pending {
+            pending = (scratch[mask[pos] as usize] & 0xffff_ffffu64) as u32 == pos as u32;
         }
     }
     let mut my_key = u32::new(0);
@@ -249,6 +258,16 @@ pub fn insert_kernel<S: ProbingScheme>(
                 .fetch_add(lost);
         }
     }
+}
+
+/// Which positions of a batch the insert kernel inserts (see [`insert_kernel`]).
+pub mod select {
+    /// Every position.
+    pub const ALL: u32 = 0;
+    /// Positions whose mask equals the mode.
+    pub const MASK: u32 = 1;
+    /// Positions that are their key's last occurrence in the duplicate pass's scratch table.
+    pub const LAST: u32 = 2;
 }
 
 /// How a find reports presence besides the value.

@@ -19,7 +19,7 @@ use hashtile_core::scheme::{ProbingScheme, SchemeParams};
 use hashtile_core::tile::EMPTY_WORD;
 use hashtile_core::{Element, Error, HashFamily, Key, ProbeStats, Result, Value};
 use host_path::BatchTable;
-use kernels::{ADDED_COUNTERS, INSERT_COUNTERS, found_mode};
+use kernels::{ADDED_COUNTERS, INSERT_COUNTERS, found_mode, select};
 use std::marker::PhantomData;
 use transfer::{HostTransfer, PinnedAlloc};
 
@@ -281,7 +281,7 @@ impl<R: HostTransfer, S: ProbingScheme> GpuTable<R, S> {
     /// keys and failures accumulate on the device until [`GpuTable::settle`] reads them; call it before
     /// trusting `len()`, and before queueing so many failures that the stash overflows.
     pub fn insert_device_async(&mut self, keys: &Handle, values: &Handle, n: usize) {
-        self.launch_insert(keys, values, None, n, None);
+        self.launch_insert(keys, values, Selection::All, n, None);
     }
 
     /// Queues the insert kernel over the positions whose mask equals the given mode (all when `None`), with
@@ -290,7 +290,7 @@ impl<R: HostTransfer, S: ProbingScheme> GpuTable<R, S> {
         &mut self,
         keys: &Handle,
         values: &Handle,
-        mask: Option<(&Handle, u32)>,
+        which: Selection,
         n: usize,
         upsert: Option<bool>,
     ) {
@@ -303,9 +303,16 @@ impl<R: HostTransfer, S: ProbingScheme> GpuTable<R, S> {
         if let Some(u) = upsert {
             shape[8] = u as u32;
         }
-        let (mask_handle, mode) = match mask {
-            Some((m, mode)) => (m.clone(), mode),
-            None => (self.dummy.clone(), 0),
+        let dummy = (self.dummy.clone(), 1);
+        let (kind, (mask_handle, mask_len), mode, (scratch, scratch_len)) = match which {
+            Selection::All => (select::ALL, dummy.clone(), 0, dummy),
+            Selection::Mask(m, mode) => (select::MASK, (m.clone(), n), mode, dummy),
+            Selection::Last { slot_of, scratch } => (
+                select::LAST,
+                (slot_of.clone(), n),
+                0,
+                (scratch.0.clone(), scratch.1),
+            ),
         };
         // SAFETY: every array index in the kernel is bounded by the array lengths passed here or by the table's
         // shape, which matches the table allocation.
@@ -316,8 +323,9 @@ impl<R: HostTransfer, S: ProbingScheme> GpuTable<R, S> {
                 CubeDim::new_1d(CUBE_SIZE),
                 ArrayArg::from_raw_parts(keys.clone(), n),
                 ArrayArg::from_raw_parts(values.clone(), n),
-                ArrayArg::from_raw_parts(mask_handle, if mask.is_some() { n } else { 1 }),
+                ArrayArg::from_raw_parts(mask_handle, mask_len),
                 mode,
+                ArrayArg::from_raw_parts(scratch, scratch_len),
                 ArrayArg::from_raw_parts(self.table.clone(), self.capacity()),
                 if self.options.plain_reads {
                     ArrayArg::from_raw_parts(self.table.clone(), self.capacity())
@@ -333,7 +341,7 @@ impl<R: HostTransfer, S: ProbingScheme> GpuTable<R, S> {
                 self.options.use_cas,
                 self.options.plain_reads,
                 self.count_probes,
-                mask.is_some(),
+                kind,
             )
         }
     }
@@ -504,6 +512,16 @@ impl<R: HostTransfer, S: ProbingScheme> GpuTable<R, S> {
     }
 }
 
+/// Which positions an insert launch inserts (the kernel's `select`).
+enum Selection<'a> {
+    All,
+    Mask(&'a Handle, u32),
+    Last {
+        slot_of: &'a Handle,
+        scratch: (&'a Handle, usize),
+    },
+}
+
 /// What an insert could not place.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Unplaced {
@@ -571,7 +589,23 @@ impl<R: HostTransfer, S: ProbingScheme> BatchTable<R> for GpuTable<R, S> {
         n: usize,
         upsert: bool,
     ) {
-        self.launch_insert(keys, values, mask, n, Some(upsert));
+        let which = match mask {
+            Some((m, mode)) => Selection::Mask(m, mode),
+            None => Selection::All,
+        };
+        self.launch_insert(keys, values, which, n, Some(upsert));
+    }
+    fn insert_last_occurrences(
+        &mut self,
+        keys: &Handle,
+        values: &Handle,
+        slot_of: &Handle,
+        scratch: (&Handle, usize),
+        n: usize,
+    ) -> bool {
+        let which = Selection::Last { slot_of, scratch };
+        self.launch_insert(keys, values, which, n, Some(false));
+        true
     }
     fn settle_batch(&mut self) -> Result<(ProbeStats, Vec<(u64, u64)>)> {
         let lost = self.settle()?;
