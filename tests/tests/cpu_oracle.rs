@@ -218,3 +218,74 @@ fn deterministic_mode_reproduces_probe_counts() {
         a.1.average()
     );
 }
+
+/// The parallel upsert (batch partitioned by bucket range, settled per range, updates before new keys) on
+/// batches large enough for many ranges: duplicates spread over the batch (the last occurrence wins), updates
+/// mixed with new keys, a second batch large enough that the capacity check counts its new keys, loads where
+/// cuckoo chains and deferred inserts run. No key may be stored twice.
+fn parallel_upsert_matches_oracle<S: hashtile::SchemeInfo, K: Key, V: Value>(load: f64, seed: u64) {
+    let n = 120_000;
+    let mut rng = StdRng::seed_from_u64(seed);
+    let keys: Vec<K> = distinct(&mut rng, n, &HashSet::new());
+    let mut table: HashTable<S, K, V> = HashTable::new(cpu(n, load, false)).unwrap();
+    let mut oracle: HashMap<K, V> = HashMap::new();
+    let mut batch = |table: &mut HashTable<S, K, V>, ks: Vec<K>| {
+        let vs: Vec<V> = (0..ks.len()).map(|_| V::narrow(rng.random())).collect();
+        table.insert(&ks, &vs).unwrap();
+        oracle.extend(ks.iter().copied().zip(vs.iter().copied()));
+    };
+    // Batch 1: the first 60% of the keys, a third of them two or three times, in random positions.
+    let mut b1: Vec<K> = keys[..n * 6 / 10].to_vec();
+    b1.extend_from_within(..n / 5);
+    b1.extend_from_within(n / 10..n / 5);
+    shuffle(&mut b1, seed);
+    batch(&mut table, b1);
+    // Batch 2: every key (the stored 60% are updates, some twice, the rest new), so that len + batch exceeds the
+    // capacity and the exact count of new keys decides.
+    let mut b2: Vec<K> = keys.clone();
+    b2.extend_from_within(..n / 4);
+    shuffle(&mut b2, seed + 1);
+    batch(&mut table, b2);
+
+    let name = S::NAME;
+    assert_eq!(table.len(), oracle.len(), "{name} len at load {load}");
+    let pairs = table.pairs().unwrap();
+    let distinct_stored: HashSet<u64> = pairs.iter().map(|(k, _)| k.widen()).collect();
+    assert_eq!(
+        distinct_stored.len(),
+        pairs.len(),
+        "{name}: a key is stored twice"
+    );
+    assert_eq!(pairs.len(), oracle.len());
+    let got = table.find(&keys).unwrap();
+    for (k, g) in keys.iter().zip(&got) {
+        assert_eq!(oracle.get(k).copied(), *g, "{name} key {k} at load {load}");
+    }
+    let exclude: HashSet<u64> = keys.iter().map(|k| k.widen()).collect();
+    let absent: Vec<K> = distinct(&mut rng, 10_000, &exclude);
+    assert!(table.find(&absent).unwrap().iter().all(Option::is_none));
+    for (k, b) in table.placement().unwrap() {
+        assert!(
+            table.candidate_buckets(k).contains(&b),
+            "{name} key {k} misplaced"
+        );
+    }
+}
+
+/// A seeded Fisher-Yates shuffle.
+fn shuffle<T>(v: &mut [T], seed: u64) {
+    let mut rng = StdRng::seed_from_u64(seed ^ 0x5bd1_e995);
+    for i in (1..v.len()).rev() {
+        v.swap(i, rng.random_range(0..=i));
+    }
+}
+
+#[test]
+fn parallel_upsert_of_large_batches_matches_oracle() {
+    for (i, load) in [0.8, 0.95].into_iter().enumerate() {
+        parallel_upsert_matches_oracle::<Bcht, u32, u32>(load, 20 + i as u64);
+        parallel_upsert_matches_oracle::<Bcht, u64, u64>(load, 30 + i as u64);
+    }
+    parallel_upsert_matches_oracle::<hashtile::Iht, u32, u64>(0.85, 40);
+    parallel_upsert_matches_oracle::<hashtile::P2bht, u64, u32>(0.8, 41);
+}

@@ -100,20 +100,6 @@ pub(crate) trait BatchTable<R: HostTransfer> {
         n: usize,
         upsert: bool,
     );
-    /// Queues an insert (without the duplicate check) of the positions that are their key's last occurrence,
-    /// read from the duplicate pass's scratch (`slot_of`, `scratch` and its slot count): the first insert of a
-    /// batch into an empty table, without a mark pass. `false` when the table's layout has no such launch
-    /// (then nothing was queued).
-    fn insert_last_occurrences(
-        &mut self,
-        _keys: &Handle,
-        _values: &Handle,
-        _slot_of: &Handle,
-        _scratch: (&Handle, usize),
-        _n: usize,
-    ) -> bool {
-        false
-    }
     /// Waits for queued inserts and returns their statistics and unplaced pairs (widened).
     fn settle_batch(&mut self) -> Result<(ProbeStats, Vec<(u64, u64)>)>;
 }
@@ -509,27 +495,6 @@ pub(crate) fn upsert<R: HostTransfer, T: BatchTable<R>>(
                 return Err(Error::SentinelKey { index: start + i });
             }
             let vh = vh.expect("values were uploaded");
-            // Into an empty table every kept key is new: a packed table's insert reads the last occurrences
-            // straight from the scratch table (no mark pass, no mask).
-            if !had_pairs
-                && t.insert_last_occurrences(
-                    &kh,
-                    &vh,
-                    &dedup.slot_of,
-                    (&dedup.scratch, dedup.slots),
-                    m,
-                )
-            {
-                dedup.release(t.cache());
-                let cache = t.cache();
-                cache.give("keys", kh, m * kb);
-                cache.give("values", vh, m * vb);
-                let (s, mut l) = t.settle_batch()?;
-                trace.mark(t.client(), "insert: inserts settled (no mark)");
-                add(&mut stats, s);
-                lost.append(&mut l);
-                continue;
-            }
             let mask = dedup.finish(t, &kh, had_pairs);
             trace.mark(
                 t.client(),

@@ -36,10 +36,9 @@ pub fn decode_insert_counters(c: &[u32], ops: u64) -> (usize, usize, hashtile_co
 ///   cubecl-opt 0.10.0 breaks compare-and-swap on SPIR-V, which `vendor/cubecl-opt` patches).
 /// - `failed` receives pairs the scheme gave up on (`counters[0]` counts them); `counters[1..]` count new keys.
 /// - `select` ([`select`]): which positions are inserted. `ALL` (device-resident batches, the device API);
-///   `MASK`: those with `mask[i] == mode` (the host path's update and new-key passes, `super::upsert`); `LAST`:
-///   those that are their key's last occurrence, read straight from the duplicate pass's scratch table
-///   (`mask` then holds each position's scratch slot): the host path's first insert into an empty packed table,
-///   which so needs no mark pass.
+///   `MASK`: those with `mask[i] == mode` (the host path's update and new-key passes, `super::upsert`). (Reading
+///   the duplicate pass's scratch here instead of a mask, to skip the mark pass, was measured slower on the
+///   H100: NOTES.md.)
 // The mask test stays a comptime `if` around a runtime `if`: CubeCL cannot mix the two in one condition.
 #[allow(clippy::too_many_arguments, clippy::collapsible_if)]
 #[cube(launch_unchecked)]
@@ -48,7 +47,6 @@ pub fn insert_kernel<S: ProbingScheme>(
     values: &Array<u32>,
     mask: &Array<u32>,
     mode: u32,
-    scratch: &Array<u64>,
     table: &Array<Atomic<u64>>,
     table_plain: &Array<u64>,
     failed: &mut Array<u64>,
@@ -70,11 +68,7 @@ pub fn insert_kernel<S: ProbingScheme>(
             pending = mask[pos] == mode;
         }
     }
-    if comptime!(select == select::LAST) {
-        if pending {
-            pending = (scratch[mask[pos] as usize] & 0xffff_ffffu64) as u32 == pos as u32;
-        }
-    }
+
     let mut my_key = u32::new(0);
     let mut my_val = u32::new(0);
     if pending {
@@ -266,8 +260,6 @@ pub mod select {
     pub const ALL: u32 = 0;
     /// Positions whose mask equals the mode.
     pub const MASK: u32 = 1;
-    /// Positions that are their key's last occurrence in the duplicate pass's scratch table.
-    pub const LAST: u32 = 2;
 }
 
 /// How a find reports presence besides the value.

@@ -303,16 +303,10 @@ impl<R: HostTransfer, S: ProbingScheme> GpuTable<R, S> {
         if let Some(u) = upsert {
             shape[8] = u as u32;
         }
-        let dummy = (self.dummy.clone(), 1);
-        let (kind, (mask_handle, mask_len), mode, (scratch, scratch_len)) = match which {
-            Selection::All => (select::ALL, dummy.clone(), 0, dummy),
-            Selection::Mask(m, mode) => (select::MASK, (m.clone(), n), mode, dummy),
-            Selection::Last { slot_of, scratch } => (
-                select::LAST,
-                (slot_of.clone(), n),
-                0,
-                (scratch.0.clone(), scratch.1),
-            ),
+        let dummy = (self.dummy.clone(), 1usize);
+        let (kind, (mask_handle, mask_len), mode) = match which {
+            Selection::All => (select::ALL, dummy, 0),
+            Selection::Mask(m, mode) => (select::MASK, (m.clone(), n), mode),
         };
         // SAFETY: every array index in the kernel is bounded by the array lengths passed here or by the table's
         // shape, which matches the table allocation.
@@ -325,7 +319,6 @@ impl<R: HostTransfer, S: ProbingScheme> GpuTable<R, S> {
                 ArrayArg::from_raw_parts(values.clone(), n),
                 ArrayArg::from_raw_parts(mask_handle, mask_len),
                 mode,
-                ArrayArg::from_raw_parts(scratch, scratch_len),
                 ArrayArg::from_raw_parts(self.table.clone(), self.capacity()),
                 if self.options.plain_reads {
                     ArrayArg::from_raw_parts(self.table.clone(), self.capacity())
@@ -516,10 +509,6 @@ impl<R: HostTransfer, S: ProbingScheme> GpuTable<R, S> {
 enum Selection<'a> {
     All,
     Mask(&'a Handle, u32),
-    Last {
-        slot_of: &'a Handle,
-        scratch: (&'a Handle, usize),
-    },
 }
 
 /// What an insert could not place.
@@ -594,18 +583,6 @@ impl<R: HostTransfer, S: ProbingScheme> BatchTable<R> for GpuTable<R, S> {
             None => Selection::All,
         };
         self.launch_insert(keys, values, which, n, Some(upsert));
-    }
-    fn insert_last_occurrences(
-        &mut self,
-        keys: &Handle,
-        values: &Handle,
-        slot_of: &Handle,
-        scratch: (&Handle, usize),
-        n: usize,
-    ) -> bool {
-        let which = Selection::Last { slot_of, scratch };
-        self.launch_insert(keys, values, which, n, Some(false));
-        true
     }
     fn settle_batch(&mut self) -> Result<(ProbeStats, Vec<(u64, u64)>)> {
         let lost = self.settle()?;
