@@ -18,12 +18,14 @@ pub struct Inserted<K, V> {
 /// One backend's table of `K -> V`.
 pub trait Engine<K: Key, V: Value>: Send + Sync {
     /// Upserts a batch of equal lengths. The **last** occurrence of a key in the batch wins; a stored key gets
-    /// the new value. Keys are checked for the sentinel by the caller unless [`Engine::checks_sentinel`]; an
-    /// engine that checks returns `Error::SentinelKey` with the table unchanged.
+    /// the new value. Unless [`Engine::checks_in_pipeline`] says so for this batch size, the caller has checked
+    /// the keys for the sentinel and the batch's new keys against the capacity; an engine that checks returns
+    /// `Error::SentinelKey` / `Error::CapacityExceeded` with the table unchanged.
     fn upsert(&mut self, keys: &[K], values: &[V]) -> Result<Inserted<K, V>>;
-    /// `true` when [`Engine::upsert`] checks its keys for the sentinel itself (GPUs: during the copy, at no
-    /// cost of its own); the caller then skips its host scan.
-    fn checks_sentinel(&self) -> bool {
+    /// `true` when [`Engine::upsert`] of `n` keys checks the sentinel and the capacity itself (GPUs, for one
+    /// device batch: the sentinel during the copy, the capacity from the duplicate pass's own mask), so that
+    /// the caller skips its host scan and its separate count of new keys.
+    fn checks_in_pipeline(&self, _n: usize) -> bool {
         false
     }
     /// Counts the distinct keys of a batch that are not stored (the exact capacity check near a full table).

@@ -381,10 +381,11 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
             });
         }
         let trace = std::env::var_os("HASHTILE_TRACE").is_some();
-        // Only a batch that could overflow pays for an exact count of its new keys (and is scanned first).
-        let near_full = self.len() + keys.len() > self.capacity();
-        // GPU engines check for the sentinel during the copy; the host scans otherwise.
-        if near_full || !self.engine.checks_sentinel() {
+        // GPU engines check the sentinel during the copy and the capacity from their duplicate pass; otherwise
+        // the host scans, and only a batch that could overflow pays for an exact count of its new keys.
+        let in_pipeline = self.engine.checks_in_pipeline(keys.len());
+        let near_full = !in_pipeline && self.len() + keys.len() > self.capacity();
+        if !in_pipeline {
             let t0 = std::time::Instant::now();
             if let Some(index) = first_sentinel(keys) {
                 return Err(Error::SentinelKey { index });

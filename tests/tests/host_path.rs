@@ -355,3 +355,38 @@ fn sentinel_keys_are_refused_with_the_table_unchanged() {
         sentinel_refused(b);
     }
 }
+
+fn near_full(backend: Backend) {
+    if !present(backend) {
+        return;
+    }
+    let keys = distinct_keys(3000, 17);
+    let mut t = table::<Bcht, u32, u32>(backend, 1000, None);
+    let cap = t.capacity();
+    t.insert(&keys[..1000], &keys[..1000]).unwrap();
+    // Overlapping batch whose new keys do not fit: refused, nothing changed (updates included).
+    let over = cap - 1000 + 1;
+    let batch: Vec<u32> = keys[500..1000 + over].to_vec();
+    let vals = vec![7u32; batch.len()];
+    match t.insert(&batch, &vals) {
+        Err(hashtile::Error::CapacityExceeded { len, incoming, .. }) => {
+            assert_eq!((len, incoming), (1000, over), "{backend}");
+        }
+        other => panic!("{backend}: expected CapacityExceeded, got {other:?}"),
+    }
+    assert_eq!(t.len(), 1000);
+    assert_eq!(t.find(&keys[500..501]).unwrap(), vec![Some(keys[500])]);
+    // A batch larger than the free space that mostly updates fits: accepted.
+    let batch: Vec<u32> = keys[..1000 + 20].to_vec();
+    let vals = vec![9u32; batch.len()];
+    t.insert(&batch, &vals).unwrap();
+    assert_eq!(t.len(), 1020, "{backend}");
+    assert!(t.find(&batch).unwrap().iter().all(|v| *v == Some(9)));
+}
+
+#[test]
+fn near_full_batches_are_counted_exactly() {
+    for b in BACKENDS {
+        near_full(b);
+    }
+}

@@ -84,6 +84,8 @@ pub(crate) trait BatchTable<R: HostTransfer> {
     fn stager(&self) -> &R::Stager;
     /// Pairs stored (settled).
     fn stored(&self) -> usize;
+    /// Slots of the table.
+    fn slots(&self) -> usize;
     /// Keys per device batch of an insert and per chunk of a find ([`BatchSizes`]).
     fn batch_sizes(&self) -> BatchSizes;
     /// The table's cache of host-path buffers.
@@ -496,6 +498,22 @@ pub(crate) fn upsert<R: HostTransfer, T: BatchTable<R>>(
             }
             let vh = vh.expect("values were uploaded");
             let mask = dedup.finish(t, &kh, had_pairs);
+            // Near a full table, the batch's new keys are counted from the same mask (one small read) before
+            // anything is inserted: a batch that does not fit is refused with the table unchanged.
+            if t.stored() + m > t.slots() {
+                let incoming = count(t.client(), &mask, m, MASK_NEW);
+                if t.stored() + incoming > t.slots() {
+                    let cache = t.cache();
+                    cache.give("keys", kh, m * kb);
+                    cache.give("values", vh, m * vb);
+                    cache.give("dedup mask", mask, m * 4);
+                    return Err(Error::CapacityExceeded {
+                        len: t.stored(),
+                        incoming,
+                        capacity: t.slots(),
+                    });
+                }
+            }
             trace.mark(
                 t.client(),
                 "insert: keys and values copied, duplicates planned",

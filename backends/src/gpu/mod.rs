@@ -548,6 +548,9 @@ impl<R: HostTransfer, S: ProbingScheme> BatchTable<R> for GpuTable<R, S> {
     fn stored(&self) -> usize {
         self.len
     }
+    fn slots(&self) -> usize {
+        self.num_buckets as usize * self.bucket_size as usize
+    }
     fn batch_sizes(&self) -> host_path::BatchSizes {
         self.batch
     }
@@ -618,8 +621,8 @@ impl<R: HostTransfer, S: ProbingScheme, K: Key, V: Value> Engine<K, V> for GpuTa
         })
     }
 
-    fn checks_sentinel(&self) -> bool {
-        true
+    fn checks_in_pipeline(&self, n: usize) -> bool {
+        n <= self.batch.insert
     }
 
     fn count_new(&self, keys: &[K]) -> Result<usize> {

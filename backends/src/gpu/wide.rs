@@ -557,6 +557,9 @@ impl<R: HostTransfer, S: ProbingScheme> BatchTable<R> for GpuWideTable<R, S> {
     fn stored(&self) -> usize {
         self.len
     }
+    fn slots(&self) -> usize {
+        self.num_buckets as usize * self.bucket_size as usize
+    }
     fn batch_sizes(&self) -> host_path::BatchSizes {
         self.batch
     }
@@ -661,8 +664,8 @@ impl<R: HostTransfer, S: ProbingScheme, K: Key, V: Value> Engine<K, V> for GpuWi
         self.upsert_typed(keys, values, true)
     }
 
-    fn checks_sentinel(&self) -> bool {
-        true
+    fn checks_in_pipeline(&self, n: usize) -> bool {
+        n <= self.batch.insert
     }
 
     fn count_new(&self, keys: &[K]) -> Result<usize> {
