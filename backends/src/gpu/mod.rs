@@ -2,6 +2,36 @@
 //!
 //! The table is an array of packed `u64` slot words (`key << 32 | value`) resident on the device; bulk calls
 //! take host slices or device handles (no host round trip when the data is already on the GPU).
+//!
+//! **Device-resident, stream-ordered calls.** [`GpuTable::insert_device_async`] and [`GpuTable::find_device`]
+//! (and [`wide::GpuWideTable::insert_device_async`] / `find_device`) queue their kernels and return at once, so
+//! several operations can be queued back to back; each runs after the previous ones on the table's stream.
+//! [`GpuTable::settle`] waits for the queued inserts and reads their counters (new keys, failures); read
+//! results with the client once everything is queued. Handles of your own data come from the table's client:
+//!
+//! ```no_run
+//! # #[cfg(feature = "cuda")] {
+//! use cubecl::prelude::*;
+//! use hashtile_backends::gpu::{GpuOptions, GpuTable};
+//! use hashtile_core::{HashFamily, scheme::SchemeInfo};
+//! use hashtile_probing::Bcht;
+//! type R = cubecl::cuda::CudaRuntime;
+//! let opts = GpuOptions { use_cas: true, plain_reads: true };
+//! let mut t = GpuTable::<R, Bcht>::new(&Default::default(), 1 << 10, 8, HashFamily::new(1),
+//!     Bcht::default_params(8), opts)?;
+//! let keys: Vec<u32> = (0..1000).collect();
+//! let kh = t.client().create_from_slice(u32::as_bytes(&keys)); // or t.upload(&keys)
+//! let vh = t.upload(&keys);
+//! t.insert_device_async(&kh, &vh, keys.len()); // queued, returns at once
+//! let out = t.alloc_u32(keys.len());
+//! t.find_device(&kh, &out, None, keys.len(), u32::MAX); // queued after the insert
+//! let lost = t.settle()?; // waits, reads the insert's counters
+//! assert!(lost.pairs.is_empty());
+//! let values = t.read_u32(out); // waits for the find, copies back
+//! assert_eq!(values[7], 7);
+//! # }
+//! # Ok::<(), hashtile_core::Error>(())
+//! ```
 
 pub mod device_api;
 pub(crate) mod host_path;

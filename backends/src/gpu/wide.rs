@@ -467,8 +467,16 @@ impl<R: HostTransfer, S: ProbingScheme> GpuWideTable<R, S> {
         }
     }
 
-    /// Waits for queued inserts, reads their counters, and returns their statistics and unplaced pairs.
-    fn settle(&mut self) -> Result<(ProbeStats, Vec<(u64, u64)>)> {
+    /// Queues an insert of `n` device-resident pairs and returns at once (stream-ordered: later launches on
+    /// this table see it). Counts accumulate on the device until [`GpuWideTable::settle`]; keys distinct, none
+    /// all ones (not checked on the device).
+    pub fn insert_device_async(&mut self, keys: &Handle, values: &Handle, n: usize) {
+        self.launch_insert(keys, values, None, n, None);
+    }
+
+    /// Waits for queued inserts, reads their counters (one small read), updates `len()`, and returns their
+    /// statistics and the pairs they could not place.
+    pub fn settle(&mut self) -> Result<(ProbeStats, Vec<(u64, u64)>)> {
         let Some((failed, failed_len)) = self.failed.take() else {
             return Ok((ProbeStats::default(), Vec::new()));
         };
