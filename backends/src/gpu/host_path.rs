@@ -279,33 +279,33 @@ impl Dedup {
         let kb = if self.wide { 8 } else { 4 };
         let keys = keys.clone().offset_start((base * kb) as u64);
         let slot_of = self.slot_of.clone().offset_start((base * 4) as u64);
+        let args = (keys, slot_of, base as u32, m);
+        if self.wide {
+            self.launch_claim::<u64, R>(client, args);
+        } else {
+            self.launch_claim::<u32, R>(client, args);
+        }
+    }
+
+    /// The claim launch for keys of type `K` (`u32` packed, `u64` wide): `(keys, slot_of, base, m)` of a chunk.
+    fn launch_claim<K: Int, R: HostTransfer>(
+        &self,
+        client: &ComputeClient<R>,
+        (keys, slot_of, base, m): (Handle, Handle, u32, usize),
+    ) {
         // SAFETY: indices are bounded by `m` (the chunk) or masked into the scratch table.
         unsafe {
-            if self.wide {
-                dedup_claim_kernel::launch_unchecked::<u64, R>(
-                    client,
-                    cube_count(m),
-                    CubeDim::new_1d(CUBE_SIZE),
-                    ArrayArg::from_raw_parts(keys, m),
-                    ArrayArg::from_raw_parts(self.scratch.clone(), self.slots),
-                    ArrayArg::from_raw_parts(self.last.0.clone(), self.last.1),
-                    ArrayArg::from_raw_parts(slot_of, m),
-                    base as u32,
-                    true,
-                )
-            } else {
-                dedup_claim_kernel::launch_unchecked::<u32, R>(
-                    client,
-                    cube_count(m),
-                    CubeDim::new_1d(CUBE_SIZE),
-                    ArrayArg::from_raw_parts(keys, m),
-                    ArrayArg::from_raw_parts(self.scratch.clone(), self.slots),
-                    ArrayArg::from_raw_parts(self.last.0.clone(), self.last.1),
-                    ArrayArg::from_raw_parts(slot_of, m),
-                    base as u32,
-                    false,
-                )
-            }
+            dedup_claim_kernel::launch_unchecked::<K, R>(
+                client,
+                cube_count(m),
+                CubeDim::new_1d(CUBE_SIZE),
+                ArrayArg::from_raw_parts(keys, m),
+                ArrayArg::from_raw_parts(self.scratch.clone(), self.slots),
+                ArrayArg::from_raw_parts(self.last.0.clone(), self.last.1),
+                ArrayArg::from_raw_parts(slot_of, m),
+                base,
+                self.wide,
+            )
         }
     }
 
