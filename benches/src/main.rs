@@ -6,7 +6,7 @@
 //! so rates are device rates (launch included, host transfers excluded).
 //!
 //! Subcommands: `rates` (the above; also what runs when no subcommand is given), `sweep` (the BGHT paper's
-//! experiments over every scheme: rates vs load factor and vs N, probes, build success rate; see `sweep.rs`)
+//! experiments over every scheme: rates vs load factor and vs N, probes, build success rate; see `sweep/`)
 //! and `host` (the user-facing calls on host data, `Vec`s and pinned buffers, against the bus or `HashMap`
 //! measured in the same run; see `host.rs`).
 
