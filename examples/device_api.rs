@@ -2,14 +2,15 @@
 //! sum of both values (0 where either is absent). Runs on CUDA, else on Vulkan (lavapipe works).
 
 use hashtile::cubecl::prelude::*;
-use hashtile::gpu::GpuTable;
 use hashtile::gpu::device_api::{load_meta, tile_find};
+use hashtile::gpu::{GpuTable, Packed};
 use hashtile::{Bcht, HashFamily, SchemeInfo};
 
 #[cube(launch_unchecked)]
 fn neighbour_sum(
     keys: &Array<u32>,
-    table: &Array<u64>,
+    table_keys: &Array<u64>,
+    table_values: &Array<u64>,
     shape: &Array<u32>,
     out: &mut Array<u32>,
     #[comptime] bucket_size: u32,
@@ -21,9 +22,11 @@ fn neighbour_sum(
     if active {
         k = keys[ABSOLUTE_POS];
     }
-    // Every lane of the plane calls the cooperative find, active or not.
-    let a = tile_find::<Bcht>(table, meta, k, active, bucket_size, tile_width, false);
-    let b = tile_find::<Bcht>(table, meta, k + 1, active, bucket_size, tile_width, false);
+    // Every lane of the plane calls the cooperative find, active or not. `Packed` is the table's key layout
+    // (32-bit pairs in one word; `table_values` is then an unused word).
+    let (tk, tv) = (table_keys, table_values);
+    let a = tile_find::<Bcht, Packed>(tk, tv, meta, k, active, bucket_size, tile_width, false);
+    let b = tile_find::<Bcht, Packed>(tk, tv, meta, k + 1, active, bucket_size, tile_width, false);
     if active {
         let mut s = u32::new(0);
         if a.found == 1 && b.found == 1 {
@@ -58,7 +61,8 @@ fn run<R: hashtile::gpu::transfer::HostTransfer>(
             CubeCount::Static(n.div_ceil(256), 1, 1),
             CubeDim::new_1d(256),
             ArrayArg::from_raw_parts(kh.clone(), n as usize),
-            ArrayArg::from_raw_parts(r.table.clone(), r.slots),
+            ArrayArg::from_raw_parts(r.keys.clone(), r.slots),
+            ArrayArg::from_raw_parts(r.values.clone(), r.values_len),
             ArrayArg::from_raw_parts(r.shape.clone(), hashtile::gpu::device_api::SHAPE_WORDS),
             ArrayArg::from_raw_parts(out.clone(), n as usize),
             r.bucket_size,

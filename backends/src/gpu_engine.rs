@@ -1,6 +1,8 @@
 //! Construction of the GPU engines for each compiled-in runtime.
 
 use crate::engine::Engine;
+#[allow(unused_imports)] // unused when no GPU runtime is compiled in
+use crate::gpu::{GpuTable, Packed, Wide};
 use hashtile_core::scheme::{ProbingScheme, SchemeParams};
 use hashtile_core::{HashFamily, Key, Result, Value};
 
@@ -17,7 +19,8 @@ pub struct GpuSpec {
     pub params: SchemeParams,
     /// Count probes on the device.
     pub count_probes: bool,
-    /// Pairs wider than 64 bits: parallel key and value arrays ([`crate::gpu::wide`]); else packed words.
+    /// Pairs wider than 64 bits: the [`crate::gpu::Wide`] layout (parallel key and value arrays); else
+    /// [`crate::gpu::Packed`] words.
     pub wide: bool,
     /// Keys per device batch and find chunk of the host path (`None`: the defaults).
     pub batch_keys: Option<usize>,
@@ -38,12 +41,12 @@ fn build<R: crate::gpu::transfer::HostTransfer, S: ProbingScheme, K: Key, V: Val
         ..
     } = spec;
     if spec.wide {
-        let mut t = crate::gpu::wide::GpuWideTable::<R, S>::new(&device, nb, b, fam, p, options)?;
+        let mut t = GpuTable::<R, S, Wide>::new(&device, nb, b, fam, p, options)?;
         t.set_count_probes(spec.count_probes);
         t.set_batch_keys(spec.batch_keys);
         Ok(Box::new(t))
     } else {
-        let mut t = crate::gpu::GpuTable::<R, S>::new(&device, nb, b, fam, p, options)?;
+        let mut t = GpuTable::<R, S, Packed>::new(&device, nb, b, fam, p, options)?;
         t.set_count_probes(spec.count_probes);
         t.set_batch_keys(spec.batch_keys);
         Ok(Box::new(t))

@@ -486,7 +486,7 @@ fn run_gpu<R: hashtile::gpu::transfer::HostTransfer, S: ProbingScheme + SchemeIn
     }
     // Check the build through the device-resident keys (no host-side copies of 2^26 keys).
     let all = t.alloc_u32(n);
-    t.find_device(&kh, &all, None, n, u32::MAX);
+    t.find_device(&kh, &all, None, n);
     let insert_ok = untracked == 0
         && t.len() + unplaced.len() == n
         && check_raw(oracle, &unplaced, &keys[..n], &t.read_u32(all));
@@ -530,7 +530,7 @@ fn run_gpu<R: hashtile::gpu::transfer::HostTransfer, S: ProbingScheme + SchemeIn
         for run in 0..=args.runs {
             t.sync()?;
             let t0 = Instant::now();
-            t.find_device(&qh, &out, None, q.len(), u32::MAX);
+            t.find_device(&qh, &out, None, q.len());
             t.sync()?;
             if run > 0 {
                 rates.push(q.len() as f64 / t0.elapsed().as_secs_f64() / 1e6);

@@ -4,7 +4,7 @@
 //! schemes (IHT, P2BHT) support; on the CPU every scheme runs.
 
 use crate::{Args, Row, queries};
-use hashtile::gpu::wide::GpuWideTable;
+use hashtile::gpu::{GpuTable, Wide};
 use hashtile::hash::fmix32;
 use hashtile::{Backend, BackendChoice, Error, HashTable, SchemeInfo, TableConfig};
 use indicatif::ProgressBar;
@@ -171,7 +171,7 @@ fn run_gpu_wide<R: hashtile::gpu::transfer::HostTransfer, S: SchemeInfo>(
     opts: hashtile::gpu::GpuOptions,
 ) -> hashtile::Result<GpuWideRates> {
     let n = wvalues.len();
-    let mut t = GpuWideTable::<R, S>::new(
+    let mut t = GpuTable::<R, S, Wide>::new(
         &Default::default(),
         nb,
         args.cur_bucket,
@@ -182,39 +182,41 @@ fn run_gpu_wide<R: hashtile::gpu::transfer::HostTransfer, S: SchemeInfo>(
     let (kh, vh) = (t.upload(&wkeys[..n]), t.upload(wvalues));
     let mut ins = Vec::new();
     let mut unplaced = HashSet::new();
+    let mut untracked = 0;
     for run in 0..=args.runs {
         t.reset(family)?;
         t.sync()?;
         let t0 = Instant::now();
-        let (_, lost) = t.insert_device(&kh, &vh, n)?;
+        let lost = t.insert_device(&kh, &vh, n)?;
         let dt = t0.elapsed().as_secs_f64();
-        unplaced = lost.iter().map(|p| p.0).collect();
+        unplaced = lost.pairs.iter().map(|p| p.0).collect();
+        untracked += lost.untracked;
         if run > 0 {
             ins.push(n as f64 / dt / 1e6);
         }
         bar.inc(1);
     }
-    let mut all = vec![None; n];
-    t.find_keys(&wkeys[..n], &mut all)?;
-    let insert_ok =
-        t.len() + unplaced.len() == n && check_wide(oracle, &unplaced, &wkeys[..n], &all);
+    let all = t.find_keys(&wkeys[..n])?;
+    let insert_ok = untracked == 0
+        && t.len() + unplaced.len() == n
+        && check_wide(oracle, &unplaced, &wkeys[..n], &all);
     let mut find_rows = Vec::new();
     for &p in finds {
         let q = queries(wkeys, n, p);
         let qh = t.upload(&q);
-        let (out, found) = (t.client().empty(q.len() * 8), t.client().empty(q.len() * 4));
+        let (out, found) = (t.alloc_u64(q.len()), t.alloc_u32(q.len()));
         let mut rates = Vec::new();
         for run in 0..=args.runs {
             t.sync()?;
             let t0 = Instant::now();
-            t.find_device(&qh, &out, &found, q.len());
+            t.find_device(&qh, &out, Some(&found), q.len());
             t.sync()?;
             if run > 0 {
                 rates.push(q.len() as f64 / t0.elapsed().as_secs_f64() / 1e6);
             }
             bar.inc(1);
         }
-        let (vals, hit) = (t.read_u64_buffer(out), t.read_u32_buffer(found));
+        let (vals, hit) = (t.read_u64(out), t.read_u32(found));
         let got: Vec<Option<u64>> = vals
             .into_iter()
             .zip(hit)

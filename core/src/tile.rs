@@ -9,7 +9,9 @@
 //! lowers plane operations to `__activemask()`-based intrinsics on CUDA, which are only correct while the whole
 //! plane is converged. Per-tile work is masked with predicates instead of branches around plane operations.
 //!
-//! Slots are packed `u64` words `key << 32 | value` for 32-bit keys and values; the all-ones word is empty.
+//! Slots are `u64` words: packed pairs `key << 32 | value`, or whole keys (a key array beside a value array);
+//! either way the all-ones word is empty. How a table lays its pairs out is its key layout
+//! (`hashtile_backends::gpu::layout`); the bucket verbs here serve every layout.
 
 use crate::scheme::BucketView;
 use cubecl::prelude::*;
@@ -204,43 +206,20 @@ pub fn pack_word(key: u32, value: u32) -> u64 {
     ((key as u64) << 32u64) | (value as u64)
 }
 
-/// Count load / find key in one pass: the [`BucketView`] of the slots just read, for `key` (packed words:
-/// the key is the high half).
+/// Count load / find key in one pass: the [`BucketView`] of the slots just read, for `key` stored in each
+/// word at bit `key_shift` (32: packed pairs `key << 32 | value`; 0: key arrays, where the word is the key; see
+/// the key layouts in `hashtile_backends::gpu::layout`).
 #[cube]
 pub fn view_of(
     slots: LaneSlots,
-    key: u32,
-    tl: TileLane,
-    #[comptime] bucket_size: u32,
-    #[comptime] tile_width: u32,
-) -> BucketView {
-    view_shifted(slots, key as u64, 32u32, tl, bucket_size, tile_width)
-}
-
-/// [`view_of`] for a key array (wide pairs: each word is a whole key, values live in a parallel array).
-#[cube]
-pub fn view_of_keys(
-    slots: LaneSlots,
     key: u64,
-    tl: TileLane,
-    #[comptime] bucket_size: u32,
-    #[comptime] tile_width: u32,
-) -> BucketView {
-    view_shifted(slots, key, 0u32, tl, bucket_size, tile_width)
-}
-
-/// The view for a key stored in each word at bit `shift` (32: packed pairs; 0: key arrays).
-#[cube]
-fn view_shifted(
-    slots: LaneSlots,
-    key: u64,
-    #[comptime] shift: u32,
+    #[comptime] key_shift: u32,
     tl: TileLane,
     #[comptime] bucket_size: u32,
     #[comptime] tile_width: u32,
 ) -> BucketView {
     let per_lane = comptime!(bucket_size / tile_width);
-    let sh = comptime!(shift as u64);
+    let sh = comptime!(key_shift as u64);
     let mut empty = tile_ballot(slots.w0 == EMPTY_WORD, tl, tile_width);
     let mut matched = tile_ballot(
         slots.w0 != EMPTY_WORD && (slots.w0 >> sh) == key,
@@ -272,14 +251,14 @@ fn view_shifted(
     BucketView { empty, matched }
 }
 
-/// The word of slot `slot` as held by its owner lane, broadcast to the whole tile (all lanes must call).
+/// This lane's register for slot `slot` (meaningful on the slot's owner lane, `slot % tile_width`); no plane
+/// operation, so it may be called under a branch.
 // The compile-time `if` selects code to emit; merging it with the run-time `if` would change that.
 #[allow(clippy::collapsible_if)]
 #[cube]
-pub fn slot_word(
+pub fn own_word(
     slots: LaneSlots,
     slot: u32,
-    tl: TileLane,
     #[comptime] bucket_size: u32,
     #[comptime] tile_width: u32,
 ) -> u64 {
@@ -299,7 +278,23 @@ pub fn slot_word(
             mine = slots.w3;
         }
     }
-    tile_shuffle_u64(mine, slot % tile_width, tl)
+    mine
+}
+
+/// The word of slot `slot` as held by its owner lane, broadcast to the whole tile (all lanes must call).
+#[cube]
+pub fn slot_word(
+    slots: LaneSlots,
+    slot: u32,
+    tl: TileLane,
+    #[comptime] bucket_size: u32,
+    #[comptime] tile_width: u32,
+) -> u64 {
+    tile_shuffle_u64(
+        own_word(slots, slot, bucket_size, tile_width),
+        slot % tile_width,
+        tl,
+    )
 }
 
 /// Index of slot `slot` of `bucket` in the table array.

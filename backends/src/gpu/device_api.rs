@@ -1,17 +1,15 @@
 //! The device API: table operations callable from your own CubeCL kernels.
 //!
 //! A [`TableMeta`] carries a table's shape, seeds and scheme parameters (build it in your kernel from the
-//! scalars [`crate::gpu::GpuTable::device_ref`] returns). [`tile_find`] is cooperative: **every lane of the
+//! shape buffer [`crate::gpu::GpuTable::device_ref`] returns, with [`load_meta`]). [`tile_find`] is cooperative: **every lane of the
 //! plane must call it**, each with its own key and an `active` flag; lanes of a tile take turns serving each
 //! other's keys (warp-cooperative work sharing), and each lane gets its own answer back.
 
+use super::layout::KeyLayout;
 use cubecl::prelude::*;
 use hashtile_core::hash::{bucket_index, hash_key, hash_key32};
 use hashtile_core::scheme::{ProbingScheme, SchemeParams, action, blank_state};
-use hashtile_core::tile::{
-    EMPTY_WORD, read_slots, slot_address, slot_word, tile_ballot, tile_lane, tile_shuffle,
-    tile_shuffle_u64, view_of, view_of_keys, word_value,
-};
+use hashtile_core::tile::{own_word, read_slots, slot_address, tile_ballot, tile_lane, view_of};
 
 /// Everything a kernel needs to address a table.
 #[derive(CubeType, Clone, Copy)]
@@ -38,13 +36,13 @@ pub struct TableMeta {
     pub params: SchemeParams,
 }
 
-/// A lane's find answer.
+/// A lane's find answer (`V`: the layout's value type).
 #[derive(CubeType, Clone, Copy)]
-pub struct FindResult {
+pub struct FindResult<V: Int> {
     /// 1 if the key is present.
     pub found: u32,
-    /// Its value (meaningless when `found == 0`).
-    pub value: u32,
+    /// Its value (0 when `found == 0`).
+    pub value: V,
     /// Buckets read for this key (only counted when `count_probes` is on; else 0).
     pub probes: u32,
 }
@@ -166,116 +164,39 @@ pub fn bucket_of_wide(meta: TableMeta, key: u64, i: u32) -> u32 {
     bucket_index(hash_key(lo, hi, seed), meta.num_buckets)
 }
 
-/// Cooperative find of 32-bit keys in a table of packed 32-bit pairs. All lanes of the plane must call it.
-#[cube]
-pub fn tile_find<S: ProbingScheme>(
-    table: &Array<u64>,
-    meta: TableMeta,
-    key: u32,
-    active: bool,
-    #[comptime] bucket_size: u32,
-    #[comptime] tile_width: u32,
-    #[comptime] count_probes: bool,
-) -> FindResult {
-    let tl = tile_lane(tile_width);
-    let mut pending = active;
-    let mut result = FindResult {
-        found: 0u32,
-        value: 0u32,
-        probes: 0u32,
-    };
-    let mut steps = u32::new(0);
-    let mut has_op = false;
-    let mut cur_key = u32::new(0);
-    let mut src = u32::new(0);
-    let mut state = blank_state();
-    while plane_any(pending || has_op) {
-        // An idle tile takes the next pending lane's key.
-        let queue = tile_ballot(pending, tl, tile_width);
-        let next = queue.trailing_zeros() % tile_width;
-        let next_key = tile_shuffle(key, next, tl);
-        if !has_op && queue != 0 {
-            has_op = true;
-            cur_key = next_key;
-            src = next;
-            S::find_start(&mut state);
-            steps = 0u32;
-            if tl.lane == next {
-                pending = false;
-            }
-        }
-        // One probe.
-        let b = bucket_of(meta, cur_key, state.hash_index);
-        let slots = read_slots(table, b, has_op, tl, bucket_size, tile_width);
-        let view = view_of(slots, cur_key, tl, bucket_size, tile_width);
-        let mut act = u32::new(action::NEXT as i64);
-        let mut slot = u32::new(0);
-        if has_op {
-            let st = S::find_step(&mut state, view, meta.params, bucket_size);
-            if comptime!(count_probes) {
-                steps += 1u32;
-            }
-            act = st.action;
-            slot = st.slot;
-        }
-        let word = slot_word(slots, slot, tl, bucket_size, tile_width);
-        if has_op && act != action::NEXT {
-            has_op = false;
-            if tl.lane == src {
-                result.probes = steps;
-                if act == action::FOUND {
-                    result.found = 1u32;
-                    result.value = word_value(word);
-                }
-            }
-        }
-    }
-    result
-}
-
-/// A lane's find answer in a table of wide pairs.
-#[derive(CubeType, Clone, Copy)]
-pub struct FindResultWide {
-    /// 1 if the key is present.
-    pub found: u32,
-    /// Its value (0 when `found == 0`).
-    pub value: u64,
-    /// Buckets read for this key (only counted when `count_probes` is on; else 0).
-    pub probes: u32,
-}
-
-/// Cooperative find in a table of wide pairs (`crate::gpu::wide`: a key array and a value array; keys widened
-/// to `u64`). All lanes of the plane must call it; the lane that owns the matching slot reads the value and
-/// hands it to the lane that asked.
+/// Cooperative find in a table of layout `L` ([`super::layout`]): `table_keys` holds the key words,
+/// `table_values` the values where the layout keeps them apart ([`super::layout::Wide`]; any one-word array
+/// for [`super::layout::Packed`], which never reads it). All lanes of the plane must call it, each with its own
+/// key and `active` flag; the lane owning the matching slot reads the value and hands it to the lane that asked.
 #[allow(clippy::too_many_arguments)]
 #[cube]
-pub fn tile_find_wide<S: ProbingScheme>(
+pub fn tile_find<S: ProbingScheme, L: KeyLayout>(
     table_keys: &Array<u64>,
     table_values: &Array<u64>,
     meta: TableMeta,
-    key: u64,
+    key: L::Key,
     active: bool,
     #[comptime] bucket_size: u32,
     #[comptime] tile_width: u32,
     #[comptime] count_probes: bool,
-) -> FindResultWide {
+) -> FindResult<L::Value> {
     let tl = tile_lane(tile_width);
     let mut pending = active;
-    let mut result = FindResultWide {
+    let mut result = FindResult::<L::Value> {
         found: 0u32,
-        value: 0u64,
+        value: L::Value::new(0),
         probes: 0u32,
     };
-    let mut has_op = false;
-    let mut cur_key = EMPTY_WORD.runtime();
-    let mut src = u32::new(0);
     let mut steps = u32::new(0);
+    let mut has_op = false;
+    let mut cur_key = L::Key::new(0);
+    let mut src = u32::new(0);
     let mut state = blank_state();
     while plane_any(pending || has_op) {
         // An idle tile takes the next pending lane's key.
         let queue = tile_ballot(pending, tl, tile_width);
         let next = queue.trailing_zeros() % tile_width;
-        let next_key = tile_shuffle_u64(key, next, tl);
+        let next_key = L::shuffle_key(key, next, tl);
         if !has_op && queue != 0 {
             has_op = true;
             cur_key = next_key;
@@ -287,9 +208,16 @@ pub fn tile_find_wide<S: ProbingScheme>(
             }
         }
         // One probe.
-        let b = bucket_of_wide(meta, cur_key, state.hash_index);
+        let b = L::bucket(meta, cur_key, state.hash_index);
         let slots = read_slots(table_keys, b, has_op, tl, bucket_size, tile_width);
-        let view = view_of_keys(slots, cur_key, tl, bucket_size, tile_width);
+        let view = view_of(
+            slots,
+            L::key_bits(cur_key),
+            L::KEY_SHIFT,
+            tl,
+            bucket_size,
+            tile_width,
+        );
         let mut act = u32::new(action::NEXT as i64);
         let mut slot = u32::new(0);
         if has_op {
@@ -300,12 +228,17 @@ pub fn tile_find_wide<S: ProbingScheme>(
             act = st.action;
             slot = st.slot;
         }
+        // The slot's owner lane reads the value; one shuffle hands it to the tile.
         let owner = slot % tile_width;
-        let mut v = u64::new(0);
+        let mut v = L::Value::new(0);
         if has_op && act == action::FOUND && tl.lane == owner {
-            v = table_values[slot_address(b, slot, bucket_size)];
+            v = L::load_value(
+                own_word(slots, slot, bucket_size, tile_width),
+                table_values,
+                slot_address(b, slot, bucket_size),
+            );
         }
-        let value = tile_shuffle_u64(v, owner, tl);
+        let value = L::shuffle_value(v, owner, tl);
         if has_op && act != action::NEXT {
             has_op = false;
             if tl.lane == src {

@@ -619,7 +619,12 @@ pub(crate) fn find<R: HostTransfer>(
         trace.mark(client, "find: values copied back");
         if let (Some(f), Some(bh)) = (found.as_deref_mut(), bits.as_ref()) {
             let w0 = start / 32;
-            R::download(client, stager, bh, u32_bytes_mut(&mut f[w0..w0 + words]))?;
+            R::download(
+                client,
+                stager,
+                bh,
+                super::layout::bytes_of_mut(&mut f[w0..w0 + words]),
+            )?;
         }
         // Every kernel of this batch is done (the downloads waited for them): the buffers can serve again.
         cache.give("find out", oh, m * value_bytes);
@@ -631,16 +636,4 @@ pub(crate) fn find<R: HostTransfer>(
         }
     }
     Ok(())
-}
-
-/// A `u32` slice's bytes, writable.
-pub(crate) fn u32_bytes_mut(v: &mut [u32]) -> &mut [u8] {
-    // SAFETY: any byte pattern is a valid u32; the length and alignment follow from the slice.
-    unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr().cast(), std::mem::size_of_val(v)) }
-}
-
-/// A `u64` slice's bytes, writable.
-pub(crate) fn u64_bytes_mut(v: &mut [u64]) -> &mut [u8] {
-    // SAFETY: as for `u32_bytes_mut`.
-    unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr().cast(), std::mem::size_of_val(v)) }
 }

@@ -1,13 +1,14 @@
 //! The launchable kernels: bulk insert and bulk find, each the scheme's step functions driven by the
-//! tile-cooperative bucket in a plane-uniform work-sharing loop (see `hashtile_core::tile`).
+//! tile-cooperative bucket in a plane-uniform work-sharing loop (see `hashtile_core::tile`), written once for
+//! every key layout (`super::layout`).
 
-use super::device_api::{ShapeScalars, bucket_of, meta_of, tile_find};
+use super::device_api::{ShapeScalars, meta_of, tile_find};
+use super::layout::KeyLayout;
 use cubecl::prelude::*;
-use hashtile_core::hash::fmix32;
 use hashtile_core::scheme::{ProbingScheme, action, blank_state};
 use hashtile_core::tile::{
-    EMPTY_WORD, pack_word, read_slots_atomic, read_slots_either, slot_address, slot_word,
-    tile_ballot, tile_lane, tile_shuffle, tile_shuffle_u64, view_of, word_key, word_value,
+    EMPTY_WORD, read_slots_atomic, read_slots_either, slot_address, slot_word, tile_ballot,
+    tile_lane, tile_shuffle_u64, view_of,
 };
 
 /// Number of spread-out counters per statistic: one shared counter would serialise millions of atomics.
@@ -27,14 +28,17 @@ pub fn decode_insert_counters(c: &[u32], ops: u64) -> (usize, usize, hashtile_co
     (c[0] as usize, sum(1..1 + spread) as usize, stats)
 }
 
-/// Bulk insert (upsert) of 32-bit pairs.
+/// Bulk insert (upsert) of pairs in layout `L` ([`super::layout`]).
 ///
-/// - `table` is the slot array; `table_plain` is the same buffer seen without atomics (fast plain reads), or a
-///   dummy when `plain_reads` is off (Vulkan: a buffer may not be bound twice).
+/// - `table` holds the key words; `table_plain` is the same buffer seen without atomics (fast plain reads), or
+///   a dummy when `plain_reads` is off (Vulkan: a buffer may not be bound twice); `table_values` holds the
+///   values where the layout keeps them apart (a one-word dummy of its own for [`super::layout::Packed`]).
 /// - `use_cas`: claim empty slots with compare-and-swap (the default on every backend). Off: claim with an
 ///   exchange and carry on inserting whatever was displaced (a CAS-free path for compilers without one; upstream
-///   cubecl-opt 0.10.0 breaks compare-and-swap on SPIR-V, which `vendor/cubecl-opt` patches).
-/// - `failed` receives pairs the scheme gave up on (`counters[0]` counts them); `counters[1..]` count new keys.
+///   cubecl-opt 0.10.0 breaks compare-and-swap on SPIR-V, which `vendor/cubecl-opt` patches). Layouts that do
+///   not move pairs need it on (the table refuses otherwise).
+/// - `failed` receives the pairs the scheme gave up on, two words each (key, value; `counters[0]` counts them,
+///   including those that did not fit); `counters[1..]` count new keys (layout of [`INSERT_COUNTERS`]).
 /// - `select` ([`select`]): which positions are inserted. `ALL` (device-resident batches, the device API);
 ///   `MASK`: those with `mask[i] == mode` (the host path's update and new-key passes, `super::upsert`). (Reading
 ///   the duplicate pass's scratch here instead of a mask, to skip the mark pass, was measured slower on the
@@ -42,13 +46,14 @@ pub fn decode_insert_counters(c: &[u32], ops: u64) -> (usize, usize, hashtile_co
 // The mask test stays a comptime `if` around a runtime `if`: CubeCL cannot mix the two in one condition.
 #[allow(clippy::too_many_arguments, clippy::collapsible_if)]
 #[cube(launch_unchecked)]
-pub fn insert_kernel<S: ProbingScheme>(
-    keys: &Array<u32>,
-    values: &Array<u32>,
+pub fn insert_kernel<S: ProbingScheme, L: KeyLayout>(
+    keys: &Array<L::Key>,
+    values: &Array<L::Value>,
     mask: &Array<u32>,
     mode: u32,
     table: &Array<Atomic<u64>>,
     table_plain: &Array<u64>,
+    table_values: &mut Array<u64>,
     failed: &mut Array<u64>,
     counters: &Array<Atomic<u32>>,
     shape: &ShapeScalars,
@@ -69,15 +74,15 @@ pub fn insert_kernel<S: ProbingScheme>(
         }
     }
 
-    let mut my_key = u32::new(0);
-    let mut my_val = u32::new(0);
+    let mut my_key = L::Key::new(0);
+    let mut my_val = L::Value::new(0);
     if pending {
         my_key = keys[pos];
         my_val = values[pos];
     }
     let mut has_op = false;
-    let mut cur_key = u32::new(0);
-    let mut cur_val = u32::new(0);
+    let mut cur_key = L::Key::new(0);
+    let mut cur_val = L::Value::new(0);
     let mut coherent = false;
     let mut added = u32::new(0);
     let mut probes = u32::new(0);
@@ -88,14 +93,14 @@ pub fn insert_kernel<S: ProbingScheme>(
         // An idle tile takes the next pending lane's pair.
         let queue = tile_ballot(pending, tl, tile_width);
         let next = queue.trailing_zeros() % tile_width;
-        let next_key = tile_shuffle(my_key, next, tl);
-        let next_val = tile_shuffle(my_val, next, tl);
+        let next_key = L::shuffle_key(my_key, next, tl);
+        let next_val = L::shuffle_value(my_val, next, tl);
         if !has_op && queue != 0 {
             has_op = true;
             cur_key = next_key;
             cur_val = next_val;
             coherent = false;
-            S::insert_start(&mut state, fmix32(cur_key ^ fmix32(0u32)));
+            S::insert_start(&mut state, L::key_mix(cur_key));
             if tl.lane == next {
                 pending = false;
             }
@@ -103,7 +108,7 @@ pub fn insert_kernel<S: ProbingScheme>(
 
         // One probe: read the bucket the state names and let the scheme decide.
         let read_index = state.hash_index;
-        let b = bucket_of(meta, cur_key, read_index);
+        let b = L::bucket(meta, cur_key, read_index);
         // Plain loads are fast but may hit a stale cache line; after a lost compare-and-swap the bucket is re-read
         // with atomic loads.
         let slots = if comptime!(plain_reads) {
@@ -120,7 +125,14 @@ pub fn insert_kernel<S: ProbingScheme>(
         } else {
             read_slots_atomic(table, b, has_op, tl, bucket_size, tile_width)
         };
-        let view = view_of(slots, cur_key, tl, bucket_size, tile_width);
+        let view = view_of(
+            slots,
+            L::key_bits(cur_key),
+            L::KEY_SHIFT,
+            tl,
+            bucket_size,
+            tile_width,
+        );
         let mut act = u32::new(action::NEXT as i64);
         let mut target = u32::new(0);
         let mut slot = u32::new(0);
@@ -133,16 +145,23 @@ pub fn insert_kernel<S: ProbingScheme>(
             target = st.target;
             slot = st.slot;
         }
+        if comptime!(!L::MOVES_PAIRS) {
+            // A layout whose pairs cannot move atomically hands an eviction back as a failure (stable schemes,
+            // the only ones such tables run, never ask for one).
+            if act == action::EVICT {
+                act = action::FAIL;
+            }
+        }
 
         // Execute the memory action on the owner lane of the slot, then broadcast what it saw.
         let seen = slot_word(slots, slot, tl, bucket_size, tile_width);
         // The action's bucket is nearly always the one just read; hashing again costs ~10% of the instructions.
         let mut tb = b;
         if target != read_index {
-            tb = bucket_of(meta, cur_key, target);
+            tb = L::bucket(meta, cur_key, target);
         }
         let owner = slot % tile_width;
-        let mine = pack_word(cur_key, cur_val);
+        let mine = L::slot_word(cur_key, cur_val);
         let mut old = EMPTY_WORD.runtime();
         if has_op && tl.lane == owner {
             let addr = slot_address(tb, slot, bucket_size);
@@ -152,13 +171,24 @@ pub fn insert_kernel<S: ProbingScheme>(
                 } else {
                     old = table[addr].swap(mine);
                 }
+                if comptime!(!L::MOVES_PAIRS) {
+                    if old == EMPTY_WORD {
+                        L::store_value(table_values, addr, cur_val);
+                    }
+                }
             } else if act == action::EVICT {
                 old = table[addr].swap(mine);
             } else if act == action::UPDATE {
-                if comptime!(use_cas) {
-                    old = table[addr].compare_exchange_weak(seen, mine);
+                if comptime!(L::MOVES_PAIRS) {
+                    if comptime!(use_cas) {
+                        old = table[addr].compare_exchange_weak(seen, mine);
+                    } else {
+                        old = table[addr].swap(mine);
+                    }
                 } else {
-                    old = table[addr].swap(mine);
+                    // The key word stays; only the value changes (updates of one key never share a launch).
+                    L::store_value(table_values, addr, cur_val);
+                    old = seen;
                 }
             }
         }
@@ -177,15 +207,15 @@ pub fn insert_kernel<S: ProbingScheme>(
                     }
                 } else {
                     // We hold the displaced pair now and must place it.
-                    cur_key = word_key(old_all);
-                    cur_val = word_value(old_all);
+                    cur_key = L::key_of(old_all);
+                    cur_val = L::value_of(old_all);
                     coherent = false;
                     if act == action::EVICT {
                         let mut from = meta.params.num_hashes;
                         let mut j = meta.params.num_hashes;
                         while j > 0u32 {
                             j -= 1u32;
-                            if bucket_of(meta, cur_key, j) == tb {
+                            if L::bucket(meta, cur_key, j) == tb {
                                 from = j;
                             }
                         }
@@ -195,7 +225,7 @@ pub fn insert_kernel<S: ProbingScheme>(
                         S::after_evict(&mut state, from, meta.params);
                     } else {
                         // An exchange-claim displaced a pair stored concurrently: insert it afresh.
-                        S::insert_start(&mut state, fmix32(cur_key ^ fmix32(0u32)));
+                        S::insert_start(&mut state, L::key_mix(cur_key));
                     }
                 }
             } else if act == action::UPDATE {
@@ -208,19 +238,20 @@ pub fn insert_kernel<S: ProbingScheme>(
                             retries += 1u32;
                         }
                     }
-                } else if word_key(old_all) == cur_key {
+                } else if L::key_of(old_all) == cur_key {
                     has_op = false;
                 } else {
-                    cur_key = word_key(old_all);
-                    cur_val = word_value(old_all);
-                    S::insert_start(&mut state, fmix32(cur_key ^ fmix32(0u32)));
+                    cur_key = L::key_of(old_all);
+                    cur_val = L::value_of(old_all);
+                    S::insert_start(&mut state, L::key_mix(cur_key));
                 }
             } else if act == action::FAIL {
                 has_op = false;
                 if tl.lane == 0u32 {
-                    let at = counters[0].fetch_add(1u32);
-                    if (at as usize) < failed.len() {
-                        failed[at as usize] = mine;
+                    let at = counters[0].fetch_add(1u32) as usize;
+                    if 2 * at + 1 < failed.len() {
+                        failed[2 * at] = u64::cast_from(cur_key);
+                        failed[2 * at + 1] = u64::cast_from(cur_val);
                     }
                 }
             }
@@ -273,19 +304,20 @@ pub mod found_mode {
     pub const BITS: u32 = 2;
 }
 
-/// Bulk find of 32-bit keys: `out[i]` = value, or `absent` when `keys[i]` is not in the table; presence also
-/// as flags or bits per `found_mode` (see [`found_mode`]).
+/// Bulk find in a table of layout `L`: `out[i]` = the value, or all ones when `keys[i]` is not in the table;
+/// presence also as flags or bits per `found_mode` (see [`found_mode`]). `table_values` as in
+/// [`insert_kernel`].
 #[allow(clippy::too_many_arguments)]
 #[cube(launch_unchecked)]
-pub fn find_kernel<S: ProbingScheme>(
-    keys: &Array<u32>,
+pub fn find_kernel<S: ProbingScheme, L: KeyLayout>(
+    keys: &Array<L::Key>,
     table: &Array<u64>,
-    out: &mut Array<u32>,
+    table_values: &Array<u64>,
+    out: &mut Array<L::Value>,
     found: &mut Array<u32>,
     found_bits: &Array<Atomic<u32>>,
     shape: &ShapeScalars,
     probe_counters: &Array<Atomic<u32>>,
-    absent: u32,
     #[comptime] bucket_size: u32,
     #[comptime] tile_width: u32,
     #[comptime] found_mode: u32,
@@ -294,12 +326,13 @@ pub fn find_kernel<S: ProbingScheme>(
     let meta = meta_of(shape);
     let pos = ABSOLUTE_POS;
     let active = pos < keys.len();
-    let mut key = u32::new(0);
+    let mut key = L::Key::new(0);
     if active {
         key = keys[pos];
     }
-    let r = tile_find::<S>(
+    let r = tile_find::<S, L>(
         table,
+        table_values,
         meta,
         key,
         active,
@@ -308,7 +341,7 @@ pub fn find_kernel<S: ProbingScheme>(
         count_probes,
     );
     if active {
-        let mut v = absent;
+        let mut v = L::Value::max_value();
         if r.found == 1u32 {
             v = r.value;
         }

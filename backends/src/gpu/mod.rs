@@ -1,10 +1,10 @@
-//! GPU backends through CubeCL: one generic engine, [`GpuTable`], for any CubeCL runtime (CUDA, Vulkan).
-//!
-//! The table is an array of packed `u64` slot words (`key << 32 | value`) resident on the device; bulk calls
-//! take host slices or device handles (no host round trip when the data is already on the GPU).
+//! GPU backends through CubeCL: one generic engine, [`GpuTable`], for any CubeCL runtime (CUDA, Vulkan) and
+//! any key layout ([`layout`]: [`Packed`] 32-bit pairs in one `u64` word, [`Wide`] pairs in parallel `u64`
+//! arrays); the kernels are written once and instantiated per scheme and layout. Bulk calls take host slices or
+//! device handles (no host round trip when the data is already on the GPU).
 //!
 //! **Device-resident, stream-ordered calls.** [`GpuTable::insert_device_async`] and [`GpuTable::find_device`]
-//! (and [`wide::GpuWideTable::insert_device_async`] / `find_device`) queue their kernels and return at once, so
+//! queue their kernels and return at once, so
 //! several operations can be queued back to back; each runs after the previous ones on the table's stream.
 //! [`GpuTable::settle`] waits for the queued inserts and reads their counters (new keys, failures); read
 //! results with the client once everything is queued. Handles of your own data come from the table's client:
@@ -24,7 +24,7 @@
 //! let vh = t.upload(&keys);
 //! t.insert_device_async(&kh, &vh, keys.len()); // queued, returns at once
 //! let out = t.alloc_u32(keys.len());
-//! t.find_device(&kh, &out, None, keys.len(), u32::MAX); // queued after the insert
+//! t.find_device(&kh, &out, None, keys.len()); // queued after the insert
 //! let lost = t.settle()?; // waits, reads the insert's counters
 //! assert!(lost.pairs.is_empty());
 //! let values = t.read_u32(out); // waits for the find, copies back
@@ -36,9 +36,9 @@
 pub mod device_api;
 pub(crate) mod host_path;
 pub mod kernels;
+pub mod layout;
 pub mod transfer;
 pub mod upsert;
-pub mod wide;
 
 use crate::engine::{Engine, Inserted};
 use cubecl::prelude::*;
@@ -50,6 +50,8 @@ use hashtile_core::tile::EMPTY_WORD;
 use hashtile_core::{Element, Error, HashFamily, Key, ProbeStats, Result, Value};
 use host_path::BatchTable;
 use kernels::{ADDED_COUNTERS, INSERT_COUNTERS, found_mode, select};
+pub use layout::{KeyLayout, Packed, Wide};
+use layout::{bytes_of, bytes_of_mut, same_words_mut, words_of};
 use std::marker::PhantomData;
 use transfer::{HostTransfer, PinnedAlloc};
 
@@ -67,8 +69,9 @@ pub struct GpuOptions {
     pub plain_reads: bool,
 }
 
-/// A static hash table of 32-bit keys and values on a CubeCL device, driven by scheme `S`.
-pub struct GpuTable<R: HostTransfer, S: ProbingScheme> {
+/// A static hash table on a CubeCL device, driven by scheme `S`, its pairs laid out by `L` ([`layout`]:
+/// [`Packed`] 32-bit pairs by default, [`Wide`] pairs in parallel `u64` arrays for stable schemes).
+pub struct GpuTable<R: HostTransfer, S: ProbingScheme, L: KeyLayout = Packed> {
     client: ComputeClient<R>,
     /// Host-path copies (CUDA: a stream of its own and pinned staging buffers).
     stager: R::Stager,
@@ -76,7 +79,11 @@ pub struct GpuTable<R: HostTransfer, S: ProbingScheme> {
     batch: host_path::BatchSizes,
     /// Host-path buffers kept between calls.
     cache: host_path::DeviceCache,
-    table: Handle,
+    /// The key words (`L::KEY_SHIFT`; all ones = empty).
+    keys: Handle,
+    /// The values where the layout keeps them apart; for [`Packed`] a one-word buffer of its own (never read).
+    values: Handle,
+    values_len: usize,
     shape: Handle,
     num_buckets: u32,
     bucket_size: u32,
@@ -85,8 +92,8 @@ pub struct GpuTable<R: HostTransfer, S: ProbingScheme> {
     params: SchemeParams,
     options: GpuOptions,
     len: usize,
-    /// The stash: receives pairs an insert gives up on. Allocated once with the table (allocating a batch-sized
-    /// buffer per insert cost more than the insert kernel itself), `stash_len` pairs long.
+    /// The stash: receives the pairs an insert gives up on, two words each. Allocated once with the table
+    /// (allocating a batch-sized buffer per insert cost more than the insert kernel itself), `stash_len` pairs.
     stash: Handle,
     stash_len: usize,
     /// Inserts were queued since the counters were last read.
@@ -102,7 +109,7 @@ pub struct GpuTable<R: HostTransfer, S: ProbingScheme> {
     /// Probe statistics of the inserts read by the last settle.
     last_insert_probes: ProbeStats,
     counters: Handle,
-    _scheme: PhantomData<S>,
+    _scheme: PhantomData<(S, L)>,
 }
 
 /// A table's shape words (`[num_buckets, seed0..seed3, num_hashes, max_chain, threshold, upsert,
@@ -195,12 +202,9 @@ pub(crate) fn cube_count(n: usize) -> CubeCount {
     }
 }
 
-fn u32_bytes(v: &[u32]) -> &[u8] {
-    u32::as_bytes(v)
-}
-
-impl<R: HostTransfer, S: ProbingScheme> GpuTable<R, S> {
-    /// An empty table of `num_buckets` buckets of `bucket_size` slots on `device`.
+impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
+    /// An empty table of `num_buckets` buckets of `bucket_size` slots on `device`. A layout that does not
+    /// move pairs ([`Wide`]) needs `options.use_cas` (its claims are a compare-and-swap of the key word).
     pub fn new(
         device: &R::Device,
         num_buckets: u32,
@@ -209,27 +213,38 @@ impl<R: HostTransfer, S: ProbingScheme> GpuTable<R, S> {
         params: SchemeParams,
         options: GpuOptions,
     ) -> Result<Self> {
+        if !L::MOVES_PAIRS && !options.use_cas {
+            return Err(Error::InvalidConfig(format!(
+                "{} are claimed with compare-and-swap; GpuOptions::use_cas must be on",
+                L::NAME
+            )));
+        }
         let client = R::client(device);
         let tile_width = tile_width_for(&client, bucket_size)?;
         let slots = num_buckets as usize * bucket_size as usize;
         let stager = R::stager(&client)?;
         let batch = host_path::BatchSizes::DEFAULT;
-        host_path::check_device_memory::<R>(&stager, "the table", slots as u64 * 8)?;
-        let table = client.empty(slots * 8);
+        let values_len = if L::MOVES_PAIRS { 1 } else { slots.max(1) };
+        let table_bytes = (slots + if L::MOVES_PAIRS { 0 } else { slots }) as u64 * 8;
+        host_path::check_device_memory::<R>(&stager, "the table", table_bytes)?;
+        let keys = client.empty(slots.max(1) * 8);
+        let values = client.empty(values_len * 8);
         let shape = client.empty(SHAPE_WORDS * 4);
         let counters = client.empty(INSERT_COUNTERS * 4);
         let find_probes = client.empty(ADDED_COUNTERS as usize * 4);
-        // Failures are rare below the scheme's achievable load; 1/16 of the slots is far more than a build
+        // Failures are rare below the scheme's achievable load; 1/32 of the slots is far more than a build
         // that can succeed ever hands back, and overflow is counted, never silent.
-        let stash_len = (slots / 16).clamp(1024.min(slots), slots.max(1));
-        let stash = client.empty(stash_len * 8);
+        let stash_len = (slots / 32).clamp(1024.min(slots), slots.max(1));
+        let stash = client.empty(stash_len * 16);
         let dummy = client.empty(8);
         let mut t = Self {
             client,
             stager,
             batch,
             cache: Default::default(),
-            table,
+            keys,
+            values,
+            values_len,
             shape,
             num_buckets,
             bucket_size,
@@ -258,11 +273,11 @@ impl<R: HostTransfer, S: ProbingScheme> GpuTable<R, S> {
     fn upload_shape(&mut self) {
         self.shape = self
             .client
-            .create_from_slice(u32_bytes(&self.shape_words()));
+            .create_from_slice(u32::as_bytes(&self.shape_words()));
     }
 
     fn fill_empty(&mut self) {
-        fill_u64(&self.client, &self.table, self.capacity(), EMPTY_WORD);
+        fill_u64(&self.client, &self.keys, self.capacity(), EMPTY_WORD);
         self.len = 0;
     }
 
@@ -282,11 +297,12 @@ impl<R: HostTransfer, S: ProbingScheme> GpuTable<R, S> {
         &self.client
     }
 
-    /// Device handles for calling [`device_api::tile_find`] from your own kernel: `(table words, slot count,
-    /// shape words)`, plus the compile-time `(bucket_size, tile_width)` the kernel must be instantiated with.
+    /// Device handles for calling [`device_api::tile_find`] from your own kernel (see [`DeviceRef`]).
     pub fn device_ref(&self) -> DeviceRef {
         DeviceRef {
-            table: self.table.clone(),
+            keys: self.keys.clone(),
+            values: self.values.clone(),
+            values_len: self.values_len,
             slots: self.capacity(),
             shape: self.shape.clone(),
             bucket_size: self.bucket_size,
@@ -299,9 +315,10 @@ impl<R: HostTransfer, S: ProbingScheme> GpuTable<R, S> {
         self.tile_width
     }
 
-    /// Inserts `n` pairs already on the device (`keys` and `values`: `n` `u32` each) and waits for the result.
-    /// Keys must not be the sentinel (not checked on the device) and should be distinct (see NOTES.md on
-    /// duplicates in one device batch). Returns what could not be placed (normally nothing).
+    /// Inserts `n` pairs already on the device (`keys` and `values`: `n` elements of the layout's key and value
+    /// types each) and waits for the result. Keys must not be the sentinel (not checked on the device) and
+    /// should be distinct (see NOTES.md on duplicates in one device batch). Returns what could not be placed
+    /// (normally nothing).
     pub fn insert_device(&mut self, keys: &Handle, values: &Handle, n: usize) -> Result<Unplaced> {
         self.insert_device_async(keys, values, n);
         self.settle()
@@ -341,7 +358,7 @@ impl<R: HostTransfer, S: ProbingScheme> GpuTable<R, S> {
         // SAFETY: every array index in the kernel is bounded by the array lengths passed here or by the table's
         // shape, which matches the table allocation.
         unsafe {
-            kernels::insert_kernel::launch_unchecked::<S, R>(
+            kernels::insert_kernel::launch_unchecked::<S, L, R>(
                 &self.client,
                 cube_count(n),
                 CubeDim::new_1d(CUBE_SIZE),
@@ -349,14 +366,15 @@ impl<R: HostTransfer, S: ProbingScheme> GpuTable<R, S> {
                 ArrayArg::from_raw_parts(values.clone(), n),
                 ArrayArg::from_raw_parts(mask_handle, mask_len),
                 mode,
-                ArrayArg::from_raw_parts(self.table.clone(), self.capacity()),
+                ArrayArg::from_raw_parts(self.keys.clone(), self.capacity()),
                 if self.options.plain_reads {
-                    ArrayArg::from_raw_parts(self.table.clone(), self.capacity())
+                    ArrayArg::from_raw_parts(self.keys.clone(), self.capacity())
                 } else {
                     // Never bind a buffer twice in one launch: wgpu mis-binds the second use.
                     ArrayArg::from_raw_parts(self.dummy.clone(), 1)
                 },
-                ArrayArg::from_raw_parts(self.stash.clone(), self.stash_len),
+                ArrayArg::from_raw_parts(self.values.clone(), self.values_len),
+                ArrayArg::from_raw_parts(self.stash.clone(), 2 * self.stash_len),
                 ArrayArg::from_raw_parts(self.counters.clone(), INSERT_COUNTERS),
                 shape_scalars(shape),
                 self.bucket_size,
@@ -386,13 +404,10 @@ impl<R: HostTransfer, S: ProbingScheme> GpuTable<R, S> {
             untracked: nfailed.saturating_sub(self.stash_len),
         };
         if nfailed > 0 {
-            let words =
-                u64::from_bytes(&self.client.read_one_unchecked(self.stash.clone())).to_vec();
-            out.pairs.extend(
-                words[..nfailed.min(self.stash_len)]
-                    .iter()
-                    .map(|&w| (w >> 32, w & 0xffff_ffff)),
-            );
+            let words = self.read_u64(self.stash.clone());
+            let kept = nfailed.min(self.stash_len);
+            out.pairs
+                .extend(words[..2 * kept].chunks(2).map(|w| (w[0], w[1])));
         }
         self.reset_counters();
         Ok(out)
@@ -439,22 +454,16 @@ impl<R: HostTransfer, S: ProbingScheme> GpuTable<R, S> {
         }
     }
 
-    /// Finds `n` keys already on the device, writing values (or `absent`) to `out` and, if given, 1/0 flags to
-    /// `found`. Nothing crosses to the host.
-    pub fn find_device(
-        &self,
-        keys: &Handle,
-        out: &Handle,
-        found: Option<&Handle>,
-        n: usize,
-        absent: u32,
-    ) {
+    /// Finds `n` keys already on the device, writing values (all ones where absent) to `out` (`n` elements of
+    /// the layout's value type) and, if given, 1/0 flags to `found` (`n` `u32`s). Nothing crosses to the host;
+    /// the launch is queued, not awaited.
+    pub fn find_device(&self, keys: &Handle, out: &Handle, found: Option<&Handle>, n: usize) {
         let mode = if found.is_some() {
             found_mode::FLAGS
         } else {
             found_mode::NONE
         };
-        self.launch_find(keys, out, found, mode, n, absent);
+        self.launch_find(keys, out, found, mode, n);
     }
 
     /// Queues the find kernel with presence reported per `mode` ([`found_mode`]) into `found`.
@@ -465,7 +474,6 @@ impl<R: HostTransfer, S: ProbingScheme> GpuTable<R, S> {
         found: Option<&Handle>,
         mode: u32,
         n: usize,
-        absent: u32,
     ) {
         if n == 0 {
             return;
@@ -489,18 +497,18 @@ impl<R: HostTransfer, S: ProbingScheme> GpuTable<R, S> {
         };
         // SAFETY: indices are bounded by `n` (the lengths of keys/out/found) and by the table's shape.
         unsafe {
-            kernels::find_kernel::launch_unchecked::<S, R>(
+            kernels::find_kernel::launch_unchecked::<S, L, R>(
                 &self.client,
                 cube_count(n),
                 CubeDim::new_1d(CUBE_SIZE),
                 ArrayArg::from_raw_parts(keys.clone(), n),
-                ArrayArg::from_raw_parts(self.table.clone(), self.capacity()),
+                ArrayArg::from_raw_parts(self.keys.clone(), self.capacity()),
+                ArrayArg::from_raw_parts(self.values.clone(), self.values_len),
                 ArrayArg::from_raw_parts(out.clone(), n),
                 ArrayArg::from_raw_parts(flags, if mode == found_mode::FLAGS { n } else { 1 }),
                 ArrayArg::from_raw_parts(bits, bits_len),
                 self.shape_arg(),
                 ArrayArg::from_raw_parts(probe_handle, probe_len),
-                absent,
                 self.bucket_size,
                 self.tile_width,
                 mode,
@@ -509,9 +517,10 @@ impl<R: HostTransfer, S: ProbingScheme> GpuTable<R, S> {
         }
     }
 
-    /// Uploads `u32`s to a new device buffer.
-    pub fn upload(&self, data: &[u32]) -> Handle {
-        self.client.create_from_slice(u32_bytes(data))
+    /// Uploads elements (the layout's keys or values, or anything else a kernel of yours reads) to a new device
+    /// buffer.
+    pub fn upload<E: Element>(&self, data: &[E]) -> Handle {
+        self.client.create_from_slice(bytes_of(data))
     }
 
     /// A new uninitialised device buffer of `n` `u32`s.
@@ -519,9 +528,19 @@ impl<R: HostTransfer, S: ProbingScheme> GpuTable<R, S> {
         self.client.empty(n.max(1) * 4)
     }
 
+    /// A new uninitialised device buffer of `n` `u64`s.
+    pub fn alloc_u64(&self, n: usize) -> Handle {
+        self.client.empty(n.max(1) * 8)
+    }
+
     /// Reads a device buffer of `u32`s back.
     pub fn read_u32(&self, h: Handle) -> Vec<u32> {
         u32::from_bytes(&self.client.read_one_unchecked(h)).to_vec()
+    }
+
+    /// Reads a device buffer of `u64`s back.
+    pub fn read_u64(&self, h: Handle) -> Vec<u64> {
+        u64::from_bytes(&self.client.read_one_unchecked(h)).to_vec()
     }
 
     /// Waits for all queued device work.
@@ -530,8 +549,68 @@ impl<R: HostTransfer, S: ProbingScheme> GpuTable<R, S> {
             .map_err(|e| Error::InvalidConfig(format!("device error: {e:?}")))
     }
 
-    fn words(&self) -> Vec<u64> {
-        u64::from_bytes(&self.client.read_one_unchecked(self.table.clone())).to_vec()
+    /// Every stored pair as `(slot index, key, value)`, widened (reads the table back).
+    fn stored_slots(&self) -> Vec<(usize, u64, u64)> {
+        let keys = self.read_u64(self.keys.clone());
+        let values = if L::MOVES_PAIRS {
+            Vec::new()
+        } else {
+            self.read_u64(self.values.clone())
+        };
+        keys.into_iter()
+            .enumerate()
+            .filter(|(_, w)| *w != EMPTY_WORD)
+            .map(|(i, w)| {
+                let (k, v) = layout::decode_slot::<L>(w, values.get(i).copied());
+                (i, k, v)
+            })
+            .collect()
+    }
+
+    fn upsert_typed<K: Key, V: Value>(
+        &mut self,
+        keys: &[K],
+        values: &[V],
+        distinct: bool,
+    ) -> Result<Inserted<K, V>> {
+        let k = words_of::<K, L::Key>(keys);
+        let v = words_of::<V, L::Value>(values);
+        let (stats, lost) = host_path::upsert(self, bytes_of(&k), bytes_of(&v), distinct)?;
+        Ok(Inserted {
+            stats,
+            unplaced: lost
+                .into_iter()
+                .map(|(k, v)| (K::narrow(k), V::narrow(v)))
+                .collect(),
+        })
+    }
+
+    /// Finds host keys of the layout's type into `out` (all ones where absent) and, if given, presence bits.
+    fn find_words(
+        &self,
+        keys: &[L::Key],
+        out: &mut [L::Value],
+        found: Option<&mut [u32]>,
+    ) -> Result<ProbeStats> {
+        let mode = if found.is_some() {
+            found_mode::BITS
+        } else {
+            found_mode::NONE
+        };
+        let (kb, vb) = (size_of::<L::Key>(), size_of::<L::Value>());
+        host_path::find::<R>(
+            &self.client,
+            &self.stager,
+            &self.cache,
+            bytes_of(keys),
+            kb,
+            bytes_of_mut(out),
+            vb,
+            found,
+            self.batch,
+            |kh, oh, bits, n| self.launch_find(kh, oh, bits, mode, n),
+        )?;
+        Ok(self.last_find_probes(keys.len()))
     }
 }
 
@@ -547,16 +626,22 @@ pub struct Unplaced {
     /// Pairs handed back (widened to `u64`).
     pub pairs: Vec<(u64, u64)>,
     /// Pairs that could not be placed **and** did not fit the stash, so their contents are unknown. Only
-    /// possible when over 1/16 of the table fails in one call, far beyond any scheme's achievable load.
+    /// possible when over 1/32 of the table fails in one call, far beyond any scheme's achievable load.
     pub untracked: usize,
 }
 
-/// What a user kernel needs to call the table's device API.
+/// What a user kernel needs to call the table's device API ([`device_api::tile_find`] with the table's scheme
+/// and layout; its `meta` from [`device_api::load_meta`] of `shape`).
 #[derive(Debug, Clone)]
 pub struct DeviceRef {
-    /// The slot words (`&Array<u64>` in the kernel).
-    pub table: Handle,
-    /// Number of slot words.
+    /// The key words (`&Array<u64>` in the kernel, `slots` long).
+    pub keys: Handle,
+    /// The value words (`&Array<u64>`, `values_len` long): the values of a [`Wide`] table, one unused word
+    /// for a [`Packed`] one (whose values sit in the key words).
+    pub values: Handle,
+    /// Length of `values`.
+    pub values_len: usize,
+    /// Number of slots.
     pub slots: usize,
     /// The shape words (`&Array<u32>`, length [`SHAPE_WORDS`]).
     pub shape: Handle,
@@ -566,9 +651,9 @@ pub struct DeviceRef {
     pub tile_width: u32,
 }
 
-impl<R: HostTransfer, S: ProbingScheme> BatchTable<R> for GpuTable<R, S> {
-    const KEY_BYTES: usize = 4;
-    const VALUE_BYTES: usize = 4;
+impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> BatchTable<R> for GpuTable<R, S, L> {
+    const KEY_BYTES: usize = size_of::<L::Key>();
+    const VALUE_BYTES: usize = size_of::<L::Value>();
     fn client(&self) -> &ComputeClient<R> {
         &self.client
     }
@@ -579,7 +664,7 @@ impl<R: HostTransfer, S: ProbingScheme> BatchTable<R> for GpuTable<R, S> {
         self.len
     }
     fn slots(&self) -> usize {
-        self.num_buckets as usize * self.bucket_size as usize
+        self.capacity()
     }
     fn batch_sizes(&self) -> host_path::BatchSizes {
         self.batch
@@ -590,12 +675,13 @@ impl<R: HostTransfer, S: ProbingScheme> BatchTable<R> for GpuTable<R, S> {
     fn classify(&self, keys: &Handle, mask: &Handle, n: usize) {
         // SAFETY: indices are bounded by `n` and by the table's shape.
         unsafe {
-            upsert::classify_kernel::launch_unchecked::<S, R>(
+            upsert::classify_kernel::launch_unchecked::<S, L, R>(
                 &self.client,
                 cube_count(n),
                 CubeDim::new_1d(CUBE_SIZE),
                 ArrayArg::from_raw_parts(keys.clone(), n),
-                ArrayArg::from_raw_parts(self.table.clone(), self.capacity()),
+                ArrayArg::from_raw_parts(self.keys.clone(), self.capacity()),
+                ArrayArg::from_raw_parts(self.values.clone(), self.values_len),
                 ArrayArg::from_raw_parts(mask.clone(), n),
                 self.shape_arg(),
                 self.bucket_size,
@@ -629,26 +715,11 @@ impl<R: HostTransfer, S: ProbingScheme> BatchTable<R> for GpuTable<R, S> {
     }
 }
 
-/// The packed layout's data of a typed slice (the typed layer only builds packed tables for 32-bit pairs).
-fn packed<E: Element>(s: &[E]) -> &[u32] {
-    E::as_u32s(s).expect("packed GPU tables hold 32-bit keys and values")
-}
-
-fn narrow_pairs<K: Key, V: Value>(pairs: Vec<(u64, u64)>) -> Vec<(K, V)> {
-    pairs
-        .into_iter()
-        .map(|(k, v)| (K::narrow(k), V::narrow(v)))
-        .collect()
-}
-
-impl<R: HostTransfer, S: ProbingScheme, K: Key, V: Value> Engine<K, V> for GpuTable<R, S> {
+impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout, K: Key, V: Value> Engine<K, V>
+    for GpuTable<R, S, L>
+{
     fn upsert(&mut self, keys: &[K], values: &[V]) -> Result<Inserted<K, V>> {
-        let (k, v) = (packed(keys), packed(values));
-        let (stats, lost) = host_path::upsert(self, u32::as_bytes(k), u32::as_bytes(v), false)?;
-        Ok(Inserted {
-            stats,
-            unplaced: narrow_pairs(lost),
-        })
+        self.upsert_typed(keys, values, false)
     }
 
     fn checks_in_pipeline(&self, n: usize) -> bool {
@@ -656,16 +727,11 @@ impl<R: HostTransfer, S: ProbingScheme, K: Key, V: Value> Engine<K, V> for GpuTa
     }
 
     fn count_new(&self, keys: &[K]) -> Result<usize> {
-        host_path::count_new(self, u32::as_bytes(packed(keys)))
+        host_path::count_new(self, bytes_of(&words_of::<K, L::Key>(keys)))
     }
 
     fn insert_distinct(&mut self, keys: &[K], values: &[V]) -> Result<Inserted<K, V>> {
-        let (k, v) = (packed(keys), packed(values));
-        let (stats, lost) = host_path::upsert(self, u32::as_bytes(k), u32::as_bytes(v), true)?;
-        Ok(Inserted {
-            stats,
-            unplaced: narrow_pairs(lost),
-        })
+        self.upsert_typed(keys, values, true)
     }
 
     fn find_into(
@@ -674,34 +740,24 @@ impl<R: HostTransfer, S: ProbingScheme, K: Key, V: Value> Engine<K, V> for GpuTa
         out: &mut [V],
         found: Option<&mut [u32]>,
     ) -> Result<ProbeStats> {
-        let k = packed(keys);
-        let o = V::as_u32s_mut(out).expect("packed GPU tables hold 32-bit values");
-        let mode = if found.is_some() {
-            found_mode::BITS
-        } else {
-            found_mode::NONE
-        };
-        host_path::find::<R>(
-            &self.client,
-            &self.stager,
-            &self.cache,
-            u32::as_bytes(k),
-            4,
-            host_path::u32_bytes_mut(o),
-            4,
-            found,
-            self.batch,
-            |kh, oh, bits, n| self.launch_find(kh, oh, bits, mode, n, u32::MAX),
-        )?;
-        Ok(self.last_find_probes(keys.len()))
+        let k = words_of::<K, L::Key>(keys);
+        if let Some(o) = same_words_mut::<V, L::Value>(out) {
+            // The caller's slice is the layout's own type: the values land in it directly.
+            return self.find_words(&k, o, found);
+        }
+        let mut widened = vec![L::Value::default(); out.len()];
+        let stats = self.find_words(&k, &mut widened, found)?;
+        for (o, w) in out.iter_mut().zip(&widened) {
+            *o = V::narrow(w.widen());
+        }
+        Ok(stats)
     }
 
     fn pairs(&self) -> Result<Vec<(K, V)>> {
         Ok(self
-            .words()
+            .stored_slots()
             .into_iter()
-            .filter(|&w| w != EMPTY_WORD)
-            .map(|w| (K::narrow(w >> 32), V::narrow(w & 0xffff_ffff)))
+            .map(|(_, k, v)| (K::narrow(k), V::narrow(v)))
             .collect())
     }
 
@@ -726,11 +782,9 @@ impl<R: HostTransfer, S: ProbingScheme, K: Key, V: Value> Engine<K, V> for GpuTa
 
     fn placement(&self) -> Result<Vec<(K, u32)>> {
         Ok(self
-            .words()
+            .stored_slots()
             .into_iter()
-            .enumerate()
-            .filter(|(_, w)| *w != EMPTY_WORD)
-            .map(|(i, w)| (K::narrow(w >> 32), (i / self.bucket_size as usize) as u32))
+            .map(|(i, k, _)| (K::narrow(k), (i / self.bucket_size as usize) as u32))
             .collect())
     }
 
@@ -739,7 +793,7 @@ impl<R: HostTransfer, S: ProbingScheme, K: Key, V: Value> Engine<K, V> for GpuTa
     }
 }
 
-impl<R: HostTransfer, S: ProbingScheme> GpuTable<R, S> {
+impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
     /// Stored pairs.
     pub fn len(&self) -> usize {
         self.len
@@ -754,7 +808,18 @@ impl<R: HostTransfer, S: ProbingScheme> GpuTable<R, S> {
     }
     /// Empties the table (queued) and switches to `family`.
     pub fn reset(&mut self, family: HashFamily) -> Result<()> {
-        Engine::<u32, u32>::reset(self, family)
+        Engine::<L::Key, L::Value>::reset(self, family)
+    }
+    /// Looks keys of the layout's type up from the host (`Some(value)` / `None`), through the host path.
+    pub fn find_keys(&self, keys: &[L::Key]) -> Result<Vec<Option<L::Value>>> {
+        let mut values = vec![L::Value::default(); keys.len()];
+        let mut bits = vec![0u32; keys.len().div_ceil(32)];
+        self.find_words(keys, &mut values, Some(&mut bits))?;
+        Ok(values
+            .into_iter()
+            .enumerate()
+            .map(|(i, v)| (bits[i / 32] >> (i % 32) & 1 == 1).then_some(v))
+            .collect())
     }
 }
 

@@ -5,7 +5,7 @@
 //!    linear probing) and raises that slot's "last index" to its own position with an atomic max.
 //! 2. [`dedup_mark_kernel`]: `mask[i] = 1` where position `i` is its key's last occurrence, else 0. The last
 //!    occurrence wins, as the host API documents.
-//! 3. [`classify_kernel`] / [`classify_wide_kernel`] (only when the table already holds pairs): `mask[i] = 2`
+//! 3. [`classify_kernel`] (only when the table already holds pairs): `mask[i] = 2`
 //!    where a kept key is already stored.
 //!
 //! The insert kernels then run twice over the mask: mode 2 (updates, which never evict) and mode 1 (new keys,
@@ -16,8 +16,9 @@
 //! never all ones, so `key + 1` fits), claimed by compare-and-swap and raised by `fetch_max`: one atomic per
 //! key. For 64-bit keys: a key word (all ones = empty) and a separate `u32` last-index word.
 
-use super::device_api::{ShapeScalars, meta_of, tile_find, tile_find_wide};
+use super::device_api::{ShapeScalars, meta_of, tile_find};
 use super::kernels::ADDED_COUNTERS;
+use super::layout::KeyLayout;
 use cubecl::prelude::*;
 use hashtile_core::hash::hash_key;
 use hashtile_core::scheme::ProbingScheme;
@@ -109,37 +110,12 @@ pub fn dedup_mark_kernel(
     }
 }
 
-/// Phase 3 for packed 32-bit tables: `mask[i]` becomes [`MASK_UPDATE`] where a kept key is already stored.
+/// Phase 3: `mask[i]` becomes [`MASK_UPDATE`] where a kept key is already stored in the table (layout `L`).
 /// All lanes of every plane run the cooperative find (keys not marked [`MASK_NEW`] ride along inactive).
 #[cube(launch_unchecked)]
-pub fn classify_kernel<S: ProbingScheme>(
-    keys: &Array<u32>,
+pub fn classify_kernel<S: ProbingScheme, L: KeyLayout>(
+    keys: &Array<L::Key>,
     table: &Array<u64>,
-    mask: &mut Array<u32>,
-    shape: &ShapeScalars,
-    #[comptime] bucket_size: u32,
-    #[comptime] tile_width: u32,
-) {
-    let meta = meta_of(shape);
-    let pos = ABSOLUTE_POS;
-    let mut active = false;
-    let mut key = u32::new(0);
-    if pos < keys.len() {
-        key = keys[pos];
-        active = mask[pos] == MASK_NEW;
-    }
-    let r = tile_find::<S>(table, meta, key, active, bucket_size, tile_width, false);
-    if active && r.found == 1u32 {
-        mask[pos] = MASK_UPDATE;
-    }
-}
-
-/// Phase 3 for tables of wide pairs (see [`classify_kernel`]).
-#[allow(clippy::too_many_arguments)]
-#[cube(launch_unchecked)]
-pub fn classify_wide_kernel<S: ProbingScheme>(
-    keys: &Array<u64>,
-    table_keys: &Array<u64>,
     table_values: &Array<u64>,
     mask: &mut Array<u32>,
     shape: &ShapeScalars,
@@ -149,13 +125,13 @@ pub fn classify_wide_kernel<S: ProbingScheme>(
     let meta = meta_of(shape);
     let pos = ABSOLUTE_POS;
     let mut active = false;
-    let mut key = u64::MAX.runtime();
+    let mut key = L::Key::new(0);
     if pos < keys.len() {
         key = keys[pos];
         active = mask[pos] == MASK_NEW;
     }
-    let r = tile_find_wide::<S>(
-        table_keys,
+    let r = tile_find::<S, L>(
+        table,
         table_values,
         meta,
         key,

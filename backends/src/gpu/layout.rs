@@ -1,0 +1,208 @@
+//! Key layouts: how a GPU table's slots hold its pairs. The insert kernel, the find kernel, the device API's
+//! [`super::device_api::tile_find`], the duplicate passes and [`super::GpuTable`] are each written once,
+//! generic over a [`KeyLayout`]; a layout only answers the few questions in which the two differ:
+//!
+//! - [`Packed`]: a 32-bit key and a 32-bit value in one `u64` slot word `key << 32 | value`. One
+//!   compare-and-swap claims a pair and one exchange moves it, so every scheme runs on it, cuckoo evictions
+//!   included.
+//! - [`Wide`]: keys and values widened to `u64`, in parallel arrays (the BGHT paper's structure of arrays): a
+//!   slot's key word is claimed with a compare-and-swap, then the claiming lane stores the value. A pair cannot
+//!   move atomically, so the layout serves only stable schemes (`SchemeInfo::STABLE`); an eviction a scheme
+//!   asks for becomes a failure, handed back like any other (docs/ARCHITECTURE.md has the plan for moving
+//!   wide pairs).
+//!
+//! Either way the slot's **key word** lives in a `u64` array whose all-ones word marks an empty slot, so the
+//! tile's bucket reads and views (`hashtile_core::tile`) serve both unchanged; the key's position in the word
+//! is [`KeyLayout::KEY_SHIFT`].
+
+use super::device_api::{TableMeta, bucket_of, bucket_of_wide};
+use cubecl::prelude::*;
+use hashtile_core::Element;
+use hashtile_core::hash::fmix32;
+use hashtile_core::tile::{
+    TileLane, pack_word, tile_shuffle, tile_shuffle_u64, word_key, word_value,
+};
+
+/// How pairs sit in a table's slots (see the module docs). Implemented by [`Packed`] and [`Wide`].
+#[cube]
+pub trait KeyLayout: Send + Sync + 'static {
+    /// A key as kernels carry it (and as the host path copies it to the device).
+    type Key: Int + hashtile_core::Key;
+    /// A value as kernels carry it.
+    type Value: Int + hashtile_core::Value;
+    /// Bit position of the key in a key word.
+    const KEY_SHIFT: u32;
+    /// A key word holds the whole pair, so an exchange moves it (cuckoo evictions are possible).
+    const MOVES_PAIRS: bool;
+    /// Human-readable name (error messages, benchmark labels).
+    const NAME: &'static str;
+
+    /// The key's mix that seeds its eviction randomness (the CPU backend's `key_mix`, for every width).
+    fn key_mix(key: Self::Key) -> u32;
+    /// The key's bucket under hash function `i`.
+    fn bucket(meta: TableMeta, key: Self::Key, i: u32) -> u32;
+    /// The key as the `u64` a view compares with each word's key part.
+    fn key_bits(key: Self::Key) -> u64;
+    /// The word an insert writes into the key array.
+    fn slot_word(key: Self::Key, value: Self::Value) -> u64;
+    /// The key of a key word (only for layouts that move pairs: the pair an eviction displaced).
+    fn key_of(word: u64) -> Self::Key;
+    /// The value of a key word (only for layouts that move pairs).
+    fn value_of(word: u64) -> Self::Value;
+    /// Lane `src` of this tile's `key` (all lanes must call).
+    fn shuffle_key(key: Self::Key, src: u32, tl: TileLane) -> Self::Key;
+    /// Lane `src` of this tile's `value` (all lanes must call).
+    fn shuffle_value(value: Self::Value, src: u32, tl: TileLane) -> Self::Value;
+    /// Called by the lane whose claim of slot `addr` just succeeded: stores the value where the layout keeps it.
+    fn store_value(values: &mut Array<u64>, addr: usize, value: Self::Value);
+    /// The value of the slot at `addr`, whose key word this lane holds as `word` (owner lane of a found key).
+    fn load_value(word: u64, values: &Array<u64>, addr: usize) -> Self::Value;
+}
+
+/// 32-bit keys and values packed into one `u64` word per slot (see the module docs).
+pub struct Packed;
+
+/// Keys and values widened to `u64` in parallel arrays, for stable schemes (see the module docs).
+pub struct Wide;
+
+#[cube]
+impl KeyLayout for Packed {
+    type Key = u32;
+    type Value = u32;
+    const KEY_SHIFT: u32 = 32;
+    const MOVES_PAIRS: bool = true;
+    const NAME: &'static str = "packed 32-bit pairs";
+
+    fn key_mix(key: u32) -> u32 {
+        fmix32(key ^ fmix32(0u32))
+    }
+    fn bucket(meta: TableMeta, key: u32, i: u32) -> u32 {
+        bucket_of(meta, key, i)
+    }
+    fn key_bits(key: u32) -> u64 {
+        key as u64
+    }
+    fn slot_word(key: u32, value: u32) -> u64 {
+        pack_word(key, value)
+    }
+    fn key_of(word: u64) -> u32 {
+        word_key(word)
+    }
+    fn value_of(word: u64) -> u32 {
+        word_value(word)
+    }
+    fn shuffle_key(key: u32, src: u32, tl: TileLane) -> u32 {
+        tile_shuffle(key, src, tl)
+    }
+    fn shuffle_value(value: u32, src: u32, tl: TileLane) -> u32 {
+        tile_shuffle(value, src, tl)
+    }
+    #[allow(unused_variables)]
+    fn store_value(values: &mut Array<u64>, addr: usize, value: u32) {
+        // The value went in with the key word.
+    }
+    #[allow(unused_variables)]
+    fn load_value(word: u64, values: &Array<u64>, addr: usize) -> u32 {
+        word_value(word)
+    }
+}
+
+#[cube]
+impl KeyLayout for Wide {
+    type Key = u64;
+    type Value = u64;
+    const KEY_SHIFT: u32 = 0;
+    const MOVES_PAIRS: bool = false;
+    const NAME: &'static str = "wide pairs (parallel u64 arrays)";
+
+    fn key_mix(key: u64) -> u32 {
+        let lo = (key & 0xffff_ffffu64) as u32;
+        let hi = (key >> 32u64) as u32;
+        fmix32(lo ^ fmix32(hi))
+    }
+    fn bucket(meta: TableMeta, key: u64, i: u32) -> u32 {
+        bucket_of_wide(meta, key, i)
+    }
+    fn key_bits(key: u64) -> u64 {
+        key
+    }
+    #[allow(unused_variables)]
+    fn slot_word(key: u64, value: u64) -> u64 {
+        key
+    }
+    fn key_of(word: u64) -> u64 {
+        word
+    }
+    #[allow(unused_variables)]
+    fn value_of(word: u64) -> u64 {
+        // Never called: the layout does not move pairs.
+        u64::new(0)
+    }
+    fn shuffle_key(key: u64, src: u32, tl: TileLane) -> u64 {
+        tile_shuffle_u64(key, src, tl)
+    }
+    fn shuffle_value(value: u64, src: u32, tl: TileLane) -> u64 {
+        tile_shuffle_u64(value, src, tl)
+    }
+    fn store_value(values: &mut Array<u64>, addr: usize, value: u64) {
+        values[addr] = value;
+    }
+    #[allow(unused_variables)]
+    fn load_value(word: u64, values: &Array<u64>, addr: usize) -> u64 {
+        values[addr]
+    }
+}
+
+/// `s` as a slice of `W` when `E` and `W` are the same type (no copy), else `None`.
+pub(crate) fn same_words<E: Element, W: Element>(s: &[E]) -> Option<&[W]> {
+    (E::BITS == W::BITS).then(|| {
+        // SAFETY: `Element` is sealed to `u32` and `u64`, so equal widths mean `E` and `W` are one type.
+        unsafe { std::slice::from_raw_parts(s.as_ptr().cast::<W>(), s.len()) }
+    })
+}
+
+/// Mutable [`same_words`].
+pub(crate) fn same_words_mut<E: Element, W: Element>(s: &mut [E]) -> Option<&mut [W]> {
+    (E::BITS == W::BITS).then(|| {
+        // SAFETY: as in `same_words`; the borrow is unique.
+        unsafe { std::slice::from_raw_parts_mut(s.as_mut_ptr().cast::<W>(), s.len()) }
+    })
+}
+
+/// `s` as the layout's words: as is when the widths match, else widened (a copy; only a table of a 32-bit key
+/// with a 64-bit value, or the reverse, widens, and only into the [`Wide`] layout).
+pub(crate) fn words_of<E: Element, W: Element>(s: &[E]) -> std::borrow::Cow<'_, [W]> {
+    debug_assert!(
+        W::BITS >= E::BITS,
+        "layout words are never narrower than the data"
+    );
+    match same_words(s) {
+        Some(w) => std::borrow::Cow::Borrowed(w),
+        None => {
+            use rayon::prelude::*;
+            std::borrow::Cow::Owned(s.par_iter().map(|e| W::narrow(e.widen())).collect())
+        }
+    }
+}
+
+/// The bytes of a slice of elements (what the host path copies).
+pub(crate) fn bytes_of<E: Element>(s: &[E]) -> &[u8] {
+    // SAFETY: `u32` and `u64` (the only elements) have no padding and every byte is initialised.
+    unsafe { std::slice::from_raw_parts(s.as_ptr().cast(), std::mem::size_of_val(s)) }
+}
+
+/// The bytes of a slice of elements, writable.
+pub(crate) fn bytes_of_mut<E: Element>(s: &mut [E]) -> &mut [u8] {
+    // SAFETY: as in `bytes_of`, and any byte pattern is a valid `u32` / `u64`.
+    unsafe { std::slice::from_raw_parts_mut(s.as_mut_ptr().cast(), std::mem::size_of_val(s)) }
+}
+
+/// A stored slot's pair, widened: from its key word alone when the layout packs the value in (`value` is then
+/// `None`), else from the key word and the value word.
+pub(crate) fn decode_slot<L: KeyLayout>(word: u64, value: Option<u64>) -> (u64, u64) {
+    if L::MOVES_PAIRS {
+        (word >> L::KEY_SHIFT, word & 0xffff_ffff)
+    } else {
+        (word, value.expect("the value array was read"))
+    }
+}
