@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # compute-sanitizer (memcheck, racecheck, synccheck) over the CUDA kernel tests: the host path (duplicate,
 # classify and masked insert passes, finds with presence bits, pinned copies), the GPU oracle and exchange-path
-# tests, and the matrix's CUDA instances of one bucket size. Prints one line per tool and test binary and exits
+# tests, and the matrix's CUDA instances of one bucket size and of one wide-pair layout. Prints one line per tool and test binary and exits
 # non-zero if any tool reports an error.
 #
 # Usage (on the GPU machine, with the test binaries built by `cargo test --release --no-run` and copied to
@@ -19,6 +19,7 @@ runs=(
   "gpu cuda_matches_oracle"
   "gpu cuda_exchange_claims_match_oracle"
   "matrix cuda_bcht_b8"
+  "matrix cuda_iht_b16_u64"
 )
 for tool in memcheck racecheck synccheck; do
   for r in "${runs[@]}"; do
