@@ -9,7 +9,7 @@ use super::layout::KeyLayout;
 use cubecl::prelude::*;
 use hashtile_core::hash::{bucket_index, hash_key, hash_key32};
 use hashtile_core::scheme::{ProbingScheme, SchemeParams, action, blank_state};
-use hashtile_core::tile::{own_word, read_slots, slot_address, tile_ballot, tile_lane, view_of};
+use hashtile_core::tile::{read_slots, tile_ballot, tile_lane, view_of};
 
 /// Everything a kernel needs to address a table.
 #[derive(CubeType, Clone, Copy)]
@@ -228,17 +228,16 @@ pub fn tile_find<S: ProbingScheme, L: KeyLayout>(
             act = st.action;
             slot = st.slot;
         }
-        // The slot's owner lane reads the value; one shuffle hands it to the tile.
-        let owner = slot % tile_width;
-        let mut v = L::Value::new(0);
-        if has_op && act == action::FOUND && tl.lane == owner {
-            v = L::load_value(
-                own_word(slots, slot, bucket_size, tile_width),
-                table_values,
-                slot_address(b, slot, bucket_size),
-            );
-        }
-        let value = L::shuffle_value(v, owner, tl);
+        let value = L::tile_value(
+            slots,
+            slot,
+            b,
+            has_op && act == action::FOUND,
+            table_values,
+            tl,
+            bucket_size,
+            tile_width,
+        );
         if has_op && act != action::NEXT {
             has_op = false;
             if tl.lane == src {

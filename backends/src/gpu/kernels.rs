@@ -37,8 +37,8 @@ pub fn decode_insert_counters(c: &[u32], ops: u64) -> (usize, usize, hashtile_co
 ///   exchange and carry on inserting whatever was displaced (a CAS-free path for compilers without one; upstream
 ///   cubecl-opt 0.10.0 breaks compare-and-swap on SPIR-V, which `vendor/cubecl-opt` patches). Layouts that do
 ///   not move pairs need it on (the table refuses otherwise).
-/// - `failed` receives the pairs the scheme gave up on, two words each (key, value; `counters[0]` counts them,
-///   including those that did not fit); `counters[1..]` count new keys (layout of [`INSERT_COUNTERS`]).
+/// - `failed` receives the pairs the scheme gave up on (`L::stash`; `counters[0]` counts them, including those
+///   that did not fit); `counters[1..]` count new keys (layout of [`INSERT_COUNTERS`]).
 /// - `select` ([`select`]): which positions are inserted. `ALL` (device-resident batches, the device API);
 ///   `MASK`: those with `mask[i] == mode` (the host path's update and new-key passes, `super::upsert`). (Reading
 ///   the duplicate pass's scratch here instead of a mask, to skip the mark pass, was measured slower on the
@@ -153,8 +153,13 @@ pub fn insert_kernel<S: ProbingScheme, L: KeyLayout>(
             }
         }
 
-        // Execute the memory action on the owner lane of the slot, then broadcast what it saw.
-        let seen = slot_word(slots, slot, tl, bucket_size, tile_width);
+        // Execute the memory action on the owner lane of the slot, then broadcast what it saw. An update of a
+        // packed pair swaps the word it saw; a layout that keeps values apart only stores the value.
+        let seen = if comptime!(L::MOVES_PAIRS) {
+            slot_word(slots, slot, tl, bucket_size, tile_width)
+        } else {
+            EMPTY_WORD.runtime()
+        };
         // The action's bucket is nearly always the one just read; hashing again costs ~10% of the instructions.
         let mut tb = b;
         if target != read_index {
@@ -177,7 +182,9 @@ pub fn insert_kernel<S: ProbingScheme, L: KeyLayout>(
                     }
                 }
             } else if act == action::EVICT {
-                old = table[addr].swap(mine);
+                if comptime!(L::MOVES_PAIRS) {
+                    old = table[addr].swap(mine);
+                }
             } else if act == action::UPDATE {
                 if comptime!(L::MOVES_PAIRS) {
                     if comptime!(use_cas) {
@@ -205,7 +212,7 @@ pub fn insert_kernel<S: ProbingScheme, L: KeyLayout>(
                     if comptime!(count_probes) {
                         retries += 1u32;
                     }
-                } else {
+                } else if comptime!(L::MOVES_PAIRS) {
                     // We hold the displaced pair now and must place it.
                     cur_key = L::key_of(old_all);
                     cur_val = L::value_of(old_all);
@@ -248,11 +255,8 @@ pub fn insert_kernel<S: ProbingScheme, L: KeyLayout>(
             } else if act == action::FAIL {
                 has_op = false;
                 if tl.lane == 0u32 {
-                    let at = counters[0].fetch_add(1u32) as usize;
-                    if 2 * at + 1 < failed.len() {
-                        failed[2 * at] = u64::cast_from(cur_key);
-                        failed[2 * at + 1] = u64::cast_from(cur_val);
-                    }
+                    let at = counters[0].fetch_add(1u32);
+                    L::stash(failed, at as usize, mine, cur_key, cur_val);
                 }
             }
         }

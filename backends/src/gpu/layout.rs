@@ -20,7 +20,8 @@ use cubecl::prelude::*;
 use hashtile_core::Element;
 use hashtile_core::hash::fmix32;
 use hashtile_core::tile::{
-    TileLane, pack_word, tile_shuffle, tile_shuffle_u64, word_key, word_value,
+    LaneSlots, TileLane, pack_word, slot_address, slot_word, tile_shuffle, tile_shuffle_u64,
+    word_key, word_value,
 };
 
 /// How pairs sit in a table's slots (see the module docs). Implemented by [`Packed`] and [`Wide`].
@@ -36,6 +37,8 @@ pub trait KeyLayout: Send + Sync + 'static {
     const MOVES_PAIRS: bool;
     /// Human-readable name (error messages, benchmark labels).
     const NAME: &'static str;
+    /// Stash words per pair an insert gives up on (see [`KeyLayout::stash`]).
+    const STASH_WORDS: usize;
 
     /// The key's mix that seeds its eviction randomness (the CPU backend's `key_mix`, for every width).
     fn key_mix(key: Self::Key) -> u32;
@@ -55,8 +58,22 @@ pub trait KeyLayout: Send + Sync + 'static {
     fn shuffle_value(value: Self::Value, src: u32, tl: TileLane) -> Self::Value;
     /// Called by the lane whose claim of slot `addr` just succeeded: stores the value where the layout keeps it.
     fn store_value(values: &mut Array<u64>, addr: usize, value: Self::Value);
-    /// The value of the slot at `addr`, whose key word this lane holds as `word` (owner lane of a found key).
-    fn load_value(word: u64, values: &Array<u64>, addr: usize) -> Self::Value;
+    /// The value of slot `slot` of `bucket` (just read into `slots`), broadcast to the whole tile; `found` is
+    /// true when the tile's key was found there. All lanes must call.
+    #[allow(clippy::too_many_arguments)]
+    fn tile_value(
+        slots: LaneSlots,
+        slot: u32,
+        bucket: u32,
+        found: bool,
+        values: &Array<u64>,
+        tl: TileLane,
+        #[comptime] bucket_size: u32,
+        #[comptime] tile_width: u32,
+    ) -> Self::Value;
+    /// Records the `at`-th pair an insert gave up on in the stash `failed` (dropped when it does not fit:
+    /// the count of failures still includes it). `word` is the pair's slot word.
+    fn stash(failed: &mut Array<u64>, at: usize, word: u64, key: Self::Key, value: Self::Value);
 }
 
 /// 32-bit keys and values packed into one `u64` word per slot (see the module docs).
@@ -72,6 +89,7 @@ impl KeyLayout for Packed {
     const KEY_SHIFT: u32 = 32;
     const MOVES_PAIRS: bool = true;
     const NAME: &'static str = "packed 32-bit pairs";
+    const STASH_WORDS: usize = 1;
 
     fn key_mix(key: u32) -> u32 {
         fmix32(key ^ fmix32(0u32))
@@ -102,8 +120,25 @@ impl KeyLayout for Packed {
         // The value went in with the key word.
     }
     #[allow(unused_variables)]
-    fn load_value(word: u64, values: &Array<u64>, addr: usize) -> u32 {
-        word_value(word)
+    fn tile_value(
+        slots: LaneSlots,
+        slot: u32,
+        bucket: u32,
+        found: bool,
+        values: &Array<u64>,
+        tl: TileLane,
+        #[comptime] bucket_size: u32,
+        #[comptime] tile_width: u32,
+    ) -> u32 {
+        // The value is in the slot word the owner lane already holds.
+        word_value(slot_word(slots, slot, tl, bucket_size, tile_width))
+    }
+    #[allow(unused_variables)]
+    fn stash(failed: &mut Array<u64>, at: usize, word: u64, key: u32, value: u32) {
+        // One word per pair: the slot word itself.
+        if at < failed.len() {
+            failed[at] = word;
+        }
     }
 }
 
@@ -114,6 +149,7 @@ impl KeyLayout for Wide {
     const KEY_SHIFT: u32 = 0;
     const MOVES_PAIRS: bool = false;
     const NAME: &'static str = "wide pairs (parallel u64 arrays)";
+    const STASH_WORDS: usize = 2;
 
     fn key_mix(key: u64) -> u32 {
         let lo = (key & 0xffff_ffffu64) as u32;
@@ -148,8 +184,31 @@ impl KeyLayout for Wide {
         values[addr] = value;
     }
     #[allow(unused_variables)]
-    fn load_value(word: u64, values: &Array<u64>, addr: usize) -> u64 {
-        values[addr]
+    fn tile_value(
+        slots: LaneSlots,
+        slot: u32,
+        bucket: u32,
+        found: bool,
+        values: &Array<u64>,
+        tl: TileLane,
+        #[comptime] bucket_size: u32,
+        #[comptime] tile_width: u32,
+    ) -> u64 {
+        // The owner lane of the slot reads the value array; one shuffle hands it to the tile.
+        let owner = slot % tile_width;
+        let mut v = u64::new(0);
+        if found && tl.lane == owner {
+            v = values[slot_address(bucket, slot, bucket_size)];
+        }
+        tile_shuffle_u64(v, owner, tl)
+    }
+    #[allow(unused_variables)]
+    fn stash(failed: &mut Array<u64>, at: usize, word: u64, key: u64, value: u64) {
+        // Two words per pair: the key and the value.
+        if 2 * at + 1 < failed.len() {
+            failed[2 * at] = key;
+            failed[2 * at + 1] = value;
+        }
     }
 }
 
@@ -204,5 +263,17 @@ pub(crate) fn decode_slot<L: KeyLayout>(word: u64, value: Option<u64>) -> (u64, 
         (word >> L::KEY_SHIFT, word & 0xffff_ffff)
     } else {
         (word, value.expect("the value array was read"))
+    }
+}
+
+/// The pairs of a stash read back (`words`, [`KeyLayout::STASH_WORDS`] per pair), widened.
+pub(crate) fn decode_stash<L: KeyLayout>(words: &[u64], pairs: usize) -> Vec<(u64, u64)> {
+    if L::STASH_WORDS == 1 {
+        words[..pairs]
+            .iter()
+            .map(|&w| decode_slot::<L>(w, None))
+            .collect()
+    } else {
+        words[..2 * pairs].chunks(2).map(|w| (w[0], w[1])).collect()
     }
 }

@@ -92,7 +92,7 @@ pub struct GpuTable<R: HostTransfer, S: ProbingScheme, L: KeyLayout = Packed> {
     params: SchemeParams,
     options: GpuOptions,
     len: usize,
-    /// The stash: receives the pairs an insert gives up on, two words each. Allocated once with the table
+    /// The stash: receives the pairs an insert gives up on (`L::STASH_WORDS` each). Allocated once with the table
     /// (allocating a batch-sized buffer per insert cost more than the insert kernel itself), `stash_len` pairs.
     stash: Handle,
     stash_len: usize,
@@ -232,10 +232,10 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
         let shape = client.empty(SHAPE_WORDS * 4);
         let counters = client.empty(INSERT_COUNTERS * 4);
         let find_probes = client.empty(ADDED_COUNTERS as usize * 4);
-        // Failures are rare below the scheme's achievable load; 1/32 of the slots is far more than a build
+        // Failures are rare below the scheme's achievable load; 1/16 of the slots is far more than a build
         // that can succeed ever hands back, and overflow is counted, never silent.
-        let stash_len = (slots / 32).clamp(1024.min(slots), slots.max(1));
-        let stash = client.empty(stash_len * 16);
+        let stash_len = (slots / 16).clamp(1024.min(slots), slots.max(1));
+        let stash = client.empty(stash_len * 8 * L::STASH_WORDS);
         let dummy = client.empty(8);
         let mut t = Self {
             client,
@@ -374,7 +374,7 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
                     ArrayArg::from_raw_parts(self.dummy.clone(), 1)
                 },
                 ArrayArg::from_raw_parts(self.values.clone(), self.values_len),
-                ArrayArg::from_raw_parts(self.stash.clone(), 2 * self.stash_len),
+                ArrayArg::from_raw_parts(self.stash.clone(), L::STASH_WORDS * self.stash_len),
                 ArrayArg::from_raw_parts(self.counters.clone(), INSERT_COUNTERS),
                 shape_scalars(shape),
                 self.bucket_size,
@@ -405,9 +405,7 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
         };
         if nfailed > 0 {
             let words = self.read_u64(self.stash.clone());
-            let kept = nfailed.min(self.stash_len);
-            out.pairs
-                .extend(words[..2 * kept].chunks(2).map(|w| (w[0], w[1])));
+            out.pairs = layout::decode_stash::<L>(&words, nfailed.min(self.stash_len));
         }
         self.reset_counters();
         Ok(out)
@@ -626,7 +624,7 @@ pub struct Unplaced {
     /// Pairs handed back (widened to `u64`).
     pub pairs: Vec<(u64, u64)>,
     /// Pairs that could not be placed **and** did not fit the stash, so their contents are unknown. Only
-    /// possible when over 1/32 of the table fails in one call, far beyond any scheme's achievable load.
+    /// possible when over 1/16 of the table fails in one call, far beyond any scheme's achievable load.
     pub untracked: usize,
 }
 
