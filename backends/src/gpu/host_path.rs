@@ -338,14 +338,16 @@ fn upload_and_plan<R: HostTransfer, T: BatchTable<R>>(
     m: usize,
     classify: bool,
 ) -> Result<(Handle, Option<Handle>, Handle)> {
-    let (kh, vh, dedup, mask) = upload_and_plan_checked(t, keys, values, m, classify, &mut None)?;
+    let (kh, vh, dedup, mask) = upload_and_plan_checked(t, keys, values, m, classify, None)?;
     dedup.release(t.cache());
     Ok((kh, vh, mask))
 }
 
-/// [`upload_and_plan`], also scanning each key chunk for the sentinel on the host while the next chunk is in
-/// flight (the scan then costs no time of its own): `sentinel` receives the first offending position (in the
-/// batch), if any. Nothing is inserted by this function, so the caller can still refuse the batch.
+/// [`upload_and_plan`], with `sentinel` given also scanning the keys for the sentinel on the host, on a thread of
+/// its own while the copies and claims go on: `sentinel` receives the first offending position (in the batch),
+/// if any. Nothing is inserted by this function, so the caller can still refuse the batch. (The scan used to run
+/// chunk by chunk inside the copy loop: on the H100 host it took 7-8 ms of the 2^26-key pinned insert's 15 ms
+/// copy loop, holding back both the next copies and the claim launches.)
 ///
 /// The mark (and classify) pass is queued as soon as the first chunk of the values has landed, so that it
 /// runs while the rest of the values is copied (H100, 2^26 pinned pairs: the mark pass took 2.8 ms of 22 after
@@ -357,7 +359,7 @@ fn upload_and_plan_checked<R: HostTransfer, T: BatchTable<R>>(
     values: Option<&[u8]>,
     m: usize,
     classify: bool,
-    sentinel: &mut Option<usize>,
+    sentinel: Option<&mut Option<usize>>,
 ) -> Result<(Handle, Option<Handle>, Dedup, Handle)> {
     let client = t.client();
     let cache = t.cache();
@@ -379,37 +381,49 @@ fn upload_and_plan_checked<R: HostTransfer, T: BatchTable<R>>(
     let serial = trace.on && std::env::var_os("HASHTILE_SERIAL").is_some();
     let mut landed = Vec::new();
     let mut mask = None;
+    // Diagnosis (HASHTILE_TIMELINE=1): how long the sentinel scan took on its thread.
+    let timeline = std::env::var_os("HASHTILE_TIMELINE").is_some();
     // The buffer the keys landed in (on Vulkan the upload allocates its own, not `dsts[0]`).
     let mut keys_handle: Option<Handle> = None;
-    let mut h = R::upload_chunked(
-        client,
-        t.stager(),
-        &srcs,
-        &dsts,
-        chunk,
-        &mut |src, off, len, h| {
-            if src == 0 {
-                if sentinel.is_none()
-                    && let Some(i) = sentinel_in(&keys[off..off + len], kb)
-                {
-                    *sentinel = Some(off / kb + i);
-                }
-                if off == 0 {
-                    dedup.clear(client);
-                    keys_handle = Some(h.clone());
-                }
-                if serial {
-                    landed.push((h.clone(), off, len));
-                } else {
-                    dedup.claim(client, h, off / kb, len / kb)
-                }
-            } else if off == 0 && !serial {
-                // Every key chunk has landed and its claims are queued: plan while the values arrive.
-                let kh = keys_handle.as_ref().expect("the keys landed first");
-                mask = Some(dedup.plan(t, kh, classify));
+    let mut on_landed = |src: usize, off: usize, len: usize, h: &Handle| {
+        if src == 0 {
+            if off == 0 {
+                dedup.clear(client);
+                keys_handle = Some(h.clone());
             }
-        },
-    )?;
+            if serial {
+                landed.push((h.clone(), off, len));
+            } else {
+                dedup.claim(client, h, off / kb, len / kb)
+            }
+        } else if off == 0 && !serial {
+            // Every key chunk has landed and its claims are queued: plan while the values arrive.
+            let kh = keys_handle.as_ref().expect("the keys landed first");
+            mask = Some(dedup.plan(t, kh, classify));
+        }
+    };
+    let check = sentinel.is_some();
+    let (uploaded, found) = std::thread::scope(|s| {
+        let scan = check.then(|| {
+            s.spawn(move || {
+                let t0 = std::time::Instant::now();
+                let found = sentinel_in(keys, kb);
+                (found, t0.elapsed().as_secs_f64() * 1e3)
+            })
+        });
+        let uploaded = R::upload_chunked(client, t.stager(), &srcs, &dsts, chunk, &mut on_landed);
+        let found = scan.map(|h| h.join().expect("the sentinel scan panicked"));
+        (uploaded, found)
+    });
+    if let Some((found, ms)) = found {
+        if timeline {
+            eprintln!("timeline plan: sentinel scan {ms:.3} ms (on its own thread)");
+        }
+        if let Some(out) = sentinel {
+            *out = found;
+        }
+    }
+    let mut h = uploaded?;
     if serial {
         trace.mark(client, "plan: copied (serial)");
         for (h, off, len) in landed {
@@ -508,7 +522,7 @@ pub(crate) fn upsert<R: HostTransfer, T: BatchTable<R>>(
                 Some(batch_values),
                 m,
                 had_pairs,
-                &mut sentinel,
+                Some(&mut sentinel),
             )?;
             dedup.release(t.cache());
             let vh = vh.expect("values were uploaded");

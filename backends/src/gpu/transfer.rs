@@ -398,6 +398,42 @@ mod cuda {
         }
     }
 
+    /// Host time per phase of one chunked upload, printed when `HASHTILE_TIMELINE` is set (diagnosis only).
+    struct Timeline {
+        on: bool,
+        last: std::time::Instant,
+        /// Queueing copies, waiting for chunks, `landed` callbacks.
+        spent: [f64; 3],
+    }
+
+    impl Timeline {
+        fn new() -> Self {
+            static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+            Self {
+                on: *ON.get_or_init(|| std::env::var_os("HASHTILE_TIMELINE").is_some()),
+                last: std::time::Instant::now(),
+                spent: [0.0; 3],
+            }
+        }
+        /// Charges the time since the last lap to phase `phase`.
+        fn lap(&mut self, phase: usize) {
+            if self.on {
+                let now = std::time::Instant::now();
+                self.spent[phase] += (now - self.last).as_secs_f64() * 1e3;
+                self.last = now;
+            }
+        }
+        fn report(&self, chunks: usize) {
+            if self.on {
+                let [q, w, l] = self.spent;
+                eprintln!(
+                    "timeline upload: {chunks} chunks, queueing copies {q:.3} ms, waiting for chunks {w:.3} \
+                     ms, landed callbacks {l:.3} ms"
+                );
+            }
+        }
+    }
+
     impl HostTransfer for CudaRuntime {
         type Stager = CudaStager;
 
@@ -471,6 +507,9 @@ mod cuda {
             // The chunk whose copy was queued last and whose `landed` call is still due.
             let mut due: Option<(usize, usize, usize, sys::CUevent)> = None;
             let mut n_chunks = 0usize;
+            // Diagnosis (HASHTILE_TIMELINE=1): where the host's time goes per chunked upload: queueing copies
+            // (pageable sources: the staging copies), waiting for chunks to land, and the `landed` callbacks.
+            let mut timeline = Timeline::new();
             let mut run = |st: &mut Inner| -> Result<()> {
                 for (i, (src, &dst)) in srcs.iter().zip(&ptrs).enumerate() {
                     let pinned = !src.is_empty() && is_pinned(src.as_ptr());
@@ -520,21 +559,27 @@ mod cuda {
                         check("cuEventRecord", unsafe { cu::event::record(ev, stream) })?;
                         // The previous chunk has landed once its event completes: queue its kernel, which
                         // then runs while this chunk is copied.
+                        timeline.lap(0);
                         if let Some((pi, o, l, e)) = due.replace((i, off, piece.len(), ev)) {
                             // SAFETY: a live event.
                             check("cuEventSynchronize", unsafe { cu::event::synchronize(e) })?;
+                            timeline.lap(1);
                             landed(pi, o, l, &handles[pi]);
+                            timeline.lap(2);
                         }
                     }
                 }
                 if let Some((pi, o, l, e)) = due.take() {
                     // SAFETY: a live event.
                     check("cuEventSynchronize", unsafe { cu::event::synchronize(e) })?;
+                    timeline.lap(1);
                     landed(pi, o, l, &handles[pi]);
+                    timeline.lap(2);
                 }
                 Ok(())
             };
             let r = run(&mut st);
+            timeline.report(n_chunks);
             // SAFETY: `stream` is this stager's live stream; after this no copy reads the sources.
             let synced = check("cuStreamSynchronize", unsafe {
                 cu::stream::synchronize(stream)
