@@ -18,7 +18,9 @@
 //! buckets of the keys a few positions ahead ([`CpuTable::lookups`]), reading buckets with AVX2 / AVX-512
 //! compares where the CPU has them. Large arrays sit on transparent huge pages ([`Buffer`]).
 
-use hashtile_core::hash::{MAX_HASHES, bucket_index, fmix32, hash_key, hash_key32, seed_mix};
+use hashtile_core::hash::{
+    MAX_HASHES, bucket_index, fmix32, hash_key, hash_key32, overflow_bucket, seed_mix,
+};
 use hashtile_core::scheme::{
     BucketView, ProbeState, ProbingScheme, SchemeInfo, SchemeParams, action, blank_state, make_step,
 };
@@ -470,9 +472,21 @@ impl<S: SchemeInfo> CpuTable<S> {
         }
     }
 
+    /// The bucket of `key` under hash index `i`: the family's function `i`, or past the family's functions the
+    /// key's overflow sequence (only schemes with `ProbingScheme::OVERFLOW` ask for those).
     #[inline(always)]
     fn bucket_of(&self, key: u64, i: u32) -> u32 {
-        bucket_index(self.hash_of(key, i), self.num_buckets)
+        if S::OVERFLOW && i as usize >= MAX_HASHES {
+            let last = MAX_HASHES as u32 - 1;
+            overflow_bucket(
+                self.bucket_of(key, last),
+                self.bucket_of(key, 2),
+                i - last,
+                self.num_buckets,
+            )
+        } else {
+            bucket_index(self.hash_of(key, i), self.num_buckets)
+        }
     }
 
     fn lock(&self, b: u32) -> BucketGuard<'_> {
@@ -1324,11 +1338,10 @@ impl<S: SchemeInfo> CpuTable<S> {
         self.len.store(0, Ordering::Relaxed);
     }
 
-    /// The bucket indices `key` may occupy (one per hash function), for placement checks.
-    pub fn candidate_buckets(&self, key: u64) -> Vec<u32> {
-        (0..self.params.num_hashes)
-            .map(|i| self.bucket_of(key, i))
-            .collect()
+    /// The bucket indices `key` may occupy (one per hash function, `count` of them: `SchemeInfo::candidates`),
+    /// for placement checks.
+    pub fn candidate_buckets(&self, key: u64, count: u32) -> Vec<u32> {
+        (0..count).map(|i| self.bucket_of(key, i)).collect()
     }
 
     /// The bucket each stored key sits in, for placement checks: `(key, bucket)`.

@@ -500,11 +500,12 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
         self.engine.placement()
     }
 
-    /// The buckets `key` may live in under the current hash family, one per hash function.
+    /// The buckets `key` may live in under the current hash family: one per hash function, and the overflow
+    /// sequence of schemes that have one (`SchemeInfo::candidates`).
     pub fn candidate_buckets(&self, key: K) -> Vec<u32> {
         let nb = (self.capacity() / self.bucket_size as usize) as u32;
         let fam = self.family();
-        (0..self.params.num_hashes as usize)
+        (0..S::candidates(&self.params) as usize)
             .map(|i| fam.bucket(key.widen(), i, nb))
             .collect()
     }

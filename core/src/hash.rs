@@ -57,6 +57,19 @@ pub fn bucket_index(hash: u32, num_buckets: u32) -> u32 {
     ((hash as u64 * num_buckets as u64) >> 32u64) as u32
 }
 
+/// Bucket `j >= 1` of the overflow sequence that continues a key's candidate buckets past the family's
+/// [`MAX_HASHES`] functions (hash index `MAX_HASHES - 1 + j`): double hashing over buckets from the key's last
+/// function's bucket `b3`, with a step drawn from its bucket `b2` under function 2 (`1..num_buckets`, never 0, so
+/// the sequence moves). Used by schemes that overflow into more buckets (IHT's backyard, as in BGHT's code).
+#[cube]
+pub fn overflow_bucket(b3: u32, b2: u32, j: u32, num_buckets: u32) -> u32 {
+    let mut step = u32::new(0);
+    if num_buckets > 1 {
+        step = 1u32 + b2 % (num_buckets - 1u32);
+    }
+    ((b3 as u64 + j as u64 * step as u64) % (num_buckets as u64)) as u32
+}
+
 /// One step of xorshift32; used for the random slot a cuckoo eviction picks. `x` must be non-zero.
 #[cube]
 pub fn xorshift32(x: u32) -> u32 {
@@ -105,9 +118,20 @@ impl HashFamily {
         hash_key(key as u32, (key >> 32) as u32, self.seeds[i])
     }
 
-    /// Bucket of `key` under function `i` in a table of `num_buckets` buckets.
+    /// Bucket of `key` under function `i` in a table of `num_buckets` buckets; from `i = MAX_HASHES` on, the
+    /// key's overflow sequence ([`overflow_bucket`]).
     pub fn bucket(&self, key: u64, i: usize, num_buckets: u32) -> u32 {
-        bucket_index(self.hash(key, i), num_buckets)
+        if i < MAX_HASHES {
+            bucket_index(self.hash(key, i), num_buckets)
+        } else {
+            let last = MAX_HASHES - 1;
+            overflow_bucket(
+                self.bucket(key, last, num_buckets),
+                self.bucket(key, 2, num_buckets),
+                (i - last) as u32,
+                num_buckets,
+            )
+        }
     }
 }
 

@@ -101,6 +101,9 @@ pub struct SchemeParams {
 /// `bucket_size` is a compile-time constant of the kernel (`B`, a power of two in `1..=32`).
 #[cube]
 pub trait ProbingScheme: Send + Sync + 'static {
+    /// The scheme may ask for hash indices past the family's functions (`>= hash::MAX_HASHES`): the key's
+    /// overflow sequence (`hash::overflow_bucket`). Drivers compile that branch in only when this is set.
+    const OVERFLOW: bool = false;
     /// Initialises `state` for inserting a key (`key_mix` is a hash of the key, seeding eviction randomness).
     fn insert_start(state: &mut ProbeState, key_mix: u32);
     /// Decide what to do after reading bucket `state.hash_index` while inserting.
@@ -197,6 +200,10 @@ pub trait SchemeInfo: ProbingScheme {
     const BUCKET_SIZES: &'static [u32] = &[1, 2, 4, 8, 16, 32];
     /// Default parameters for bucket size `b`.
     fn default_params(bucket_size: u32) -> SchemeParams;
+    /// How many hash indices (`0..n`) a key may be stored under with `params` (placement checks).
+    fn candidates(params: &SchemeParams) -> u32 {
+        params.num_hashes
+    }
     /// Checks a configuration; `Err` explains what is wrong.
     fn validate(bucket_size: u32, params: &SchemeParams) -> Result<(), String>;
 }

@@ -390,3 +390,63 @@ fn near_full_batches_are_counted_exactly() {
         near_full(b);
     }
 }
+
+/// IHT B = 16 at load 0.95, where the paper's two-choice rule gives up on some keys: the default overflow
+/// sequence (BGHT's backyard) places every key in one build (no re-seeded rebuild), matching the oracle and
+/// keeping each key in one of its candidate buckets; `max_chain = 0` (the paper's rule) leaves keys unplaced at
+/// the same load.
+fn iht_at_load_0_95(backend: Backend) {
+    if !present(backend) {
+        return;
+    }
+    let n = 1 << 15;
+    let keys = distinct_keys(n, 90);
+    let values: Vec<u32> = keys.iter().map(|k| k.wrapping_mul(7)).collect();
+    let cfg = |max_chain: u32| {
+        let mut p = Iht::default_params(16);
+        p.max_chain = max_chain;
+        TableConfig::for_keys(n, 0.95)
+            .bucket_size(16)
+            .params(p)
+            .max_rebuilds(0)
+            .backend(BackendChoice::Exactly(backend))
+    };
+    let mut t: HashTable<Iht, u32, u32> =
+        HashTable::new(cfg(Iht::default_params(16).max_chain)).unwrap();
+    t.insert(&keys, &values).unwrap();
+    assert_eq!(t.len(), n, "iht overflow on {backend}: every key placed");
+    let absent = distinct_keys(n, 91);
+    let absent: Vec<u32> = absent
+        .into_iter()
+        .filter(|k| !keys.contains(k))
+        .take(4096)
+        .collect();
+    let mut q = keys.clone();
+    q.extend(&absent);
+    let got = t.find(&q).unwrap();
+    for (i, k) in q.iter().enumerate() {
+        let want = (i < n).then(|| values[i]);
+        assert_eq!(got[i], want, "iht overflow on {backend}: find({k})");
+    }
+    for (k, b) in t.placement().unwrap() {
+        assert!(
+            t.candidate_buckets(k).contains(&b),
+            "{k} outside its candidates on {backend}"
+        );
+    }
+    let mut paper: HashTable<Iht, u32, u32> = HashTable::new(cfg(0)).unwrap();
+    assert!(
+        matches!(
+            paper.insert(&keys, &values),
+            Err(hashtile::Error::BuildFailed { .. })
+        ),
+        "the paper's IHT-16 at load 0.95 on {backend} was expected to leave keys unplaced"
+    );
+}
+
+#[test]
+fn iht_overflow_builds_at_load_0_95() {
+    for b in BACKENDS {
+        iht_at_load_0_95(b);
+    }
+}

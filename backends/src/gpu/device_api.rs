@@ -7,7 +7,7 @@
 
 use super::layout::KeyLayout;
 use cubecl::prelude::*;
-use hashtile_core::hash::{bucket_index, hash_key, hash_key32};
+use hashtile_core::hash::{MAX_HASHES, bucket_index, hash_key, hash_key32, overflow_bucket};
 use hashtile_core::scheme::{ProbingScheme, SchemeParams, action, blank_state};
 use hashtile_core::tile::{read_slots, tile_ballot, tile_lane, view_of};
 
@@ -129,6 +129,32 @@ pub fn load_meta(shape: &Array<u32>) -> TableMeta {
     }
 }
 
+/// The bucket of `key` under hash index `i` for scheme `S` in layout `L`: the family's function `i`, or for a
+/// scheme that overflows ([`ProbingScheme::OVERFLOW`]) and `i >= MAX_HASHES`, the key's overflow sequence
+/// (`hashtile_core::hash::overflow_bucket`). Other schemes compile to `L::bucket` alone.
+// The initial `b` is a CubeCL variable declaration; both branches assign it.
+#[allow(unused_assignments)]
+#[cube]
+pub fn probe_bucket<S: ProbingScheme, L: KeyLayout>(meta: TableMeta, key: L::Key, i: u32) -> u32 {
+    if comptime!(S::OVERFLOW) {
+        let last = comptime!(MAX_HASHES as u32 - 1);
+        let mut b = u32::new(0);
+        if i <= last {
+            b = L::bucket(meta, key, i);
+        } else {
+            b = overflow_bucket(
+                L::bucket(meta, key, last),
+                L::bucket(meta, key, 2u32),
+                i - last,
+                meta.num_buckets,
+            );
+        }
+        b
+    } else {
+        L::bucket(meta, key, i)
+    }
+}
+
 /// The bucket of a 32-bit key under hash function `i`.
 #[cube]
 pub fn bucket_of(meta: TableMeta, key: u32, i: u32) -> u32 {
@@ -208,7 +234,7 @@ pub fn tile_find<S: ProbingScheme, L: KeyLayout>(
             }
         }
         // One probe.
-        let b = L::bucket(meta, cur_key, state.hash_index);
+        let b = probe_bucket::<S, L>(meta, cur_key, state.hash_index);
         let slots = read_slots(table_keys, b, has_op, tl, bucket_size, tile_width);
         let view = view_of(
             slots,

@@ -2,7 +2,7 @@
 //! tile-cooperative bucket in a plane-uniform work-sharing loop (see `hashtile_core::tile`), written once for
 //! every key layout (`super::layout`).
 
-use super::device_api::{ShapeScalars, meta_of, tile_find};
+use super::device_api::{ShapeScalars, meta_of, probe_bucket, tile_find};
 use super::layout::KeyLayout;
 use cubecl::prelude::*;
 use hashtile_core::scheme::{ProbingScheme, action, blank_state};
@@ -108,7 +108,7 @@ pub fn insert_kernel<S: ProbingScheme, L: KeyLayout>(
 
         // One probe: read the bucket the state names and let the scheme decide.
         let read_index = state.hash_index;
-        let b = L::bucket(meta, cur_key, read_index);
+        let b = probe_bucket::<S, L>(meta, cur_key, read_index);
         // Plain loads are fast but may hit a stale cache line; after a lost compare-and-swap the bucket is re-read
         // with atomic loads.
         let slots = if comptime!(plain_reads) {
@@ -163,7 +163,7 @@ pub fn insert_kernel<S: ProbingScheme, L: KeyLayout>(
         // The action's bucket is nearly always the one just read; hashing again costs ~10% of the instructions.
         let mut tb = b;
         if target != read_index {
-            tb = L::bucket(meta, cur_key, target);
+            tb = probe_bucket::<S, L>(meta, cur_key, target);
         }
         let owner = slot % tile_width;
         let mine = L::slot_word(cur_key, cur_val);
@@ -222,7 +222,7 @@ pub fn insert_kernel<S: ProbingScheme, L: KeyLayout>(
                         let mut j = meta.params.num_hashes;
                         while j > 0u32 {
                             j -= 1u32;
-                            if L::bucket(meta, cur_key, j) == tb {
+                            if probe_bucket::<S, L>(meta, cur_key, j) == tb {
                                 from = j;
                             }
                         }
