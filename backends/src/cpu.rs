@@ -480,7 +480,7 @@ impl<S: SchemeInfo> CpuTable<S> {
             let last = MAX_HASHES as u32 - 1;
             overflow_bucket(
                 self.bucket_of(key, last),
-                self.bucket_of(key, 2),
+                key_mix(key),
                 i - last,
                 self.num_buckets,
             )

@@ -59,13 +59,13 @@ pub fn bucket_index(hash: u32, num_buckets: u32) -> u32 {
 
 /// Bucket `j >= 1` of the overflow sequence that continues a key's candidate buckets past the family's
 /// [`MAX_HASHES`] functions (hash index `MAX_HASHES - 1 + j`): random probing over buckets, each step a fresh
-/// hash of the key's buckets `b3` (last function) and `b2` (function 2) and of `j`, so keys that share one of
-/// the two buckets still part ways. Used by schemes that overflow into more buckets (IHT's backyard, after BGHT's
+/// hash of the key's bucket `b3` under its last function, of `key_mix` (the key's own mix, so that keys sharing
+/// `b3` part ways) and of `j`. Used by schemes that overflow into more buckets (IHT's backyard, after BGHT's
 /// code, which walks a double-hashing sequence). No `%`: a 64-bit remainder in the probe loop cost the GPU kernels
 /// registers and 13-17% of IHT's rates on the H100.
 #[cube]
-pub fn overflow_bucket(b3: u32, b2: u32, j: u32, num_buckets: u32) -> u32 {
-    let h = fmix32(mul_lo32(b3, 0x9e37_79b1u32) ^ b2 ^ mul_lo32(j, 0x85eb_ca6bu32));
+pub fn overflow_bucket(b3: u32, key_mix: u32, j: u32, num_buckets: u32) -> u32 {
+    let h = fmix32(mul_lo32(b3, 0x9e37_79b1u32) ^ key_mix ^ mul_lo32(j, 0x85eb_ca6bu32));
     bucket_index(h, num_buckets)
 }
 
@@ -124,9 +124,10 @@ impl HashFamily {
             bucket_index(self.hash(key, i), num_buckets)
         } else {
             let last = MAX_HASHES - 1;
+            let mix = fmix32(key as u32 ^ fmix32((key >> 32) as u32));
             overflow_bucket(
                 self.bucket(key, last, num_buckets),
-                self.bucket(key, 2, num_buckets),
+                mix,
                 (i - last) as u32,
                 num_buckets,
             )

@@ -144,7 +144,7 @@ pub fn probe_bucket<S: ProbingScheme, L: KeyLayout>(meta: TableMeta, key: L::Key
         } else {
             b = overflow_bucket(
                 L::bucket(meta, key, last),
-                L::bucket(meta, key, 2u32),
+                L::key_mix(key),
                 i - last,
                 meta.num_buckets,
             );
