@@ -19,7 +19,7 @@
 //! compares where the CPU has them. Large arrays sit on transparent huge pages ([`Buffer`]).
 
 use hashtile_core::hash::{
-    MAX_HASHES, bucket_index, fmix32, hash_key, hash_key32, overflow_bucket, seed_mix,
+    self, MAX_HASHES, bucket_index, hash_key, hash_key32, overflow_bucket, seed_mix,
 };
 use hashtile_core::scheme::{
     BucketView, ProbeState, ProbingScheme, SchemeInfo, SchemeParams, action, blank_state, make_step,
@@ -263,9 +263,9 @@ pub struct CpuTable<S: ProbingScheme> {
     _scheme: PhantomData<S>,
 }
 
-/// Mixes a key into the seed of its eviction randomness (same formula as the GPU driver).
+/// Mixes a key into the seed of its eviction randomness (`hash::key_mix`, as the GPU layouts do).
 pub fn key_mix(key: u64) -> u32 {
-    fmix32(key as u32 ^ fmix32((key >> 32) as u32))
+    hash::key_mix(key as u32, (key >> 32) as u32)
 }
 
 /// Hints the CPU to fetch the cache line at `p` into L1 (a no-op off x86-64).

@@ -59,6 +59,16 @@ pub trait Engine<K: Key, V: Value>: Send + Sync {
     }
 }
 
+/// `Some(values[i])` where bit `i % 32` of `bits[i / 32]` is set, else `None` (the host API's `find`).
+pub fn options_from_bits<V: Copy + Send + Sync>(values: &[V], bits: &[u32]) -> Vec<Option<V>> {
+    use rayon::prelude::*;
+    values
+        .par_iter()
+        .enumerate()
+        .map(|(i, &v)| (bits[i / 32] >> (i % 32) & 1 == 1).then_some(v))
+        .collect()
+}
+
 /// Sets bit `i % 32` of `bits[i / 32]` for each `i` where `present(i)`; `bits` is overwritten.
 pub fn bits_from(bits: &mut [u32], n: usize, present: impl Fn(usize) -> bool + Sync) {
     use rayon::prelude::*;

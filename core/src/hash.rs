@@ -51,6 +51,13 @@ pub fn seed_mix(seed: u32) -> u32 {
     fmix32(seed)
 }
 
+/// A key's mix `(lo, hi)`: seeds its eviction randomness (every backend) and its overflow sequence
+/// ([`overflow_bucket`]). `hi = 0` for 32-bit keys.
+#[cube]
+pub fn key_mix(lo: u32, hi: u32) -> u32 {
+    fmix32(lo ^ fmix32(hi))
+}
+
 /// Maps a 32-bit hash onto `0..num_buckets` (multiply-shift; uniform for uniform hashes).
 #[cube]
 pub fn bucket_index(hash: u32, num_buckets: u32) -> u32 {
@@ -124,10 +131,9 @@ impl HashFamily {
             bucket_index(self.hash(key, i), num_buckets)
         } else {
             let last = MAX_HASHES - 1;
-            let mix = fmix32(key as u32 ^ fmix32((key >> 32) as u32));
             overflow_bucket(
                 self.bucket(key, last, num_buckets),
-                mix,
+                key_mix(key as u32, (key >> 32) as u32),
                 (i - last) as u32,
                 num_buckets,
             )

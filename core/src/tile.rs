@@ -251,14 +251,14 @@ pub fn view_of(
     BucketView { empty, matched }
 }
 
-/// This lane's register for slot `slot` (meaningful on the slot's owner lane, `slot % tile_width`); no plane
-/// operation, so it may be called under a branch.
+/// The word of slot `slot` as held by its owner lane, broadcast to the whole tile (all lanes must call).
 // The compile-time `if` selects code to emit; merging it with the run-time `if` would change that.
 #[allow(clippy::collapsible_if)]
 #[cube]
-pub fn own_word(
+pub fn slot_word(
     slots: LaneSlots,
     slot: u32,
+    tl: TileLane,
     #[comptime] bucket_size: u32,
     #[comptime] tile_width: u32,
 ) -> u64 {
@@ -278,23 +278,7 @@ pub fn own_word(
             mine = slots.w3;
         }
     }
-    mine
-}
-
-/// The word of slot `slot` as held by its owner lane, broadcast to the whole tile (all lanes must call).
-#[cube]
-pub fn slot_word(
-    slots: LaneSlots,
-    slot: u32,
-    tl: TileLane,
-    #[comptime] bucket_size: u32,
-    #[comptime] tile_width: u32,
-) -> u64 {
-    tile_shuffle_u64(
-        own_word(slots, slot, bucket_size, tile_width),
-        slot % tile_width,
-        tl,
-    )
+    tile_shuffle_u64(mine, slot % tile_width, tl)
 }
 
 /// Index of slot `slot` of `bucket` in the table array.

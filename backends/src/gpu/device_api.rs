@@ -5,11 +5,11 @@
 //! plane must call it**, each with its own key and an `active` flag; lanes of a tile take turns serving each
 //! other's keys (warp-cooperative work sharing), and each lane gets its own answer back.
 
-use super::layout::KeyLayout;
+use super::layout::{KeyLayout, key_view};
 use cubecl::prelude::*;
 use hashtile_core::hash::{MAX_HASHES, bucket_index, hash_key, hash_key32, overflow_bucket};
 use hashtile_core::scheme::{ProbingScheme, SchemeParams, action, blank_state};
-use hashtile_core::tile::{read_slots, tile_ballot, tile_lane, view_of};
+use hashtile_core::tile::{read_slots, tile_ballot, tile_lane};
 
 /// Everything a kernel needs to address a table.
 #[derive(CubeType, Clone, Copy)]
@@ -236,14 +236,7 @@ pub fn tile_find<S: ProbingScheme, L: KeyLayout>(
         // One probe.
         let b = probe_bucket::<S, L>(meta, cur_key, state.hash_index);
         let slots = read_slots(table_keys, b, has_op, tl, bucket_size, tile_width);
-        let view = view_of(
-            slots,
-            L::key_bits(cur_key),
-            L::KEY_SHIFT,
-            tl,
-            bucket_size,
-            tile_width,
-        );
+        let view = key_view::<L>(slots, cur_key, tl, bucket_size, tile_width);
         let mut act = u32::new(action::NEXT as i64);
         let mut slot = u32::new(0);
         if has_op {

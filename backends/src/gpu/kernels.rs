@@ -3,12 +3,12 @@
 //! every key layout (`super::layout`).
 
 use super::device_api::{ShapeScalars, meta_of, probe_bucket, tile_find};
-use super::layout::KeyLayout;
+use super::layout::{KeyLayout, key_view};
 use cubecl::prelude::*;
 use hashtile_core::scheme::{ProbingScheme, action, blank_state};
 use hashtile_core::tile::{
     EMPTY_WORD, read_slots_atomic, read_slots_either, slot_address, slot_word, tile_ballot,
-    tile_lane, tile_shuffle_u64, view_of,
+    tile_lane, tile_shuffle_u64,
 };
 
 /// Number of spread-out counters per statistic: one shared counter would serialise millions of atomics.
@@ -125,14 +125,7 @@ pub fn insert_kernel<S: ProbingScheme, L: KeyLayout>(
         } else {
             read_slots_atomic(table, b, has_op, tl, bucket_size, tile_width)
         };
-        let view = view_of(
-            slots,
-            L::key_bits(cur_key),
-            L::KEY_SHIFT,
-            tl,
-            bucket_size,
-            tile_width,
-        );
+        let view = key_view::<L>(slots, cur_key, tl, bucket_size, tile_width);
         let mut act = u32::new(action::NEXT as i64);
         let mut target = u32::new(0);
         let mut slot = u32::new(0);

@@ -18,10 +18,11 @@
 use super::device_api::{TableMeta, bucket_of, bucket_of_wide};
 use cubecl::prelude::*;
 use hashtile_core::Element;
-use hashtile_core::hash::fmix32;
+use hashtile_core::hash::key_mix;
+use hashtile_core::scheme::BucketView;
 use hashtile_core::tile::{
     LaneSlots, TileLane, pack_word, slot_address, slot_word, tile_shuffle, tile_shuffle_u64,
-    word_key, word_value,
+    view_of, word_key, word_value,
 };
 
 /// How pairs sit in a table's slots (see the module docs). Implemented by [`Packed`] and [`Wide`].
@@ -92,7 +93,7 @@ impl KeyLayout for Packed {
     const STASH_WORDS: usize = 1;
 
     fn key_mix(key: u32) -> u32 {
-        fmix32(key ^ fmix32(0u32))
+        key_mix(key, 0u32)
     }
     fn bucket(meta: TableMeta, key: u32, i: u32) -> u32 {
         bucket_of(meta, key, i)
@@ -152,9 +153,7 @@ impl KeyLayout for Wide {
     const STASH_WORDS: usize = 2;
 
     fn key_mix(key: u64) -> u32 {
-        let lo = (key & 0xffff_ffffu64) as u32;
-        let hi = (key >> 32u64) as u32;
-        fmix32(lo ^ fmix32(hi))
+        key_mix((key & 0xffff_ffffu64) as u32, (key >> 32u64) as u32)
     }
     fn bucket(meta: TableMeta, key: u64, i: u32) -> u32 {
         bucket_of_wide(meta, key, i)
@@ -210,6 +209,25 @@ impl KeyLayout for Wide {
             failed[2 * at + 1] = value;
         }
     }
+}
+
+/// The [`BucketView`] of the slots just read for `key`, wherever layout `L` keeps the key in its words.
+#[cube]
+pub fn key_view<L: KeyLayout>(
+    slots: LaneSlots,
+    key: L::Key,
+    tl: TileLane,
+    #[comptime] bucket_size: u32,
+    #[comptime] tile_width: u32,
+) -> BucketView {
+    view_of(
+        slots,
+        L::key_bits(key),
+        L::KEY_SHIFT,
+        tl,
+        bucket_size,
+        tile_width,
+    )
 }
 
 /// `s` as a slice of `W` when `E` and `W` are the same type (no copy), else `None`.

@@ -813,11 +813,7 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
         let mut values = vec![L::Value::default(); keys.len()];
         let mut bits = vec![0u32; keys.len().div_ceil(32)];
         self.find_words(keys, &mut values, Some(&mut bits))?;
-        Ok(values
-            .into_iter()
-            .enumerate()
-            .map(|(i, v)| (bits[i / 32] >> (i % 32) & 1 == 1).then_some(v))
-            .collect())
+        Ok(crate::engine::options_from_bits(&values, &bits))
     }
 }
 
