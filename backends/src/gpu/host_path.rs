@@ -92,8 +92,21 @@ pub(crate) trait BatchTable<R: HostTransfer> {
     fn cache(&self) -> &DeviceCache;
     /// Marks keys marked [`MASK_NEW`] that are already stored as [`MASK_UPDATE`] (queued).
     fn classify(&self, keys: &Handle, mask: &Handle, n: usize);
-    /// Queues an insert of the positions whose mask equals `mode` (all positions when `mask` is `None`);
-    /// `upsert` off skips the duplicate check (keys known distinct and absent).
+    /// Queues an insert kernel over the positions whose mask equals `mode` (all positions when `mask` is
+    /// `None`); `upsert` off skips the duplicate check (keys known distinct and absent). The caller records the
+    /// operations with [`BatchTable::note_queued`] before settling (this call only holds the table shared, so
+    /// that it can run inside a transfer's callback).
+    fn queue_insert(
+        &self,
+        keys: &Handle,
+        values: &Handle,
+        mask: Option<(&Handle, u32)>,
+        n: usize,
+        upsert: bool,
+    );
+    /// Records `ops` insert operations queued by [`BatchTable::queue_insert`].
+    fn note_queued(&mut self, ops: usize);
+    /// [`BatchTable::queue_insert`] and [`BatchTable::note_queued`] in one.
     fn insert_queued(
         &mut self,
         keys: &Handle,
@@ -101,7 +114,10 @@ pub(crate) trait BatchTable<R: HostTransfer> {
         mask: Option<(&Handle, u32)>,
         n: usize,
         upsert: bool,
-    );
+    ) {
+        self.queue_insert(keys, values, mask, n, upsert);
+        self.note_queued(n);
+    }
     /// Waits for queued inserts and returns their statistics and unplaced pairs (widened).
     fn settle_batch(&mut self) -> Result<(ProbeStats, Vec<(u64, u64)>)>;
 }
@@ -253,17 +269,45 @@ impl Dedup {
         cache.give("dedup slot", self.slot_of, self.n * 4);
     }
 
-    /// Queues the clearing of the scratch table (before the first claim).
-    fn clear<R: HostTransfer>(&self, client: &ComputeClient<R>) {
+    /// Queues the clearing of the first `slots` slots of the scratch table (before the first claim).
+    fn clear<R: HostTransfer>(&self, client: &ComputeClient<R>, slots: usize) {
         fill_u64(
             client,
             &self.scratch,
-            self.slots,
+            slots,
             if self.wide { u64::MAX } else { 0 },
         );
         if self.wide {
-            fill_u32(client, &self.last.0, self.slots, 0);
+            fill_u32(client, &self.last.0, slots, 0);
         }
+    }
+
+    /// Queues the whole duplicate pass for one segment of the batch, the `m` keys at positions `base..base + m`
+    /// of `keys` (`m` at most the `n` this was made for): a scratch table of its own size (cleared first; a
+    /// segment of a pinned copy's 2^20 keys then works in the GPU's L2 cache), the claims, and the mark into
+    /// `mask` at the same positions. Each segment's mask thus keeps its own keys' last occurrences; duplicates
+    /// across segments are the caller's to settle (see [`upload_and_plan_checked`]).
+    fn segment<R: HostTransfer>(
+        &self,
+        client: &ComputeClient<R>,
+        keys: &Handle,
+        base: usize,
+        m: usize,
+        mask: &Handle,
+    ) {
+        debug_assert!(m <= self.n);
+        let slots = scratch_slots(m);
+        self.clear(client, slots);
+        let kb = if self.wide { 8 } else { 4 };
+        let keys = keys.clone().offset_start((base * kb) as u64);
+        let args = (keys, self.slot_of.clone(), 0, m);
+        if self.wide {
+            self.launch_claim::<u64, R>(client, args, slots);
+        } else {
+            self.launch_claim::<u32, R>(client, args, slots);
+        }
+        let mask = mask.clone().offset_start((base * 4) as u64);
+        self.launch_mark(client, m, &mask, slots);
     }
 
     /// Queues phase 1 for the keys at positions `base..base + m` (`keys` holds the whole batch).
@@ -279,17 +323,19 @@ impl Dedup {
         let slot_of = self.slot_of.clone().offset_start((base * 4) as u64);
         let args = (keys, slot_of, base as u32, m);
         if self.wide {
-            self.launch_claim::<u64, R>(client, args);
+            self.launch_claim::<u64, R>(client, args, self.slots);
         } else {
-            self.launch_claim::<u32, R>(client, args);
+            self.launch_claim::<u32, R>(client, args, self.slots);
         }
     }
 
-    /// The claim launch for keys of type `K` (`u32` packed, `u64` wide): `(keys, slot_of, base, m)` of a chunk.
+    /// The claim launch for keys of type `K` (`u32` packed, `u64` wide): `(keys, slot_of, base, m)` of a chunk,
+    /// into the first `slots` slots of the scratch table (a power of two).
     fn launch_claim<K: Int, R: HostTransfer>(
         &self,
         client: &ComputeClient<R>,
         (keys, slot_of, base, m): (Handle, Handle, u32, usize),
+        slots: usize,
     ) {
         // SAFETY: indices are bounded by `m` (the chunk) or masked into the scratch table.
         unsafe {
@@ -298,8 +344,8 @@ impl Dedup {
                 cube_count(m),
                 CubeDim::new_1d(CUBE_SIZE),
                 ArrayArg::from_raw_parts(keys, m),
-                ArrayArg::from_raw_parts(self.scratch.clone(), self.slots),
-                ArrayArg::from_raw_parts(self.last.0.clone(), self.last.1),
+                ArrayArg::from_raw_parts(self.scratch.clone(), slots),
+                ArrayArg::from_raw_parts(self.last.0.clone(), self.last.1.min(slots)),
                 ArrayArg::from_raw_parts(slot_of, m),
                 base,
                 self.wide,
@@ -309,8 +355,19 @@ impl Dedup {
 
     /// Queues phase 2 (after every claim): the mask, 1 = insert (last occurrence), 0 = skip.
     fn mark<R: HostTransfer>(&self, client: &ComputeClient<R>, cache: &DeviceCache) -> Handle {
-        let n = self.n;
-        let mask = cache.take(client, "dedup mask", n * 4);
+        let mask = cache.take(client, "dedup mask", self.n * 4);
+        self.launch_mark(client, self.n, &mask, self.slots);
+        mask
+    }
+
+    /// The mark launch over the first `n` entries of `slot_of` into `mask` (scratch of `slots` slots).
+    fn launch_mark<R: HostTransfer>(
+        &self,
+        client: &ComputeClient<R>,
+        n: usize,
+        mask: &Handle,
+        slots: usize,
+    ) {
         // SAFETY: indices are bounded by `n` or by the scratch table (slot indices come from phase 1).
         unsafe {
             dedup_mark_kernel::launch_unchecked::<R>(
@@ -318,13 +375,12 @@ impl Dedup {
                 cube_count(n),
                 CubeDim::new_1d(CUBE_SIZE),
                 ArrayArg::from_raw_parts(self.slot_of.clone(), n),
-                ArrayArg::from_raw_parts(self.scratch.clone(), self.slots),
-                ArrayArg::from_raw_parts(self.last.0.clone(), self.last.1),
+                ArrayArg::from_raw_parts(self.scratch.clone(), slots),
+                ArrayArg::from_raw_parts(self.last.0.clone(), self.last.1.min(slots)),
                 ArrayArg::from_raw_parts(mask.clone(), n),
                 self.wide,
             );
         }
-        mask
     }
 }
 
@@ -338,7 +394,8 @@ fn upload_and_plan<R: HostTransfer, T: BatchTable<R>>(
     m: usize,
     classify: bool,
 ) -> Result<(Handle, Option<Handle>, Handle)> {
-    let (kh, vh, dedup, mask) = upload_and_plan_checked(t, keys, values, m, classify, None)?;
+    let (kh, vh, dedup, mask, _) =
+        upload_and_plan_checked(t, keys, values, m, classify, None, false)?;
     dedup.release(t.cache());
     Ok((kh, vh, mask))
 }
@@ -353,6 +410,20 @@ fn upload_and_plan<R: HostTransfer, T: BatchTable<R>>(
 /// runs while the rest of the values is copied (H100, 2^26 pinned pairs: the mark pass took 2.8 ms of 22 after
 /// the copy); without values, after the keys' copy. The scratch buffers are returned with the mask; the caller
 /// releases them.
+///
+/// With `insert_as_landed` (and values given) the batch is planned and inserted **segment by segment**, a
+/// segment being one landed chunk, instead of as a whole: each key chunk gets the whole duplicate pass of its
+/// own as it lands ([`Dedup::segment`]: a scratch table the size of the chunk, which stays in the GPU's L2 cache,
+/// instead of claims over one scratch table of twice the batch in DRAM), and as each values chunk lands (and
+/// once the sentinel scan has come back clean) its segment is classified against the table and inserted:
+/// updates, then new keys. Segments are inserted in batch order on one stream, so a key repeated in a later
+/// segment is found stored by that segment's classify pass and updated: the last occurrence still wins, and
+/// no update searches while an eviction holds its key in flight (each segment's updates run in a launch of
+/// their own after the previous segment's inserts). H100, 2^26 pinned pairs: the whole-batch plan spent ~9 ms
+/// of GPU time in DRAM atomics and the mark pass before any insert could start. The returned count is the
+/// insert operations queued (0 when nothing was, as with a sentinel in the batch: then nothing is inserted).
+/// The whole-batch plan stays for batches that may not fit (their new keys are counted first) and for
+/// `count_new`.
 fn upload_and_plan_checked<R: HostTransfer, T: BatchTable<R>>(
     t: &T,
     keys: &[u8],
@@ -360,14 +431,27 @@ fn upload_and_plan_checked<R: HostTransfer, T: BatchTable<R>>(
     m: usize,
     classify: bool,
     sentinel: Option<&mut Option<usize>>,
-) -> Result<(Handle, Option<Handle>, Dedup, Handle)> {
+    insert_as_landed: bool,
+) -> Result<(Handle, Option<Handle>, Dedup, Handle, usize)> {
     let client = t.client();
     let cache = t.cache();
     let kb = T::KEY_BYTES;
     let mut trace = Trace::new();
-    let dedup = Dedup::new(client, cache, m, kb == 8);
+    // Diagnosis (with HASHTILE_TRACE): HASHTILE_SERIAL=1 copies everything first and then runs the claims,
+    // so the trace shows the copy and the claims apart.
+    let serial = trace.on && std::env::var_os("HASHTILE_SERIAL").is_some();
+    // Diagnosis: HASHTILE_WHOLE_BATCH=1 plans every batch as a whole (the A/B of the segments).
+    let segments =
+        insert_as_landed && values.is_some() && std::env::var_os("HASHTILE_WHOLE_BATCH").is_none();
+    let chunk_keys = t.batch_sizes().chunk;
+    let dedup = Dedup::new(
+        client,
+        cache,
+        if segments { m.min(chunk_keys) } else { m },
+        kb == 8,
+    );
     trace.mark(client, "plan: scratch ready");
-    let chunk = t.batch_sizes().chunk * kb;
+    let chunk = chunk_keys * kb;
     let srcs: Vec<&[u8]> = std::iter::once(keys).chain(values).collect();
     let dsts: Vec<Handle> = [
         ("keys", keys.len()),
@@ -376,11 +460,18 @@ fn upload_and_plan_checked<R: HostTransfer, T: BatchTable<R>>(
         .iter()
         .map(|&(name, bytes)| cache.take(client, name, bytes))
         .collect();
-    // Diagnosis (with HASHTILE_TRACE): HASHTILE_SERIAL=1 copies everything first and then runs the claims,
-    // so the trace shows the copy and the claims apart.
-    let serial = trace.on && std::env::var_os("HASHTILE_SERIAL").is_some();
+    let vb = T::VALUE_BYTES;
+    // The sentinel scan's answer (`Some(None)`: clean), set by its thread; no insert is queued before it.
+    let scanned: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
+    let check = sentinel.is_some();
+    if !check {
+        let _ = scanned.set(None);
+    }
+    // Values chunks (first position, length) that landed before the scan came back.
+    let mut ready: Vec<(usize, usize)> = Vec::new();
+    let mut queued = 0usize;
     let mut landed = Vec::new();
-    let mut mask = None;
+    let mut mask = segments.then(|| cache.take(client, "dedup mask", m * 4));
     // Diagnosis (HASHTILE_TIMELINE=1): how long the sentinel scan took on its thread.
     let timeline = std::env::var_os("HASHTILE_TIMELINE").is_some();
     // The buffer the keys landed in (on Vulkan the upload allocates its own, not `dsts[0]`).
@@ -388,13 +479,27 @@ fn upload_and_plan_checked<R: HostTransfer, T: BatchTable<R>>(
     let mut on_landed = |src: usize, off: usize, len: usize, h: &Handle| {
         if src == 0 {
             if off == 0 {
-                dedup.clear(client);
                 keys_handle = Some(h.clone());
+                if !segments {
+                    dedup.clear(client, dedup.slots);
+                }
             }
             if serial {
                 landed.push((h.clone(), off, len));
+            } else if segments {
+                let mk = mask.as_ref().expect("allocated up front");
+                dedup.segment(client, h, off / kb, len / kb, mk);
             } else {
                 dedup.claim(client, h, off / kb, len / kb)
+            }
+        } else if segments {
+            ready.push((off / vb, len / vb));
+            if !serial && scanned.get() == Some(&None) {
+                let kh = keys_handle.as_ref().expect("the keys landed first");
+                let mk = mask.as_ref().expect("allocated up front");
+                for (base, n) in ready.drain(..) {
+                    queued += queue_segment(t, (kh, h, mk), base, n, classify || base > 0);
+                }
             }
         } else if off == 0 && !serial {
             // Every key chunk has landed and its claims are queued: plan while the values arrive.
@@ -402,12 +507,13 @@ fn upload_and_plan_checked<R: HostTransfer, T: BatchTable<R>>(
             mask = Some(dedup.plan(t, kh, classify));
         }
     };
-    let check = sentinel.is_some();
     let (uploaded, found) = std::thread::scope(|s| {
+        let scanned = &scanned;
         let scan = check.then(|| {
             s.spawn(move || {
                 let t0 = std::time::Instant::now();
                 let found = sentinel_in(keys, kb);
+                let _ = scanned.set(found);
                 (found, t0.elapsed().as_secs_f64() * 1e3)
             })
         });
@@ -427,14 +533,53 @@ fn upload_and_plan_checked<R: HostTransfer, T: BatchTable<R>>(
     if serial {
         trace.mark(client, "plan: copied (serial)");
         for (h, off, len) in landed {
-            dedup.claim(client, &h, off / kb, len / kb);
+            if segments {
+                let mk = mask.as_ref().expect("allocated up front");
+                dedup.segment(client, &h, off / kb, len / kb, mk);
+            } else {
+                dedup.claim(client, &h, off / kb, len / kb);
+            }
         }
+        trace.mark(client, "plan: duplicate passes (serial)");
     }
     let vh = (h.len() > 1).then(|| h.remove(1));
     let kh = h.remove(0);
     let mask = mask.unwrap_or_else(|| dedup.plan(t, &kh, classify));
+    // Segments that landed before the scan came back (none are queued when it found a sentinel).
+    if segments && scanned.get() == Some(&None) {
+        let vh = vh.as_ref().expect("values were uploaded");
+        for (base, n) in ready.drain(..) {
+            queued += queue_segment(t, (&kh, vh, &mask), base, n, classify || base > 0);
+        }
+        if serial {
+            trace.mark(client, "plan: segments classified and inserted (serial)");
+        }
+    }
     trace.mark(client, "plan: copied, claims and plan done");
-    Ok((kh, vh, dedup, mask))
+    Ok((kh, vh, dedup, mask, queued))
+}
+
+/// Queues one segment's insert (the `n` batch positions from `base`, whose duplicate pass is queued) over the
+/// batch's `(keys, values, mask)`: with `stored` (the table may hold some of its keys), the classify pass and
+/// the updates first, then the new keys without the duplicate check. Returns the insert operations queued.
+fn queue_segment<R: HostTransfer, T: BatchTable<R>>(
+    t: &T,
+    (keys, values, mask): (&Handle, &Handle, &Handle),
+    base: usize,
+    n: usize,
+    stored: bool,
+) -> usize {
+    let kh = keys.clone().offset_start((base * T::KEY_BYTES) as u64);
+    let vh = values.clone().offset_start((base * T::VALUE_BYTES) as u64);
+    let mk = mask.clone().offset_start((base * 4) as u64);
+    let mut ops = 0;
+    if stored {
+        t.classify(&kh, &mk, n);
+        t.queue_insert(&kh, &vh, Some((&mk, MASK_UPDATE)), n, true);
+        ops += n;
+    }
+    t.queue_insert(&kh, &vh, Some((&mk, MASK_NEW)), n, false);
+    ops + n
 }
 
 /// The position of the first all-ones key in `bytes` (keys of `kb` bytes), scanned with all cores.
@@ -516,23 +661,44 @@ pub(crate) fn upsert<R: HostTransfer, T: BatchTable<R>>(
             let mut trace = Trace::new();
             // The claims run while the keys are still arriving; the values' copy overlaps the last claims.
             let mut sentinel = None;
-            let (kh, vh, dedup, mask) = upload_and_plan_checked(
+            // Unless the batch may not fit (then its new keys are counted first, below), the inserts are
+            // queued chunk by chunk as the values land.
+            let as_landed = t.stored() + m <= t.slots();
+            let (kh, vh, dedup, mask, queued) = upload_and_plan_checked(
                 t,
                 batch_keys,
                 Some(batch_values),
                 m,
                 had_pairs,
                 Some(&mut sentinel),
+                as_landed,
             )?;
             dedup.release(t.cache());
             let vh = vh.expect("values were uploaded");
             if let Some(i) = sentinel {
+                debug_assert_eq!(queued, 0, "nothing is inserted before the scan is clean");
                 // Only scratch buffers and the mask were written: the table is unchanged.
                 let cache = t.cache();
                 cache.give("keys", kh, m * kb);
                 cache.give("values", vh, m * vb);
                 cache.give("dedup mask", mask, m * 4);
                 return Err(Error::SentinelKey { index: start + i });
+            }
+            if queued > 0 {
+                t.note_queued(queued);
+                let cache = t.cache();
+                cache.give("keys", kh, m * kb);
+                cache.give("values", vh, m * vb);
+                cache.give("dedup mask", mask, m * 4);
+                let mut trace = Trace::new();
+                let (s, mut l) = t.settle_batch()?;
+                trace.mark(
+                    t.client(),
+                    "insert: inserts (queued as the values landed) settled",
+                );
+                add(&mut stats, s);
+                lost.append(&mut l);
+                continue;
             }
             // Near a full table, the batch's new keys are counted from the same mask (one small read) before
             // anything is inserted: a batch that does not fit is refused with the table unchanged.

@@ -341,11 +341,31 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
         n: usize,
         upsert: Option<bool>,
     ) {
+        self.queue_insert_kernel(keys, values, which, n, upsert);
+        self.note_queued(n);
+    }
+
+    /// Records `n` queued insert operations for the next [`GpuTable::settle`].
+    fn note_queued(&mut self, n: usize) {
+        if n > 0 {
+            self.unsettled = true;
+            self.pending_ops += n as u64;
+        }
+    }
+
+    /// Queues the insert kernel only (the caller records the operations with `note_queued`), so that the host
+    /// path can queue it from inside a transfer's callback, where it holds the table shared.
+    fn queue_insert_kernel(
+        &self,
+        keys: &Handle,
+        values: &Handle,
+        which: Selection,
+        n: usize,
+        upsert: Option<bool>,
+    ) {
         if n == 0 {
             return;
         }
-        self.unsettled = true;
-        self.pending_ops += n as u64;
         let mut shape = self.shape_words();
         if let Some(u) = upsert {
             shape[8] = u as u32;
@@ -687,8 +707,8 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> BatchTable<R> for GpuTable
             )
         }
     }
-    fn insert_queued(
-        &mut self,
+    fn queue_insert(
+        &self,
         keys: &Handle,
         values: &Handle,
         mask: Option<(&Handle, u32)>,
@@ -699,7 +719,10 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> BatchTable<R> for GpuTable
             Some((m, mode)) => Selection::Mask(m, mode),
             None => Selection::All,
         };
-        self.launch_insert(keys, values, which, n, Some(upsert));
+        self.queue_insert_kernel(keys, values, which, n, Some(upsert));
+    }
+    fn note_queued(&mut self, ops: usize) {
+        GpuTable::note_queued(self, ops);
     }
     fn settle_batch(&mut self) -> Result<(ProbeStats, Vec<(u64, u64)>)> {
         let lost = self.settle()?;

@@ -266,13 +266,19 @@ mod cuda {
         pending_out: Option<(*mut u8, usize)>,
     }
 
+    /// Chunks of a chunked upload whose copies are queued ahead of the one whose `landed` call is next, by
+    /// default: the host's turn per chunk (an event wait and the `landed` callback's kernel launches, about 80 us
+    /// with the host path's per-segment passes) then never leaves the copy engine without queued work. One
+    /// ahead was enough while the callbacks launched one kernel each.
+    const COPY_AHEAD: usize = 4;
+
     struct Inner {
         ctx: sys::CUcontext,
         stream: sys::CUstream,
         stages: Vec<Stage>,
         next: usize,
-        /// Recorded after the copy of each chunk of a chunked upload (two, alternating).
-        chunk_done: [sys::CUevent; 2],
+        /// Recorded after the copy of each chunk of a chunked upload (`COPY_AHEAD + 1`, in rotation).
+        chunk_done: Vec<sys::CUevent>,
     }
 
     /// A CUDA stream of the host path's own with a ring of pinned staging buffers (see the module docs).
@@ -390,7 +396,7 @@ mod cuda {
                 for st in &self.stages {
                     let _ = cu::event::destroy(st.done);
                 }
-                for e in self.chunk_done {
+                for &e in &self.chunk_done {
                     let _ = cu::event::destroy(e);
                 }
                 let _ = cu::stream::destroy(self.stream);
@@ -470,7 +476,9 @@ mod cuda {
                     cu::event::create(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING),
                 )
             };
-            let chunk_done = [event()?, event()?];
+            let chunk_done = (0..=COPY_AHEAD)
+                .map(|_| event())
+                .collect::<Result<Vec<_>>>()?;
             Ok(CudaStager(Mutex::new(Inner {
                 ctx,
                 stream,
@@ -504,8 +512,14 @@ mod cuda {
             make_current(st.ctx)?;
             let stream = st.stream;
             let chunk = chunk.max(1);
-            // The chunk whose copy was queued last and whose `landed` call is still due.
-            let mut due: Option<(usize, usize, usize, sys::CUevent)> = None;
+            // Chunks whose copies are queued and whose `landed` calls are still due, oldest first.
+            let mut due: std::collections::VecDeque<(usize, usize, usize, sys::CUevent)> =
+                std::collections::VecDeque::new();
+            // Diagnosis: HASHTILE_COPY_AHEAD=k queues k chunks ahead instead of COPY_AHEAD (1 to COPY_AHEAD).
+            let ahead = std::env::var("HASHTILE_COPY_AHEAD")
+                .ok()
+                .and_then(|v| v.parse::<usize>().ok())
+                .map_or(COPY_AHEAD, |k| k.clamp(1, COPY_AHEAD));
             let mut n_chunks = 0usize;
             // Diagnosis (HASHTILE_TIMELINE=1): where the host's time goes per chunked upload: queueing copies
             // (pageable sources: the staging copies), waiting for chunks to land, and the `landed` callbacks.
@@ -553,14 +567,18 @@ mod cuda {
                                 }
                             }
                         }
-                        let ev = st.chunk_done[n_chunks % 2];
+                        // Events rotate through `ahead + 1` slots: an event is recorded again only after
+                        // its chunk left `due` (at most `ahead` are due when this one is recorded).
+                        let ev = st.chunk_done[n_chunks % (ahead + 1)];
                         n_chunks += 1;
                         // SAFETY: a live event of this context, recorded on this stager's stream.
                         check("cuEventRecord", unsafe { cu::event::record(ev, stream) })?;
-                        // The previous chunk has landed once its event completes: queue its kernel, which
-                        // then runs while this chunk is copied.
                         timeline.lap(0);
-                        if let Some((pi, o, l, e)) = due.replace((i, off, piece.len(), ev)) {
+                        due.push_back((i, off, piece.len(), ev));
+                        // The oldest chunk has landed once its event completes: queue its kernels, which then
+                        // run while the chunks queued after it are copied.
+                        if due.len() > ahead {
+                            let (pi, o, l, e) = due.pop_front().expect("non-empty");
                             // SAFETY: a live event.
                             check("cuEventSynchronize", unsafe { cu::event::synchronize(e) })?;
                             timeline.lap(1);
@@ -569,7 +587,7 @@ mod cuda {
                         }
                     }
                 }
-                if let Some((pi, o, l, e)) = due.take() {
+                while let Some((pi, o, l, e)) = due.pop_front() {
                     // SAFETY: a live event.
                     check("cuEventSynchronize", unsafe { cu::event::synchronize(e) })?;
                     timeline.lap(1);
