@@ -365,6 +365,29 @@ fn sentinel_refused(backend: Backend) {
         let kept: Vec<Option<u32>> = keys[..100].iter().map(|&k| Some(k)).collect();
         assert_eq!(t.find(&keys[..100]).unwrap(), kept, "{backend}");
     }
+    // Wider pairs: u64 keys (the sentinel is u64::MAX), and u32 keys with u64 values, whose keys the GPUs widen
+    // (the sentinel stays u32::MAX, not the widened word's all ones).
+    let wide: Vec<u64> = keys.iter().map(|&k| (k as u64) << 20 | 7).collect();
+    let mut t = table::<Iht, u64, u64>(backend, 20_000, Some(4096));
+    t.insert(&wide[..100], &wide[..100]).unwrap();
+    let mut batch = wide[..4000].to_vec();
+    batch[3999] = u64::MAX;
+    let r = t.insert(&batch, &batch);
+    assert!(
+        matches!(r, Err(hashtile::Error::SentinelKey { index: 3999 })),
+        "{backend} u64: {r:?}"
+    );
+    assert_eq!(t.len(), 100, "{backend} u64");
+    let mut t = table::<Iht, u32, u64>(backend, 20_000, Some(4096));
+    let mut batch = keys[..4000].to_vec();
+    batch[2500] = u32::MAX;
+    let vals: Vec<u64> = batch.iter().map(|&k| k as u64).collect();
+    let r = t.insert(&batch, &vals);
+    assert!(
+        matches!(r, Err(hashtile::Error::SentinelKey { index: 2500 })),
+        "{backend} u32 keys, u64 values: {r:?}"
+    );
+    assert_eq!(t.len(), 0, "{backend} u32 keys, u64 values");
 }
 
 #[test]

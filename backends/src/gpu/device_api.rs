@@ -45,6 +45,9 @@ pub struct FindResult<V: Int> {
     pub value: V,
     /// Buckets read for this key (only counted when `count_probes` is on; else 0).
     pub probes: u32,
+    /// The slot holding the key (`bucket * bucket_size + slot`, the index into the table's slot arrays) when
+    /// `found == 1`, else 0: where an in-place value update writes (the host path's classify pass).
+    pub slot: u32,
 }
 
 /// Number of `u32` words in a table's shape buffer: `[num_buckets, seed0..seed3, num_hashes, max_chain,
@@ -212,6 +215,7 @@ pub fn tile_find<S: ProbingScheme, L: KeyLayout>(
         found: 0u32,
         value: L::Value::new(0),
         probes: 0u32,
+        slot: 0u32,
     };
     let mut steps = u32::new(0);
     let mut has_op = false;
@@ -264,6 +268,7 @@ pub fn tile_find<S: ProbingScheme, L: KeyLayout>(
                 if act == action::FOUND {
                     result.found = 1u32;
                     result.value = value;
+                    result.slot = b * bucket_size + slot;
                 }
             }
         }

@@ -6,6 +6,7 @@
 use super::transfer::HostTransfer;
 use super::upsert::{
     MASK_NEW, MASK_UPDATE, count_mask_kernel, dedup_claim_kernel, dedup_mark_kernel, scratch_slots,
+    sentinel_gate_kernel,
 };
 use super::{CUBE_SIZE, cube_count, fill_u32, fill_u64};
 use crate::gpu::kernels::ADDED_COUNTERS;
@@ -90,8 +91,9 @@ pub(crate) trait BatchTable<R: HostTransfer> {
     fn batch_sizes(&self) -> BatchSizes;
     /// The table's cache of host-path buffers.
     fn cache(&self) -> &DeviceCache;
-    /// Marks keys marked [`MASK_NEW`] that are already stored as [`MASK_UPDATE`] (queued).
-    fn classify(&self, keys: &Handle, mask: &Handle, n: usize);
+    /// Marks keys marked [`MASK_NEW`] that are already stored as [`MASK_UPDATE`] (queued); with `values`, also
+    /// writes each such key's value in place (see `classify_kernel`).
+    fn classify(&self, keys: &Handle, values: Option<&Handle>, mask: &Handle, n: usize);
     /// Queues an insert kernel over the positions whose mask equals `mode` (all positions when `mask` is
     /// `None`); `upsert` off skips the duplicate check (keys known distinct and absent). The caller records the
     /// operations with [`BatchTable::note_queued`] before settling (this call only holds the table shared, so
@@ -217,6 +219,8 @@ struct Dedup {
     scratch: Handle,
     last: (Handle, usize),
     slot_of: Handle,
+    /// One word: the batch position of the first sentinel key met by the claims (`u32::MAX`: none).
+    guard: Handle,
 }
 
 impl Dedup {
@@ -234,6 +238,8 @@ impl Dedup {
         } else {
             (client.empty(4), 1)
         };
+        let guard = client.empty(4);
+        fill_u32(client, &guard, 1, u32::MAX);
         Self {
             n,
             wide,
@@ -241,7 +247,28 @@ impl Dedup {
             scratch,
             last,
             slot_of: cache.take(client, "dedup slot", n * 4),
+            guard,
         }
+    }
+
+    /// Queues the sentinel gate over the batch's `mask` of `m` entries (after every claim, before any insert).
+    fn gate<R: HostTransfer>(&self, client: &ComputeClient<R>, mask: &Handle, m: usize) {
+        // SAFETY: indices are bounded by `m` (the mask) and 1 (the guard word).
+        unsafe {
+            sentinel_gate_kernel::launch_unchecked::<R>(
+                client,
+                cube_count(m),
+                CubeDim::new_1d(CUBE_SIZE),
+                ArrayArg::from_raw_parts(self.guard.clone(), 1),
+                ArrayArg::from_raw_parts(mask.clone(), m),
+            )
+        }
+    }
+
+    /// The batch position of the first sentinel key the claims met, if any (waits for them; one word).
+    fn sentinel<R: HostTransfer>(&self, client: &ComputeClient<R>) -> Option<usize> {
+        let at = u32::from_bytes(&client.read_one_unchecked(self.guard.clone()))[0];
+        (at != u32::MAX).then_some(at as usize)
     }
 
     /// Queues the mark pass (and, with `classify`, the classify pass) after every claim, and returns the
@@ -254,7 +281,7 @@ impl Dedup {
     ) -> Handle {
         let mask = self.mark(t.client(), t.cache());
         if classify {
-            t.classify(keys, &mask, self.n);
+            t.classify(keys, None, &mask, self.n);
         }
         mask
     }
@@ -300,7 +327,7 @@ impl Dedup {
         self.clear(client, slots);
         let kb = if self.wide { 8 } else { 4 };
         let keys = keys.clone().offset_start((base * kb) as u64);
-        let args = (keys, self.slot_of.clone(), 0, m);
+        let args = (keys, self.slot_of.clone(), 0, base as u32, m);
         if self.wide {
             self.launch_claim::<u64, R>(client, args, slots);
         } else {
@@ -321,7 +348,7 @@ impl Dedup {
         let kb = if self.wide { 8 } else { 4 };
         let keys = keys.clone().offset_start((base * kb) as u64);
         let slot_of = self.slot_of.clone().offset_start((base * 4) as u64);
-        let args = (keys, slot_of, base as u32, m);
+        let args = (keys, slot_of, base as u32, base as u32, m);
         if self.wide {
             self.launch_claim::<u64, R>(client, args, self.slots);
         } else {
@@ -329,12 +356,13 @@ impl Dedup {
         }
     }
 
-    /// The claim launch for keys of type `K` (`u32` packed, `u64` wide): `(keys, slot_of, base, m)` of a chunk,
-    /// into the first `slots` slots of the scratch table (a power of two).
+    /// The claim launch for keys of type `K` (`u32` packed, `u64` wide): `(keys, slot_of, base, origin, m)` of a
+    /// chunk (`base`: its first position in the scratch table's numbering; `origin`: in the batch), into the
+    /// first `slots` slots of the scratch table (a power of two).
     fn launch_claim<K: Int, R: HostTransfer>(
         &self,
         client: &ComputeClient<R>,
-        (keys, slot_of, base, m): (Handle, Handle, u32, usize),
+        (keys, slot_of, base, origin, m): (Handle, Handle, u32, u32, usize),
         slots: usize,
     ) {
         // SAFETY: indices are bounded by `m` (the chunk) or masked into the scratch table.
@@ -347,7 +375,9 @@ impl Dedup {
                 ArrayArg::from_raw_parts(self.scratch.clone(), slots),
                 ArrayArg::from_raw_parts(self.last.0.clone(), self.last.1.min(slots)),
                 ArrayArg::from_raw_parts(slot_of, m),
+                ArrayArg::from_raw_parts(self.guard.clone(), 1),
                 base,
+                origin,
                 self.wide,
             )
         }
@@ -414,14 +444,16 @@ fn upload_and_plan<R: HostTransfer, T: BatchTable<R>>(
 /// With `insert_as_landed` (and values given) the batch is planned and inserted **segment by segment**, a
 /// segment being one landed chunk, instead of as a whole: each key chunk gets the whole duplicate pass of its
 /// own as it lands ([`Dedup::segment`]: a scratch table the size of the chunk, which stays in the GPU's L2 cache,
-/// instead of claims over one scratch table of twice the batch in DRAM), and as each values chunk lands (and
-/// once the sentinel scan has come back clean) its segment is classified against the table and inserted:
-/// updates, then new keys. Segments are inserted in batch order on one stream, so a key repeated in a later
-/// segment is found stored by that segment's classify pass and updated: the last occurrence still wins, and
-/// no update searches while an eviction holds its key in flight (each segment's updates run in a launch of
-/// their own after the previous segment's inserts). H100, 2^26 pinned pairs: the whole-batch plan spent ~9 ms
-/// of GPU time in DRAM atomics and the mark pass before any insert could start. The returned count is the
-/// insert operations queued (0 when nothing was, as with a sentinel in the batch: then nothing is inserted).
+/// instead of claims over one scratch table of twice the batch in DRAM), and as each values chunk lands its
+/// segment is classified against the table (stored keys updated in place) and its new keys inserted. Segments
+/// are inserted in batch order on one stream, so a key repeated in a later segment is found stored by that
+/// segment's classify pass and updated: the last occurrence still wins, and no update searches while an
+/// eviction holds its key in flight (the classify launch moves no pair, and follows the previous segment's
+/// inserts). H100, 2^26 pinned pairs: the whole-batch plan spent ~9 ms of GPU time in DRAM atomics and the mark
+/// pass before any insert could start. The sentinel check is the claims' own in this mode (no host scan): every
+/// key has landed and been claimed before the first values chunk, so the gate queued then
+/// ([`sentinel_gate_kernel`]) clears the whole mask if any key was the sentinel, and nothing is inserted; the
+/// caller reads [`Dedup::sentinel`] after settling. The returned count is the insert operations queued.
 /// The whole-batch plan stays for batches that may not fit (their new keys are counted first) and for
 /// `count_new`.
 fn upload_and_plan_checked<R: HostTransfer, T: BatchTable<R>>(
@@ -462,11 +494,20 @@ fn upload_and_plan_checked<R: HostTransfer, T: BatchTable<R>>(
         .collect();
     let vb = T::VALUE_BYTES;
     // The sentinel scan's answer (`Some(None)`: clean), set by its thread; no insert is queued before it.
+    // Segments check on the device instead (diagnosis: HASHTILE_HOST_SCAN=1 keeps the host scan as the gate).
     let scanned: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
-    let check = sentinel.is_some();
+    let check =
+        sentinel.is_some() && (!segments || std::env::var_os("HASHTILE_HOST_SCAN").is_some());
     if !check {
         let _ = scanned.set(None);
     }
+    // The sentinel gate is queued once, before the first segment's classify or insert.
+    let gated = std::cell::Cell::new(false);
+    let gate = |mask: &Handle| {
+        if !gated.replace(true) {
+            dedup.gate(client, mask, m);
+        }
+    };
     // Values chunks (first position, length) that landed before the scan came back.
     let mut ready: Vec<(usize, usize)> = Vec::new();
     let mut queued = 0usize;
@@ -497,6 +538,7 @@ fn upload_and_plan_checked<R: HostTransfer, T: BatchTable<R>>(
             if !serial && scanned.get() == Some(&None) {
                 let kh = keys_handle.as_ref().expect("the keys landed first");
                 let mk = mask.as_ref().expect("allocated up front");
+                gate(mk);
                 for (base, n) in ready.drain(..) {
                     queued += queue_segment(t, (kh, h, mk), base, n, classify || base > 0);
                 }
@@ -548,6 +590,7 @@ fn upload_and_plan_checked<R: HostTransfer, T: BatchTable<R>>(
     // Segments that landed before the scan came back (none are queued when it found a sentinel).
     if segments && scanned.get() == Some(&None) {
         let vh = vh.as_ref().expect("values were uploaded");
+        gate(&mask);
         for (base, n) in ready.drain(..) {
             queued += queue_segment(t, (&kh, vh, &mask), base, n, classify || base > 0);
         }
@@ -559,9 +602,17 @@ fn upload_and_plan_checked<R: HostTransfer, T: BatchTable<R>>(
     Ok((kh, vh, dedup, mask, queued))
 }
 
+/// Diagnosis: HASHTILE_UPDATE_PASS=1 updates a segment's stored keys in an insert launch of their own after
+/// the classify pass (the A/B of the in-place update).
+fn update_pass() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var_os("HASHTILE_UPDATE_PASS").is_some())
+}
+
 /// Queues one segment's insert (the `n` batch positions from `base`, whose duplicate pass is queued) over the
-/// batch's `(keys, values, mask)`: with `stored` (the table may hold some of its keys), the classify pass and
-/// the updates first, then the new keys without the duplicate check. Returns the insert operations queued.
+/// batch's `(keys, values, mask)`: with `stored` (the table may hold some of its keys), the classify pass, which
+/// also updates the stored keys in place, then the new keys without the duplicate check. Returns the insert
+/// operations queued.
 fn queue_segment<R: HostTransfer, T: BatchTable<R>>(
     t: &T,
     (keys, values, mask): (&Handle, &Handle, &Handle),
@@ -574,9 +625,13 @@ fn queue_segment<R: HostTransfer, T: BatchTable<R>>(
     let mk = mask.clone().offset_start((base * 4) as u64);
     let mut ops = 0;
     if stored {
-        t.classify(&kh, &mk, n);
-        t.queue_insert(&kh, &vh, Some((&mk, MASK_UPDATE)), n, true);
-        ops += n;
+        if update_pass() {
+            t.classify(&kh, None, &mk, n);
+            t.queue_insert(&kh, &vh, Some((&mk, MASK_UPDATE)), n, true);
+            ops += n;
+        } else {
+            t.classify(&kh, Some(&vh), &mk, n);
+        }
     }
     t.queue_insert(&kh, &vh, Some((&mk, MASK_NEW)), n, false);
     ops + n
@@ -673,10 +728,10 @@ pub(crate) fn upsert<R: HostTransfer, T: BatchTable<R>>(
                 Some(&mut sentinel),
                 as_landed,
             )?;
-            dedup.release(t.cache());
             let vh = vh.expect("values were uploaded");
             if let Some(i) = sentinel {
                 debug_assert_eq!(queued, 0, "nothing is inserted before the scan is clean");
+                dedup.release(t.cache());
                 // Only scratch buffers and the mask were written: the table is unchanged.
                 let cache = t.cache();
                 cache.give("keys", kh, m * kb);
@@ -691,15 +746,23 @@ pub(crate) fn upsert<R: HostTransfer, T: BatchTable<R>>(
                 cache.give("values", vh, m * vb);
                 cache.give("dedup mask", mask, m * 4);
                 let mut trace = Trace::new();
-                let (s, mut l) = t.settle_batch()?;
+                let settled = t.settle_batch();
+                let found = dedup.sentinel(t.client());
+                dedup.release(t.cache());
+                let (s, mut l) = settled?;
                 trace.mark(
                     t.client(),
                     "insert: inserts (queued as the values landed) settled",
                 );
+                if let Some(i) = found {
+                    // The gate cleared every mask: nothing of this batch was inserted.
+                    return Err(Error::SentinelKey { index: start + i });
+                }
                 add(&mut stats, s);
                 lost.append(&mut l);
                 continue;
             }
+            dedup.release(t.cache());
             // Near a full table, the batch's new keys are counted from the same mask (one small read) before
             // anything is inserted: a batch that does not fit is refused with the table unchanged.
             if t.stored() + m > t.slots() {

@@ -690,7 +690,10 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> BatchTable<R> for GpuTable
     fn cache(&self) -> &host_path::DeviceCache {
         &self.cache
     }
-    fn classify(&self, keys: &Handle, mask: &Handle, n: usize) {
+    fn classify(&self, keys: &Handle, values: Option<&Handle>, mask: &Handle, n: usize) {
+        // Without values the kernel never reads them: any one-element buffer stands in (not the table's own
+        // buffers, which are bound already: wgpu mis-binds a buffer bound twice in one launch).
+        let (vh, vlen) = values.map_or((self.dummy.clone(), 1), |v| (v.clone(), n));
         // SAFETY: indices are bounded by `n` and by the table's shape.
         unsafe {
             upsert::classify_kernel::launch_unchecked::<S, L, R>(
@@ -698,12 +701,14 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> BatchTable<R> for GpuTable
                 cube_count(n),
                 CubeDim::new_1d(CUBE_SIZE),
                 ArrayArg::from_raw_parts(keys.clone(), n),
+                ArrayArg::from_raw_parts(vh, vlen),
                 ArrayArg::from_raw_parts(self.keys.clone(), self.capacity()),
                 ArrayArg::from_raw_parts(self.values.clone(), self.values_len),
                 ArrayArg::from_raw_parts(mask.clone(), n),
                 self.shape_arg(),
                 self.bucket_size,
                 self.tile_width,
+                values.is_some(),
             )
         }
     }
@@ -744,7 +749,9 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout, K: Key, V: Value> Engine<K
     }
 
     fn checks_in_pipeline(&self, n: usize) -> bool {
-        n <= self.batch.insert
+        // The device checks the layout's key words, so keys the layout widens (u32 keys of a wide table) are
+        // checked by the table on the host: their sentinel is u32::MAX, which widens to a storable word.
+        n <= self.batch.insert && size_of::<K>() == size_of::<L::Key>()
     }
 
     fn count_new(&self, keys: &[K]) -> Result<usize> {

@@ -36,21 +36,35 @@ pub fn scratch_slots(n: usize) -> usize {
 }
 
 /// Phase 1 of the duplicate pass (see the module docs) over one chunk of the batch: `keys` and `slot_of` are the
-/// chunk's, whose first key is at batch position `base`. `slot_of[i]` receives the scratch slot of key `i`.
-/// `scratch_last` is unused (length 1) for 32-bit keys.
+/// chunk's, whose first key is at position `base` of the scratch table's numbering (the batch's, or the
+/// segment's). `slot_of[i]` receives the scratch slot of key `i`. `scratch_last` is unused (length 1) for
+/// 32-bit keys. A sentinel key (all ones) lowers `guard[0]` to its batch position (`origin + i`), which
+/// [`sentinel_gate_kernel`] turns into a refusal of the whole batch; it is claimed like any key meanwhile
+/// (harmless: its mask is cleared with every other).
 #[cube(launch_unchecked)]
+#[allow(clippy::too_many_arguments)]
 pub fn dedup_claim_kernel<K: Int>(
     keys: &Array<K>,
     scratch: &Array<Atomic<u64>>,
     scratch_last: &Array<Atomic<u32>>,
     slot_of: &mut Array<u32>,
+    guard: &Array<Atomic<u32>>,
     base: u32,
+    origin: u32,
     #[comptime] wide_keys: bool,
 ) {
     let local = ABSOLUTE_POS;
     if local < keys.len() {
         let pos = local + base as usize;
         let key = u64::cast_from(keys[local]);
+        let sentinel = if comptime!(wide_keys) {
+            u64::MAX
+        } else {
+            0xffff_ffffu64
+        };
+        if key == sentinel {
+            guard[0].fetch_min(local as u32 + origin);
+        }
         let lo = (key & 0xffff_ffffu64) as u32;
         let hi = (key >> 32u64) as u32;
         let mask = (scratch.len() - 1) as u32;
@@ -84,6 +98,17 @@ pub fn dedup_claim_kernel<K: Int>(
     }
 }
 
+/// Clears the whole mask (every position [`MASK_SKIP`]) when the claims met a sentinel key (`guard[0]` below
+/// `u32::MAX`), so that the classify and insert passes queued after it leave the table unchanged. Queued after
+/// the last claim of the batch and before its first classify or insert.
+#[cube(launch_unchecked)]
+pub fn sentinel_gate_kernel(guard: &Array<u32>, mask: &mut Array<u32>) {
+    let pos = ABSOLUTE_POS;
+    if pos < mask.len() && guard[0] != u32::MAX {
+        mask[pos] = MASK_SKIP;
+    }
+}
+
 /// Phase 2 of the duplicate pass: `mask[i]` = [`MASK_NEW`] where `i` is its key's last occurrence, else
 /// [`MASK_SKIP`]. `scratch` / `scratch_last` are phase 1's buffers, read plainly (a separate launch).
 #[cube(launch_unchecked)]
@@ -112,15 +137,23 @@ pub fn dedup_mark_kernel(
 
 /// Phase 3: `mask[i]` becomes [`MASK_UPDATE`] where a kept key is already stored in the table (layout `L`).
 /// All lanes of every plane run the cooperative find (keys not marked [`MASK_NEW`] ride along inactive).
+///
+/// With `update`, the stored key's value is also replaced by `values[i]` where it is found, so that no insert
+/// pass has to search for it again. That is safe in this launch: it moves no pair (no eviction can hold a key in
+/// flight) and its keys are distinct (the duplicate pass kept one occurrence each), so no two lanes write one
+/// slot; a packed slot word is rewritten whole (same key, new value), a wide layout's value word alone.
 #[cube(launch_unchecked)]
+#[allow(clippy::too_many_arguments)]
 pub fn classify_kernel<S: ProbingScheme, L: KeyLayout>(
     keys: &Array<L::Key>,
-    table: &Array<u64>,
-    table_values: &Array<u64>,
+    values: &Array<L::Value>,
+    table: &mut Array<u64>,
+    table_values: &mut Array<u64>,
     mask: &mut Array<u32>,
     shape: &ShapeScalars,
     #[comptime] bucket_size: u32,
     #[comptime] tile_width: u32,
+    #[comptime] update: bool,
 ) {
     let meta = meta_of(shape);
     let pos = ABSOLUTE_POS;
@@ -142,6 +175,15 @@ pub fn classify_kernel<S: ProbingScheme, L: KeyLayout>(
     );
     if active && r.found == 1u32 {
         mask[pos] = MASK_UPDATE;
+        if comptime!(update) {
+            let value = values[pos];
+            let addr = r.slot as usize;
+            if comptime!(L::MOVES_PAIRS) {
+                table[addr] = L::slot_word(key, value);
+            } else {
+                L::store_value(table_values, addr, value);
+            }
+        }
     }
 }
 
