@@ -45,8 +45,21 @@ pub struct FindResult<V: Int> {
     pub value: V,
     /// Buckets read for this key (only counted when `count_probes` is on; else 0).
     pub probes: u32,
-    /// The slot holding the key (`bucket * bucket_size + slot`, the index into the table's slot arrays) when
-    /// `found == 1`, else 0: where an in-place value update writes (the host path's classify pass).
+}
+
+/// A [`FindResult`] with the address of the slot holding the key (`bucket * bucket_size + slot`, the index
+/// into the table's slot arrays; 0 when absent): where the host path's classify pass updates a value in place.
+/// Kept apart from [`FindResult`] so that finds which do not need it do not carry it (on the H100 the address
+/// cost the wide find kernel 3-4 registers and 6-7% of its absent-key rate).
+#[derive(CubeType, Clone, Copy)]
+pub struct FoundAt<V: Int> {
+    /// As in [`FindResult`].
+    pub found: u32,
+    /// As in [`FindResult`].
+    pub value: V,
+    /// As in [`FindResult`].
+    pub probes: u32,
+    /// The slot address (valid when `found == 1`).
     pub slot: u32,
 }
 
@@ -209,9 +222,42 @@ pub fn tile_find<S: ProbingScheme, L: KeyLayout>(
     #[comptime] tile_width: u32,
     #[comptime] count_probes: bool,
 ) -> FindResult<L::Value> {
+    let r = tile_find_at::<S, L>(
+        table_keys,
+        table_values,
+        meta,
+        key,
+        active,
+        bucket_size,
+        tile_width,
+        count_probes,
+        false,
+    );
+    FindResult::<L::Value> {
+        found: r.found,
+        value: r.value,
+        probes: r.probes,
+    }
+}
+
+/// [`tile_find`], with the slot's address in the answer when `want_slot` (else the address is left 0 and
+/// compiled out).
+#[allow(clippy::too_many_arguments)]
+#[cube]
+pub fn tile_find_at<S: ProbingScheme, L: KeyLayout>(
+    table_keys: &Array<u64>,
+    table_values: &Array<u64>,
+    meta: TableMeta,
+    key: L::Key,
+    active: bool,
+    #[comptime] bucket_size: u32,
+    #[comptime] tile_width: u32,
+    #[comptime] count_probes: bool,
+    #[comptime] want_slot: bool,
+) -> FoundAt<L::Value> {
     let tl = tile_lane(tile_width);
     let mut pending = active;
-    let mut result = FindResult::<L::Value> {
+    let mut result = FoundAt::<L::Value> {
         found: 0u32,
         value: L::Value::new(0),
         probes: 0u32,
@@ -268,7 +314,9 @@ pub fn tile_find<S: ProbingScheme, L: KeyLayout>(
                 if act == action::FOUND {
                     result.found = 1u32;
                     result.value = value;
-                    result.slot = b * bucket_size + slot;
+                    if comptime!(want_slot) {
+                        result.slot = b * bucket_size + slot;
+                    }
                 }
             }
         }

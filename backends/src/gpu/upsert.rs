@@ -16,7 +16,7 @@
 //! never all ones, so `key + 1` fits), claimed by compare-and-swap and raised by `fetch_max`: one atomic per
 //! key. For 64-bit keys: a key word (all ones = empty) and a separate `u32` last-index word.
 
-use super::device_api::{ShapeScalars, meta_of, tile_find};
+use super::device_api::{ShapeScalars, meta_of, tile_find_at};
 use super::kernels::ADDED_COUNTERS;
 use super::layout::KeyLayout;
 use cubecl::prelude::*;
@@ -163,7 +163,7 @@ pub fn classify_kernel<S: ProbingScheme, L: KeyLayout>(
         key = keys[pos];
         active = mask[pos] == MASK_NEW;
     }
-    let r = tile_find::<S, L>(
+    let r = tile_find_at::<S, L>(
         table,
         table_values,
         meta,
@@ -172,6 +172,7 @@ pub fn classify_kernel<S: ProbingScheme, L: KeyLayout>(
         bucket_size,
         tile_width,
         false,
+        update,
     );
     if active && r.found == 1u32 {
         mask[pos] = MASK_UPDATE;
