@@ -104,6 +104,13 @@ pub trait ProbingScheme: Send + Sync + 'static {
     /// The scheme may ask for hash indices past the family's functions (`>= hash::MAX_HASHES`): the key's
     /// overflow sequence (`hash::overflow_bucket`). Drivers compile that branch in only when this is set.
     const OVERFLOW: bool = false;
+    /// When an insert's state reaches hash index `PAIR_AT`, the drivers read buckets `PAIR_AT` and `PAIR_AT + 1`
+    /// together (both loads in flight at once) and call `insert_step` on the second right after the first, in
+    /// the same iteration, if the first returned `NEXT` with `hash_index` moved on to `PAIR_AT + 1`. The steps
+    /// and their outcomes are exactly those of two iterations: only the memory latency and one round of the
+    /// work-sharing loop are saved. For schemes that always read two buckets before deciding (P2BHT, as BGHT's
+    /// `p2bht` does). [`NO_PAIR`]: never (the default; drivers then compile the second read out).
+    const PAIR_AT: u32 = NO_PAIR;
     /// Initialises `state` for inserting a key (`key_mix` is a hash of the key, seeding eviction randomness).
     fn insert_start(state: &mut ProbeState, key_mix: u32);
     /// Decide what to do after reading bucket `state.hash_index` while inserting.
@@ -125,6 +132,9 @@ pub trait ProbingScheme: Send + Sync + 'static {
         #[comptime] bucket_size: u32,
     ) -> Step;
 }
+
+/// [`ProbingScheme::PAIR_AT`] of a scheme that reads one bucket per step.
+pub const NO_PAIR: u32 = u32::MAX;
 
 /// A `Step` with the given action, target and slot.
 #[cube]

@@ -188,6 +188,25 @@ pub fn read_slots_either(
     out
 }
 
+/// `b` when `second`, else `a` (a lane's slots of one of two buckets read together; field by field, as cube code
+/// cannot reassign a whole struct).
+#[cube]
+pub fn pick_slots(a: LaneSlots, b: LaneSlots, second: bool) -> LaneSlots {
+    let mut out = LaneSlots {
+        w0: a.w0,
+        w1: a.w1,
+        w2: a.w2,
+        w3: a.w3,
+    };
+    if second {
+        out.w0 = b.w0;
+        out.w1 = b.w1;
+        out.w2 = b.w2;
+        out.w3 = b.w3;
+    }
+    out
+}
+
 /// The key half of a packed slot word.
 #[cube]
 pub fn word_key(w: u64) -> u32 {

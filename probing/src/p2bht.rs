@@ -2,7 +2,8 @@
 //!
 //! **Insert.** Read both candidate buckets `H0`, `H1` and claim the first empty slot of the less loaded one
 //! (ties go to `H0`); fail if both are full. Stable: pairs never move. With upsert on, a key found in either
-//! bucket is updated instead. A claim that loses a race restarts from `H0`.
+//! bucket is updated instead. A claim that loses a race restarts from `H0`. GPU drivers read the two buckets
+//! together (`PAIR_AT = 0`), as BGHT's `p2bht` does; the steps are the same.
 //!
 //! **Find.** `H0`, then `H1` (a key may be in either, so there is no early exit on a non-full bucket).
 
@@ -18,6 +19,9 @@ pub struct P2bht;
 
 #[cube]
 impl ProbingScheme for P2bht {
+    // Both candidates are read before any decision: the drivers load them together.
+    const PAIR_AT: u32 = 0;
+
     fn insert_start(state: &mut ProbeState, key_mix: u32) {
         reset_state(state, key_mix);
     }

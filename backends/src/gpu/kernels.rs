@@ -5,10 +5,10 @@
 use super::device_api::{ShapeScalars, meta_of, probe_bucket, tile_find};
 use super::layout::{KeyLayout, key_view};
 use cubecl::prelude::*;
-use hashtile_core::scheme::{ProbingScheme, action, blank_state};
+use hashtile_core::scheme::{NO_PAIR, ProbingScheme, action, blank_state};
 use hashtile_core::tile::{
-    EMPTY_WORD, read_slots_atomic, read_slots_either, slot_address, slot_word, tile_ballot,
-    tile_lane, tile_shuffle_u64,
+    EMPTY_WORD, pick_slots, read_slots_atomic, read_slots_either, slot_address, slot_word,
+    tile_ballot, tile_lane, tile_shuffle_u64,
 };
 
 /// Number of spread-out counters per statistic: one shared counter would serialise millions of atomics.
@@ -125,6 +125,33 @@ pub fn insert_kernel<S: ProbingScheme, L: KeyLayout>(
         } else {
             read_slots_atomic(table, b, has_op, tl, bucket_size, tile_width)
         };
+        // A scheme that reads two buckets before deciding (`S::PAIR_AT`) gets the second one loaded together
+        // with the first, so that both loads are in flight at once; everything here compiles out for the others.
+        let mut pair = false;
+        let mut b2 = b;
+        let mut slots2 = slots;
+        if comptime!(S::PAIR_AT != NO_PAIR) {
+            pair = has_op && read_index == S::PAIR_AT;
+            b2 = probe_bucket::<S, L>(meta, cur_key, read_index + 1u32);
+            let second = if comptime!(plain_reads) {
+                read_slots_either(
+                    table,
+                    table_plain,
+                    b2,
+                    pair,
+                    coherent,
+                    tl,
+                    bucket_size,
+                    tile_width,
+                )
+            } else {
+                read_slots_atomic(table, b2, pair, tl, bucket_size, tile_width)
+            };
+            slots2.w0 = second.w0;
+            slots2.w1 = second.w1;
+            slots2.w2 = second.w2;
+            slots2.w3 = second.w3;
+        }
         let view = key_view::<L>(slots, cur_key, tl, bucket_size, tile_width);
         let mut act = u32::new(action::NEXT as i64);
         let mut target = u32::new(0);
@@ -138,6 +165,21 @@ pub fn insert_kernel<S: ProbingScheme, L: KeyLayout>(
             target = st.target;
             slot = st.slot;
         }
+        // The action is on the pair's second bucket (whose slots are then the ones to act on).
+        let mut on_second = false;
+        if comptime!(S::PAIR_AT != NO_PAIR) {
+            let view2 = key_view::<L>(slots2, cur_key, tl, bucket_size, tile_width);
+            if pair && act == action::NEXT && state.hash_index == read_index + 1u32 {
+                let st = S::insert_step(&mut state, view2, meta.params, bucket_size);
+                if comptime!(count_probes) {
+                    probes += 1u32;
+                }
+                act = st.action;
+                target = st.target;
+                slot = st.slot;
+                on_second = target == read_index + 1u32;
+            }
+        }
         if comptime!(!L::MOVES_PAIRS) {
             // A layout whose pairs cannot move atomically hands an eviction back as a failure (stable schemes,
             // the only ones such tables run, never ask for one).
@@ -149,13 +191,25 @@ pub fn insert_kernel<S: ProbingScheme, L: KeyLayout>(
         // Execute the memory action on the owner lane of the slot, then broadcast what it saw. An update of a
         // packed pair swaps the word it saw; a layout that keeps values apart only stores the value.
         let seen = if comptime!(L::MOVES_PAIRS) {
-            slot_word(slots, slot, tl, bucket_size, tile_width)
+            if comptime!(S::PAIR_AT != NO_PAIR) {
+                slot_word(
+                    pick_slots(slots, slots2, on_second),
+                    slot,
+                    tl,
+                    bucket_size,
+                    tile_width,
+                )
+            } else {
+                slot_word(slots, slot, tl, bucket_size, tile_width)
+            }
         } else {
             EMPTY_WORD.runtime()
         };
         // The action's bucket is nearly always the one just read; hashing again costs ~10% of the instructions.
         let mut tb = b;
-        if target != read_index {
+        if on_second {
+            tb = b2;
+        } else if target != read_index {
             tb = probe_bucket::<S, L>(meta, cur_key, target);
         }
         let owner = slot % tile_width;
