@@ -132,7 +132,9 @@ pub fn insert_kernel<S: ProbingScheme, L: KeyLayout>(
         let mut slots2 = slots;
         if comptime!(S::PAIR_AT != NO_PAIR) {
             pair = has_op && read_index == S::PAIR_AT;
-            b2 = probe_bucket::<S, L>(meta, cur_key, read_index + 1u32);
+            if pair {
+                b2 = probe_bucket::<S, L>(meta, cur_key, read_index + 1u32);
+            }
             let second = if comptime!(plain_reads) {
                 read_slots_either(
                     table,
@@ -168,16 +170,19 @@ pub fn insert_kernel<S: ProbingScheme, L: KeyLayout>(
         // The action is on the pair's second bucket (whose slots are then the ones to act on).
         let mut on_second = false;
         if comptime!(S::PAIR_AT != NO_PAIR) {
-            let view2 = key_view::<L>(slots2, cur_key, tl, bucket_size, tile_width);
-            if pair && act == action::NEXT && state.hash_index == read_index + 1u32 {
-                let st = S::insert_step(&mut state, view2, meta.params, bucket_size);
-                if comptime!(count_probes) {
-                    probes += 1u32;
+            // The view's ballots only when some tile of the plane read a pair (uniform across the plane).
+            if plane_any(pair) {
+                let view2 = key_view::<L>(slots2, cur_key, tl, bucket_size, tile_width);
+                if pair && act == action::NEXT && state.hash_index == read_index + 1u32 {
+                    let st = S::insert_step(&mut state, view2, meta.params, bucket_size);
+                    if comptime!(count_probes) {
+                        probes += 1u32;
+                    }
+                    act = st.action;
+                    target = st.target;
+                    slot = st.slot;
+                    on_second = target == read_index + 1u32;
                 }
-                act = st.action;
-                target = st.target;
-                slot = st.slot;
-                on_second = target == read_index + 1u32;
             }
         }
         if comptime!(!L::MOVES_PAIRS) {
