@@ -20,6 +20,7 @@ runs=(
   "gpu cuda_exchange_claims_match_oracle"
   "matrix cuda_bcht_b8"
   "matrix cuda_iht_b16_u64"
+  "matrix cuda_p2bht_b16"
 )
 for tool in memcheck racecheck synccheck; do
   for r in "${runs[@]}"; do
