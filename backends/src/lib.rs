@@ -7,8 +7,10 @@
 //! - [`gpu`]: CUDA (feature `cuda`) and Vulkan (feature `vulkan`) through CubeCL; [`gpu::GpuTable`] also
 //!   takes device-resident buffers and exposes the device API for your own kernels.
 //! - [`HashTable`]: the typed host API over any of them, with [`BackendChoice::Auto`] selection.
+//! - [`csr`]: static CSR tables (HashGraph): multimap builds by count / prefix sum / place, `find_all`, joins.
 
 pub mod cpu;
+pub mod csr;
 mod engine;
 pub mod gpu;
 mod gpu_engine;

@@ -1,0 +1,393 @@
+//! Static CSR hash tables (HashGraph, `../shared/papers/hashgraph-csr-hash-tables.txt`): the hash values are the
+//! vertices of a graph in compressed-sparse-row form. A build **counts** the keys that hash to each vertex,
+//! **prefix-sums** the counts into offsets, and **places** every pair in its vertex's contiguous range. There are
+//! no empty slots (so no sentinel key: every bit pattern is a key), no probing past a key's own range, and
+//! duplicate keys cost nothing extra: the table is a multimap.
+//!
+//! The number of vertices (the hash range) is the load knob; the paper uses N/2 .. 2N for N keys.
+//!
+//! This is the CPU backend, which is also the oracle of the GPU one to come (issue 11): it places pairs in
+//! input order within a vertex (a parallel sort by `(vertex, position)`), so its layout is deterministic. The
+//! order of a key's values in [`CsrTable::find_all`] is **unspecified** in the API (the GPU build places with
+//! atomics); compare them as multisets.
+//!
+//! ```
+//! use hashtile_backends::csr::{CsrConfig, CsrTable, JoinMethod, CsrJoin};
+//!
+//! let keys = [7u32, 3, 7, 9, 7];
+//! let values = [70u32, 30, 71, 90, 72];
+//! let t = CsrTable::build(&CsrConfig::default(), &keys, &values)?;
+//! assert_eq!(t.count(&[7, 3, 5])?, vec![3, 1, 0]);
+//! let all = t.find_all(&[7, 5])?;
+//! assert_eq!(all.offsets, vec![0, 3, 3]);
+//! let mut sevens = all.values.clone();
+//! sevens.sort();
+//! assert_eq!(sevens, vec![70, 71, 72]);
+//!
+//! // A hash join: the matching (left index, right index) pairs; the size comes first.
+//! let join = CsrJoin::plan(&CsrConfig::default(), &keys, &[9u32, 7], JoinMethod::Probe)?;
+//! assert_eq!(join.len(), 4);
+//! let (mut left, mut right) = (vec![0u32; join.len()], vec![0u32; join.len()]);
+//! join.write_into(&mut left, &mut right)?;
+//! let mut pairs: Vec<(u32, u32)> = left.into_iter().zip(right).collect();
+//! pairs.sort();
+//! assert_eq!(pairs, vec![(0, 1), (2, 1), (3, 0), (4, 1)]);
+//! # Ok::<(), hashtile_core::Error>(())
+//! ```
+
+use crate::select::{Backend, BackendChoice};
+use hashtile_core::{Error, HashFamily, Key, Result, Value};
+use rayon::prelude::*;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// How a CSR table is built.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CsrConfig {
+    /// Number of vertices (hash values). `None`: `range_factor` times the number of keys (at least 1).
+    pub vertices: Option<u32>,
+    /// Vertices per key when `vertices` is `None` (the paper: 0.5 .. 2). Must be finite and positive.
+    pub range_factor: f64,
+    /// Seed of the hash function.
+    pub seed: u64,
+    /// Where the table lives. Only the CPU backend exists so far: `Auto` picks it, and a GPU backend asked for
+    /// by name is an [`Error::BackendUnavailable`].
+    pub backend: BackendChoice,
+}
+
+impl Default for CsrConfig {
+    fn default() -> Self {
+        Self {
+            vertices: None,
+            range_factor: 1.0,
+            seed: crate::table::DEFAULT_SEED,
+            backend: BackendChoice::Auto,
+        }
+    }
+}
+
+impl CsrConfig {
+    /// This configuration with exactly `vertices` vertices.
+    pub fn vertices(mut self, vertices: u32) -> Self {
+        self.vertices = Some(vertices);
+        self
+    }
+    /// This configuration with `factor` vertices per key.
+    pub fn range_factor(mut self, factor: f64) -> Self {
+        self.range_factor = factor;
+        self.vertices = None;
+        self
+    }
+
+    /// The vertex count for `n` keys, checked.
+    fn vertices_for(&self, n: usize) -> Result<u32> {
+        match self.backend {
+            BackendChoice::Auto | BackendChoice::Exactly(Backend::Cpu) => {}
+            BackendChoice::Exactly(b) => {
+                return Err(Error::BackendUnavailable {
+                    backend: match b {
+                        Backend::Cuda => "cuda",
+                        Backend::Vulkan => "vulkan",
+                        Backend::Cpu => "cpu",
+                    },
+                    reason: "CSR tables run on the CPU backend only so far".into(),
+                    how: "use BackendChoice::Auto or Exactly(Backend::Cpu); the GPU build is issue 11's next step",
+                });
+            }
+        }
+        if n > u32::MAX as usize {
+            return Err(Error::InvalidConfig(format!(
+                "a CSR table holds at most 2^32 - 1 pairs (offsets are 32-bit), got {n}"
+            )));
+        }
+        match self.vertices {
+            Some(0) => Err(Error::InvalidConfig(
+                "a CSR table needs at least one vertex".into(),
+            )),
+            Some(v) => Ok(v),
+            None => {
+                let f = self.range_factor;
+                if !f.is_finite() || f <= 0.0 {
+                    return Err(Error::InvalidConfig(format!(
+                        "range_factor must be finite and positive, got {f}"
+                    )));
+                }
+                let v = (n as f64 * f).ceil();
+                if v > u32::MAX as f64 {
+                    return Err(Error::InvalidConfig(format!(
+                        "{n} keys at range_factor {f} need {v} vertices, more than 2^32 - 1"
+                    )));
+                }
+                Ok((v as u32).max(1))
+            }
+        }
+    }
+}
+
+/// Every value of each query key: the values of query `i` are `values[offsets[i]..offsets[i + 1]]`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct FindAll<V> {
+    /// `queries + 1` offsets into `values`.
+    pub offsets: Vec<usize>,
+    /// The values, query by query.
+    pub values: Vec<V>,
+}
+
+/// A static CSR hash table (multimap) of `K -> V` pairs.
+#[derive(Debug, Clone)]
+pub struct CsrTable<K: Key, V: Value> {
+    family: HashFamily,
+    vertices: u32,
+    /// `vertices + 1` offsets into `keys` / `values`.
+    offsets: Vec<u32>,
+    keys: Vec<K>,
+    values: Vec<V>,
+}
+
+impl<K: Key, V: Value> CsrTable<K, V> {
+    /// Builds the table of `(keys[i], values[i])`: count, prefix sum, place. Duplicate keys are all kept.
+    pub fn build(cfg: &CsrConfig, keys: &[K], values: &[V]) -> Result<Self> {
+        if keys.len() != values.len() {
+            return Err(Error::LengthMismatch {
+                what: "values",
+                got: values.len(),
+                expected: keys.len(),
+            });
+        }
+        let vertices = cfg.vertices_for(keys.len())?;
+        let family = HashFamily::new(cfg.seed);
+        let vertex_of: Vec<u32> = keys
+            .par_iter()
+            .map(|k| family.bucket(k.widen(), 0, vertices))
+            .collect();
+        // Count (one atomic per key, as the GPU build does), then an exclusive prefix sum.
+        let counts: Vec<AtomicU32> = (0..vertices).map(|_| AtomicU32::new(0)).collect();
+        vertex_of.par_iter().for_each(|&v| {
+            counts[v as usize].fetch_add(1, Ordering::Relaxed);
+        });
+        let mut offsets = Vec::with_capacity(vertices as usize + 1);
+        let mut sum = 0u32;
+        offsets.push(0);
+        for c in &counts {
+            sum += c.load(Ordering::Relaxed);
+            offsets.push(sum);
+        }
+        // Place: positions sorted by (vertex, position), so each vertex's range keeps input order.
+        let mut order: Vec<u32> = (0..keys.len() as u32).collect();
+        order.par_sort_unstable_by_key(|&i| (vertex_of[i as usize], i));
+        let keys = order.par_iter().map(|&i| keys[i as usize]).collect();
+        let values = order.par_iter().map(|&i| values[i as usize]).collect();
+        Ok(Self {
+            family,
+            vertices,
+            offsets,
+            keys,
+            values,
+        })
+    }
+
+    /// Number of vertices (the hash range).
+    pub fn vertices(&self) -> u32 {
+        self.vertices
+    }
+
+    /// Number of pairs stored.
+    pub fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    /// `true` when no pair is stored.
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
+
+    /// The backend the table lives on.
+    pub fn backend(&self) -> Backend {
+        Backend::Cpu
+    }
+
+    /// The vertex `key` hashes to.
+    fn vertex(&self, key: K) -> usize {
+        self.family.bucket(key.widen(), 0, self.vertices) as usize
+    }
+
+    /// The range of vertex `v` in the placed arrays.
+    fn range(&self, v: usize) -> std::ops::Range<usize> {
+        self.offsets[v] as usize..self.offsets[v + 1] as usize
+    }
+
+    /// The positions (in the placed arrays) of `key`'s pairs.
+    fn matches(&self, key: K) -> impl Iterator<Item = usize> + '_ {
+        self.range(self.vertex(key))
+            .filter(move |&j| self.keys[j] == key)
+    }
+
+    /// How many values each query key has (0 when absent).
+    pub fn count(&self, queries: &[K]) -> Result<Vec<u32>> {
+        Ok(queries
+            .par_iter()
+            .map(|&q| self.matches(q).count() as u32)
+            .collect())
+    }
+
+    /// Every value of each query key (multimap semantics; the order of one key's values is unspecified).
+    pub fn find_all(&self, queries: &[K]) -> Result<FindAll<V>> {
+        let counts = self.count(queries)?;
+        let mut offsets = Vec::with_capacity(queries.len() + 1);
+        let mut sum = 0usize;
+        offsets.push(0);
+        for &c in &counts {
+            sum += c as usize;
+            offsets.push(sum);
+        }
+        let values: Vec<V> = queries
+            .par_iter()
+            .flat_map_iter(|&q| self.matches(q).map(|j| self.values[j]))
+            .collect();
+        debug_assert_eq!(values.len(), sum);
+        Ok(FindAll { offsets, values })
+    }
+
+    /// The stored pairs in placement order (vertex by vertex).
+    pub fn pairs(&self) -> Vec<(K, V)> {
+        self.keys
+            .iter()
+            .copied()
+            .zip(self.values.iter().copied())
+            .collect()
+    }
+}
+
+/// How [`CsrJoin`] finds the matching pairs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JoinMethod {
+    /// Build a table of the left keys (values: their positions) and probe it with each right key.
+    Probe,
+    /// The paper's: build a table of each side with the same hash function and range, then intersect the two
+    /// tables' ranges vertex by vertex (only keys of one vertex can match).
+    Intersect,
+}
+
+/// A hash join of two key columns: every `(i, j)` with `left[i] == right[j]`. [`CsrJoin::plan`] builds the
+/// tables and counts the matches, so that the caller can allocate the output ([`CsrJoin::len`]) before
+/// [`CsrJoin::write_into`] fills it. The order of the pairs is unspecified.
+#[derive(Debug, Clone)]
+pub struct CsrJoin<K: Key> {
+    left: CsrTable<K, u32>,
+    /// `Probe`: the right keys; `Intersect`: empty.
+    probe: Vec<K>,
+    /// `Intersect`: the right side's table.
+    right: Option<CsrTable<K, u32>>,
+    /// Matches per right key (`Probe`) or per vertex (`Intersect`), as an exclusive prefix sum (`+ 1` entries).
+    starts: Vec<usize>,
+}
+
+impl<K: Key> CsrJoin<K> {
+    /// Builds what `method` needs for `left` and `right` and counts the matching pairs.
+    pub fn plan(cfg: &CsrConfig, left: &[K], right: &[K], method: JoinMethod) -> Result<Self> {
+        if left.len() > u32::MAX as usize || right.len() > u32::MAX as usize {
+            return Err(Error::InvalidConfig(
+                "join positions are 32-bit: each side holds at most 2^32 - 1 keys".into(),
+            ));
+        }
+        let positions = |n: usize| (0..n as u32).collect::<Vec<u32>>();
+        // Both sides share one hash range (sized by the larger side) so that `Intersect` can pair vertices.
+        let vertices = cfg.vertices_for(left.len().max(right.len()))?;
+        let cfg = cfg.clone().vertices(vertices);
+        let left_table = CsrTable::build(&cfg, left, &positions(left.len()))?;
+        let (probe, right_table, per) = match method {
+            JoinMethod::Probe => {
+                let counts = left_table.count(right)?;
+                (
+                    right.to_vec(),
+                    None,
+                    counts.into_iter().map(|c| c as usize).collect(),
+                )
+            }
+            JoinMethod::Intersect => {
+                let r = CsrTable::build(&cfg, right, &positions(right.len()))?;
+                let per: Vec<usize> = (0..vertices as usize)
+                    .into_par_iter()
+                    .map(|v| intersect_vertex(&left_table, &r, v).count())
+                    .collect();
+                (Vec::new(), Some(r), per)
+            }
+        };
+        let mut starts = Vec::with_capacity(per.len() + 1);
+        let mut sum = 0usize;
+        starts.push(0);
+        for c in per {
+            sum += c;
+            starts.push(sum);
+        }
+        Ok(Self {
+            left: left_table,
+            probe,
+            right: right_table,
+            starts,
+        })
+    }
+
+    /// Number of matching pairs.
+    pub fn len(&self) -> usize {
+        *self.starts.last().expect("starts has a first entry")
+    }
+
+    /// `true` when nothing matches.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Writes the matching pairs: `left_out[k]` and `right_out[k]` are the positions of pair `k` in the left
+    /// and right columns. Both slices must hold exactly [`CsrJoin::len`] entries.
+    pub fn write_into(&self, left_out: &mut [u32], right_out: &mut [u32]) -> Result<()> {
+        for (what, got) in [("left_out", left_out.len()), ("right_out", right_out.len())] {
+            if got != self.len() {
+                return Err(Error::LengthMismatch {
+                    what,
+                    got,
+                    expected: self.len(),
+                });
+            }
+        }
+        let pairs: Vec<(u32, u32)> = match &self.right {
+            None => self
+                .probe
+                .par_iter()
+                .enumerate()
+                .flat_map_iter(|(j, &k)| {
+                    self.left
+                        .matches(k)
+                        .map(move |p| (self.left.values[p], j as u32))
+                })
+                .collect(),
+            Some(r) => (0..self.left.vertices as usize)
+                .into_par_iter()
+                .flat_map_iter(|v| intersect_vertex(&self.left, r, v).collect::<Vec<_>>())
+                .collect(),
+        };
+        debug_assert_eq!(pairs.len(), self.len());
+        left_out
+            .par_iter_mut()
+            .zip(right_out.par_iter_mut())
+            .zip(pairs.par_iter())
+            .for_each(|((l, r), &(a, b))| {
+                *l = a;
+                *r = b;
+            });
+        Ok(())
+    }
+}
+
+/// The matching `(left position, right position)` pairs of vertex `v` of two tables with one hash range.
+fn intersect_vertex<'a, K: Key>(
+    left: &'a CsrTable<K, u32>,
+    right: &'a CsrTable<K, u32>,
+    v: usize,
+) -> impl Iterator<Item = (u32, u32)> + 'a {
+    let rr = right.range(v);
+    left.range(v).flat_map(move |i| {
+        rr.clone()
+            .filter(move |&j| left.keys[i] == right.keys[j])
+            .map(move |j| (left.values[i], right.values[j]))
+    })
+}

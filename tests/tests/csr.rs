@@ -1,0 +1,187 @@
+//! CSR (HashGraph) tables against simple oracles: a `HashMap<K, Vec<V>>` multimap for `count` / `find_all`, and
+//! a nested-loop join for `CsrJoin` (both methods). Inputs: unique keys, heavy duplicates, all keys equal, empty
+//! inputs, absent probe keys, a hash range of 1, the all-ones key (a CSR table has no sentinel), u32 and u64.
+
+use hashtile::{
+    Backend, BackendChoice, CsrConfig, CsrJoin, CsrTable, Error, JoinMethod, Key, Value,
+};
+use rand::{Rng, SeedableRng, rngs::StdRng};
+use std::collections::HashMap;
+
+/// Checks `count` and `find_all` of a table built from `(keys, values)` against the multimap, for the stored
+/// keys and `absent`.
+fn check_lookups<K: Key, V: Value + Ord>(cfg: &CsrConfig, keys: &[K], values: &[V], absent: &[K]) {
+    let t = CsrTable::build(cfg, keys, values).unwrap();
+    assert_eq!(t.len(), keys.len());
+    let mut oracle: HashMap<K, Vec<V>> = HashMap::new();
+    for (&k, &v) in keys.iter().zip(values) {
+        oracle.entry(k).or_default().push(v);
+    }
+    let queries: Vec<K> = oracle.keys().chain(absent).copied().collect();
+    let counts = t.count(&queries).unwrap();
+    let all = t.find_all(&queries).unwrap();
+    assert_eq!(all.offsets.len(), queries.len() + 1);
+    assert_eq!(*all.offsets.last().unwrap(), all.values.len());
+    for (i, q) in queries.iter().enumerate() {
+        let want = oracle.get(q).cloned().unwrap_or_default();
+        assert_eq!(counts[i] as usize, want.len(), "count of {q}");
+        let mut got = all.values[all.offsets[i]..all.offsets[i + 1]].to_vec();
+        let mut want = want;
+        got.sort();
+        want.sort();
+        assert_eq!(got, want, "values of {q}");
+    }
+    // Every pair is stored once: the placed pairs are the input as a multiset.
+    let mut placed = t.pairs();
+    let mut input: Vec<(K, V)> = keys.iter().copied().zip(values.iter().copied()).collect();
+    placed.sort();
+    input.sort();
+    assert_eq!(placed, input);
+}
+
+/// Checks both join methods against a nested-loop join.
+fn check_join<K: Key>(cfg: &CsrConfig, left: &[K], right: &[K]) {
+    let mut want: Vec<(u32, u32)> = Vec::new();
+    for (i, l) in left.iter().enumerate() {
+        for (j, r) in right.iter().enumerate() {
+            if l == r {
+                want.push((i as u32, j as u32));
+            }
+        }
+    }
+    want.sort();
+    for method in [JoinMethod::Probe, JoinMethod::Intersect] {
+        let join = CsrJoin::plan(cfg, left, right, method).unwrap();
+        assert_eq!(join.len(), want.len(), "{method:?} size");
+        let (mut l, mut r) = (vec![0u32; join.len()], vec![0u32; join.len()]);
+        join.write_into(&mut l, &mut r).unwrap();
+        let mut got: Vec<(u32, u32)> = l.into_iter().zip(r).collect();
+        got.sort();
+        assert_eq!(got, want, "{method:?} pairs");
+    }
+}
+
+fn random_keys<K: Key>(n: usize, distinct: u64, seed: u64) -> Vec<K> {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let bits = K::BITS;
+    (0..n)
+        .map(|_| {
+            let x = rng.random_range(0..distinct);
+            // Spread the small range over the key space (a bijective mix), keeping duplicates.
+            K::narrow(x.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - bits))
+        })
+        .collect()
+}
+
+#[test]
+fn lookups_match_multimap() {
+    let cfg = CsrConfig::default();
+    // Unique keys, light and heavy duplicates, all keys equal, at several hash ranges (1 vertex included).
+    for (n, distinct) in [(5000, 1 << 40), (5000, 1000), (4000, 125), (3000, 1)] {
+        let keys: Vec<u32> = random_keys(n, distinct, n as u64 + distinct);
+        let values: Vec<u32> = (0..n as u32).collect();
+        let absent: Vec<u32> = random_keys::<u32>(200, 1 << 40, 99)
+            .into_iter()
+            .filter(|k| !keys.contains(k))
+            .collect();
+        for c in [
+            cfg.clone(),
+            cfg.clone().range_factor(0.5),
+            cfg.clone().range_factor(2.0),
+            cfg.clone().vertices(1),
+        ] {
+            check_lookups(&c, &keys, &values, &absent);
+        }
+    }
+}
+
+#[test]
+fn wide_keys_and_values_match_multimap() {
+    let keys: Vec<u64> = random_keys(3000, 700, 5);
+    let values: Vec<u64> = keys.iter().map(|k| k.rotate_left(17)).collect();
+    check_lookups(&CsrConfig::default(), &keys, &values, &[1, 2, 3]);
+    let narrow_values: Vec<u32> = (0..3000).collect();
+    check_lookups(&CsrConfig::default(), &keys, &narrow_values, &[]);
+}
+
+#[test]
+fn every_key_is_storable() {
+    // No empty slots, so no sentinel: the all-ones key is an ordinary key.
+    let keys = [u32::MAX, 0, u32::MAX, 5];
+    let values = [1u32, 2, 3, 4];
+    check_lookups(&CsrConfig::default(), &keys, &values, &[6]);
+}
+
+#[test]
+fn empty_inputs() {
+    let t = CsrTable::<u32, u32>::build(&CsrConfig::default(), &[], &[]).unwrap();
+    assert!(t.is_empty());
+    assert_eq!(t.vertices(), 1);
+    assert_eq!(t.count(&[1, 2]).unwrap(), vec![0, 0]);
+    let all = t.find_all(&[]).unwrap();
+    assert_eq!((all.offsets, all.values), (vec![0], vec![]));
+    check_join::<u32>(&CsrConfig::default(), &[], &[1, 2]);
+    check_join::<u32>(&CsrConfig::default(), &[1, 2], &[]);
+    check_join::<u32>(&CsrConfig::default(), &[], &[]);
+}
+
+#[test]
+fn joins_match_nested_loops() {
+    let cfg = CsrConfig::default();
+    let mut rng = StdRng::seed_from_u64(3);
+    for (nl, nr, distinct) in [
+        (300, 400, 1 << 40),
+        (300, 400, 50),
+        (200, 150, 1),
+        (500, 10, 20),
+    ] {
+        let left: Vec<u32> = random_keys(nl, distinct, rng.random());
+        let right: Vec<u32> = random_keys(nr, distinct, rng.random());
+        for c in [
+            cfg.clone(),
+            cfg.clone().vertices(1),
+            cfg.clone().range_factor(0.5),
+        ] {
+            check_join(&c, &left, &right);
+        }
+    }
+    let left: Vec<u64> = random_keys(300, 40, 8);
+    let right: Vec<u64> = random_keys(300, 40, 9);
+    check_join(&cfg, &left, &right);
+}
+
+#[test]
+fn bad_input_is_a_typed_error() {
+    let cfg = CsrConfig::default();
+    assert!(matches!(
+        CsrTable::<u32, u32>::build(&cfg, &[1, 2], &[1]),
+        Err(Error::LengthMismatch { .. })
+    ));
+    for f in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+        assert!(
+            matches!(
+                CsrTable::<u32, u32>::build(&cfg.clone().range_factor(f), &[1], &[1]),
+                Err(Error::InvalidConfig(_))
+            ),
+            "range factor {f}"
+        );
+    }
+    assert!(matches!(
+        CsrTable::<u32, u32>::build(&cfg.clone().vertices(0), &[1], &[1]),
+        Err(Error::InvalidConfig(_))
+    ));
+    let gpu = CsrConfig {
+        backend: BackendChoice::Exactly(Backend::Cuda),
+        ..CsrConfig::default()
+    };
+    assert!(matches!(
+        CsrTable::<u32, u32>::build(&gpu, &[1], &[1]),
+        Err(Error::BackendUnavailable { .. })
+    ));
+    let join = CsrJoin::plan(&cfg, &[1u32, 1], &[1u32], JoinMethod::Probe).unwrap();
+    let (mut l, mut r) = (vec![0u32; 1], vec![0u32; 2]);
+    assert!(matches!(
+        join.write_into(&mut l, &mut r),
+        Err(Error::LengthMismatch { .. })
+    ));
+}
