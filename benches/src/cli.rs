@@ -40,6 +40,74 @@ pub enum Cmd {
     /// The user-facing calls (`insert`, `find_into`, `find`, upsert) on host data, from `Vec`s and from pinned
     /// buffers, each against a ceiling measured in the same run (GPUs: the bus; CPU: `std::collections::HashMap`).
     Host(HostArgs),
+    /// CSR (HashGraph) tables: build, count, find_all and joins over hash ranges and duplicates per key, against
+    /// a `HashMap<K, Vec<V>>` multimap measured in the same run (CPU backend so far).
+    Csr(CsrArgs),
+}
+
+/// Options of the `csr` mode.
+#[derive(clap::Args, Debug, Clone)]
+pub struct CsrArgs {
+    /// Keys, as a power of two (1..=30).
+    #[arg(long, default_value_t = 20)]
+    pub log2_keys: u32,
+    /// Occurrences of each distinct key (comma separated), each a divisor of 2^log2-keys (a power of two).
+    #[arg(long, value_delimiter = ',', default_value = "1,4,32")]
+    pub dups: Vec<usize>,
+    /// Vertices per key (comma separated), each finite and positive (the paper: 0.5 .. 2).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "0.5,1,2",
+        allow_negative_numbers = true
+    )]
+    pub range: Vec<f64>,
+    /// Timed runs per call after one warm-up (the median is reported).
+    #[arg(long, default_value_t = 3)]
+    pub runs: usize,
+    /// CSV output file.
+    #[arg(long, default_value = "hashtile-bench-csr.csv")]
+    pub csv: String,
+}
+
+/// Checks the `csr` mode's options (sizes against the machine's memory included).
+pub fn csr(a: CsrArgs) -> Result<CsrArgs, String> {
+    check_repeats("--runs", a.runs)?;
+    let log2 = check_log2_keys("--log2-keys", a.log2_keys)?;
+    check_csv_path(&a.csv)?;
+    let n = 1usize << log2;
+    if a.dups.is_empty() || a.range.is_empty() {
+        return Err("--dups and --range need at least one value each".into());
+    }
+    for &d in &a.dups {
+        if d == 0 || d > n || n % d != 0 {
+            return Err(format!(
+                "--dups {d}: must divide 2^{log2} (so that every key occurs exactly that often)"
+            ));
+        }
+    }
+    for &r in &a.range {
+        if !r.is_finite() || r <= 0.0 || r > 64.0 {
+            return Err(format!(
+                "--range {r}: must be finite, positive and at most 64"
+            ));
+        }
+    }
+    // Keys, values, the table (keys, values, offsets), the multimap, and the largest join's output.
+    let nn = n as u64;
+    let max_range = a.range.iter().cloned().fold(0.0, f64::max);
+    let max_dups = *a.dups.iter().max().expect("checked non-empty") as u64;
+    let need = 8 * nn
+        + 8 * nn
+        + (4.0 * nn as f64 * max_range) as u64
+        + hashmap_bytes(nn, 8)
+        + 8 * nn * max_dups;
+    check_footprint(
+        &format!("csr mode, 2^{log2} keys"),
+        Footprint::host(need),
+        Capacity::of_machine(Backend::Cpu),
+    )?;
+    Ok(a)
 }
 
 /// Options of the `host` mode.

@@ -7,10 +7,11 @@
 //!
 //! Subcommands: `rates` (the above; also what runs when no subcommand is given), `sweep` (the BGHT paper's
 //! experiments over every scheme: rates vs load factor and vs N, probes, build success rate; see `sweep/`)
-//! and `host` (the user-facing calls on host data, `Vec`s and pinned buffers, against the bus or `HashMap`
-//! measured in the same run; see `host.rs`).
+//! `host` (the user-facing calls on host data, `Vec`s and pinned buffers, against the bus or `HashMap`
+//! measured in the same run; see `host.rs`) and `csr` (CSR tables: build, count, find_all, joins; `csr.rs`).
 
 mod cli;
+mod csr;
 mod host;
 mod plot;
 mod sweep;
@@ -160,6 +161,7 @@ fn run() -> Result<i32, BenchError> {
         Some(Cmd::Sweep(a)) => sweep::run(sweep::Setup::new(a)?),
         Some(Cmd::Rates(args)) => rates(cli::rates(args)?),
         Some(Cmd::Host(args)) => host::run(&cli::host(args)?).map_err(BenchError::Run),
+        Some(Cmd::Csr(args)) => csr::run(&cli::csr(args)?).map_err(BenchError::Run),
         None => rates(cli::rates(cli.rates)?),
     }
 }

@@ -333,3 +333,46 @@ fn small_cpu_host_run_writes_its_csv() {
     assert!(rows.iter().all(|r| r.contains("std HashMap")), "{csv}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn csr_mode_refuses_bad_input_and_checks_its_answers() {
+    assert_refused(
+        &["csr", "--log2-keys", "10", "--dups", "3"],
+        "--dups 3: must divide 2^10",
+    );
+    assert_refused(&["csr", "--log2-keys", "10", "--dups", "0"], "--dups 0");
+    assert_refused(
+        &["csr", "--log2-keys", "10", "--range", "-1"],
+        "--range -1: must be finite, positive",
+    );
+    assert_refused(&["csr", "--log2-keys", "40"], "--log2-keys 40");
+    assert_refused(&["csr", "--runs", "0"], "--runs 0: must be at least 1");
+    // A small run: every answer checked, exit 0, CSV written.
+    let dir = scratch("csr");
+    let out = run_in(
+        &dir,
+        &[
+            "csr",
+            "--log2-keys",
+            "10",
+            "--dups",
+            "1,8",
+            "--range",
+            "1",
+            "--runs",
+            "1",
+            "--csv",
+            "c.csv",
+        ],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!stdout.contains(" NO"), "{stdout}");
+    let csv = std::fs::read_to_string(dir.join("c.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 1 + 2 * 5, "{csv}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
