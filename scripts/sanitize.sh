@@ -21,6 +21,7 @@ runs=(
   "matrix cuda_bcht_b8"
   "matrix cuda_iht_b16_u64"
   "matrix cuda_p2bht_b16"
+  "gpu_scan cuda"
 )
 for tool in memcheck racecheck synccheck; do
   for r in "${runs[@]}"; do

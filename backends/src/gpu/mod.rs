@@ -37,6 +37,7 @@ pub mod device_api;
 pub(crate) mod host_path;
 pub mod kernels;
 pub mod layout;
+pub mod scan;
 pub mod transfer;
 pub mod upsert;
 

@@ -1,0 +1,113 @@
+//! Exclusive prefix sums of `u32` arrays on the device (reduce-then-scan), written once for every user: the CSR
+//! build's offsets (issue 11), and any count-then-place pass. CubeCL 0.10 has no device-wide scan primitive
+//! (its plane scans cover one plane), so this module builds one from a cube-wide scan in shared memory:
+//!
+//! 1. [`scan_block_kernel`]: each cube of [`CUBE_SIZE`] units scans its block of the input in shared memory
+//!    (Hillis-Steele: log2 of the block in steps, a barrier each), writes the block's exclusive prefix sums and
+//!    the block's total;
+//! 2. the totals (one per block, 1/256 of the input) are scanned the same way, recursively, until one block
+//!    holds them;
+//! 3. [`scan_add_kernel`]: each block adds its total's prefix.
+//!
+//! Shared memory and cube barriers only, no plane operations, so the result does not depend on the plane
+//! size (8 on lavapipe, 32 on CUDA). The sums are 32-bit: inputs whose total exceeds `u32::MAX` wrap.
+
+use super::{CUBE_SIZE, cube_count};
+use cubecl::prelude::*;
+use cubecl::server::Handle;
+
+/// Units per cube, as a compile-time constant for the shared memory size.
+const BLOCK: usize = CUBE_SIZE as usize;
+
+/// Step 1 over one level: `output[i]` = the sum of `input[j]` for `j < i` within `i`'s block of [`BLOCK`]
+/// positions; `sums[b]` = block `b`'s total. Positions `input.len()..output.len()` read as 0, so an output one
+/// longer than the input ends with the input's total.
+#[cube(launch_unchecked)]
+pub fn scan_block_kernel(input: &Array<u32>, output: &mut Array<u32>, sums: &mut Array<u32>) {
+    let t = UNIT_POS as usize;
+    let pos = ABSOLUTE_POS;
+    let mut shared = SharedMemory::<u32>::new(BLOCK);
+    let mut v = u32::new(0);
+    if pos < input.len() {
+        v = input[pos];
+    }
+    shared[t] = v;
+    sync_cube();
+    let mut d = 1usize;
+    while d < BLOCK {
+        let mut add = u32::new(0);
+        if t >= d {
+            add = shared[t - d];
+        }
+        sync_cube();
+        shared[t] += add;
+        sync_cube();
+        d *= 2;
+    }
+    if pos < output.len() {
+        output[pos] = shared[t] - v;
+    }
+    let block = CUBE_POS;
+    if t == BLOCK - 1 && block < sums.len() {
+        sums[block] = shared[t];
+    }
+}
+
+/// Step 3: adds block `b`'s prefix (`offsets[b]`) to every position of block `b`.
+#[cube(launch_unchecked)]
+pub fn scan_add_kernel(output: &mut Array<u32>, offsets: &Array<u32>) {
+    let pos = ABSOLUTE_POS;
+    let block = CUBE_POS;
+    if pos < output.len() && block < offsets.len() {
+        output[pos] += offsets[block];
+    }
+}
+
+/// Exclusive prefix sums of the first `n` words of `input`, queued: a new buffer of `n + 1` words whose last
+/// word is the total.
+pub fn exclusive_scan<R: Runtime>(client: &ComputeClient<R>, input: &Handle, n: usize) -> Handle {
+    if n == 0 {
+        return client.create_from_slice(u32::as_bytes(&[0]));
+    }
+    let output = client.empty((n + 1) * 4);
+    scan_level(client, input, n, &output, n + 1);
+    output
+}
+
+/// One level: scans `input` (`n_in >= 1` words) into `output` (`m` words, `m >= n_in`), recursing on the block
+/// totals when there is more than one block.
+fn scan_level<R: Runtime>(
+    client: &ComputeClient<R>,
+    input: &Handle,
+    n_in: usize,
+    output: &Handle,
+    m: usize,
+) {
+    let blocks = m.div_ceil(BLOCK).max(1);
+    let sums = client.empty(blocks * 4);
+    // SAFETY: every index is guarded by the lengths passed here (positions past `n_in` read as 0).
+    unsafe {
+        scan_block_kernel::launch_unchecked::<R>(
+            client,
+            cube_count(m),
+            CubeDim::new_1d(CUBE_SIZE),
+            ArrayArg::from_raw_parts(input.clone(), n_in),
+            ArrayArg::from_raw_parts(output.clone(), m),
+            ArrayArg::from_raw_parts(sums.clone(), blocks),
+        )
+    }
+    if blocks > 1 {
+        let offsets = client.empty(blocks * 4);
+        scan_level(client, &sums, blocks, &offsets, blocks);
+        // SAFETY: guarded by the lengths passed here.
+        unsafe {
+            scan_add_kernel::launch_unchecked::<R>(
+                client,
+                cube_count(m),
+                CubeDim::new_1d(CUBE_SIZE),
+                ArrayArg::from_raw_parts(output.clone(), m),
+                ArrayArg::from_raw_parts(offsets, blocks),
+            )
+        }
+    }
+}
