@@ -185,3 +185,67 @@ fn bad_input_is_a_typed_error() {
         Err(Error::LengthMismatch { .. })
     ));
 }
+
+/// The device CSR table (`gpu::csr::GpuCsr`, 32-bit pairs) against the CPU table and the multimap.
+fn gpu_matches_cpu<R: hashtile::cubecl::prelude::Runtime>(
+    backend: Backend,
+    client: hashtile::cubecl::prelude::ComputeClient<R>,
+) {
+    use hashtile::gpu::csr::GpuCsr;
+    for (n, distinct, vertices) in [
+        (5000usize, 1u64 << 40, 5000u32),
+        (5000, 300, 2500),
+        (3000, 1, 3000),
+        (4000, 500, 1),
+        (0, 1, 1),
+        (70_000, 9000, 140_000),
+    ] {
+        let keys: Vec<u32> = random_keys(n, distinct, n as u64 ^ distinct);
+        let values: Vec<u32> = (0..n as u32).map(|i| i.wrapping_mul(7)).collect();
+        let cfg = CsrConfig::default().vertices(vertices);
+        let cpu = CsrTable::build(&cfg, &keys, &values).unwrap();
+        let family = hashtile::HashFamily::new(cfg.seed);
+        let gpu = GpuCsr::<R>::build(&client, &family, vertices, &keys, &values).unwrap();
+        assert_eq!(gpu.len(), n);
+        let mut queries: Vec<u32> = keys.iter().copied().take(3000).collect();
+        queries.extend([1u32, 2, 3, u32::MAX]);
+        assert_eq!(
+            gpu.count(&queries).unwrap(),
+            cpu.count(&queries).unwrap(),
+            "{backend} n {n}"
+        );
+        let (g, c) = (
+            gpu.find_all(&queries).unwrap(),
+            cpu.find_all(&queries).unwrap(),
+        );
+        assert_eq!(g.offsets, c.offsets, "{backend} n {n}");
+        for i in 0..queries.len() {
+            let mut a = g.values[g.offsets[i]..g.offsets[i + 1]].to_vec();
+            let mut b = c.values[c.offsets[i]..c.offsets[i + 1]].to_vec();
+            a.sort();
+            b.sort();
+            assert_eq!(a, b, "{backend} n {n} query {i}");
+        }
+    }
+}
+
+mod common;
+
+#[test]
+fn vulkan_csr_matches_cpu() {
+    if common::present(Backend::Vulkan) {
+        use hashtile::cubecl::prelude::Runtime;
+        let client = hashtile::cubecl::wgpu::WgpuRuntime::client(&Default::default());
+        gpu_matches_cpu(Backend::Vulkan, client);
+    }
+}
+
+#[cfg(feature = "cuda")]
+#[test]
+fn cuda_csr_matches_cpu() {
+    if common::present(Backend::Cuda) {
+        use hashtile::cubecl::prelude::Runtime;
+        let client = hashtile::cubecl::cuda::CudaRuntime::client(&Default::default());
+        gpu_matches_cpu(Backend::Cuda, client);
+    }
+}

@@ -1,0 +1,281 @@
+//! CSR (HashGraph) tables on the device, 32-bit keys and values (issue 11, first GPU step): the build v1 of the
+//! paper (count with one atomic per key, [`super::scan::exclusive_scan`], place with an atomic cursor per
+//! vertex) and thread-per-query lookups (`count`, `find_all` as count, scan, gather). The vertex of a key is
+//! `HashFamily::bucket(key, 0, vertices)`, the same hash as the CPU table (`crate::csr`), which is the oracle
+//! in the tests. Not yet here: 64-bit keys and values, the binned v2 build, tile-cooperative range reads,
+//! joins, and the `CsrTable` front end choosing this backend.
+
+use super::scan::exclusive_scan;
+use super::{CUBE_SIZE, cube_count, fill_u32};
+use crate::csr::FindAll;
+use cubecl::prelude::*;
+use cubecl::server::Handle;
+use hashtile_core::hash::{HashFamily, bucket_index, hash_key32, seed_mix};
+use hashtile_core::{Error, Result};
+
+/// Count pass: `counts[vertex(key)] += 1` for every key.
+#[cube(launch_unchecked)]
+pub fn csr_count_kernel(
+    keys: &Array<u32>,
+    counts: &Array<Atomic<u32>>,
+    vertices: u32,
+    seed: u32,
+    mix: u32,
+) {
+    let pos = ABSOLUTE_POS;
+    if pos < keys.len() {
+        let v = bucket_index(hash_key32(keys[pos], seed, mix), vertices);
+        counts[v as usize].fetch_add(1u32);
+    }
+}
+
+/// Place pass: each pair goes to `offsets[v] + cursor[v]++` of its vertex `v` (order within a vertex is the
+/// atomics' order: unspecified).
+#[cube(launch_unchecked)]
+#[allow(clippy::too_many_arguments)]
+pub fn csr_place_kernel(
+    keys: &Array<u32>,
+    values: &Array<u32>,
+    offsets: &Array<u32>,
+    cursor: &Array<Atomic<u32>>,
+    out_keys: &mut Array<u32>,
+    out_values: &mut Array<u32>,
+    vertices: u32,
+    seed: u32,
+    mix: u32,
+) {
+    let pos = ABSOLUTE_POS;
+    if pos < keys.len() {
+        let key = keys[pos];
+        let v = bucket_index(hash_key32(key, seed, mix), vertices) as usize;
+        let at = (offsets[v] + cursor[v].fetch_add(1u32)) as usize;
+        out_keys[at] = key;
+        out_values[at] = values[pos];
+    }
+}
+
+/// Lookup pass over one query per unit: with `gather` off, `out_counts[i]` = the matches of `queries[i]`; with
+/// it on, the matching values go to `out_values[starts[i]..]`.
+#[cube(launch_unchecked)]
+#[allow(clippy::too_many_arguments)]
+pub fn csr_lookup_kernel(
+    queries: &Array<u32>,
+    offsets: &Array<u32>,
+    keys: &Array<u32>,
+    values: &Array<u32>,
+    out_counts: &mut Array<u32>,
+    starts: &Array<u32>,
+    out_values: &mut Array<u32>,
+    vertices: u32,
+    seed: u32,
+    mix: u32,
+    #[comptime] gather: bool,
+) {
+    let pos = ABSOLUTE_POS;
+    if pos < queries.len() {
+        let q = queries[pos];
+        let v = bucket_index(hash_key32(q, seed, mix), vertices) as usize;
+        let end = offsets[v + 1] as usize;
+        let mut j = offsets[v] as usize;
+        let mut found = u32::new(0);
+        let mut out = 0usize;
+        if comptime!(gather) {
+            out = starts[pos] as usize;
+        }
+        while j < end {
+            if keys[j] == q {
+                if comptime!(gather) {
+                    out_values[out] = values[j];
+                    out += 1;
+                }
+                found += 1u32;
+            }
+            j += 1;
+        }
+        if comptime!(!gather) {
+            out_counts[pos] = found;
+        }
+    }
+}
+
+/// A CSR table of `u32 -> u32` pairs on the device of `client`.
+pub struct GpuCsr<R: Runtime> {
+    client: ComputeClient<R>,
+    vertices: u32,
+    seed: u32,
+    mix: u32,
+    n: usize,
+    offsets: Handle,
+    keys: Handle,
+    values: Handle,
+}
+
+impl<R: Runtime> GpuCsr<R> {
+    /// Builds the table of `(keys[i], values[i])` with `vertices` vertices and hash family `family` (function 0).
+    pub fn build(
+        client: &ComputeClient<R>,
+        family: &HashFamily,
+        vertices: u32,
+        keys: &[u32],
+        values: &[u32],
+    ) -> Result<Self> {
+        if keys.len() != values.len() {
+            return Err(Error::LengthMismatch {
+                what: "values",
+                got: values.len(),
+                expected: keys.len(),
+            });
+        }
+        if vertices == 0 {
+            return Err(Error::InvalidConfig(
+                "a CSR table needs at least one vertex".into(),
+            ));
+        }
+        let n = keys.len();
+        let seed = family.seeds[0];
+        let mix = seed_mix(seed);
+        let vn = vertices as usize;
+        let upload = |s: &[u32]| {
+            client.create_from_slice(u32::as_bytes(if s.is_empty() { &[0] } else { s }))
+        };
+        let (kh, vh) = (upload(keys), upload(values));
+        let counts = client.empty(vn * 4);
+        fill_u32(client, &counts, vn, 0);
+        let (out_keys, out_values) = (client.empty(n.max(1) * 4), client.empty(n.max(1) * 4));
+        if n > 0 {
+            // SAFETY: indices are bounded by `n` and by `vertices` (`bucket_index` < vertices).
+            unsafe {
+                csr_count_kernel::launch_unchecked::<R>(
+                    client,
+                    cube_count(n),
+                    CubeDim::new_1d(CUBE_SIZE),
+                    ArrayArg::from_raw_parts(kh.clone(), n),
+                    ArrayArg::from_raw_parts(counts.clone(), vn),
+                    vertices,
+                    seed,
+                    mix,
+                )
+            }
+        }
+        let offsets = exclusive_scan(client, &counts, vn);
+        if n > 0 {
+            // The counts buffer becomes the cursor.
+            fill_u32(client, &counts, vn, 0);
+            // SAFETY: as above; `offsets[v] + cursor[v] < offsets[v + 1] <= n`.
+            unsafe {
+                csr_place_kernel::launch_unchecked::<R>(
+                    client,
+                    cube_count(n),
+                    CubeDim::new_1d(CUBE_SIZE),
+                    ArrayArg::from_raw_parts(kh, n),
+                    ArrayArg::from_raw_parts(vh, n),
+                    ArrayArg::from_raw_parts(offsets.clone(), vn + 1),
+                    ArrayArg::from_raw_parts(counts, vn),
+                    ArrayArg::from_raw_parts(out_keys.clone(), n),
+                    ArrayArg::from_raw_parts(out_values.clone(), n),
+                    vertices,
+                    seed,
+                    mix,
+                )
+            }
+        }
+        Ok(Self {
+            client: client.clone(),
+            vertices,
+            seed,
+            mix,
+            n,
+            offsets,
+            keys: out_keys,
+            values: out_values,
+        })
+    }
+
+    /// Number of pairs stored.
+    pub fn len(&self) -> usize {
+        self.n
+    }
+
+    /// `true` when no pair is stored.
+    pub fn is_empty(&self) -> bool {
+        self.n == 0
+    }
+
+    /// Queues the lookup kernel over `q` queries (`gather`: write values from `starts`).
+    #[allow(clippy::too_many_arguments)]
+    fn lookup(
+        &self,
+        queries: &Handle,
+        q: usize,
+        out_counts: &Handle,
+        starts: &Handle,
+        out: &Handle,
+        out_len: usize,
+        gather: bool,
+    ) {
+        // SAFETY: indices are bounded by `q`, the table's offsets (`vertices + 1`, each at most `n`) and, with
+        // `gather`, by `starts` (an exclusive scan of this table's counts for the same queries: `<= out_len`).
+        unsafe {
+            csr_lookup_kernel::launch_unchecked::<R>(
+                &self.client,
+                cube_count(q),
+                CubeDim::new_1d(CUBE_SIZE),
+                ArrayArg::from_raw_parts(queries.clone(), q),
+                ArrayArg::from_raw_parts(self.offsets.clone(), self.vertices as usize + 1),
+                ArrayArg::from_raw_parts(self.keys.clone(), self.n.max(1)),
+                ArrayArg::from_raw_parts(self.values.clone(), self.n.max(1)),
+                ArrayArg::from_raw_parts(out_counts.clone(), if gather { 1 } else { q }),
+                ArrayArg::from_raw_parts(starts.clone(), if gather { q + 1 } else { 1 }),
+                ArrayArg::from_raw_parts(out.clone(), out_len.max(1)),
+                self.vertices,
+                self.seed,
+                self.mix,
+                gather,
+            )
+        }
+    }
+
+    /// The queries' match counts, on the device (`q` words).
+    fn counts_of(&self, queries: &Handle, q: usize) -> Handle {
+        let counts = self.client.empty(q.max(1) * 4);
+        // Two distinct stand-ins: wgpu mis-binds a buffer bound twice in one launch.
+        let (no_starts, no_out) = (self.client.empty(4), self.client.empty(4));
+        self.lookup(queries, q, &counts, &no_starts, &no_out, 1, false);
+        counts
+    }
+
+    /// How many values each query key has.
+    pub fn count(&self, queries: &[u32]) -> Result<Vec<u32>> {
+        if queries.is_empty() {
+            return Ok(Vec::new());
+        }
+        let qh = self.client.create_from_slice(u32::as_bytes(queries));
+        let counts = self.counts_of(&qh, queries.len());
+        Ok(u32::from_bytes(&self.client.read_one_unchecked(counts))[..queries.len()].to_vec())
+    }
+
+    /// Every value of each query key: counts, an exclusive scan of them, then a gather pass.
+    pub fn find_all(&self, queries: &[u32]) -> Result<FindAll<u32>> {
+        let q = queries.len();
+        if q == 0 {
+            return Ok(FindAll {
+                offsets: vec![0],
+                values: Vec::new(),
+            });
+        }
+        let qh = self.client.create_from_slice(u32::as_bytes(queries));
+        let counts = self.counts_of(&qh, q);
+        let starts = exclusive_scan(&self.client, &counts, q);
+        let starts_host =
+            u32::from_bytes(&self.client.read_one_unchecked(starts.clone()))[..q + 1].to_vec();
+        let total = starts_host[q] as usize;
+        let out = self.client.empty(total.max(1) * 4);
+        let dummy = self.client.empty(4);
+        self.lookup(&qh, q, &dummy, &starts, &out, total, true);
+        let values = u32::from_bytes(&self.client.read_one_unchecked(out))[..total].to_vec();
+        Ok(FindAll {
+            offsets: starts_host.into_iter().map(|s| s as usize).collect(),
+            values,
+        })
+    }
+}
