@@ -22,6 +22,7 @@ runs=(
   "matrix cuda_iht_b16_u64"
   "matrix cuda_p2bht_b16"
   "gpu_scan cuda"
+  "csr cuda"
 )
 for tool in memcheck racecheck synccheck; do
   for r in "${runs[@]}"; do
