@@ -84,11 +84,7 @@ impl CsrConfig {
             BackendChoice::Auto | BackendChoice::Exactly(Backend::Cpu) => {}
             BackendChoice::Exactly(b) => {
                 return Err(Error::BackendUnavailable {
-                    backend: match b {
-                        Backend::Cuda => "cuda",
-                        Backend::Vulkan => "vulkan",
-                        Backend::Cpu => "cpu",
-                    },
+                    backend: b.name(),
                     reason: "CSR tables run on the CPU backend only so far".into(),
                     how: "use BackendChoice::Auto or Exactly(Backend::Cpu); the GPU build is issue 11's next step",
                 });

@@ -25,13 +25,20 @@ pub enum BackendChoice {
     Exactly(Backend),
 }
 
-impl fmt::Display for Backend {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
+impl Backend {
+    /// The backend's name, as the command lines and errors spell it.
+    pub fn name(self) -> &'static str {
+        match self {
             Backend::Cpu => "cpu",
             Backend::Cuda => "cuda",
             Backend::Vulkan => "vulkan",
-        })
+        }
+    }
+}
+
+impl fmt::Display for Backend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
     }
 }
 

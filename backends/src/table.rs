@@ -578,16 +578,8 @@ fn unavailable(backend: Backend) -> Error {
         Backend::Cpu => ("unreachable".to_string(), ""),
     };
     Error::BackendUnavailable {
-        backend: backend_name(backend),
+        backend: backend.name(),
         reason,
         how,
-    }
-}
-
-fn backend_name(b: Backend) -> &'static str {
-    match b {
-        Backend::Cpu => "cpu",
-        Backend::Cuda => "cuda",
-        Backend::Vulkan => "vulkan",
     }
 }
