@@ -4,12 +4,12 @@
 //! The CSR tables run on the CPU backend so far (issue 11); this mode is where the GPU build will be measured.
 
 use crate::cli::CsrArgs;
+use crate::host::time;
 use hashtile::hash::fmix32;
 use hashtile::{CsrConfig, CsrJoin, CsrTable, JoinMethod};
 use rayon::prelude::*;
 use std::collections::HashMap;
 use std::io::Write;
-use std::time::Instant;
 
 /// One result row.
 struct CsrRow {
@@ -20,28 +20,6 @@ struct CsrRow {
     rate: f64,
     baseline: f64,
     ok: bool,
-}
-
-/// Median M keys/s of `runs` timed calls after one warm-up; `check` judges every answer outside the timing.
-fn time<T>(
-    runs: usize,
-    keys: usize,
-    mut call: impl FnMut() -> hashtile::Result<T>,
-    mut check: impl FnMut(&T) -> bool,
-) -> hashtile::Result<(f64, bool)> {
-    let mut rates = Vec::with_capacity(runs);
-    let mut ok = true;
-    for run in 0..=runs {
-        let t0 = Instant::now();
-        let answer = call()?;
-        let secs = t0.elapsed().as_secs_f64();
-        ok &= check(&answer);
-        if run > 0 {
-            rates.push(keys as f64 / secs / 1e6);
-        }
-    }
-    rates.sort_by(f64::total_cmp);
-    Ok((rates[rates.len() / 2], ok))
 }
 
 /// Runs the mode; returns the exit status (2 when an answer was wrong).
@@ -64,6 +42,7 @@ pub fn run(a: &CsrArgs) -> Result<i32, String> {
         let (map_build, _) = time(
             a.runs,
             n,
+            || Ok(()),
             || {
                 let mut m: HashMap<u32, Vec<u32>> = HashMap::with_capacity(distinct);
                 for (&k, &v) in keys.iter().zip(&values) {
@@ -81,13 +60,14 @@ pub fn run(a: &CsrArgs) -> Result<i32, String> {
         let (map_find, _) = time(
             a.runs,
             n,
+            || Ok(()),
             || {
                 Ok(keys
                     .iter()
                     .map(|k| map.get(k).map_or(0, |v| v.len()))
                     .sum::<usize>())
             },
-            |&s| s == n * per_key,
+            |s| s == n * per_key,
         )
         .map_err(err)?;
         drop(map);
@@ -108,6 +88,7 @@ pub fn run(a: &CsrArgs) -> Result<i32, String> {
             let r = time(
                 a.runs,
                 n,
+                || Ok(()),
                 || CsrTable::build(&cfg, &keys, &values),
                 |t| t.len() == n,
             )
@@ -117,6 +98,7 @@ pub fn run(a: &CsrArgs) -> Result<i32, String> {
             let r = time(
                 a.runs,
                 n,
+                || Ok(()),
                 || t.count(&keys),
                 |c| c.iter().all(|&c| c as usize == per_key),
             )
@@ -125,6 +107,7 @@ pub fn run(a: &CsrArgs) -> Result<i32, String> {
             let r = time(
                 a.runs,
                 n,
+                || Ok(()),
                 || t.find_all(&keys),
                 |f| f.values.len() == n * per_key,
             )
@@ -139,6 +122,7 @@ pub fn run(a: &CsrArgs) -> Result<i32, String> {
                 let r = time(
                     a.runs,
                     n,
+                    || Ok(()),
                     || {
                         let j = CsrJoin::plan(&cfg, &keys, &keys, method)?;
                         let (mut l, mut r) = (vec![0u32; j.len()], vec![0u32; j.len()]);
@@ -148,7 +132,7 @@ pub fn run(a: &CsrArgs) -> Result<i32, String> {
                     |(l, r)| {
                         l.len() == want
                             && l.iter()
-                                .zip(r)
+                                .zip(&r)
                                 .all(|(&i, &j)| keys[i as usize] == keys[j as usize])
                     },
                 )

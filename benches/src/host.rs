@@ -54,11 +54,6 @@ struct HostRow {
     ok: bool,
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
-}
-
 /// `count` distinct keys (a bijective mix of a counter, the sentinel skipped), starting at counter `from`.
 fn keys_from(from: u32, count: usize) -> Vec<u32> {
     (0..count as u32 + 1)
@@ -73,8 +68,8 @@ fn keys_from(from: u32, count: usize) -> Vec<u32> {
 
 /// Runs `setup` then `call` once as a warm-up and `runs` times more, timing only `call`; `check` judges every
 /// answer, outside the timed region. Returns the median M keys/s for `keys` keys and whether every answer
-/// passed.
-fn time<T>(
+/// passed. (The `csr` mode times its calls with it too.)
+pub(crate) fn time<T>(
     runs: usize,
     keys: usize,
     mut setup: impl FnMut() -> hashtile::Result<()>,
@@ -93,7 +88,7 @@ fn time<T>(
             rates.push(keys as f64 / secs / 1e6);
         }
     }
-    Ok((median(rates), ok))
+    Ok((crate::median(&mut rates), ok))
 }
 
 /// Runs the host mode; returns the exit status (2 when an answer did not match).
