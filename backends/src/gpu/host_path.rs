@@ -432,7 +432,8 @@ fn upload_and_plan<R: HostTransfer, T: BatchTable<R>>(
 
 /// [`upload_and_plan`], with `sentinel` given also scanning the keys for the sentinel on the host, on a thread of
 /// its own while the copies and claims go on: `sentinel` receives the first offending position (in the batch),
-/// if any. Nothing is inserted by this function, so the caller can still refuse the batch. (The scan used to run
+/// if any. Without `segmented` nothing is inserted by this function, so the caller can still refuse the batch
+/// (with it, the device's sentinel gate keeps a refused batch out: see below). (The scan used to run
 /// chunk by chunk inside the copy loop: on the H100 host it took 7-8 ms of the 2^26-key pinned insert's 15 ms
 /// copy loop, holding back both the next copies and the claim launches.)
 ///
@@ -441,7 +442,7 @@ fn upload_and_plan<R: HostTransfer, T: BatchTable<R>>(
 /// the copy); without values, after the keys' copy. The scratch buffers are returned with the mask; the caller
 /// releases them.
 ///
-/// With `insert_as_landed` (and values given) the batch is planned and inserted **segment by segment**, a
+/// With `segmented` (and values given) the batch is planned and inserted **segment by segment**, a
 /// segment being one landed chunk, instead of as a whole: each key chunk gets the whole duplicate pass of its
 /// own as it lands ([`Dedup::segment`]: a scratch table the size of the chunk, which stays in the GPU's L2 cache,
 /// instead of claims over one scratch table of twice the batch in DRAM), and as each values chunk lands its
@@ -463,7 +464,7 @@ fn upload_and_plan_checked<R: HostTransfer, T: BatchTable<R>>(
     m: usize,
     classify: bool,
     sentinel: Option<&mut Option<usize>>,
-    insert_as_landed: bool,
+    segmented: bool,
 ) -> Result<(Handle, Option<Handle>, Dedup, Handle, usize)> {
     let client = t.client();
     let cache = t.cache();
@@ -474,7 +475,7 @@ fn upload_and_plan_checked<R: HostTransfer, T: BatchTable<R>>(
     let serial = trace.on && std::env::var_os("HASHTILE_SERIAL").is_some();
     // Diagnosis: HASHTILE_WHOLE_BATCH=1 plans every batch as a whole (the A/B of the segments).
     let segments =
-        insert_as_landed && values.is_some() && std::env::var_os("HASHTILE_WHOLE_BATCH").is_none();
+        segmented && values.is_some() && std::env::var_os("HASHTILE_WHOLE_BATCH").is_none();
     let chunk_keys = t.batch_sizes().chunk;
     let dedup = Dedup::new(
         client,
@@ -707,6 +708,8 @@ pub(crate) fn upsert<R: HostTransfer, T: BatchTable<R>>(
         check_device_memory::<R>(t.stager(), "an insert batch", batch_bytes::<R, T>(m))?;
         let batch_keys = &keys[start * kb..(start + m) * kb];
         let batch_values = &values[start * vb..(start + m) * vb];
+        // A segmented plan's sentinel guard, read once the batch has settled (see `upload_and_plan_checked`).
+        let mut guarded = None;
         if distinct {
             let kh = R::upload(t.client(), t.stager(), batch_keys)?;
             let vh = R::upload(t.client(), t.stager(), batch_values)?;
@@ -716,9 +719,9 @@ pub(crate) fn upsert<R: HostTransfer, T: BatchTable<R>>(
             let mut trace = Trace::new();
             // The claims run while the keys are still arriving; the values' copy overlaps the last claims.
             let mut sentinel = None;
-            // Unless the batch may not fit (then its new keys are counted first, below), the inserts are
-            // queued chunk by chunk as the values land.
-            let as_landed = t.stored() + m <= t.slots();
+            // Unless the batch may not fit (then its new keys are counted first, below), the batch is planned
+            // and inserted segment by segment as the chunks land.
+            let segmented = t.stored() + m <= t.slots();
             let (kh, vh, dedup, mask, queued) = upload_and_plan_checked(
                 t,
                 batch_keys,
@@ -726,81 +729,78 @@ pub(crate) fn upsert<R: HostTransfer, T: BatchTable<R>>(
                 m,
                 had_pairs,
                 Some(&mut sentinel),
-                as_landed,
+                segmented,
             )?;
             let vh = vh.expect("values were uploaded");
             if let Some(i) = sentinel {
                 debug_assert_eq!(queued, 0, "nothing is inserted before the scan is clean");
                 dedup.release(t.cache());
                 // Only scratch buffers and the mask were written: the table is unchanged.
-                let cache = t.cache();
-                cache.give("keys", kh, m * kb);
-                cache.give("values", vh, m * vb);
-                cache.give("dedup mask", mask, m * 4);
+                give_batch(t.cache(), (kh, vh, mask), m, (kb, vb));
                 return Err(Error::SentinelKey { index: start + i });
             }
             if queued > 0 {
+                // The segments' inserts are queued already.
                 t.note_queued(queued);
-                let cache = t.cache();
-                cache.give("keys", kh, m * kb);
-                cache.give("values", vh, m * vb);
-                cache.give("dedup mask", mask, m * 4);
-                let mut trace = Trace::new();
-                let settled = t.settle_batch();
-                let found = dedup.sentinel(t.client());
+                give_batch(t.cache(), (kh, vh, mask), m, (kb, vb));
+                guarded = Some(dedup);
+            } else {
                 dedup.release(t.cache());
-                let (s, mut l) = settled?;
+                // Near a full table, the batch's new keys are counted from the same mask (one small read)
+                // before anything is inserted: a batch that does not fit is refused with the table unchanged.
+                if t.stored() + m > t.slots() {
+                    let incoming = count(t.client(), &mask, m, MASK_NEW);
+                    if t.stored() + incoming > t.slots() {
+                        give_batch(t.cache(), (kh, vh, mask), m, (kb, vb));
+                        return Err(Error::CapacityExceeded {
+                            len: t.stored(),
+                            incoming,
+                            capacity: t.slots(),
+                        });
+                    }
+                }
                 trace.mark(
                     t.client(),
-                    "insert: inserts (queued as the values landed) settled",
+                    "insert: keys and values copied, duplicates planned",
                 );
-                if let Some(i) = found {
-                    // The gate cleared every mask: nothing of this batch was inserted.
-                    return Err(Error::SentinelKey { index: start + i });
+                if had_pairs {
+                    // Updates first, in a launch of their own: they never evict, so no key is in flight while
+                    // they search; then the new keys, distinct and absent, without the duplicate check.
+                    t.insert_queued(&kh, &vh, Some((&mask, MASK_UPDATE)), m, true);
                 }
-                add(&mut stats, s);
-                lost.append(&mut l);
-                continue;
+                t.insert_queued(&kh, &vh, Some((&mask, MASK_NEW)), m, false);
+                give_batch(t.cache(), (kh, vh, mask), m, (kb, vb));
             }
-            dedup.release(t.cache());
-            // Near a full table, the batch's new keys are counted from the same mask (one small read) before
-            // anything is inserted: a batch that does not fit is refused with the table unchanged.
-            if t.stored() + m > t.slots() {
-                let incoming = count(t.client(), &mask, m, MASK_NEW);
-                if t.stored() + incoming > t.slots() {
-                    let cache = t.cache();
-                    cache.give("keys", kh, m * kb);
-                    cache.give("values", vh, m * vb);
-                    cache.give("dedup mask", mask, m * 4);
-                    return Err(Error::CapacityExceeded {
-                        len: t.stored(),
-                        incoming,
-                        capacity: t.slots(),
-                    });
-                }
-            }
-            trace.mark(
-                t.client(),
-                "insert: keys and values copied, duplicates planned",
-            );
-            if had_pairs {
-                // Updates first, in a launch of their own: they never evict, so no key is in flight while
-                // they search; then the new keys, distinct and absent, without the duplicate check.
-                t.insert_queued(&kh, &vh, Some((&mask, MASK_UPDATE)), m, true);
-            }
-            t.insert_queued(&kh, &vh, Some((&mask, MASK_NEW)), m, false);
-            let cache = t.cache();
-            cache.give("keys", kh, m * kb);
-            cache.give("values", vh, m * vb);
-            cache.give("dedup mask", mask, m * 4);
         }
         let mut trace = Trace::new();
-        let (s, mut l) = t.settle_batch()?;
+        let settled = t.settle_batch();
+        let found = guarded.and_then(|dedup| {
+            let found = dedup.sentinel(t.client());
+            dedup.release(t.cache());
+            found
+        });
+        let (s, mut l) = settled?;
         trace.mark(t.client(), "insert: inserts settled");
+        if let Some(i) = found {
+            // The gate cleared every mask: nothing of this batch was inserted.
+            return Err(Error::SentinelKey { index: start + i });
+        }
         add(&mut stats, s);
         lost.append(&mut l);
     }
     Ok((stats, lost))
+}
+
+/// Returns a device batch's keys, values and mask (`m` entries; `kb` / `vb` bytes per key / value) to `cache`.
+fn give_batch(
+    cache: &DeviceCache,
+    (keys, values, mask): (Handle, Handle, Handle),
+    m: usize,
+    (kb, vb): (usize, usize),
+) {
+    cache.give("keys", keys, m * kb);
+    cache.give("values", values, m * vb);
+    cache.give("dedup mask", mask, m * 4);
 }
 
 /// Counts the distinct keys of a host batch that are not stored (the capacity check near a full table).
