@@ -7,8 +7,8 @@ use super::layout::{KeyLayout, key_view};
 use cubecl::prelude::*;
 use hashtile_core::scheme::{NO_PAIR, ProbingScheme, action, blank_state};
 use hashtile_core::tile::{
-    EMPTY_WORD, pick_slots, read_slots_atomic, read_slots_either, slot_address, slot_word,
-    tile_ballot, tile_lane, tile_shuffle_u64,
+    EMPTY_WORD, LaneSlots, TileLane, pick_slots, read_slots_atomic, read_slots_either,
+    slot_address, slot_word, tile_ballot, tile_lane, tile_shuffle_u64,
 };
 
 /// Number of spread-out counters per statistic: one shared counter would serialise millions of atomics.
@@ -111,20 +111,17 @@ pub fn insert_kernel<S: ProbingScheme, L: KeyLayout>(
         let b = probe_bucket::<S, L>(meta, cur_key, read_index);
         // Plain loads are fast but may hit a stale cache line; after a lost compare-and-swap the bucket is re-read
         // with atomic loads.
-        let slots = if comptime!(plain_reads) {
-            read_slots_either(
-                table,
-                table_plain,
-                b,
-                has_op,
-                coherent,
-                tl,
-                bucket_size,
-                tile_width,
-            )
-        } else {
-            read_slots_atomic(table, b, has_op, tl, bucket_size, tile_width)
-        };
+        let slots = read_bucket(
+            table,
+            table_plain,
+            b,
+            has_op,
+            coherent,
+            tl,
+            bucket_size,
+            tile_width,
+            plain_reads,
+        );
         // A scheme that reads two buckets before deciding (`S::PAIR_AT`) gets the second one loaded together
         // with the first, so that both loads are in flight at once; everything here compiles out for the others.
         let mut pair = false;
@@ -135,20 +132,17 @@ pub fn insert_kernel<S: ProbingScheme, L: KeyLayout>(
             if pair {
                 b2 = probe_bucket::<S, L>(meta, cur_key, read_index + 1u32);
             }
-            let second = if comptime!(plain_reads) {
-                read_slots_either(
-                    table,
-                    table_plain,
-                    b2,
-                    pair,
-                    coherent,
-                    tl,
-                    bucket_size,
-                    tile_width,
-                )
-            } else {
-                read_slots_atomic(table, b2, pair, tl, bucket_size, tile_width)
-            };
+            let second = read_bucket(
+                table,
+                table_plain,
+                b2,
+                pair,
+                coherent,
+                tl,
+                bucket_size,
+                tile_width,
+                plain_reads,
+            );
             slots2.w0 = second.w0;
             slots2.w1 = second.w1;
             slots2.w2 = second.w2;
@@ -338,6 +332,37 @@ pub fn insert_kernel<S: ProbingScheme, L: KeyLayout>(
             counters[(1u32 + 2u32 * ADDED_COUNTERS + CUBE_POS_X % ADDED_COUNTERS) as usize]
                 .fetch_add(lost);
         }
+    }
+}
+
+/// The insert kernel's read of `bucket`: plain loads where the backend allows them (`plain_reads`; coherent
+/// atomic loads after a lost compare-and-swap, `coherent`), else atomic loads.
+#[allow(clippy::too_many_arguments)]
+#[cube]
+fn read_bucket(
+    table: &Array<Atomic<u64>>,
+    table_plain: &Array<u64>,
+    bucket: u32,
+    active: bool,
+    coherent: bool,
+    tl: TileLane,
+    #[comptime] bucket_size: u32,
+    #[comptime] tile_width: u32,
+    #[comptime] plain_reads: bool,
+) -> LaneSlots {
+    if comptime!(plain_reads) {
+        read_slots_either(
+            table,
+            table_plain,
+            bucket,
+            active,
+            coherent,
+            tl,
+            bucket_size,
+            tile_width,
+        )
+    } else {
+        read_slots_atomic(table, bucket, active, tl, bucket_size, tile_width)
     }
 }
 
