@@ -273,8 +273,8 @@ pub struct CsrJoin<K: Key> {
     probe: Vec<K>,
     /// `Intersect`: the right side's table.
     right: Option<CsrTable<K, u32>>,
-    /// Matches per right key (`Probe`) or per vertex (`Intersect`), as an exclusive prefix sum (`+ 1` entries).
-    starts: Vec<usize>,
+    /// Number of matching pairs.
+    pairs: usize,
 }
 
 impl<K: Key> CsrJoin<K> {
@@ -290,42 +290,34 @@ impl<K: Key> CsrJoin<K> {
         let vertices = cfg.vertices_for(left.len().max(right.len()))?;
         let cfg = cfg.clone().vertices(vertices);
         let left_table = CsrTable::build(&cfg, left, &positions(left.len()))?;
-        let (probe, right_table, per) = match method {
+        let (probe, right_table, pairs) = match method {
             JoinMethod::Probe => {
-                let counts = left_table.count(right)?;
-                (
-                    right.to_vec(),
-                    None,
-                    counts.into_iter().map(|c| c as usize).collect(),
-                )
+                let pairs = right
+                    .par_iter()
+                    .map(|&k| left_table.matches(k).count())
+                    .sum();
+                (right.to_vec(), None, pairs)
             }
             JoinMethod::Intersect => {
                 let r = CsrTable::build(&cfg, right, &positions(right.len()))?;
-                let per: Vec<usize> = (0..vertices as usize)
+                let pairs = (0..vertices as usize)
                     .into_par_iter()
                     .map(|v| intersect_vertex(&left_table, &r, v).count())
-                    .collect();
-                (Vec::new(), Some(r), per)
+                    .sum();
+                (Vec::new(), Some(r), pairs)
             }
         };
-        let mut starts = Vec::with_capacity(per.len() + 1);
-        let mut sum = 0usize;
-        starts.push(0);
-        for c in per {
-            sum += c;
-            starts.push(sum);
-        }
         Ok(Self {
             left: left_table,
             probe,
             right: right_table,
-            starts,
+            pairs,
         })
     }
 
     /// Number of matching pairs.
     pub fn len(&self) -> usize {
-        *self.starts.last().expect("starts has a first entry")
+        self.pairs
     }
 
     /// `true` when nothing matches.
