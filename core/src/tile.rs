@@ -51,29 +51,43 @@ pub fn tile_lane(#[comptime] tile_width: u32) -> TileLane {
     }
 }
 
-/// The tile's bits of a plane ballot: bit `i` is lane `i` of this tile.
+/// The tile's bits of a plane ballot: bit `i` is lane `i` of this tile. A one-lane tile (`B = 1`) is a thread:
+/// its ballot is its own predicate, with no plane operation (BGHT's 1CHT runs one thread per key; the plane
+/// ballots and shuffles a one-lane tile would otherwise pay per probe cost hashtile's 1CHT its insert rate).
 #[cube]
 pub fn tile_ballot(pred: bool, tl: TileLane, #[comptime] tile_width: u32) -> u32 {
-    let mask = comptime!(if tile_width >= 32 {
-        u32::MAX
+    if comptime!(tile_width == 1) {
+        u32::cast_from(pred)
     } else {
-        (1u32 << tile_width) - 1
-    });
-    (plane_ballot(pred)[0] >> tl.base) & mask
+        let mask = comptime!(if tile_width >= 32 {
+            u32::MAX
+        } else {
+            (1u32 << tile_width) - 1
+        });
+        (plane_ballot(pred)[0] >> tl.base) & mask
+    }
 }
 
-/// Lane `src` of this tile's value of `v` (all lanes must call).
+/// Lane `src` of this tile's value of `v` (all lanes must call; a one-lane tile's own value).
 #[cube]
-pub fn tile_shuffle(v: u32, src: u32, tl: TileLane) -> u32 {
-    plane_shuffle(v, tl.base + src)
+pub fn tile_shuffle(v: u32, src: u32, tl: TileLane, #[comptime] tile_width: u32) -> u32 {
+    if comptime!(tile_width == 1) {
+        v
+    } else {
+        plane_shuffle(v, tl.base + src)
+    }
 }
 
 /// Lane `src` of this tile's 64-bit `v`, moved as two 32-bit shuffles (portable across compilers).
 #[cube]
-pub fn tile_shuffle_u64(v: u64, src: u32, tl: TileLane) -> u64 {
-    let lo = tile_shuffle((v & 0xffff_ffffu64) as u32, src, tl);
-    let hi = tile_shuffle((v >> 32u64) as u32, src, tl);
-    ((hi as u64) << 32u64) | (lo as u64)
+pub fn tile_shuffle_u64(v: u64, src: u32, tl: TileLane, #[comptime] tile_width: u32) -> u64 {
+    if comptime!(tile_width == 1) {
+        v
+    } else {
+        let lo = tile_shuffle((v & 0xffff_ffffu64) as u32, src, tl, tile_width);
+        let hi = tile_shuffle((v >> 32u64) as u32, src, tl, tile_width);
+        ((hi as u64) << 32u64) | (lo as u64)
+    }
 }
 
 /// Plain (non-atomic) read of this lane's slots of `bucket`; lanes with `active == false` read nothing and
@@ -297,7 +311,7 @@ pub fn slot_word(
             mine = slots.w3;
         }
     }
-    tile_shuffle_u64(mine, slot % tile_width, tl)
+    tile_shuffle_u64(mine, slot % tile_width, tl, tile_width)
 }
 
 /// Index of slot `slot` of `bucket` in the table array.

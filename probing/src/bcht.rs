@@ -2,10 +2,16 @@
 //!
 //! **Insert.** With upsert on, the key is first looked for in `H0, H1, …` with early exit (a bucket that is not
 //! full ends the search: keys only move on to `H(i+1)` once `H(i)` is full, and buckets never empty again).
-//! If `H0` is not full the key is absent and is claimed straight into `H0`'s first empty slot (one probe, the
-//! common case). Otherwise the pair is placed cuckoo-style at `H0`: while the bucket is full, it is exchanged
-//! with a random slot and the evicted pair continues at the bucket after the one it was evicted from
-//! (`H((j+1) mod h)`), up to `max_chain` evictions.
+//! The first bucket with room proves the key absent, and the pair is claimed straight into that bucket's first
+//! empty slot (`H0` in the common case: one probe). Only when all `h` buckets are full does the pair go
+//! cuckoo-style: exchanged with a random slot of the last bucket read, the evicted pair continuing at the bucket
+//! after the one it was evicted from (`H((j+1) mod h)`), up to `max_chain` evictions.
+//!
+//! Without upsert (the paper's bulk build, Listing 3) the pair goes to `H0` and is exchanged there when `H0` is
+//! full. With upsert the reads of the duplicate check are reused for placement (first fit over `H0..H(h-1)`),
+//! which saves the eviction at `H0` and its victim's read: on the H100 this made the upsert insert faster than
+//! the bulk build (docs/PERFORMANCE.md). Both keep the invariant the early exit needs: a key stored in `H(i)`
+//! found `H0..H(i-1)` full.
 //!
 //! **Find.** Read `H0, H1, …`; stop at a match, at a bucket that is not full (early exit), or after `h` buckets.
 
@@ -74,26 +80,21 @@ impl ProbingScheme for Bcht {
                 act = action::UPDATE;
                 target = state.hash_index;
                 slot = view.matched.trailing_zeros();
-            } else if state.hash_index == 0 && view.empty != 0 {
-                // Absent (early exit) and H0 has room: claim it. The phase stays CHECK so that a lost
-                // compare-and-swap re-checks for a racing duplicate of this key.
+            } else if view.empty != 0 {
+                // Absent (early exit: a bucket with room ends the search) and this bucket has room: claim it,
+                // here rather than at H0. Every bucket before it was full when we read it and stays full, so
+                // the invariant the early exit rests on holds for this key too, and the pair lands with the
+                // reads the check needed anyway: no eviction at H0 whose victim would then read its next
+                // bucket. The phase stays CHECK so that a lost compare-and-swap re-reads this bucket and finds a
+                // racing duplicate of the key (both would have chosen the same first empty slot).
                 act = action::CLAIM;
+                target = state.hash_index;
                 slot = view.empty.trailing_zeros();
-            } else if view.empty != 0 || state.hash_index + 1 >= params.num_hashes {
-                // Absent, and H0 was full when we passed it (a full bucket stays full): start the cuckoo chain
-                // at H0 without re-reading it.
+            } else if state.hash_index + 1 >= params.num_hashes {
+                // Absent, and every candidate is full (a full bucket stays full): start the cuckoo chain at the
+                // bucket just read, whose view is in hand; its victim goes on to its next bucket.
                 state.phase = PHASE_PLACE;
-                state.hash_index = 0;
-                let s = place(
-                    state,
-                    BucketView {
-                        empty: 0u32,
-                        matched: 0u32,
-                    },
-                    0u32,
-                    params,
-                    bucket_size,
-                );
+                let s = place(state, view, state.hash_index, params, bucket_size);
                 act = s.action;
                 target = s.target;
                 slot = s.slot;

@@ -11,11 +11,20 @@
 //! backyard, unbounded), and why it builds at load 0.9 where the two-choice rule alone stops near 0.84 for
 //! B = 16; here only keys whose three buckets are all full take it, so the probe counts below that point are the
 //! paper's. `max_chain = 0` is the paper's scheme exactly. The table is **stable**: a stored pair never moves.
-//! With upsert on, a key found in any bucket read on the way is updated instead. A claim that loses a race
-//! restarts from the primary (the paper's "repeat the process upon failure").
+//! With upsert on, a key found in any bucket read on the way is updated instead. A claim in the primary or a
+//! secondary that loses a race restarts from the primary (the paper's "repeat the process upon failure"); one in
+//! the overflow sequence re-reads its bucket (first fit: a racing duplicate walked the same sequence).
 //!
 //! Why the early claim is safe with upsert: a key only goes to a secondary when its primary's load was `>= t`,
 //! and loads never decrease, so a primary that is below `t` now never held the key in a secondary.
+//!
+//! **One secondary sequence (`num_hashes = 2`, BGHT's code).** BGHT's `iht` does not read two secondaries: a key
+//! whose primary is at or above `t` walks one double-hashing sequence of buckets and claims in the first with
+//! room. With `num_hashes = 2` this scheme does the same along `H1, H2, H3`, then the overflow sequence (up to
+//! `max_chain` buckets in all): one secondary read in the common case instead of two, and a find of an absent
+//! key stops at its primary when that is below `t` (a key only leaves a primary whose load was `>= t`), or at
+//! the first secondary with room. A lost claim re-reads the same bucket. `num_hashes = 3` (the default) is the
+//! paper's two-choice rule, whose probe counts the snapshots compare with the paper.
 //!
 //! **Find.** Primary, then both secondaries; no early exit on a non-full bucket (paper §5.3). (The argument
 //! above would allow stopping after a primary below `t`; kept paper-faithful so probe counts compare.) A key
@@ -82,13 +91,23 @@ impl ProbingScheme for Iht {
                 act = action::CLAIM;
                 slot = view.empty.trailing_zeros();
             } else {
-                // Remember the primary's free slots for the fallback; go to the secondaries.
-                state.aux = view.empty;
-                state.phase = PHASE_SEC0;
+                // On to the secondaries: with `h = 3` both are read, then the less loaded one is claimed (the
+                // primary's free slots are kept for the paper's fallback); with `h = 2` the one sequence is
+                // walked from `H1`, first fit. (One branch-free assignment: each extra branch here cost the GPU
+                // kernel registers.)
+                // (`evictions`, the overflow walk's length, is still 0: IHT never evicts, and a walk never
+                // returns to the primary.)
+                state.aux = view.empty.trailing_zeros() & 0xffu32; // 32 (CUDA, CPU) or all ones (SPIR-V) when full
                 state.hash_index = 1u32;
+                state.phase =
+                    PHASE_SEC0 + (3u32 - params.num_hashes) * (PHASE_OVERFLOW - PHASE_SEC0);
             }
         } else if state.phase == PHASE_SEC0 {
-            state.aux2 = view.empty;
+            // One scratch word for the three facts the second secondary's step needs (a register fewer in the
+            // GPU insert loop): the primary's first empty slot (bits 0-7, 32: none), the first secondary's load
+            // (bits 16-23) and first empty slot (bits 24-31).
+            state.aux |=
+                (load_of(view, bucket_size) << 16u32) | (view.empty.trailing_zeros() << 24u32);
             state.phase = PHASE_SEC1;
             state.hash_index = 2u32;
         } else if state.phase == PHASE_OVERFLOW {
@@ -97,8 +116,8 @@ impl ProbingScheme for Iht {
                 act = action::CLAIM;
                 target = state.hash_index;
                 slot = view.empty.trailing_zeros();
-                state.phase = PHASE_PRIMARY;
-                state.hash_index = 0u32;
+                // A lost claim re-reads this bucket (the state stays): a racing duplicate of the key walked the
+                // same sequence and would show here.
             } else {
                 state.evictions += 1u32;
                 if state.evictions >= params.max_chain {
@@ -108,13 +127,14 @@ impl ProbingScheme for Iht {
                 }
             }
         } else {
-            let load0 = bucket_size - state.aux2.count_ones();
+            let load0 = (state.aux >> 16u32) & 0xffu32;
+            let primary_slot = state.aux & 0xffu32;
             let load1 = load_of(view, bucket_size);
             let mut overflow = false;
             if load0 == bucket_size && load1 == bucket_size {
-                if state.aux != 0 {
+                if primary_slot < bucket_size {
                     act = action::CLAIM;
-                    slot = state.aux.trailing_zeros();
+                    slot = primary_slot;
                 } else if params.max_chain > 0 {
                     overflow = true;
                 } else {
@@ -123,7 +143,7 @@ impl ProbingScheme for Iht {
             } else if load0 <= load1 {
                 act = action::CLAIM;
                 target = 1u32;
-                slot = state.aux2.trailing_zeros();
+                slot = state.aux >> 24u32;
             } else {
                 act = action::CLAIM;
                 target = 2u32;
@@ -133,7 +153,6 @@ impl ProbingScheme for Iht {
                 // All three buckets are full: walk the overflow sequence.
                 state.phase = PHASE_OVERFLOW;
                 state.hash_index = FIRST_OVERFLOW;
-                state.evictions = 0u32;
             } else {
                 // A lost claim restarts from the primary.
                 state.phase = PHASE_PRIMARY;
@@ -157,18 +176,29 @@ impl ProbingScheme for Iht {
         state: &mut ProbeState,
         view: BucketView,
         params: SchemeParams,
-        #[comptime] _bucket_size: u32,
+        #[comptime] bucket_size: u32,
     ) -> Step {
         let mut act = u32::new(action::ABSENT as i64);
         let mut slot = u32::new(0);
         let target = state.hash_index;
+        let two_choice = params.num_hashes == 3u32;
+        // The last hash index an insert's walk may have read (see `candidates`): `max_chain + 2` for `h = 3`,
+        // `max_chain` for `h = 2`.
+        let walk_end = params.max_chain + 2u32 * params.num_hashes - 4u32;
         if view.matched != 0 {
             act = action::FOUND;
             slot = view.matched.trailing_zeros();
-        } else if state.hash_index < 2u32 {
-            state.hash_index += 1u32;
+        } else if state.hash_index == 0u32 {
+            // One secondary sequence: a key only left a primary whose load was at least `t`, and loads never
+            // drop, so a primary below `t` proves the key absent (one read for most absent keys).
+            if two_choice || load_of(view, bucket_size) >= params.threshold {
+                state.hash_index = 1u32;
+                act = action::NEXT;
+            }
+        } else if two_choice && state.hash_index == 1u32 {
+            state.hash_index = 2u32;
             act = action::NEXT;
-        } else if view.empty == 0 && state.hash_index - 2u32 < params.max_chain {
+        } else if view.empty == 0 && state.hash_index < walk_end {
             // From a full second secondary on, the key may sit further along its overflow sequence: first fit
             // never passes a bucket with room, so the walk stops at one (or after `max_chain` buckets). (Only
             // keys whose three buckets were all full went there; testing the last bucket alone reads a few more
@@ -199,13 +229,19 @@ impl SchemeInfo for Iht {
     }
 
     fn candidates(params: &SchemeParams) -> u32 {
-        FIRST_OVERFLOW + params.max_chain
+        if params.num_hashes == 2 {
+            // The primary and the walk's buckets, hash indices 1..=max(max_chain, 1).
+            1 + params.max_chain.max(1)
+        } else {
+            FIRST_OVERFLOW + params.max_chain
+        }
     }
 
     fn validate(bucket_size: u32, params: &SchemeParams) -> Result<(), String> {
-        if params.num_hashes != 3 {
+        if !(2..=3).contains(&params.num_hashes) {
             return Err(format!(
-                "IHT uses exactly 3 hash functions (1 primary, 2 secondary), got {}",
+                "IHT uses 3 hash functions (1 primary, 2 secondary choices: the paper) or 2 (1 primary, one \
+                 secondary sequence: BGHT's code), got {}",
                 params.num_hashes
             ));
         }

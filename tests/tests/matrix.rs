@@ -160,3 +160,184 @@ macro_rules! gpu_oracle_test {
 }
 
 hashtile::for_each_instance!(gpu_oracle_test);
+
+/// IHT with one secondary sequence (`num_hashes = 2`, BGHT's code) on `backend`: builds at a load where the
+/// paper's two-choice rule (`num_hashes = 3`) stops, keeps every pair through updates, answers absent keys (the
+/// early exit at a primary below the threshold), and stores each key at one of its candidate buckets.
+fn iht_one_sequence_on(b: u32, backend: Backend) {
+    if !present(backend) {
+        return;
+    }
+    let n = 20_000usize;
+    let mut params = <hashtile::Iht as SchemeInfo>::default_params(b);
+    params.num_hashes = 2;
+    let cfg = TableConfig::for_keys(n, 0.93)
+        .bucket_size(b)
+        .params(params)
+        .max_rebuilds(0)
+        .backend(BackendChoice::Exactly(backend));
+    let mut t: HashTable<hashtile::Iht, u32, u32> = HashTable::new(cfg).unwrap();
+    let keys: Vec<u32> = (0..2 * n as u32)
+        .map(|i| hashtile::hash::fmix32(i ^ 0x1ce))
+        .collect();
+    let mut oracle = HashMap::new();
+    let first: Vec<u32> = (0..n as u32).collect();
+    // Builds completely at 0.93: first fit along the sequence never gives up before the table is nearly full.
+    assert_eq!(insert_tracked(&mut t, &mut oracle, &keys[..n], &first), 0);
+    let upd: Vec<u32> = (0..n as u32 / 2).map(|i| i ^ 0xabcd).collect();
+    assert_eq!(
+        insert_tracked(&mut t, &mut oracle, &keys[n / 4..n / 4 + n / 2], &upd),
+        0
+    );
+    assert_eq!(t.len(), n, "iht h=2 B={b} on {backend}: len");
+    let got = t.find(&keys).unwrap();
+    for (k, g) in keys.iter().zip(got) {
+        assert_eq!(
+            oracle.get(k).copied(),
+            g,
+            "iht h=2 B={b} on {backend}: key {k}"
+        );
+    }
+    for (k, bucket) in t.placement().unwrap() {
+        assert!(
+            t.candidate_buckets(k).contains(&bucket),
+            "key {k} misplaced"
+        );
+    }
+}
+
+/// BCHT's upsert places a pair in the first of its buckets with room (reusing the duplicate check's reads):
+/// loads up to 0.9, a second batch half updates and half new keys, with duplicates inside the batch (the last
+/// occurrence wins), checked against a `HashMap`.
+fn bcht_upsert_first_fit_on(b: u32, backend: Backend) {
+    if !present(backend) {
+        return;
+    }
+    let n = 20_000usize;
+    let cfg = TableConfig::for_keys(n, 0.9)
+        .bucket_size(b)
+        .max_rebuilds(0)
+        .backend(BackendChoice::Exactly(backend));
+    let mut t: HashTable<hashtile::Bcht, u32, u32> = HashTable::new(cfg).unwrap();
+    let keys: Vec<u32> = (0..n as u32)
+        .map(|i| hashtile::hash::fmix32(i ^ 0xb0c))
+        .collect();
+    let mut oracle = HashMap::new();
+    let half = n / 2;
+    let vals: Vec<u32> = (0..half as u32).collect();
+    assert_eq!(insert_tracked(&mut t, &mut oracle, &keys[..half], &vals), 0);
+    // Keys n/4 .. n, each twice in the batch: updates of stored keys, then new keys, repeated.
+    let mut batch: Vec<u32> = keys[n / 4..].to_vec();
+    batch.extend_from_slice(&keys[n / 4..]);
+    let bvals: Vec<u32> = (0..batch.len() as u32)
+        .map(|i| i.wrapping_mul(7) ^ 1)
+        .collect();
+    assert_eq!(insert_tracked(&mut t, &mut oracle, &batch, &bvals), 0);
+    assert_eq!(t.len(), n, "bcht B={b} on {backend}: len");
+    let got = t.find(&keys).unwrap();
+    for (k, g) in keys.iter().zip(got) {
+        assert_eq!(
+            oracle.get(k).copied(),
+            g,
+            "bcht B={b} on {backend}: key {k}"
+        );
+    }
+    for (k, bucket) in t.placement().unwrap() {
+        assert!(
+            t.candidate_buckets(k).contains(&bucket),
+            "key {k} misplaced"
+        );
+    }
+}
+
+/// A bulk build (duplicate check off) of a one-slot cuckoo scheme on `backend` (the driver's one-lane tiles). Distinct keys at load 0.45 (four hash functions, or BCHT's three), every pair found,
+/// absent keys absent, each key at a candidate bucket.
+fn one_slot_bulk_build_on<S: SchemeInfo>(backend: Backend) {
+    if !present(backend) {
+        return;
+    }
+    let n = 20_000usize;
+    let mut params = S::default_params(1);
+    params.upsert = 0;
+    let cfg = TableConfig::for_keys(n, 0.45)
+        .bucket_size(1)
+        .params(params)
+        .max_rebuilds(2)
+        .backend(BackendChoice::Exactly(backend));
+    let mut t: HashTable<S, u32, u32> = HashTable::new(cfg).unwrap();
+    let keys: Vec<u32> = (0..2 * n as u32)
+        .map(|i| hashtile::hash::fmix32(i ^ 0x0b1d))
+        .collect();
+    let vals: Vec<u32> = (0..n as u32).map(|i| i.wrapping_mul(3)).collect();
+    let mut oracle = HashMap::new();
+    assert_eq!(insert_tracked(&mut t, &mut oracle, &keys[..n], &vals), 0);
+    assert_eq!(t.len(), n, "{} bulk build on {backend}: len", S::NAME);
+    let got = t.find(&keys).unwrap();
+    for (k, g) in keys.iter().zip(got) {
+        assert_eq!(
+            oracle.get(k).copied(),
+            g,
+            "{} on {backend}: key {k}",
+            S::NAME
+        );
+    }
+    for (k, bucket) in t.placement().unwrap() {
+        assert!(
+            t.candidate_buckets(k).contains(&bucket),
+            "key {k} misplaced"
+        );
+    }
+}
+
+#[test]
+fn one_slot_bulk_build() {
+    one_slot_bulk_build_on::<hashtile::Cht1>(Backend::Cpu);
+    one_slot_bulk_build_on::<hashtile::Bcht>(Backend::Cpu);
+}
+
+#[test]
+fn vulkan_one_slot_bulk_build() {
+    one_slot_bulk_build_on::<hashtile::Cht1>(Backend::Vulkan);
+    one_slot_bulk_build_on::<hashtile::Bcht>(Backend::Vulkan);
+}
+
+#[test]
+fn cuda_one_slot_bulk_build() {
+    one_slot_bulk_build_on::<hashtile::Cht1>(Backend::Cuda);
+    one_slot_bulk_build_on::<hashtile::Bcht>(Backend::Cuda);
+}
+
+macro_rules! rule_tests {
+    ($($b:literal),*) => {
+        paste::paste! {
+            $(
+                #[test]
+                fn [<iht_one_sequence_b $b>]() {
+                    iht_one_sequence_on($b, Backend::Cpu);
+                }
+                #[test]
+                fn [<vulkan_iht_one_sequence_b $b>]() {
+                    iht_one_sequence_on($b, Backend::Vulkan);
+                }
+                #[test]
+                fn [<cuda_iht_one_sequence_b $b>]() {
+                    iht_one_sequence_on($b, Backend::Cuda);
+                }
+                #[test]
+                fn [<bcht_upsert_first_fit_b $b>]() {
+                    bcht_upsert_first_fit_on($b, Backend::Cpu);
+                }
+                #[test]
+                fn [<vulkan_bcht_upsert_first_fit_b $b>]() {
+                    bcht_upsert_first_fit_on($b, Backend::Vulkan);
+                }
+                #[test]
+                fn [<cuda_bcht_upsert_first_fit_b $b>]() {
+                    bcht_upsert_first_fit_on($b, Backend::Cuda);
+                }
+            )*
+        }
+    };
+}
+
+rule_tests!(8, 16, 32);

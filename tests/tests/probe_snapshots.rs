@@ -20,6 +20,11 @@ fn keys() -> Vec<u32> {
 }
 
 fn probes_table<S: SchemeInfo>(b: u32) -> String {
+    probes_table_with::<S>(b, S::default_params(b), "")
+}
+
+/// [`probes_table`] with `params` in place of the defaults (`label` names the variant in the header).
+fn probes_table_with<S: SchemeInfo>(b: u32, params: hashtile::SchemeParams, label: &str) -> String {
     let keys = keys();
     let (present, absent) = keys.split_at(N);
     let half: Vec<u32> = present[..N / 2]
@@ -28,12 +33,12 @@ fn probes_table<S: SchemeInfo>(b: u32) -> String {
         .copied()
         .collect();
     let mut out = format!(
-        "{} B={b} N={N}\nload  insert  insert-upsert  find100  find50  find0\n",
+        "{}{label} B={b} N={N}\nload  insert  insert-upsert  find100  find50  find0\n",
         S::NAME
     );
     for load in LOADS {
         let cfg = |upsert: u32| {
-            let mut p = S::default_params(b);
+            let mut p = params;
             p.upsert = upsert;
             TableConfig::for_keys(N, load)
                 .bucket_size(b)
@@ -97,3 +102,12 @@ snapshot_test!(P2bht, 8);
 snapshot_test!(P2bht, 16);
 snapshot_test!(P2bht, 32);
 snapshot_test!(Cht1, 1);
+
+/// IHT with one secondary sequence (`num_hashes = 2`, BGHT's code): one secondary read in the common case, and
+/// absent keys stop at a primary below the threshold.
+#[test]
+fn probes_iht_one_sequence_b16() {
+    let mut p = <hashtile::Iht as SchemeInfo>::default_params(16);
+    p.num_hashes = 2;
+    insta::assert_snapshot!(probes_table_with::<hashtile::Iht>(16, p, " h=2"));
+}

@@ -272,7 +272,7 @@ pub fn tile_find_at<S: ProbingScheme, L: KeyLayout>(
         // An idle tile takes the next pending lane's key.
         let queue = tile_ballot(pending, tl, tile_width);
         let next = queue.trailing_zeros() % tile_width;
-        let next_key = L::shuffle_key(key, next, tl);
+        let next_key = L::shuffle_key(key, next, tl, tile_width);
         if !has_op && queue != 0 {
             has_op = true;
             cur_key = next_key;

@@ -93,8 +93,8 @@ pub fn insert_kernel<S: ProbingScheme, L: KeyLayout>(
         // An idle tile takes the next pending lane's pair.
         let queue = tile_ballot(pending, tl, tile_width);
         let next = queue.trailing_zeros() % tile_width;
-        let next_key = L::shuffle_key(my_key, next, tl);
-        let next_val = L::shuffle_value(my_val, next, tl);
+        let next_key = L::shuffle_key(my_key, next, tl, tile_width);
+        let next_val = L::shuffle_value(my_val, next, tl, tile_width);
         if !has_op && queue != 0 {
             has_op = true;
             cur_key = next_key;
@@ -245,7 +245,7 @@ pub fn insert_kernel<S: ProbingScheme, L: KeyLayout>(
                 }
             }
         }
-        let old_all = tile_shuffle_u64(old, owner, tl);
+        let old_all = tile_shuffle_u64(old, owner, tl, tile_width);
 
         // Tile-uniform bookkeeping.
         if has_op {

@@ -54,9 +54,19 @@ pub trait KeyLayout: Send + Sync + 'static {
     /// The value of a key word (only for layouts that move pairs).
     fn value_of(word: u64) -> Self::Value;
     /// Lane `src` of this tile's `key` (all lanes must call).
-    fn shuffle_key(key: Self::Key, src: u32, tl: TileLane) -> Self::Key;
+    fn shuffle_key(
+        key: Self::Key,
+        src: u32,
+        tl: TileLane,
+        #[comptime] tile_width: u32,
+    ) -> Self::Key;
     /// Lane `src` of this tile's `value` (all lanes must call).
-    fn shuffle_value(value: Self::Value, src: u32, tl: TileLane) -> Self::Value;
+    fn shuffle_value(
+        value: Self::Value,
+        src: u32,
+        tl: TileLane,
+        #[comptime] tile_width: u32,
+    ) -> Self::Value;
     /// Called by the lane whose claim of slot `addr` just succeeded: stores the value where the layout keeps it.
     fn store_value(values: &mut Array<u64>, addr: usize, value: Self::Value);
     /// The value of slot `slot` of `bucket` (just read into `slots`), broadcast to the whole tile; `found` is
@@ -110,11 +120,11 @@ impl KeyLayout for Packed {
     fn value_of(word: u64) -> u32 {
         word_value(word)
     }
-    fn shuffle_key(key: u32, src: u32, tl: TileLane) -> u32 {
-        tile_shuffle(key, src, tl)
+    fn shuffle_key(key: u32, src: u32, tl: TileLane, #[comptime] tile_width: u32) -> u32 {
+        tile_shuffle(key, src, tl, tile_width)
     }
-    fn shuffle_value(value: u32, src: u32, tl: TileLane) -> u32 {
-        tile_shuffle(value, src, tl)
+    fn shuffle_value(value: u32, src: u32, tl: TileLane, #[comptime] tile_width: u32) -> u32 {
+        tile_shuffle(value, src, tl, tile_width)
     }
     #[allow(unused_variables)]
     fn store_value(values: &mut Array<u64>, addr: usize, value: u32) {
@@ -173,11 +183,11 @@ impl KeyLayout for Wide {
         // Never called: the layout does not move pairs.
         u64::new(0)
     }
-    fn shuffle_key(key: u64, src: u32, tl: TileLane) -> u64 {
-        tile_shuffle_u64(key, src, tl)
+    fn shuffle_key(key: u64, src: u32, tl: TileLane, #[comptime] tile_width: u32) -> u64 {
+        tile_shuffle_u64(key, src, tl, tile_width)
     }
-    fn shuffle_value(value: u64, src: u32, tl: TileLane) -> u64 {
-        tile_shuffle_u64(value, src, tl)
+    fn shuffle_value(value: u64, src: u32, tl: TileLane, #[comptime] tile_width: u32) -> u64 {
+        tile_shuffle_u64(value, src, tl, tile_width)
     }
     fn store_value(values: &mut Array<u64>, addr: usize, value: u64) {
         values[addr] = value;
@@ -199,7 +209,7 @@ impl KeyLayout for Wide {
         if found && tl.lane == owner {
             v = values[slot_address(bucket, slot, bucket_size)];
         }
-        tile_shuffle_u64(v, owner, tl)
+        tile_shuffle_u64(v, owner, tl, tile_width)
     }
     #[allow(unused_variables)]
     fn stash(failed: &mut Array<u64>, at: usize, word: u64, key: u64, value: u64) {
