@@ -6,10 +6,11 @@
 //!
 //! The number of vertices (the hash range) is the load knob; the paper uses N/2 .. 2N for N keys.
 //!
-//! This is the CPU backend, which is also the oracle of the GPU one to come (issue 11): it places pairs in
-//! input order within a vertex (a parallel sort by `(vertex, position)`), so its layout is deterministic. The
-//! order of a key's values in [`CsrTable::find_all`] is **unspecified** in the API (the GPU build places with
-//! atomics); compare them as multisets.
+//! Backends: the CPU build (also the GPU one's oracle) places pairs in input order within a vertex (a parallel
+//! sort by `(vertex, position)`), so its layout is deterministic; the device build (`gpu::csr::GpuCsr`, 32-bit
+//! keys and values so far) counts, scans and places with atomics. The order of a key's values in
+//! [`CsrTable::find_all`] is therefore **unspecified** in the API; compare them as multisets. `Auto` picks a GPU
+//! for 32-bit pairs when one is there (as `HashTable` does) and the CPU otherwise; joins run on the CPU.
 //!
 //! ```
 //! use hashtile_backends::csr::{CsrConfig, CsrTable, JoinMethod, CsrJoin};
@@ -35,9 +36,11 @@
 //! # Ok::<(), hashtile_core::Error>(())
 //! ```
 
+use crate::gpu::csr::DeviceCsr;
 use crate::select::{Backend, BackendChoice};
 use hashtile_core::{Error, HashFamily, Key, Result, Value};
 use rayon::prelude::*;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 /// How a CSR table is built.
@@ -49,8 +52,8 @@ pub struct CsrConfig {
     pub range_factor: f64,
     /// Seed of the hash function.
     pub seed: u64,
-    /// Where the table lives. Only the CPU backend exists so far: `Auto` picks it, and a GPU backend asked for
-    /// by name is an [`Error::BackendUnavailable`].
+    /// Where the table lives. GPUs hold 32-bit keys and values so far: other widths asked for on a GPU by name
+    /// are an [`Error::BackendUnavailable`], and `Auto` puts them on the CPU. Joins run on the CPU.
     pub backend: BackendChoice,
 }
 
@@ -80,16 +83,6 @@ impl CsrConfig {
 
     /// The vertex count for `n` keys, checked.
     fn vertices_for(&self, n: usize) -> Result<u32> {
-        match self.backend {
-            BackendChoice::Auto | BackendChoice::Exactly(Backend::Cpu) => {}
-            BackendChoice::Exactly(b) => {
-                return Err(Error::BackendUnavailable {
-                    backend: b.name(),
-                    reason: "CSR tables run on the CPU backend only so far".into(),
-                    how: "use BackendChoice::Auto or Exactly(Backend::Cpu); the GPU build is issue 11's next step",
-                });
-            }
-        }
         if n > u32::MAX as usize {
             return Err(Error::InvalidConfig(format!(
                 "a CSR table holds at most 2^32 - 1 pairs (offsets are 32-bit), got {n}"
@@ -119,6 +112,41 @@ impl CsrConfig {
     }
 }
 
+impl CsrConfig {
+    /// The backend a table of `K -> V` pairs goes to.
+    fn backend_for<K: Key, V: Value>(&self) -> Result<Backend> {
+        let narrow = K::BITS == 32 && V::BITS == 32;
+        match self.backend {
+            BackendChoice::Exactly(Backend::Cpu) => Ok(Backend::Cpu),
+            BackendChoice::Exactly(b) => {
+                if !narrow {
+                    return Err(Error::BackendUnavailable {
+                        backend: b.name(),
+                        reason: format!(
+                            "device CSR tables hold 32-bit keys and values so far, not {}-bit keys with {}-bit \
+                             values",
+                            K::BITS,
+                            V::BITS
+                        ),
+                        how: "use BackendChoice::Auto or Exactly(Backend::Cpu) for wider pairs",
+                    });
+                }
+                if !crate::select::is_available(b) {
+                    return Err(Error::BackendUnavailable {
+                        backend: b.name(),
+                        reason: "no device of this backend answers (or it is not compiled in)"
+                            .into(),
+                        how: "use BackendChoice::Auto, which falls back to the CPU",
+                    });
+                }
+                Ok(b)
+            }
+            BackendChoice::Auto if narrow => Ok(crate::select::resolve(BackendChoice::Auto)),
+            BackendChoice::Auto => Ok(Backend::Cpu),
+        }
+    }
+}
+
 /// Every value of each query key: the values of query `i` are `values[offsets[i]..offsets[i + 1]]`.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct FindAll<V> {
@@ -128,15 +156,30 @@ pub struct FindAll<V> {
     pub values: Vec<V>,
 }
 
-/// A static CSR hash table (multimap) of `K -> V` pairs.
-#[derive(Debug, Clone)]
+/// A static CSR hash table (multimap) of `K -> V` pairs, on the CPU or a GPU ([`CsrConfig::backend`]).
+#[derive(Clone)]
 pub struct CsrTable<K: Key, V: Value> {
-    family: HashFamily,
     vertices: u32,
-    /// `vertices + 1` offsets into `keys` / `values`.
-    offsets: Vec<u32>,
-    keys: Vec<K>,
-    values: Vec<V>,
+    len: usize,
+    store: Store<K, V>,
+}
+
+/// Where a table's pairs live.
+#[derive(Clone)]
+enum Store<K: Key, V: Value> {
+    Host(HostCsr<K, V>),
+    /// A device table of 32-bit pairs (`K` and `V` are 32-bit: converted at the boundary).
+    Device(Backend, Arc<dyn DeviceCsr>),
+}
+
+impl<K: Key, V: Value> std::fmt::Debug for CsrTable<K, V> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CsrTable")
+            .field("backend", &self.backend())
+            .field("vertices", &self.vertices)
+            .field("len", &self.len)
+            .finish()
+    }
 }
 
 impl<K: Key, V: Value> CsrTable<K, V> {
@@ -151,6 +194,102 @@ impl<K: Key, V: Value> CsrTable<K, V> {
         }
         let vertices = cfg.vertices_for(keys.len())?;
         let family = HashFamily::new(cfg.seed);
+        let store = match cfg.backend_for::<K, V>()? {
+            Backend::Cpu => Store::Host(HostCsr::build(family, vertices, keys, values)),
+            b => {
+                let k: Vec<u32> = keys.iter().map(|k| k.widen() as u32).collect();
+                let v: Vec<u32> = values.iter().map(|v| v.widen() as u32).collect();
+                Store::Device(
+                    b,
+                    crate::gpu::csr::device_csr(b, &family, vertices, &k, &v)?,
+                )
+            }
+        };
+        Ok(Self {
+            vertices,
+            len: keys.len(),
+            store,
+        })
+    }
+
+    /// Number of vertices (the hash range).
+    pub fn vertices(&self) -> u32 {
+        self.vertices
+    }
+
+    /// Number of pairs stored.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// `true` when no pair is stored.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The backend the table lives on.
+    pub fn backend(&self) -> Backend {
+        match &self.store {
+            Store::Host(_) => Backend::Cpu,
+            Store::Device(b, _) => *b,
+        }
+    }
+
+    /// How many values each query key has (0 when absent).
+    pub fn count(&self, queries: &[K]) -> Result<Vec<u32>> {
+        match &self.store {
+            Store::Host(h) => Ok(h.count(queries)),
+            Store::Device(_, d) => d.count(&narrow_keys(queries)),
+        }
+    }
+
+    /// Every value of each query key (multimap semantics; the order of one key's values is unspecified).
+    pub fn find_all(&self, queries: &[K]) -> Result<FindAll<V>> {
+        match &self.store {
+            Store::Host(h) => Ok(h.find_all(queries)),
+            Store::Device(_, d) => {
+                let FindAll { offsets, values } = d.find_all(&narrow_keys(queries))?;
+                Ok(FindAll {
+                    offsets,
+                    values: values.into_iter().map(|v| V::narrow(v as u64)).collect(),
+                })
+            }
+        }
+    }
+
+    /// The stored pairs (CPU: in placement order, vertex by vertex; GPU: by vertex, in an unspecified order
+    /// within one).
+    pub fn pairs(&self) -> Result<Vec<(K, V)>> {
+        match &self.store {
+            Store::Host(h) => Ok(h.pairs()),
+            Store::Device(_, d) => Ok(d
+                .pairs()?
+                .into_iter()
+                .map(|(k, v)| (K::narrow(k as u64), V::narrow(v as u64)))
+                .collect()),
+        }
+    }
+}
+
+/// 32-bit query words for a device table (its keys are 32-bit, so this is lossless).
+fn narrow_keys<K: Key>(keys: &[K]) -> Vec<u32> {
+    keys.iter().map(|k| k.widen() as u32).collect()
+}
+
+/// The CPU store of a CSR table (also what joins build).
+#[derive(Debug, Clone)]
+pub(crate) struct HostCsr<K: Key, V: Value> {
+    family: HashFamily,
+    vertices: u32,
+    /// `vertices + 1` offsets into `keys` / `values`.
+    offsets: Vec<u32>,
+    keys: Vec<K>,
+    values: Vec<V>,
+}
+
+impl<K: Key, V: Value> HostCsr<K, V> {
+    /// Builds the table of `(keys[i], values[i])`: count, prefix sum, place. Duplicate keys are all kept.
+    fn build(family: HashFamily, vertices: u32, keys: &[K], values: &[V]) -> Self {
         let vertex_of: Vec<u32> = keys
             .par_iter()
             .map(|k| family.bucket(k.widen(), 0, vertices))
@@ -172,33 +311,13 @@ impl<K: Key, V: Value> CsrTable<K, V> {
         order.par_sort_unstable_by_key(|&i| (vertex_of[i as usize], i));
         let keys = order.par_iter().map(|&i| keys[i as usize]).collect();
         let values = order.par_iter().map(|&i| values[i as usize]).collect();
-        Ok(Self {
+        Self {
             family,
             vertices,
             offsets,
             keys,
             values,
-        })
-    }
-
-    /// Number of vertices (the hash range).
-    pub fn vertices(&self) -> u32 {
-        self.vertices
-    }
-
-    /// Number of pairs stored.
-    pub fn len(&self) -> usize {
-        self.keys.len()
-    }
-
-    /// `true` when no pair is stored.
-    pub fn is_empty(&self) -> bool {
-        self.keys.is_empty()
-    }
-
-    /// The backend the table lives on.
-    pub fn backend(&self) -> Backend {
-        Backend::Cpu
+        }
     }
 
     /// The vertex `key` hashes to.
@@ -218,16 +337,16 @@ impl<K: Key, V: Value> CsrTable<K, V> {
     }
 
     /// How many values each query key has (0 when absent).
-    pub fn count(&self, queries: &[K]) -> Result<Vec<u32>> {
-        Ok(queries
+    fn count(&self, queries: &[K]) -> Vec<u32> {
+        queries
             .par_iter()
             .map(|&q| self.matches(q).count() as u32)
-            .collect())
+            .collect()
     }
 
     /// Every value of each query key (multimap semantics; the order of one key's values is unspecified).
-    pub fn find_all(&self, queries: &[K]) -> Result<FindAll<V>> {
-        let counts = self.count(queries)?;
+    fn find_all(&self, queries: &[K]) -> FindAll<V> {
+        let counts = self.count(queries);
         let mut offsets = Vec::with_capacity(queries.len() + 1);
         let mut sum = 0usize;
         offsets.push(0);
@@ -240,11 +359,11 @@ impl<K: Key, V: Value> CsrTable<K, V> {
             .flat_map_iter(|&q| self.matches(q).map(|j| self.values[j]))
             .collect();
         debug_assert_eq!(values.len(), sum);
-        Ok(FindAll { offsets, values })
+        FindAll { offsets, values }
     }
 
     /// The stored pairs in placement order (vertex by vertex).
-    pub fn pairs(&self) -> Vec<(K, V)> {
+    fn pairs(&self) -> Vec<(K, V)> {
         self.keys
             .iter()
             .copied()
@@ -268,11 +387,11 @@ pub enum JoinMethod {
 /// [`CsrJoin::write_into`] fills it. The order of the pairs is unspecified.
 #[derive(Debug, Clone)]
 pub struct CsrJoin<K: Key> {
-    left: CsrTable<K, u32>,
+    left: HostCsr<K, u32>,
     /// `Probe`: the right keys; `Intersect`: empty.
     probe: Vec<K>,
     /// `Intersect`: the right side's table.
-    right: Option<CsrTable<K, u32>>,
+    right: Option<HostCsr<K, u32>>,
     /// Number of matching pairs.
     pairs: usize,
 }
@@ -285,11 +404,20 @@ impl<K: Key> CsrJoin<K> {
                 "join positions are 32-bit: each side holds at most 2^32 - 1 keys".into(),
             ));
         }
+        if let BackendChoice::Exactly(b) = cfg.backend
+            && b != Backend::Cpu
+        {
+            return Err(Error::BackendUnavailable {
+                backend: b.name(),
+                reason: "CSR joins run on the CPU backend only so far".into(),
+                how: "use BackendChoice::Auto or Exactly(Backend::Cpu); device joins are issue 11's next step",
+            });
+        }
         let positions = |n: usize| (0..n as u32).collect::<Vec<u32>>();
         // Both sides share one hash range (sized by the larger side) so that `Intersect` can pair vertices.
         let vertices = cfg.vertices_for(left.len().max(right.len()))?;
-        let cfg = cfg.clone().vertices(vertices);
-        let left_table = CsrTable::build(&cfg, left, &positions(left.len()))?;
+        let family = HashFamily::new(cfg.seed);
+        let left_table = HostCsr::build(family, vertices, left, &positions(left.len()));
         let (probe, right_table, pairs) = match method {
             JoinMethod::Probe => {
                 let pairs = right
@@ -299,7 +427,7 @@ impl<K: Key> CsrJoin<K> {
                 (right.to_vec(), None, pairs)
             }
             JoinMethod::Intersect => {
-                let r = CsrTable::build(&cfg, right, &positions(right.len()))?;
+                let r = HostCsr::build(family, vertices, right, &positions(right.len()));
                 let pairs = (0..vertices as usize)
                     .into_par_iter()
                     .map(|v| intersect_vertex(&left_table, &r, v).count())
@@ -368,8 +496,8 @@ impl<K: Key> CsrJoin<K> {
 
 /// The matching `(left position, right position)` pairs of vertex `v` of two tables with one hash range.
 fn intersect_vertex<'a, K: Key>(
-    left: &'a CsrTable<K, u32>,
-    right: &'a CsrTable<K, u32>,
+    left: &'a HostCsr<K, u32>,
+    right: &'a HostCsr<K, u32>,
     v: usize,
 ) -> impl Iterator<Item = (u32, u32)> + 'a {
     let rr = right.range(v);

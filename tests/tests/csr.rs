@@ -32,7 +32,7 @@ fn check_lookups<K: Key, V: Value + Ord>(cfg: &CsrConfig, keys: &[K], values: &[
         assert_eq!(got, want, "values of {q}");
     }
     // Every pair is stored once: the placed pairs are the input as a multiset.
-    let mut placed = t.pairs();
+    let mut placed = t.pairs().unwrap();
     let mut input: Vec<(K, V)> = keys.iter().copied().zip(values.iter().copied()).collect();
     placed.sort();
     input.sort();
@@ -170,14 +170,34 @@ fn bad_input_is_a_typed_error() {
         CsrTable::<u32, u32>::build(&cfg.clone().vertices(0), &[1], &[1]),
         Err(Error::InvalidConfig(_))
     ));
-    let gpu = CsrConfig {
-        backend: BackendChoice::Exactly(Backend::Cuda),
-        ..CsrConfig::default()
-    };
-    assert!(matches!(
-        CsrTable::<u32, u32>::build(&gpu, &[1], &[1]),
-        Err(Error::BackendUnavailable { .. })
-    ));
+    for b in [Backend::Cuda, Backend::Vulkan] {
+        let gpu = CsrConfig {
+            backend: BackendChoice::Exactly(b),
+            ..CsrConfig::default()
+        };
+        // Device tables hold 32-bit pairs so far: wider ones asked for on a GPU by name get a typed error (and
+        // `Auto` puts them on the CPU); an absent device is one too. Joins run on the CPU.
+        assert!(matches!(
+            CsrTable::<u64, u32>::build(&gpu, &[1], &[1]),
+            Err(Error::BackendUnavailable { .. })
+        ));
+        assert!(matches!(
+            CsrTable::<u32, u64>::build(&gpu, &[1], &[1]),
+            Err(Error::BackendUnavailable { .. })
+        ));
+        if !hashtile::is_available(b) {
+            assert!(matches!(
+                CsrTable::<u32, u32>::build(&gpu, &[1], &[1]),
+                Err(Error::BackendUnavailable { .. })
+            ));
+        }
+        assert!(matches!(
+            CsrJoin::plan(&gpu, &[1u32], &[1u32], JoinMethod::Probe),
+            Err(Error::BackendUnavailable { .. })
+        ));
+    }
+    let auto = CsrTable::<u64, u64>::build(&CsrConfig::default(), &[1], &[1]).unwrap();
+    assert_eq!(auto.backend(), Backend::Cpu);
     let join = CsrJoin::plan(&cfg, &[1u32, 1], &[1u32], JoinMethod::Probe).unwrap();
     let (mut l, mut r) = (vec![0u32; 1], vec![0u32; 2]);
     assert!(matches!(
@@ -230,6 +250,40 @@ fn gpu_matches_cpu<R: hashtile::cubecl::prelude::Runtime>(
 }
 
 mod common;
+
+/// `CsrTable` on a GPU backend (the front end over `GpuCsr`) against the multimap: unique keys, heavy
+/// duplicates, one key repeated, the all-ones key, absent queries, an empty table, a hash range of 1.
+fn csr_table_on(backend: Backend) {
+    if !common::present(backend) {
+        return;
+    }
+    let cfg = CsrConfig {
+        backend: BackendChoice::Exactly(backend),
+        ..CsrConfig::default()
+    };
+    let t = CsrTable::<u32, u32>::build(&cfg, &[1, 2], &[3, 4]).unwrap();
+    assert_eq!(t.backend(), backend);
+    let absent: Vec<u32> = vec![0xdead_beef, 17, u32::MAX - 1];
+    for (n, distinct) in [(6000usize, 1u64 << 40), (6000, 200), (2000, 1), (0, 1)] {
+        let mut keys: Vec<u32> = random_keys(n, distinct, 0xc5 ^ n as u64);
+        if n > 0 {
+            keys[0] = u32::MAX;
+        }
+        let values: Vec<u32> = (0..n as u32).map(|i| i ^ 0x5a5a).collect();
+        check_lookups(&cfg, &keys, &values, &absent);
+        check_lookups(&cfg.clone().vertices(1), &keys, &values, &absent);
+    }
+}
+
+#[test]
+fn vulkan_csr_table() {
+    csr_table_on(Backend::Vulkan);
+}
+
+#[test]
+fn cuda_csr_table() {
+    csr_table_on(Backend::Cuda);
+}
 
 #[test]
 fn vulkan_csr_matches_cpu() {

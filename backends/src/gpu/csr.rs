@@ -2,8 +2,8 @@
 //! paper (count with one atomic per key, [`super::scan::exclusive_scan`], place with an atomic cursor per
 //! vertex) and thread-per-query lookups (`count`, `find_all` as count, scan, gather). The vertex of a key is
 //! `HashFamily::bucket(key, 0, vertices)`, the same hash as the CPU table (`crate::csr`), which is the oracle
-//! in the tests. Not yet here: 64-bit keys and values, the binned v2 build, tile-cooperative range reads,
-//! joins, and the `CsrTable` front end choosing this backend.
+//! in the tests. `CsrTable` builds one when its configuration names (or `Auto` finds) a GPU, through
+//! [`DeviceCsr`]. Not yet here: 64-bit keys and values, the binned v2 build, tile-cooperative range reads, joins.
 
 use super::scan::exclusive_scan;
 use super::{CUBE_SIZE, cube_count, fill_u32};
@@ -277,5 +277,78 @@ impl<R: Runtime> GpuCsr<R> {
             offsets: starts_host.into_iter().map(|s| s as usize).collect(),
             values,
         })
+    }
+}
+
+impl<R: Runtime> GpuCsr<R> {
+    /// The stored pairs, read back: by vertex, in an unspecified order within one (atomic placement).
+    pub fn pairs(&self) -> Result<Vec<(u32, u32)>> {
+        if self.n == 0 {
+            return Ok(Vec::new());
+        }
+        let keys =
+            u32::from_bytes(&self.client.read_one_unchecked(self.keys.clone()))[..self.n].to_vec();
+        let values = u32::from_bytes(&self.client.read_one_unchecked(self.values.clone()))
+            [..self.n]
+            .to_vec();
+        Ok(keys.into_iter().zip(values).collect())
+    }
+}
+
+/// A device CSR table behind one runtime-free interface: what `CsrTable` holds for a GPU backend.
+pub trait DeviceCsr: Send + Sync {
+    /// [`GpuCsr::count`].
+    fn count(&self, queries: &[u32]) -> Result<Vec<u32>>;
+    /// [`GpuCsr::find_all`].
+    fn find_all(&self, queries: &[u32]) -> Result<FindAll<u32>>;
+    /// [`GpuCsr::pairs`].
+    fn pairs(&self) -> Result<Vec<(u32, u32)>>;
+}
+
+impl<R: Runtime> DeviceCsr for GpuCsr<R> {
+    fn count(&self, queries: &[u32]) -> Result<Vec<u32>> {
+        GpuCsr::count(self, queries)
+    }
+    fn find_all(&self, queries: &[u32]) -> Result<FindAll<u32>> {
+        GpuCsr::find_all(self, queries)
+    }
+    fn pairs(&self) -> Result<Vec<(u32, u32)>> {
+        GpuCsr::pairs(self)
+    }
+}
+
+/// Builds a device CSR table on `backend` (which the caller has checked is available and not the CPU).
+pub(crate) fn device_csr(
+    backend: crate::select::Backend,
+    family: &HashFamily,
+    vertices: u32,
+    keys: &[u32],
+    values: &[u32],
+) -> Result<std::sync::Arc<dyn DeviceCsr>> {
+    #[allow(unused_imports)]
+    use std::sync::Arc;
+    let _ = (family, vertices, keys, values);
+    match backend {
+        #[cfg(feature = "cuda")]
+        crate::select::Backend::Cuda => {
+            use cubecl::cuda::CudaRuntime;
+            let client = CudaRuntime::client(&Default::default());
+            Ok(Arc::new(GpuCsr::<CudaRuntime>::build(
+                &client, family, vertices, keys, values,
+            )?))
+        }
+        #[cfg(feature = "vulkan")]
+        crate::select::Backend::Vulkan => {
+            use cubecl::wgpu::WgpuRuntime;
+            let client = WgpuRuntime::client(&Default::default());
+            Ok(Arc::new(GpuCsr::<WgpuRuntime>::build(
+                &client, family, vertices, keys, values,
+            )?))
+        }
+        b => Err(Error::BackendUnavailable {
+            backend: b.name(),
+            reason: "this backend is not compiled in".into(),
+            how: "build with the backend's feature, or use BackendChoice::Auto",
+        }),
     }
 }
