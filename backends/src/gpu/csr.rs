@@ -111,7 +111,8 @@ pub struct GpuCsr<R: Runtime> {
 }
 
 impl<R: Runtime> GpuCsr<R> {
-    /// Builds the table of `(keys[i], values[i])` with `vertices` vertices and hash family `family` (function 0).
+    /// Builds the table of `(keys[i], values[i])` with `vertices` vertices and hash family `family` (function 0),
+    /// and waits for the device to finish it.
     pub fn build(
         client: &ComputeClient<R>,
         family: &HashFamily,
@@ -179,6 +180,10 @@ impl<R: Runtime> GpuCsr<R> {
                 )
             }
         }
+        // The build returns a finished table, as the CPU one does: a device error surfaces here, and a caller
+        // timing the build times the work, not its queueing.
+        cubecl::future::block_on(client.sync())
+            .map_err(|e| Error::Device(format!("CSR build: {e:?}")))?;
         Ok(Self {
             client: client.clone(),
             vertices,
