@@ -7,10 +7,10 @@
 //! The number of vertices (the hash range) is the load knob; the paper uses N/2 .. 2N for N keys.
 //!
 //! Backends: the CPU build (also the GPU one's oracle) places pairs in input order within a vertex (a parallel
-//! sort by `(vertex, position)`), so its layout is deterministic; the device build (`gpu::csr::GpuCsr`, 32-bit
-//! keys and values so far) counts, scans and places with atomics. The order of a key's values in
+//! sort by `(vertex, position)`), so its layout is deterministic; the device build (`gpu::csr::GpuCsr`, 32- and
+//! 64-bit keys and values) counts, scans and places with atomics. The order of a key's values in
 //! [`CsrTable::find_all`] is therefore **unspecified** in the API; compare them as multisets. `Auto` picks a GPU
-//! for 32-bit pairs when one is there (as `HashTable` does) and the CPU otherwise; joins run on the CPU.
+//! when one is there (as `HashTable` does) and the CPU otherwise; joins run on the CPU.
 //!
 //! ```
 //! use hashtile_backends::csr::{CsrConfig, CsrTable, JoinMethod, CsrJoin};
@@ -52,8 +52,7 @@ pub struct CsrConfig {
     pub range_factor: f64,
     /// Seed of the hash function.
     pub seed: u64,
-    /// Where the table lives. GPUs hold 32-bit keys and values so far: other widths asked for on a GPU by name
-    /// are an [`Error::BackendUnavailable`], and `Auto` puts them on the CPU. Joins run on the CPU.
+    /// Where the table lives (`Auto`: a GPU when one is there, as for `HashTable`). Joins run on the CPU.
     pub backend: BackendChoice,
 }
 
@@ -114,23 +113,10 @@ impl CsrConfig {
 
 impl CsrConfig {
     /// The backend a table of `K -> V` pairs goes to.
-    fn backend_for<K: Key, V: Value>(&self) -> Result<Backend> {
-        let narrow = K::BITS == 32 && V::BITS == 32;
+    fn backend_for(&self) -> Result<Backend> {
         match self.backend {
             BackendChoice::Exactly(Backend::Cpu) => Ok(Backend::Cpu),
             BackendChoice::Exactly(b) => {
-                if !narrow {
-                    return Err(Error::BackendUnavailable {
-                        backend: b.name(),
-                        reason: format!(
-                            "device CSR tables hold 32-bit keys and values so far, not {}-bit keys with {}-bit \
-                             values",
-                            K::BITS,
-                            V::BITS
-                        ),
-                        how: "use BackendChoice::Auto or Exactly(Backend::Cpu) for wider pairs",
-                    });
-                }
                 if !crate::select::is_available(b) {
                     return Err(Error::BackendUnavailable {
                         backend: b.name(),
@@ -141,8 +127,7 @@ impl CsrConfig {
                 }
                 Ok(b)
             }
-            BackendChoice::Auto if narrow => Ok(crate::select::resolve(BackendChoice::Auto)),
-            BackendChoice::Auto => Ok(Backend::Cpu),
+            BackendChoice::Auto => Ok(crate::select::resolve(BackendChoice::Auto)),
         }
     }
 }
@@ -168,7 +153,7 @@ pub struct CsrTable<K: Key, V: Value> {
 #[derive(Clone)]
 enum Store<K: Key, V: Value> {
     Host(HostCsr<K, V>),
-    /// A device table of 32-bit pairs (`K` and `V` are 32-bit: converted at the boundary).
+    /// A device table of the same widths (keys and values cross the interface widened to `u64`).
     Device(Backend, Arc<dyn DeviceCsr>),
 }
 
@@ -194,15 +179,19 @@ impl<K: Key, V: Value> CsrTable<K, V> {
         }
         let vertices = cfg.vertices_for(keys.len())?;
         let family = HashFamily::new(cfg.seed);
-        let store = match cfg.backend_for::<K, V>()? {
+        let store = match cfg.backend_for()? {
             Backend::Cpu => Store::Host(HostCsr::build(family, vertices, keys, values)),
             b => {
-                let k: Vec<u32> = keys.iter().map(|k| k.widen() as u32).collect();
-                let v: Vec<u32> = values.iter().map(|v| v.widen() as u32).collect();
-                Store::Device(
+                let k: Vec<u64> = keys.iter().map(|k| k.widen()).collect();
+                let v: Vec<u64> = values.iter().map(|v| v.widen()).collect();
+                let d = crate::gpu::csr::device_csr(
                     b,
-                    crate::gpu::csr::device_csr(b, &family, vertices, &k, &v)?,
-                )
+                    &family,
+                    vertices,
+                    (&k, K::BITS),
+                    (&v, V::BITS),
+                )?;
+                Store::Device(b, d)
             }
         };
         Ok(Self {
@@ -239,7 +228,7 @@ impl<K: Key, V: Value> CsrTable<K, V> {
     pub fn count(&self, queries: &[K]) -> Result<Vec<u32>> {
         match &self.store {
             Store::Host(h) => Ok(h.count(queries)),
-            Store::Device(_, d) => d.count(&narrow_keys(queries)),
+            Store::Device(_, d) => d.count(&widened(queries)),
         }
     }
 
@@ -248,10 +237,10 @@ impl<K: Key, V: Value> CsrTable<K, V> {
         match &self.store {
             Store::Host(h) => Ok(h.find_all(queries)),
             Store::Device(_, d) => {
-                let FindAll { offsets, values } = d.find_all(&narrow_keys(queries))?;
+                let FindAll { offsets, values } = d.find_all(&widened(queries))?;
                 Ok(FindAll {
                     offsets,
-                    values: values.into_iter().map(|v| V::narrow(v as u64)).collect(),
+                    values: values.into_iter().map(V::narrow).collect(),
                 })
             }
         }
@@ -265,15 +254,15 @@ impl<K: Key, V: Value> CsrTable<K, V> {
             Store::Device(_, d) => Ok(d
                 .pairs()?
                 .into_iter()
-                .map(|(k, v)| (K::narrow(k as u64), V::narrow(v as u64)))
+                .map(|(k, v)| (K::narrow(k), V::narrow(v)))
                 .collect()),
         }
     }
 }
 
-/// 32-bit query words for a device table (its keys are 32-bit, so this is lossless).
-fn narrow_keys<K: Key>(keys: &[K]) -> Vec<u32> {
-    keys.iter().map(|k| k.widen() as u32).collect()
+/// Query keys as the device interface takes them (each table narrows them back to its width).
+fn widened<K: Key>(keys: &[K]) -> Vec<u64> {
+    keys.iter().map(|k| k.widen()).collect()
 }
 
 /// The CPU store of a CSR table (also what joins build).

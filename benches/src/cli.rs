@@ -48,7 +48,7 @@ pub enum Cmd {
 /// Options of the `csr` mode.
 #[derive(clap::Args, Debug, Clone)]
 pub struct CsrArgs {
-    /// Backend of the tables: auto, cpu, cuda or vulkan (GPUs hold 32-bit pairs; joins run on the CPU).
+    /// Backend of the tables: auto, cpu, cuda or vulkan (joins run on the CPU).
     #[arg(long, default_value = "auto")]
     pub backend: BackendChoice,
     /// Keys, as a power of two (1..=30).

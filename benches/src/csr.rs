@@ -1,8 +1,8 @@
 //! `hashtile-bench csr`: CSR (HashGraph) tables as users call them, on host data: build, `count`, `find_all`
 //! and both joins, over hash ranges and duplicates per key, each against `std::collections::HashMap<K, Vec<V>>`
 //! (build and lookups) measured in the same run. Every answer is checked (counts, value totals, join sizes).
-//! `--backend` picks where the tables live (a GPU for these 32-bit pairs, through `CsrTable`; joins run on the
-//! CPU so far, issue 11), and the rows name the backend each call ran on.
+//! `--backend` picks where the tables live (through `CsrTable`; joins run on the CPU so far, issue 11), and the
+//! rows name the backend each call ran on.
 
 use crate::cli::CsrArgs;
 use crate::host::time;

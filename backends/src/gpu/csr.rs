@@ -1,22 +1,56 @@
-//! CSR (HashGraph) tables on the device, 32-bit keys and values (issue 11, first GPU step): the build v1 of the
+//! CSR (HashGraph) tables on the device, 32- and 64-bit keys ([`Key32`], [`Key64`]) and values (issue 11): the build v1 of the
 //! paper (count with one atomic per key, [`super::scan::exclusive_scan`], place with an atomic cursor per
 //! vertex) and thread-per-query lookups (`count`, `find_all` as count, scan, gather). The vertex of a key is
 //! `HashFamily::bucket(key, 0, vertices)`, the same hash as the CPU table (`crate::csr`), which is the oracle
 //! in the tests. `CsrTable` builds one when its configuration names (or `Auto` finds) a GPU, through
-//! [`DeviceCsr`]. Not yet here: 64-bit keys and values, the binned v2 build, tile-cooperative range reads, joins.
+//! [`DeviceCsr`]. Not yet here: the binned v2 build, tile-cooperative range reads, joins.
 
 use super::scan::exclusive_scan;
 use super::{CUBE_SIZE, cube_count, fill_u32};
 use crate::csr::FindAll;
 use cubecl::prelude::*;
 use cubecl::server::Handle;
-use hashtile_core::hash::{HashFamily, bucket_index, hash_key32, seed_mix};
-use hashtile_core::{Error, Result};
+use hashtile_core::hash::{HashFamily, bucket_index, hash_key, hash_key32, seed_mix};
+use hashtile_core::{Element, Error, Key, Result};
+
+/// The key width of a device CSR table: how a key word hashes to its vertex (the host's
+/// `HashFamily::bucket(key, 0, vertices)`). [`Key32`] and [`Key64`].
+#[cube]
+pub trait CsrKey: Send + Sync + 'static {
+    /// A key as kernels and the host arrays hold it.
+    type Word: Int + CubeElement + hashtile_core::Key;
+    /// The key's vertex (`mix`: the seed's precomputed part, used by 32-bit keys).
+    fn vertex(key: Self::Word, vertices: u32, seed: u32, mix: u32) -> u32;
+}
+
+/// 32-bit keys.
+pub struct Key32;
+/// 64-bit keys.
+pub struct Key64;
+
+#[cube]
+impl CsrKey for Key32 {
+    type Word = u32;
+    fn vertex(key: u32, vertices: u32, seed: u32, mix: u32) -> u32 {
+        bucket_index(hash_key32(key, seed, mix), vertices)
+    }
+}
+
+#[cube]
+impl CsrKey for Key64 {
+    type Word = u64;
+    #[allow(unused_variables)]
+    fn vertex(key: u64, vertices: u32, seed: u32, mix: u32) -> u32 {
+        let lo = (key & 0xffff_ffffu64) as u32;
+        let hi = (key >> 32u64) as u32;
+        bucket_index(hash_key(lo, hi, seed), vertices)
+    }
+}
 
 /// Count pass: `counts[vertex(key)] += 1` for every key.
 #[cube(launch_unchecked)]
-pub fn csr_count_kernel(
-    keys: &Array<u32>,
+pub fn csr_count_kernel<K: CsrKey>(
+    keys: &Array<K::Word>,
     counts: &Array<Atomic<u32>>,
     vertices: u32,
     seed: u32,
@@ -24,7 +58,7 @@ pub fn csr_count_kernel(
 ) {
     let pos = ABSOLUTE_POS;
     if pos < keys.len() {
-        let v = bucket_index(hash_key32(keys[pos], seed, mix), vertices);
+        let v = K::vertex(keys[pos], vertices, seed, mix);
         counts[v as usize].fetch_add(1u32);
     }
 }
@@ -33,13 +67,13 @@ pub fn csr_count_kernel(
 /// atomics' order: unspecified).
 #[cube(launch_unchecked)]
 #[allow(clippy::too_many_arguments)]
-pub fn csr_place_kernel(
-    keys: &Array<u32>,
-    values: &Array<u32>,
+pub fn csr_place_kernel<K: CsrKey, V: CubePrimitive>(
+    keys: &Array<K::Word>,
+    values: &Array<V>,
     offsets: &Array<u32>,
     cursor: &Array<Atomic<u32>>,
-    out_keys: &mut Array<u32>,
-    out_values: &mut Array<u32>,
+    out_keys: &mut Array<K::Word>,
+    out_values: &mut Array<V>,
     vertices: u32,
     seed: u32,
     mix: u32,
@@ -47,7 +81,7 @@ pub fn csr_place_kernel(
     let pos = ABSOLUTE_POS;
     if pos < keys.len() {
         let key = keys[pos];
-        let v = bucket_index(hash_key32(key, seed, mix), vertices) as usize;
+        let v = K::vertex(key, vertices, seed, mix) as usize;
         let at = (offsets[v] + cursor[v].fetch_add(1u32)) as usize;
         out_keys[at] = key;
         out_values[at] = values[pos];
@@ -58,14 +92,14 @@ pub fn csr_place_kernel(
 /// it on, the matching values go to `out_values[starts[i]..]`.
 #[cube(launch_unchecked)]
 #[allow(clippy::too_many_arguments)]
-pub fn csr_lookup_kernel(
-    queries: &Array<u32>,
+pub fn csr_lookup_kernel<K: CsrKey, V: CubePrimitive>(
+    queries: &Array<K::Word>,
     offsets: &Array<u32>,
-    keys: &Array<u32>,
-    values: &Array<u32>,
+    keys: &Array<K::Word>,
+    values: &Array<V>,
     out_counts: &mut Array<u32>,
     starts: &Array<u32>,
-    out_values: &mut Array<u32>,
+    out_values: &mut Array<V>,
     vertices: u32,
     seed: u32,
     mix: u32,
@@ -74,7 +108,7 @@ pub fn csr_lookup_kernel(
     let pos = ABSOLUTE_POS;
     if pos < queries.len() {
         let q = queries[pos];
-        let v = bucket_index(hash_key32(q, seed, mix), vertices) as usize;
+        let v = K::vertex(q, vertices, seed, mix) as usize;
         let end = offsets[v + 1] as usize;
         let mut j = offsets[v] as usize;
         let mut found = u32::new(0);
@@ -98,8 +132,9 @@ pub fn csr_lookup_kernel(
     }
 }
 
-/// A CSR table of `u32 -> u32` pairs on the device of `client`.
-pub struct GpuCsr<R: Runtime> {
+/// A CSR table of `K::Word -> V` pairs on the device of `client` (`GpuCsr<R>`: 32-bit keys and values).
+pub struct GpuCsr<R: Runtime, K: CsrKey = Key32, V: CsrValue = u32> {
+    _pairs: std::marker::PhantomData<(K, V)>,
     client: ComputeClient<R>,
     vertices: u32,
     seed: u32,
@@ -110,15 +145,20 @@ pub struct GpuCsr<R: Runtime> {
     values: Handle,
 }
 
-impl<R: Runtime> GpuCsr<R> {
+/// A value type of device CSR tables (`u32`, `u64`).
+pub trait CsrValue: CubePrimitive + CubeElement + hashtile_core::Value {}
+impl CsrValue for u32 {}
+impl CsrValue for u64 {}
+
+impl<R: Runtime, K: CsrKey, V: CsrValue> GpuCsr<R, K, V> {
     /// Builds the table of `(keys[i], values[i])` with `vertices` vertices and hash family `family` (function 0),
     /// and waits for the device to finish it.
     pub fn build(
         client: &ComputeClient<R>,
         family: &HashFamily,
         vertices: u32,
-        keys: &[u32],
-        values: &[u32],
+        keys: &[K::Word],
+        values: &[V],
     ) -> Result<Self> {
         if keys.len() != values.len() {
             return Err(Error::LengthMismatch {
@@ -136,17 +176,28 @@ impl<R: Runtime> GpuCsr<R> {
         let seed = family.seeds[0];
         let mix = seed_mix(seed);
         let vn = vertices as usize;
-        let upload = |s: &[u32]| {
-            client.create_from_slice(u32::as_bytes(if s.is_empty() { &[0] } else { s }))
-        };
-        let (kh, vh) = (upload(keys), upload(values));
+        // A one-word buffer stands in for an empty input (the kernels then do nothing).
+        let (no_key, no_value) = ([K::Word::EMPTY], [V::ABSENT]);
+        let kh = client.create_from_slice(K::Word::as_bytes(if keys.is_empty() {
+            &no_key
+        } else {
+            keys
+        }));
+        let vh = client.create_from_slice(V::as_bytes(if values.is_empty() {
+            &no_value
+        } else {
+            values
+        }));
         let counts = client.empty(vn * 4);
         fill_u32(client, &counts, vn, 0);
-        let (out_keys, out_values) = (client.empty(n.max(1) * 4), client.empty(n.max(1) * 4));
+        let (out_keys, out_values) = (
+            client.empty(n.max(1) * size_of::<K::Word>()),
+            client.empty(n.max(1) * size_of::<V>()),
+        );
         if n > 0 {
             // SAFETY: indices are bounded by `n` and by `vertices` (`bucket_index` < vertices).
             unsafe {
-                csr_count_kernel::launch_unchecked::<R>(
+                csr_count_kernel::launch_unchecked::<K, R>(
                     client,
                     cube_count(n),
                     CubeDim::new_1d(CUBE_SIZE),
@@ -164,7 +215,7 @@ impl<R: Runtime> GpuCsr<R> {
             fill_u32(client, &counts, vn, 0);
             // SAFETY: as above; `offsets[v] + cursor[v] < offsets[v + 1] <= n`.
             unsafe {
-                csr_place_kernel::launch_unchecked::<R>(
+                csr_place_kernel::launch_unchecked::<K, V, R>(
                     client,
                     cube_count(n),
                     CubeDim::new_1d(CUBE_SIZE),
@@ -185,6 +236,7 @@ impl<R: Runtime> GpuCsr<R> {
         cubecl::future::block_on(client.sync())
             .map_err(|e| Error::Device(format!("CSR build: {e:?}")))?;
         Ok(Self {
+            _pairs: std::marker::PhantomData,
             client: client.clone(),
             vertices,
             seed,
@@ -221,7 +273,7 @@ impl<R: Runtime> GpuCsr<R> {
         // SAFETY: indices are bounded by `q`, the table's offsets (`vertices + 1`, each at most `n`) and, with
         // `gather`, by `starts` (an exclusive scan of this table's counts for the same queries: `<= out_len`).
         unsafe {
-            csr_lookup_kernel::launch_unchecked::<R>(
+            csr_lookup_kernel::launch_unchecked::<K, V, R>(
                 &self.client,
                 cube_count(q),
                 CubeDim::new_1d(CUBE_SIZE),
@@ -244,23 +296,23 @@ impl<R: Runtime> GpuCsr<R> {
     fn counts_of(&self, queries: &Handle, q: usize) -> Handle {
         let counts = self.client.empty(q.max(1) * 4);
         // Two distinct stand-ins: wgpu mis-binds a buffer bound twice in one launch.
-        let (no_starts, no_out) = (self.client.empty(4), self.client.empty(4));
+        let (no_starts, no_out) = (self.client.empty(4), self.client.empty(size_of::<V>()));
         self.lookup(queries, q, &counts, &no_starts, &no_out, 1, false);
         counts
     }
 
     /// How many values each query key has.
-    pub fn count(&self, queries: &[u32]) -> Result<Vec<u32>> {
+    pub fn count(&self, queries: &[K::Word]) -> Result<Vec<u32>> {
         if queries.is_empty() {
             return Ok(Vec::new());
         }
-        let qh = self.client.create_from_slice(u32::as_bytes(queries));
+        let qh = self.client.create_from_slice(K::Word::as_bytes(queries));
         let counts = self.counts_of(&qh, queries.len());
         Ok(u32::from_bytes(&self.client.read_one_unchecked(counts))[..queries.len()].to_vec())
     }
 
     /// Every value of each query key: counts, an exclusive scan of them, then a gather pass.
-    pub fn find_all(&self, queries: &[u32]) -> Result<FindAll<u32>> {
+    pub fn find_all(&self, queries: &[K::Word]) -> Result<FindAll<V>> {
         let q = queries.len();
         if q == 0 {
             return Ok(FindAll {
@@ -268,16 +320,16 @@ impl<R: Runtime> GpuCsr<R> {
                 values: Vec::new(),
             });
         }
-        let qh = self.client.create_from_slice(u32::as_bytes(queries));
+        let qh = self.client.create_from_slice(K::Word::as_bytes(queries));
         let counts = self.counts_of(&qh, q);
         let starts = exclusive_scan(&self.client, &counts, q);
         let starts_host =
             u32::from_bytes(&self.client.read_one_unchecked(starts.clone()))[..q + 1].to_vec();
         let total = starts_host[q] as usize;
-        let out = self.client.empty(total.max(1) * 4);
+        let out = self.client.empty(total.max(1) * size_of::<V>());
         let dummy = self.client.empty(4);
         self.lookup(&qh, q, &dummy, &starts, &out, total, true);
-        let values = u32::from_bytes(&self.client.read_one_unchecked(out))[..total].to_vec();
+        let values = V::from_bytes(&self.client.read_one_unchecked(out))[..total].to_vec();
         Ok(FindAll {
             offsets: starts_host.into_iter().map(|s| s as usize).collect(),
             values,
@@ -285,70 +337,112 @@ impl<R: Runtime> GpuCsr<R> {
     }
 }
 
-impl<R: Runtime> GpuCsr<R> {
+impl<R: Runtime, K: CsrKey, V: CsrValue> GpuCsr<R, K, V> {
     /// The stored pairs, read back: by vertex, in an unspecified order within one (atomic placement).
-    pub fn pairs(&self) -> Result<Vec<(u32, u32)>> {
+    pub fn pairs(&self) -> Result<Vec<(K::Word, V)>> {
         if self.n == 0 {
             return Ok(Vec::new());
         }
-        let keys =
-            u32::from_bytes(&self.client.read_one_unchecked(self.keys.clone()))[..self.n].to_vec();
-        let values = u32::from_bytes(&self.client.read_one_unchecked(self.values.clone()))
+        let keys = K::Word::from_bytes(&self.client.read_one_unchecked(self.keys.clone()))
             [..self.n]
             .to_vec();
+        let values =
+            V::from_bytes(&self.client.read_one_unchecked(self.values.clone()))[..self.n].to_vec();
         Ok(keys.into_iter().zip(values).collect())
     }
 }
 
-/// A device CSR table behind one runtime-free interface: what `CsrTable` holds for a GPU backend.
+/// A device CSR table behind one runtime- and width-free interface: what `CsrTable` holds for a GPU backend.
+/// Keys and values cross it widened to `u64` (each table narrows them to its own widths).
 pub trait DeviceCsr: Send + Sync {
     /// [`GpuCsr::count`].
-    fn count(&self, queries: &[u32]) -> Result<Vec<u32>>;
+    fn count(&self, queries: &[u64]) -> Result<Vec<u32>>;
     /// [`GpuCsr::find_all`].
-    fn find_all(&self, queries: &[u32]) -> Result<FindAll<u32>>;
+    fn find_all(&self, queries: &[u64]) -> Result<FindAll<u64>>;
     /// [`GpuCsr::pairs`].
-    fn pairs(&self) -> Result<Vec<(u32, u32)>>;
+    fn pairs(&self) -> Result<Vec<(u64, u64)>>;
 }
 
-impl<R: Runtime> DeviceCsr for GpuCsr<R> {
-    fn count(&self, queries: &[u32]) -> Result<Vec<u32>> {
-        GpuCsr::count(self, queries)
+fn narrowed<T: hashtile_core::Element>(words: &[u64]) -> Vec<T> {
+    words.iter().map(|&w| T::narrow(w)).collect()
+}
+
+impl<R: Runtime, K: CsrKey, V: CsrValue> DeviceCsr for GpuCsr<R, K, V> {
+    fn count(&self, queries: &[u64]) -> Result<Vec<u32>> {
+        GpuCsr::count(self, &narrowed::<K::Word>(queries))
     }
-    fn find_all(&self, queries: &[u32]) -> Result<FindAll<u32>> {
-        GpuCsr::find_all(self, queries)
+    fn find_all(&self, queries: &[u64]) -> Result<FindAll<u64>> {
+        let FindAll { offsets, values } = GpuCsr::find_all(self, &narrowed::<K::Word>(queries))?;
+        Ok(FindAll {
+            offsets,
+            values: values.into_iter().map(|v| v.widen()).collect(),
+        })
     }
-    fn pairs(&self) -> Result<Vec<(u32, u32)>> {
-        GpuCsr::pairs(self)
+    fn pairs(&self) -> Result<Vec<(u64, u64)>> {
+        Ok(GpuCsr::pairs(self)?
+            .into_iter()
+            .map(|(k, v)| (k.widen(), v.widen()))
+            .collect())
     }
 }
 
-/// Builds a device CSR table on `backend` (which the caller has checked is available and not the CPU).
+/// Builds a device CSR table of `key_bits`-bit keys and `value_bits`-bit values (32 or 64 each; the words
+/// arrive widened) on `backend`, which the caller has checked is available and not the CPU.
 pub(crate) fn device_csr(
     backend: crate::select::Backend,
     family: &HashFamily,
     vertices: u32,
-    keys: &[u32],
-    values: &[u32],
+    (keys, key_bits): (&[u64], u32),
+    (values, value_bits): (&[u64], u32),
 ) -> Result<std::sync::Arc<dyn DeviceCsr>> {
-    #[allow(unused_imports)]
-    use std::sync::Arc;
-    let _ = (family, vertices, keys, values);
+    #[allow(dead_code)]
+    fn on<R: Runtime>(
+        client: ComputeClient<R>,
+        family: &HashFamily,
+        vertices: u32,
+        (keys, key_bits): (&[u64], u32),
+        (values, value_bits): (&[u64], u32),
+    ) -> Result<std::sync::Arc<dyn DeviceCsr>> {
+        fn build<R: Runtime, K: CsrKey, V: CsrValue>(
+            c: &ComputeClient<R>,
+            f: &HashFamily,
+            v: u32,
+            keys: &[u64],
+            values: &[u64],
+        ) -> Result<std::sync::Arc<dyn DeviceCsr>> {
+            let t = GpuCsr::<R, K, V>::build(c, f, v, &narrowed(keys), &narrowed(values))?;
+            Ok(std::sync::Arc::new(t))
+        }
+        match (key_bits, value_bits) {
+            (32, 32) => build::<R, Key32, u32>(&client, family, vertices, keys, values),
+            (32, _) => build::<R, Key32, u64>(&client, family, vertices, keys, values),
+            (_, 32) => build::<R, Key64, u32>(&client, family, vertices, keys, values),
+            _ => build::<R, Key64, u64>(&client, family, vertices, keys, values),
+        }
+    }
+    let _ = (family, vertices, keys, key_bits, values, value_bits);
     match backend {
         #[cfg(feature = "cuda")]
         crate::select::Backend::Cuda => {
             use cubecl::cuda::CudaRuntime;
-            let client = CudaRuntime::client(&Default::default());
-            Ok(Arc::new(GpuCsr::<CudaRuntime>::build(
-                &client, family, vertices, keys, values,
-            )?))
+            on(
+                CudaRuntime::client(&Default::default()),
+                family,
+                vertices,
+                (keys, key_bits),
+                (values, value_bits),
+            )
         }
         #[cfg(feature = "vulkan")]
         crate::select::Backend::Vulkan => {
             use cubecl::wgpu::WgpuRuntime;
-            let client = WgpuRuntime::client(&Default::default());
-            Ok(Arc::new(GpuCsr::<WgpuRuntime>::build(
-                &client, family, vertices, keys, values,
-            )?))
+            on(
+                WgpuRuntime::client(&Default::default()),
+                family,
+                vertices,
+                (keys, key_bits),
+                (values, value_bits),
+            )
         }
         b => Err(Error::BackendUnavailable {
             backend: b.name(),
