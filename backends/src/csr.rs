@@ -454,8 +454,10 @@ impl<K: Key> CsrJoin<K> {
                 });
             }
         }
-        let pairs: Vec<(u32, u32)> = match &self.right {
-            None => self
+        let Some(r) = &self.right else {
+            // Probe: one pass of probes into a pair list, then a parallel copy. (Counting per chunk first and
+            // writing in place, as `Intersect` does below, probes every key twice: measured slower here.)
+            let pairs: Vec<(u32, u32)> = self
                 .probe
                 .par_iter()
                 .enumerate()
@@ -464,21 +466,47 @@ impl<K: Key> CsrJoin<K> {
                         .matches(k)
                         .map(move |p| (self.left.values[p], j as u32))
                 })
-                .collect(),
-            Some(r) => (0..self.left.vertices as usize)
-                .into_par_iter()
-                .flat_map_iter(|v| intersect_vertex(&self.left, r, v).collect::<Vec<_>>())
-                .collect(),
+                .collect();
+            debug_assert_eq!(pairs.len(), self.len());
+            left_out
+                .par_iter_mut()
+                .zip(right_out.par_iter_mut())
+                .zip(pairs.par_iter())
+                .for_each(|((l, r), &(a, b))| {
+                    *l = a;
+                    *r = b;
+                });
+            return Ok(());
         };
-        debug_assert_eq!(pairs.len(), self.len());
-        left_out
-            .par_iter_mut()
-            .zip(right_out.par_iter_mut())
-            .zip(pairs.par_iter())
-            .for_each(|((l, r), &(a, b))| {
-                *l = a;
-                *r = b;
-            });
+        // Intersect: count the pairs of each chunk of vertices, give each chunk its own range of the outputs,
+        // then let every chunk write its pairs straight into it (no per-vertex lists, no intermediate copy:
+        // 1.2x / 1.7x / 3x the previous collect-and-copy at 1 / 4 / 32 duplicates per key, 2^20 keys, 2 cores).
+        const CHUNK: usize = 1 << 12;
+        let vertices = self.left.vertices as usize;
+        let pairs_of = |c: usize| {
+            (c * CHUNK..((c + 1) * CHUNK).min(vertices))
+                .flat_map(move |v| intersect_vertex(&self.left, r, v))
+        };
+        let chunks = vertices.div_ceil(CHUNK);
+        let counts: Vec<usize> = (0..chunks)
+            .into_par_iter()
+            .map(|c| pairs_of(c).count())
+            .collect();
+        debug_assert_eq!(counts.iter().sum::<usize>(), self.len());
+        let mut parts = Vec::with_capacity(chunks);
+        let (mut l, mut rest) = (left_out, right_out);
+        for &n in &counts {
+            let (lh, lt) = l.split_at_mut(n);
+            let (rh, rt) = rest.split_at_mut(n);
+            parts.push((lh, rh));
+            (l, rest) = (lt, rt);
+        }
+        parts.into_par_iter().enumerate().for_each(|(c, (lo, ro))| {
+            for (k, (a, b)) in pairs_of(c).enumerate() {
+                lo[k] = a;
+                ro[k] = b;
+            }
+        });
         Ok(())
     }
 }

@@ -134,6 +134,8 @@ fn joins_match_nested_loops() {
         (300, 400, 50),
         (200, 150, 1),
         (500, 10, 20),
+        // More vertices than one chunk of `write_into`'s intersect (4096), some chunks without pairs.
+        (6000, 5000, 1500),
     ] {
         let left: Vec<u32> = random_keys(nl, distinct, rng.random());
         let right: Vec<u32> = random_keys(nr, distinct, rng.random());
@@ -141,6 +143,7 @@ fn joins_match_nested_loops() {
             cfg.clone(),
             cfg.clone().vertices(1),
             cfg.clone().range_factor(0.5),
+            cfg.clone().vertices(20_000),
         ] {
             check_join(&c, &left, &right);
         }
