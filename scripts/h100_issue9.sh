@@ -6,20 +6,11 @@
 # Carry .device (bins.tar.xz from scripts/pack_device.sh /tmp/hashtile-bench-old, and peers).
 # Usage: RUNS=3 bash scripts/h100_issue9.sh [ncu]
 set -u
-export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-export PATH=/usr/local/cuda/bin:$PATH
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-RUNS=${RUNS:-3}
 t0=$SECONDS
+source scripts/device_lib.sh
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv,noheader
-B=/tmp/bin; mkdir -p $B && tar -xJf .device/bins.tar.xz -C $B
 HASHTILE_REQUIRE_GPU=cuda timeout 150 $B/matrix --test-threads 1 cuda > "$OUT/matrix.txt" 2>&1
 echo "== matrix tests (exit $?) at $((SECONDS - t0)) s"; grep -E "test result|FAILED|panicked" "$OUT/matrix.txt" | head -4
-bench() { # name bin args...
-  local name=$1 bin=$2; shift 2
-  timeout 150 "$bin" --backend cuda --log2-keys 26 --runs "$RUNS" --csv "$OUT/$name.csv" "$@" > "$OUT/$name.txt" 2>&1
-  echo "== $name (exit $?) at $((SECONDS - t0)) s"; grep -E "^\| (iht|p2bht|1cht|bcht) " "$OUT/$name.txt"
-}
 for v in new old; do
   bin=$B/hashtile-bench; [ $v = old ] && bin=$B/hashtile-bench-old
   bench bcht8_upsert_$v $bin --scheme bcht --bucket 8 --load 0.8,0.9
@@ -46,5 +37,3 @@ if [ "${1:-}" = ncu ]; then
   echo "== ncu bght cht (exit $?) at $((SECONDS - t0)) s"; grep -E "insert_kernel" "$OUT/ncu_bght_cht.csv" | grep -oE "(duration.sum|per_thread|executed.sum)\",\"[^\"]*\",\"[^\"]*\"" | head -6
 fi
 echo "== all done at $((SECONDS - t0)) s"
-# The device tool returns at most 8 files: everything goes back as one archive.
-(cd "$OUT" && tar -czf /tmp/results.tgz --exclude results.tgz . && find . -type f ! -name results.tgz -delete && mv /tmp/results.tgz .)

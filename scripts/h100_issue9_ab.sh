@@ -2,21 +2,13 @@
 # Device machine, issue 9 A/B: IHT (h = 2 and 3) and 1CHT (blind exchanges on / off) of this tree against the
 # previous binary (hashtile-bench-old), with ncu's register counts of the insert and find kernels. One archive
 # (results.tgz) under $OUT. Carry .device (scripts/pack_device.sh /tmp/hashtile-bench-old).
+# The blind-exchange mode (and its HASHTILE_BLIND_EXCHANGE switch) was removed after this measurement
+# (docs/PERFORMANCE.md): on today's tree the cht1_blind and cht1_read rows run the same driver.
 set -u
-export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-export PATH=/usr/local/cuda/bin:$PATH
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-RUNS=${RUNS:-3}
 t0=$SECONDS
-B=/tmp/bin; mkdir -p $B && tar -xJf .device/bins.tar.xz -C $B
-HASHTILE_REQUIRE_GPU=cuda timeout 150 $B/matrix --test-threads 1 cuda_iht cuda_one_slot cuda_1cht cuda_bcht > "$OUT/matrix.txt" 2>&1
+source scripts/device_lib.sh
+HASHTILE_REQUIRE_GPU=cuda timeout 150 $B/matrix --test-threads 1 cuda_iht cuda_one_slot cuda_cht1 cuda_bcht > "$OUT/matrix.txt" 2>&1
 echo "== matrix tests (exit $?) at $((SECONDS - t0)) s"; grep -E "test result|FAILED|panicked" "$OUT/matrix.txt" | head -4
-row() { grep -E "^\| (iht|p2bht|1cht|bcht) " "$1" | grep -v async | awk -F'|' '{gsub(/ /,"",$4);gsub(/ /,"",$5);gsub(/ /,"",$6);gsub(/ /,"",$7); printf "%s %s%s=%.2f  ", $4,$5,$6,$7/1000}'; echo; }
-bench() { # name bin args...
-  local name=$1 bin=$2; shift 2
-  timeout 150 "$bin" --backend cuda --log2-keys 26 --runs "$RUNS" --csv "$OUT/$name.csv" "$@" > "$OUT/$name.txt" 2>&1
-  echo "== $name (exit $?) at $((SECONDS - t0)) s: $(row "$OUT/$name.txt")"
-}
 for round in 1 2; do
   bench iht_h3_new_$round $B/hashtile-bench --scheme iht --bucket 16 --load 0.8,0.9 --no-upsert
   bench iht_h3_old_$round $B/hashtile-bench-old --scheme iht --bucket 16 --load 0.8,0.9 --no-upsert
@@ -40,4 +32,3 @@ ncu_run cht1_blind $B/hashtile-bench --scheme 1cht --bucket 1 --no-upsert
 ncu_run bcht8_new $B/hashtile-bench --scheme bcht --bucket 8
 ncu_run bcht8_old $B/hashtile-bench-old --scheme bcht --bucket 8
 echo "== all done at $((SECONDS - t0)) s"
-(cd "$OUT" && tar -czf /tmp/results.tgz --exclude results.tgz . && find . -type f ! -name results.tgz -delete && mv /tmp/results.tgz .)

@@ -112,18 +112,13 @@ impl CsrConfig {
 }
 
 impl CsrConfig {
-    /// The backend a table of `K -> V` pairs goes to.
+    /// The backend a table goes to (a backend named but absent: the same typed error as `HashTable`'s).
     fn backend_for(&self) -> Result<Backend> {
         match self.backend {
             BackendChoice::Exactly(Backend::Cpu) => Ok(Backend::Cpu),
             BackendChoice::Exactly(b) => {
                 if !crate::select::is_available(b) {
-                    return Err(Error::BackendUnavailable {
-                        backend: b.name(),
-                        reason: "no device of this backend answers (or it is not compiled in)"
-                            .into(),
-                        how: "use BackendChoice::Auto, which falls back to the CPU",
-                    });
+                    return Err(crate::table::unavailable(b));
                 }
                 Ok(b)
             }
@@ -153,8 +148,8 @@ pub struct CsrTable<K: Key, V: Value> {
 #[derive(Clone)]
 enum Store<K: Key, V: Value> {
     Host(HostCsr<K, V>),
-    /// A device table of the same widths (keys and values cross the interface widened to `u64`).
-    Device(Backend, Arc<dyn DeviceCsr>),
+    /// A device table of the same widths.
+    Device(Backend, Arc<dyn DeviceCsr<K, V>>),
 }
 
 impl<K: Key, V: Value> std::fmt::Debug for CsrTable<K, V> {
@@ -181,18 +176,10 @@ impl<K: Key, V: Value> CsrTable<K, V> {
         let family = HashFamily::new(cfg.seed);
         let store = match cfg.backend_for()? {
             Backend::Cpu => Store::Host(HostCsr::build(family, vertices, keys, values)),
-            b => {
-                let k: Vec<u64> = keys.iter().map(|k| k.widen()).collect();
-                let v: Vec<u64> = values.iter().map(|v| v.widen()).collect();
-                let d = crate::gpu::csr::device_csr(
-                    b,
-                    &family,
-                    vertices,
-                    (&k, K::BITS),
-                    (&v, V::BITS),
-                )?;
-                Store::Device(b, d)
-            }
+            b => Store::Device(
+                b,
+                crate::gpu::csr::device_csr(b, &family, vertices, keys, values)?,
+            ),
         };
         Ok(Self {
             vertices,
@@ -228,7 +215,7 @@ impl<K: Key, V: Value> CsrTable<K, V> {
     pub fn count(&self, queries: &[K]) -> Result<Vec<u32>> {
         match &self.store {
             Store::Host(h) => Ok(h.count(queries)),
-            Store::Device(_, d) => d.count(&widened(queries)),
+            Store::Device(_, d) => d.count(queries),
         }
     }
 
@@ -236,13 +223,7 @@ impl<K: Key, V: Value> CsrTable<K, V> {
     pub fn find_all(&self, queries: &[K]) -> Result<FindAll<V>> {
         match &self.store {
             Store::Host(h) => Ok(h.find_all(queries)),
-            Store::Device(_, d) => {
-                let FindAll { offsets, values } = d.find_all(&widened(queries))?;
-                Ok(FindAll {
-                    offsets,
-                    values: values.into_iter().map(V::narrow).collect(),
-                })
-            }
+            Store::Device(_, d) => d.find_all(queries),
         }
     }
 
@@ -251,18 +232,9 @@ impl<K: Key, V: Value> CsrTable<K, V> {
     pub fn pairs(&self) -> Result<Vec<(K, V)>> {
         match &self.store {
             Store::Host(h) => Ok(h.pairs()),
-            Store::Device(_, d) => Ok(d
-                .pairs()?
-                .into_iter()
-                .map(|(k, v)| (K::narrow(k), V::narrow(v)))
-                .collect()),
+            Store::Device(_, d) => d.pairs(),
         }
     }
-}
-
-/// Query keys as the device interface takes them (each table narrows them back to its width).
-fn widened<K: Key>(keys: &[K]) -> Vec<u64> {
-    keys.iter().map(|k| k.widen()).collect()
 }
 
 /// The CPU store of a CSR table (also what joins build).

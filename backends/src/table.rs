@@ -557,7 +557,8 @@ pub(crate) fn check_host_memory(what: &'static str, needed: u64) -> Result<()> {
     }
 }
 
-fn unavailable(backend: Backend) -> Error {
+/// The typed error for a backend that is not compiled in or has no device, with how to get it.
+pub(crate) fn unavailable(backend: Backend) -> Error {
     let (reason, how) = match backend {
         Backend::Cuda if !cfg!(feature = "cuda") => (
             "not compiled in".to_string(),

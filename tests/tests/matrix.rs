@@ -59,6 +59,26 @@ fn insert_tracked<S: SchemeInfo, K: Key, V: Value>(
 mod common;
 use common::present;
 
+/// Every key of `keys` (stored or not) answers as the oracle says, and every stored key sits at one of its
+/// candidate buckets (device and host hashes agree). `what` names the instance in failures.
+fn assert_matches_oracle<S: SchemeInfo, K: Key, V: Value>(
+    t: &HashTable<S, K, V>,
+    oracle: &HashMap<K, V>,
+    keys: &[K],
+    what: &str,
+) {
+    let got = t.find(keys).unwrap();
+    for (k, g) in keys.iter().zip(got) {
+        assert_eq!(oracle.get(k).copied(), g, "{what}: key {k}");
+    }
+    for (k, bucket) in t.placement().unwrap() {
+        assert!(
+            t.candidate_buckets(k).contains(&bucket),
+            "{what}: key {k} misplaced (device and host hashes disagree?)"
+        );
+    }
+}
+
 fn run<S: SchemeInfo, K: Key, V: Value>(b: u32) {
     run_on::<S, K, V>(b, Backend::Cpu);
 }
@@ -105,22 +125,12 @@ fn run_on<S: SchemeInfo, K: Key, V: Value>(b: u32, backend: Backend) {
         "{} B={b} on {backend}: len vs oracle ({lost} unplaced)",
         S::NAME
     );
-    let got = t.find(&keys).unwrap();
-    for (k, g) in keys.iter().zip(got) {
-        assert_eq!(
-            oracle.get(k).copied(),
-            g,
-            "{} B={b} on {backend}: key {k}",
-            S::NAME
-        );
-    }
-    for (k, bucket) in t.placement().unwrap() {
-        assert!(
-            t.candidate_buckets(k).contains(&bucket),
-            "{} B={b} on {backend}: key {k} misplaced (device and host hashes disagree?)",
-            S::NAME
-        );
-    }
+    assert_matches_oracle(
+        &t,
+        &oracle,
+        &keys,
+        &format!("{} B={b} on {backend}", S::NAME),
+    );
     if b >= 8 {
         assert_eq!(
             lost,
@@ -190,20 +200,7 @@ fn iht_one_sequence_on(b: u32, backend: Backend) {
         0
     );
     assert_eq!(t.len(), n, "iht h=2 B={b} on {backend}: len");
-    let got = t.find(&keys).unwrap();
-    for (k, g) in keys.iter().zip(got) {
-        assert_eq!(
-            oracle.get(k).copied(),
-            g,
-            "iht h=2 B={b} on {backend}: key {k}"
-        );
-    }
-    for (k, bucket) in t.placement().unwrap() {
-        assert!(
-            t.candidate_buckets(k).contains(&bucket),
-            "key {k} misplaced"
-        );
-    }
+    assert_matches_oracle(&t, &oracle, &keys, &format!("iht h=2 B={b} on {backend}"));
 }
 
 /// BCHT's upsert places a pair in the first of its buckets with room (reusing the duplicate check's reads):
@@ -234,20 +231,7 @@ fn bcht_upsert_first_fit_on(b: u32, backend: Backend) {
         .collect();
     assert_eq!(insert_tracked(&mut t, &mut oracle, &batch, &bvals), 0);
     assert_eq!(t.len(), n, "bcht B={b} on {backend}: len");
-    let got = t.find(&keys).unwrap();
-    for (k, g) in keys.iter().zip(got) {
-        assert_eq!(
-            oracle.get(k).copied(),
-            g,
-            "bcht B={b} on {backend}: key {k}"
-        );
-    }
-    for (k, bucket) in t.placement().unwrap() {
-        assert!(
-            t.candidate_buckets(k).contains(&bucket),
-            "key {k} misplaced"
-        );
-    }
+    assert_matches_oracle(&t, &oracle, &keys, &format!("bcht B={b} on {backend}"));
 }
 
 /// A bulk build (duplicate check off) of a one-slot cuckoo scheme on `backend` (the driver's one-lane tiles). Distinct keys at load 0.45 (four hash functions, or BCHT's three), every pair found,
@@ -272,21 +256,7 @@ fn one_slot_bulk_build_on<S: SchemeInfo>(backend: Backend) {
     let mut oracle = HashMap::new();
     assert_eq!(insert_tracked(&mut t, &mut oracle, &keys[..n], &vals), 0);
     assert_eq!(t.len(), n, "{} bulk build on {backend}: len", S::NAME);
-    let got = t.find(&keys).unwrap();
-    for (k, g) in keys.iter().zip(got) {
-        assert_eq!(
-            oracle.get(k).copied(),
-            g,
-            "{} on {backend}: key {k}",
-            S::NAME
-        );
-    }
-    for (k, bucket) in t.placement().unwrap() {
-        assert!(
-            t.candidate_buckets(k).contains(&bucket),
-            "key {k} misplaced"
-        );
-    }
+    assert_matches_oracle(&t, &oracle, &keys, &format!("{} on {backend}", S::NAME));
 }
 
 #[test]

@@ -5,13 +5,14 @@
 //! in the tests. `CsrTable` builds one when its configuration names (or `Auto` finds) a GPU, through
 //! [`DeviceCsr`]. Not yet here: the binned v2 build, tile-cooperative range reads, joins.
 
+use super::layout::{same_words, same_words_vec};
 use super::scan::exclusive_scan;
 use super::{CUBE_SIZE, cube_count, fill_u32};
 use crate::csr::FindAll;
 use cubecl::prelude::*;
 use cubecl::server::Handle;
 use hashtile_core::hash::{HashFamily, bucket_index, hash_key, hash_key32, seed_mix};
-use hashtile_core::{Element, Error, Key, Result};
+use hashtile_core::{Element, Error, Key, Result, Value};
 
 /// The key width of a device CSR table: how a key word hashes to its vertex (the host's
 /// `HashFamily::bucket(key, 0, vertices)`). [`Key32`] and [`Key64`].
@@ -352,75 +353,79 @@ impl<R: Runtime, K: CsrKey, V: CsrValue> GpuCsr<R, K, V> {
     }
 }
 
-/// A device CSR table behind one runtime- and width-free interface: what `CsrTable` holds for a GPU backend.
-/// Keys and values cross it widened to `u64` (each table narrows them to its own widths).
-pub trait DeviceCsr: Send + Sync {
+/// A device CSR table of the caller's `K -> V` pairs behind one runtime-free interface: what `CsrTable` holds for
+/// a GPU backend. The table has the caller's widths, so keys and values cross as they are (`same_words`: no
+/// copy, as `Engine` does for hash tables).
+pub trait DeviceCsr<K: Key, V: Value>: Send + Sync {
     /// [`GpuCsr::count`].
-    fn count(&self, queries: &[u64]) -> Result<Vec<u32>>;
+    fn count(&self, queries: &[K]) -> Result<Vec<u32>>;
     /// [`GpuCsr::find_all`].
-    fn find_all(&self, queries: &[u64]) -> Result<FindAll<u64>>;
+    fn find_all(&self, queries: &[K]) -> Result<FindAll<V>>;
     /// [`GpuCsr::pairs`].
-    fn pairs(&self) -> Result<Vec<(u64, u64)>>;
+    fn pairs(&self) -> Result<Vec<(K, V)>>;
 }
 
-fn narrowed<T: hashtile_core::Element>(words: &[u64]) -> Vec<T> {
-    words.iter().map(|&w| T::narrow(w)).collect()
+/// `s` as the device table's words (the table was built for the caller's widths).
+fn words<E: Element, W: Element>(s: &[E]) -> &[W] {
+    same_words(s).expect("a device CSR table has its caller's key and value widths")
 }
 
-impl<R: Runtime, K: CsrKey, V: CsrValue> DeviceCsr for GpuCsr<R, K, V> {
-    fn count(&self, queries: &[u64]) -> Result<Vec<u32>> {
-        GpuCsr::count(self, &narrowed::<K::Word>(queries))
+impl<R: Runtime, CK: CsrKey, CV: CsrValue, K: Key, V: Value> DeviceCsr<K, V> for GpuCsr<R, CK, CV> {
+    fn count(&self, queries: &[K]) -> Result<Vec<u32>> {
+        GpuCsr::count(self, words(queries))
     }
-    fn find_all(&self, queries: &[u64]) -> Result<FindAll<u64>> {
-        let FindAll { offsets, values } = GpuCsr::find_all(self, &narrowed::<K::Word>(queries))?;
+    fn find_all(&self, queries: &[K]) -> Result<FindAll<V>> {
+        let FindAll { offsets, values } = GpuCsr::find_all(self, words(queries))?;
         Ok(FindAll {
             offsets,
-            values: values.into_iter().map(|v| v.widen()).collect(),
+            values: same_words_vec(values)
+                .expect("a device CSR table has its caller's value width"),
         })
     }
-    fn pairs(&self) -> Result<Vec<(u64, u64)>> {
+    fn pairs(&self) -> Result<Vec<(K, V)>> {
+        // Pairs are read back as two arrays and zipped anyway: one pass converts them.
         Ok(GpuCsr::pairs(self)?
             .into_iter()
-            .map(|(k, v)| (k.widen(), v.widen()))
+            .map(|(k, v)| (K::narrow(k.widen()), V::narrow(v.widen())))
             .collect())
     }
 }
 
-/// Builds a device CSR table of `key_bits`-bit keys and `value_bits`-bit values (32 or 64 each; the words
-/// arrive widened) on `backend`, which the caller has checked is available and not the CPU.
-pub(crate) fn device_csr(
+/// Builds a device CSR table of the caller's `K -> V` pairs on `backend`, which the caller has checked is
+/// available and not the CPU.
+pub(crate) fn device_csr<K: Key, V: Value>(
     backend: crate::select::Backend,
     family: &HashFamily,
     vertices: u32,
-    (keys, key_bits): (&[u64], u32),
-    (values, value_bits): (&[u64], u32),
-) -> Result<std::sync::Arc<dyn DeviceCsr>> {
+    keys: &[K],
+    values: &[V],
+) -> Result<std::sync::Arc<dyn DeviceCsr<K, V>>> {
     #[allow(dead_code)]
-    fn on<R: Runtime>(
+    fn on<R: Runtime, K: Key, V: Value>(
         client: ComputeClient<R>,
         family: &HashFamily,
         vertices: u32,
-        (keys, key_bits): (&[u64], u32),
-        (values, value_bits): (&[u64], u32),
-    ) -> Result<std::sync::Arc<dyn DeviceCsr>> {
-        fn build<R: Runtime, K: CsrKey, V: CsrValue>(
+        keys: &[K],
+        values: &[V],
+    ) -> Result<std::sync::Arc<dyn DeviceCsr<K, V>>> {
+        fn build<R: Runtime, CK: CsrKey, CV: CsrValue, K: Key, V: Value>(
             c: &ComputeClient<R>,
             f: &HashFamily,
             v: u32,
-            keys: &[u64],
-            values: &[u64],
-        ) -> Result<std::sync::Arc<dyn DeviceCsr>> {
-            let t = GpuCsr::<R, K, V>::build(c, f, v, &narrowed(keys), &narrowed(values))?;
+            keys: &[K],
+            values: &[V],
+        ) -> Result<std::sync::Arc<dyn DeviceCsr<K, V>>> {
+            let t = GpuCsr::<R, CK, CV>::build(c, f, v, words(keys), words(values))?;
             Ok(std::sync::Arc::new(t))
         }
-        match (key_bits, value_bits) {
-            (32, 32) => build::<R, Key32, u32>(&client, family, vertices, keys, values),
-            (32, _) => build::<R, Key32, u64>(&client, family, vertices, keys, values),
-            (_, 32) => build::<R, Key64, u32>(&client, family, vertices, keys, values),
-            _ => build::<R, Key64, u64>(&client, family, vertices, keys, values),
+        match (K::BITS, V::BITS) {
+            (32, 32) => build::<R, Key32, u32, K, V>(&client, family, vertices, keys, values),
+            (32, _) => build::<R, Key32, u64, K, V>(&client, family, vertices, keys, values),
+            (_, 32) => build::<R, Key64, u32, K, V>(&client, family, vertices, keys, values),
+            _ => build::<R, Key64, u64, K, V>(&client, family, vertices, keys, values),
         }
     }
-    let _ = (family, vertices, keys, key_bits, values, value_bits);
+    let _ = (family, vertices, keys, values);
     match backend {
         #[cfg(feature = "cuda")]
         crate::select::Backend::Cuda => {
@@ -429,8 +434,8 @@ pub(crate) fn device_csr(
                 CudaRuntime::client(&Default::default()),
                 family,
                 vertices,
-                (keys, key_bits),
-                (values, value_bits),
+                keys,
+                values,
             )
         }
         #[cfg(feature = "vulkan")]
@@ -440,14 +445,10 @@ pub(crate) fn device_csr(
                 WgpuRuntime::client(&Default::default()),
                 family,
                 vertices,
-                (keys, key_bits),
-                (values, value_bits),
+                keys,
+                values,
             )
         }
-        b => Err(Error::BackendUnavailable {
-            backend: b.name(),
-            reason: "this backend is not compiled in".into(),
-            how: "build with the backend's feature, or use BackendChoice::Auto",
-        }),
+        b => Err(crate::table::unavailable(b)),
     }
 }

@@ -248,6 +248,15 @@ pub(crate) fn same_words<E: Element, W: Element>(s: &[E]) -> Option<&[W]> {
     })
 }
 
+/// `v` as a vector of `W` when `E` and `W` are the same type (no copy), else `None` (and `v` is dropped).
+pub(crate) fn same_words_vec<E: Element, W: Element>(v: Vec<E>) -> Option<Vec<W>> {
+    (E::BITS == W::BITS).then(|| {
+        let mut v = std::mem::ManuallyDrop::new(v);
+        // SAFETY: as in `same_words`: one type, so the allocation's layout, length and capacity carry over.
+        unsafe { Vec::from_raw_parts(v.as_mut_ptr().cast::<W>(), v.len(), v.capacity()) }
+    })
+}
+
 /// Mutable [`same_words`].
 pub(crate) fn same_words_mut<E: Element, W: Element>(s: &mut [E]) -> Option<&mut [W]> {
     (E::BITS == W::BITS).then(|| {
