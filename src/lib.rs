@@ -24,7 +24,7 @@
 //! Crates: `hashtile-core` (traits, hash family, tile bucket), `hashtile-probing` (schemes),
 //! `hashtile-backends` (CPU, CUDA, Vulkan). This crate re-exports what a user needs.
 
-pub use hashtile_backends::csr::{CsrConfig, CsrJoin, CsrTable, FindAll, JoinMethod};
+pub use hashtile_backends::csr::{CsrBuild, CsrConfig, CsrJoin, CsrTable, FindAll, JoinMethod};
 pub use hashtile_backends::{
     Backend, BackendChoice, DEFAULT_SEED, Engine, HashTable, PinnedBuffer, TableConfig, cpu, csr,
     default_bucket_size_of, gpu, is_available, resolve,

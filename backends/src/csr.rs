@@ -37,6 +37,7 @@
 //! ```
 
 use crate::gpu::csr::DeviceCsr;
+use crate::gpu::csr::join::DeviceJoin;
 use crate::select::{Backend, BackendChoice};
 use hashtile_core::{Error, HashFamily, Key, Result, Value};
 use rayon::prelude::*;
@@ -52,8 +53,54 @@ pub struct CsrConfig {
     pub range_factor: f64,
     /// Seed of the hash function.
     pub seed: u64,
-    /// Where the table lives (`Auto`: a GPU when one is there, as for `HashTable`). Joins run on the CPU.
+    /// Where the table lives (`Auto`: a GPU when one is there, as for `HashTable`); joins run there too.
     pub backend: BackendChoice,
+    /// How a device builds the table ([`CsrBuild`]). The CPU build sorts instead; every method stores the same
+    /// multimap.
+    pub build: CsrBuild,
+    /// Lanes that read one query's vertex range together in device lookups: 1 is a thread per query; 2..32 (a
+    /// power of two, at most the device's plane size: wider requests run as wide as the plane) is a tile that
+    /// reads the range in windows of its width and finds the matches with one ballot per window; 0 picks
+    /// automatically. The CPU backend ignores it.
+    pub lookup_tile: u32,
+}
+
+/// How a device builds a CSR table (the paper's two versions). Both leave the same offsets and the same
+/// multimap; the order of one key's values differs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CsrBuild {
+    /// HashGraph-V1: count with one atomic per key into the vertex counters, scan, place with an atomic cursor
+    /// per vertex.
+    V1,
+    /// HashGraph-V2: bin the pairs by ranges of `bin_vertices` consecutive vertices first (a power of two from
+    /// 256 to 4096), then count, scan and place each bin in shared memory (one cube per bin).
+    V2 {
+        /// Vertices per bin.
+        bin_vertices: u32,
+    },
+}
+
+impl Default for CsrBuild {
+    fn default() -> Self {
+        CsrBuild::V2 { bin_vertices: 2048 }
+    }
+}
+
+impl CsrBuild {
+    /// Checks the method's parameters.
+    pub fn validate(&self) -> Result<()> {
+        match *self {
+            CsrBuild::V1 => Ok(()),
+            CsrBuild::V2 { bin_vertices: b }
+                if b.is_power_of_two() && (256..=4096).contains(&b) =>
+            {
+                Ok(())
+            }
+            CsrBuild::V2 { bin_vertices } => Err(Error::InvalidConfig(format!(
+                "bin_vertices must be a power of two from 256 to 4096 (its counters live in shared memory; 32 KB on some devices), got {bin_vertices}"
+            ))),
+        }
+    }
 }
 
 impl Default for CsrConfig {
@@ -63,6 +110,8 @@ impl Default for CsrConfig {
             range_factor: 1.0,
             seed: crate::table::DEFAULT_SEED,
             backend: BackendChoice::Auto,
+            build: CsrBuild::default(),
+            lookup_tile: 0,
         }
     }
 }
@@ -112,6 +161,27 @@ impl CsrConfig {
 }
 
 impl CsrConfig {
+    /// Checks the device knobs on every backend: a bad value is a bad configuration wherever `Auto` lands.
+    fn check_knobs(&self) -> Result<()> {
+        self.build.validate()?;
+        check_lookup_tile(self.lookup_tile)
+    }
+
+    /// The device side of this configuration.
+    fn device_params(
+        &self,
+        family: HashFamily,
+        vertices: u32,
+    ) -> Result<crate::gpu::csr::DeviceCsrParams> {
+        self.check_knobs()?;
+        Ok(crate::gpu::csr::DeviceCsrParams {
+            family,
+            vertices,
+            build: self.build,
+            lookup_tile: self.lookup_tile,
+        })
+    }
+
     /// The backend a table goes to (a backend named but absent: the same typed error as `HashTable`'s).
     fn backend_for(&self) -> Result<Backend> {
         match self.backend {
@@ -125,6 +195,16 @@ impl CsrConfig {
             BackendChoice::Auto => Ok(crate::select::resolve(BackendChoice::Auto)),
         }
     }
+}
+
+/// Checks a lookup tile width: 0 (automatic) or a power of two up to 32.
+pub(crate) fn check_lookup_tile(t: u32) -> Result<()> {
+    if t > 32 || !(t == 0 || t.is_power_of_two()) {
+        return Err(Error::InvalidConfig(format!(
+            "lookup_tile must be 0 (automatic) or a power of two up to 32, got {t}"
+        )));
+    }
+    Ok(())
 }
 
 /// Every value of each query key: the values of query `i` are `values[offsets[i]..offsets[i + 1]]`.
@@ -173,12 +253,13 @@ impl<K: Key, V: Value> CsrTable<K, V> {
             });
         }
         let vertices = cfg.vertices_for(keys.len())?;
+        cfg.check_knobs()?;
         let family = HashFamily::new(cfg.seed);
         let store = match cfg.backend_for()? {
             Backend::Cpu => Store::Host(HostCsr::build(family, vertices, keys, values)),
             b => Store::Device(
                 b,
-                crate::gpu::csr::device_csr(b, &family, vertices, keys, values)?,
+                crate::gpu::csr::device_csr(b, cfg.device_params(family, vertices)?, keys, values)?,
             ),
         };
         Ok(Self {
@@ -345,16 +426,39 @@ pub enum JoinMethod {
 
 /// A hash join of two key columns: every `(i, j)` with `left[i] == right[j]`. [`CsrJoin::plan`] builds the
 /// tables and counts the matches, so that the caller can allocate the output ([`CsrJoin::len`]) before
-/// [`CsrJoin::write_into`] fills it. The order of the pairs is unspecified.
-#[derive(Debug, Clone)]
+/// [`CsrJoin::write_into`] fills it. The order of the pairs is unspecified. The join runs where
+/// [`CsrConfig::backend`] resolves to (`Auto`: a GPU when one is there).
+#[derive(Clone)]
 pub struct CsrJoin<K: Key> {
+    store: JoinStore<K>,
+    /// Number of matching pairs.
+    pairs: usize,
+}
+
+/// Where a planned join lives.
+#[derive(Clone)]
+enum JoinStore<K: Key> {
+    Host(Box<HostJoin<K>>),
+    Device(Backend, Arc<dyn DeviceJoin>),
+}
+
+/// A join planned on the CPU.
+#[derive(Debug, Clone)]
+struct HostJoin<K: Key> {
     left: HostCsr<K, u32>,
     /// `Probe`: the right keys; `Intersect`: empty.
     probe: Vec<K>,
     /// `Intersect`: the right side's table.
     right: Option<HostCsr<K, u32>>,
-    /// Number of matching pairs.
-    pairs: usize,
+}
+
+impl<K: Key> std::fmt::Debug for CsrJoin<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CsrJoin")
+            .field("backend", &self.backend())
+            .field("pairs", &self.pairs)
+            .finish()
+    }
 }
 
 impl<K: Key> CsrJoin<K> {
@@ -365,19 +469,20 @@ impl<K: Key> CsrJoin<K> {
                 "join positions are 32-bit: each side holds at most 2^32 - 1 keys".into(),
             ));
         }
-        if let BackendChoice::Exactly(b) = cfg.backend
-            && b != Backend::Cpu
-        {
-            return Err(Error::BackendUnavailable {
-                backend: b.name(),
-                reason: "CSR joins run on the CPU backend only so far".into(),
-                how: "use BackendChoice::Auto or Exactly(Backend::Cpu); device joins are issue 11's next step",
+        // Both sides share one hash range (sized by the larger side) so that `Intersect` can pair vertices.
+        let vertices = cfg.vertices_for(left.len().max(right.len()))?;
+        cfg.check_knobs()?;
+        let family = HashFamily::new(cfg.seed);
+        let backend = cfg.backend_for()?;
+        if backend != Backend::Cpu {
+            let params = cfg.device_params(family, vertices)?;
+            let d = crate::gpu::csr::join::device_join(backend, params, left, right, method)?;
+            return Ok(Self {
+                pairs: d.len(),
+                store: JoinStore::Device(backend, d),
             });
         }
         let positions = |n: usize| (0..n as u32).collect::<Vec<u32>>();
-        // Both sides share one hash range (sized by the larger side) so that `Intersect` can pair vertices.
-        let vertices = cfg.vertices_for(left.len().max(right.len()))?;
-        let family = HashFamily::new(cfg.seed);
         let left_table = HostCsr::build(family, vertices, left, &positions(left.len()));
         let (probe, right_table, pairs) = match method {
             JoinMethod::Probe => {
@@ -397,9 +502,11 @@ impl<K: Key> CsrJoin<K> {
             }
         };
         Ok(Self {
-            left: left_table,
-            probe,
-            right: right_table,
+            store: JoinStore::Host(Box::new(HostJoin {
+                left: left_table,
+                probe,
+                right: right_table,
+            })),
             pairs,
         })
     }
@@ -414,6 +521,14 @@ impl<K: Key> CsrJoin<K> {
         self.len() == 0
     }
 
+    /// The backend the join runs on.
+    pub fn backend(&self) -> Backend {
+        match &self.store {
+            JoinStore::Host(_) => Backend::Cpu,
+            JoinStore::Device(b, _) => *b,
+        }
+    }
+
     /// Writes the matching pairs: `left_out[k]` and `right_out[k]` are the positions of pair `k` in the left
     /// and right columns. Both slices must hold exactly [`CsrJoin::len`] entries.
     pub fn write_into(&self, left_out: &mut [u32], right_out: &mut [u32]) -> Result<()> {
@@ -426,6 +541,19 @@ impl<K: Key> CsrJoin<K> {
                 });
             }
         }
+        match &self.store {
+            JoinStore::Host(h) => {
+                h.write_into(left_out, right_out);
+                Ok(())
+            }
+            JoinStore::Device(_, d) => d.write_into(left_out, right_out),
+        }
+    }
+}
+
+impl<K: Key> HostJoin<K> {
+    /// [`CsrJoin::write_into`] on the CPU (the lengths are checked).
+    fn write_into(&self, left_out: &mut [u32], right_out: &mut [u32]) {
         let Some(r) = &self.right else {
             // Probe: one pass of probes into a pair list, then a parallel copy. (Counting per chunk first and
             // writing in place, as `Intersect` does below, probes every key twice: measured slower here.)
@@ -439,7 +567,7 @@ impl<K: Key> CsrJoin<K> {
                         .map(move |p| (self.left.values[p], j as u32))
                 })
                 .collect();
-            debug_assert_eq!(pairs.len(), self.len());
+            debug_assert_eq!(pairs.len(), left_out.len());
             left_out
                 .par_iter_mut()
                 .zip(right_out.par_iter_mut())
@@ -448,7 +576,7 @@ impl<K: Key> CsrJoin<K> {
                     *l = a;
                     *r = b;
                 });
-            return Ok(());
+            return;
         };
         // Intersect: count the pairs of each chunk of vertices, give each chunk its own range of the outputs,
         // then let every chunk write its pairs straight into it (no per-vertex lists, no intermediate copy:
@@ -464,7 +592,7 @@ impl<K: Key> CsrJoin<K> {
             .into_par_iter()
             .map(|c| pairs_of(c).count())
             .collect();
-        debug_assert_eq!(counts.iter().sum::<usize>(), self.len());
+        debug_assert_eq!(counts.iter().sum::<usize>(), left_out.len());
         let mut parts = Vec::with_capacity(chunks);
         let (mut l, mut rest) = (left_out, right_out);
         for &n in &counts {
@@ -479,7 +607,6 @@ impl<K: Key> CsrJoin<K> {
                 ro[k] = b;
             }
         });
-        Ok(())
     }
 }
 

@@ -41,19 +41,66 @@ pub enum Cmd {
     /// buffers, each against a ceiling measured in the same run (GPUs: the bus; CPU: `std::collections::HashMap`).
     Host(HostArgs),
     /// CSR (HashGraph) tables: build, count, find_all and joins over hash ranges and duplicates per key, against
-    /// a `HashMap<K, Vec<V>>` multimap measured in the same run (CPU backend so far).
+    /// a `HashMap<K, Vec<V>>` multimap and hashtile's BCHT measured in the same run (on GPUs also
+    /// device-resident), with SVG plots beside the CSV.
     Csr(CsrArgs),
+    /// The device prefix sum (`gpu::scan::exclusive_scan`, the CSR build's scan) at several sizes, against a
+    /// device copy of the same words measured in the same run, every result checked against a host prefix sum.
+    Scan(ScanArgs),
+}
+
+/// Options of the `scan` mode.
+#[derive(clap::Args, Debug, Clone)]
+pub struct ScanArgs {
+    /// Backend: auto, cuda or vulkan (a GPU: the scan is a device primitive).
+    #[arg(long, default_value = "auto")]
+    pub backend: BackendChoice,
+    /// Input sizes in 32-bit words, as powers of two (comma separated, 1..=30).
+    #[arg(long, value_delimiter = ',', default_value = "16,20,24")]
+    pub log2_words: Vec<u32>,
+    /// Timed runs per size after one warm-up (the median is reported).
+    #[arg(long, default_value_t = 5)]
+    pub runs: usize,
+    /// CSV output file.
+    #[arg(long, default_value = "hashtile-bench-scan.csv")]
+    pub csv: String,
+}
+
+/// Checks the `scan` mode's options.
+pub fn scan(a: ScanArgs) -> Result<ScanArgs, String> {
+    check_repeats("--runs", a.runs)?;
+    check_csv_path(&a.csv)?;
+    if a.log2_words.is_empty() {
+        return Err("--log2-words needs at least one size".into());
+    }
+    if a.backend == BackendChoice::Exactly(Backend::Cpu) {
+        return Err(
+            "--backend cpu: the scan is a device primitive (use auto, cuda or vulkan)".into(),
+        );
+    }
+    for &l in &a.log2_words {
+        check_log2_keys("--log2-words", l)?;
+    }
+    Ok(a)
 }
 
 /// Options of the `csr` mode.
 #[derive(clap::Args, Debug, Clone)]
 pub struct CsrArgs {
-    /// Backend of the tables: auto, cpu, cuda or vulkan (joins run on the CPU).
+    /// Backend of the tables and joins: auto, cpu, cuda or vulkan.
     #[arg(long, default_value = "auto")]
     pub backend: BackendChoice,
     /// Keys, as a power of two (1..=30).
     #[arg(long, default_value_t = 20)]
     pub log2_keys: u32,
+    /// Device build methods (comma separated): v1, or v2 / v2:BINS (vertices per bin, a power of two from 256 to
+    /// 4096; v2 alone: the default). The first is used for lookups and joins. The CPU build ignores them.
+    #[arg(long, value_delimiter = ',', default_value = "v2", value_parser = parse_build)]
+    pub builds: Vec<hashtile::CsrBuild>,
+    /// Lookup tile widths (comma separated): 1 (a thread per query), 2..32 (lanes per query), 0 (automatic).
+    /// The first is used for joins. The CPU backend ignores them.
+    #[arg(long, value_delimiter = ',', default_value = "0")]
+    pub tiles: Vec<u32>,
     /// Occurrences of each distinct key (comma separated), each a divisor of 2^log2-keys (a power of two).
     #[arg(long, value_delimiter = ',', default_value = "1,4,32")]
     pub dups: Vec<usize>,
@@ -73,9 +120,33 @@ pub struct CsrArgs {
     pub csv: String,
 }
 
+/// A build method named on the command line: `v1`, `v2`, `v2:BINS`.
+fn parse_build(s: &str) -> Result<hashtile::CsrBuild, String> {
+    let b = match s.split_once(':') {
+        None if s == "v1" => hashtile::CsrBuild::V1,
+        None if s == "v2" => hashtile::CsrBuild::default(),
+        Some(("v2", bins)) => hashtile::CsrBuild::V2 {
+            bin_vertices: bins
+                .parse()
+                .map_err(|_| format!("'{bins}' is not a number of vertices per bin"))?,
+        },
+        _ => return Err(format!("'{s}': expected v1, v2 or v2:BINS")),
+    };
+    b.validate().map_err(|e| e.to_string())?;
+    Ok(b)
+}
+
 /// Checks the `csr` mode's options (sizes against the machine's memory included).
 pub fn csr(a: CsrArgs) -> Result<CsrArgs, String> {
     check_repeats("--runs", a.runs)?;
+    if a.builds.is_empty() || a.tiles.is_empty() {
+        return Err("--builds and --tiles need at least one value each".into());
+    }
+    for &t in &a.tiles {
+        if t > 32 || !(t == 0 || t.is_power_of_two()) {
+            return Err(format!("--tiles {t}: must be 0 or a power of two up to 32"));
+        }
+    }
     let log2 = check_log2_keys("--log2-keys", a.log2_keys)?;
     check_csv_path(&a.csv)?;
     let n = 1usize << log2;

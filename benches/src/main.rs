@@ -8,12 +8,14 @@
 //! Subcommands: `rates` (the above; also what runs when no subcommand is given), `sweep` (the BGHT paper's
 //! experiments over every scheme: rates vs load factor and vs N, probes, build success rate; see `sweep/`)
 //! `host` (the user-facing calls on host data, `Vec`s and pinned buffers, against the bus or `HashMap`
-//! measured in the same run; see `host.rs`) and `csr` (CSR tables: build, count, find_all, joins; `csr.rs`).
+//! measured in the same run; see `host.rs`), `csr` (CSR tables: build, count, find_all, joins; `csr/`) and
+//! `scan` (the device prefix sum against a device copy; `scan.rs`).
 
 mod cli;
 mod csr;
 mod host;
 mod plot;
+mod scan;
 mod sweep;
 mod wide;
 
@@ -162,6 +164,7 @@ fn run() -> Result<i32, BenchError> {
         Some(Cmd::Rates(args)) => rates(cli::rates(args)?),
         Some(Cmd::Host(args)) => host::run(&cli::host(args)?).map_err(BenchError::Run),
         Some(Cmd::Csr(args)) => csr::run(&cli::csr(args)?).map_err(BenchError::Run),
+        Some(Cmd::Scan(args)) => scan::run(&cli::scan(args)?).map_err(BenchError::Run),
         None => rates(cli::rates(cli.rates)?),
     }
 }

@@ -347,12 +347,26 @@ fn csr_mode_refuses_bad_input_and_checks_its_answers() {
     );
     assert_refused(&["csr", "--log2-keys", "40"], "--log2-keys 40");
     assert_refused(&["csr", "--runs", "0"], "--runs 0: must be at least 1");
-    // A small run: every answer checked, exit 0, CSV written.
+    assert_refused(
+        &["csr", "--builds", "v3"],
+        "'v3': expected v1, v2 or v2:BINS",
+    );
+    assert_refused(
+        &["csr", "--builds", "v2:100"],
+        "bin_vertices must be a power of two from 256 to 4096",
+    );
+    assert_refused(
+        &["csr", "--tiles", "3"],
+        "--tiles 3: must be 0 or a power of two up to 32",
+    );
+    // A small run: every answer checked, exit 0, CSV and plots written.
     let dir = scratch("csr");
     let out = run_in(
         &dir,
         &[
             "csr",
+            "--backend",
+            "cpu",
             "--log2-keys",
             "10",
             "--dups",
@@ -373,6 +387,20 @@ fn csr_mode_refuses_bad_input_and_checks_its_answers() {
     );
     assert!(!stdout.contains(" NO"), "{stdout}");
     let csv = std::fs::read_to_string(dir.join("c.csv")).unwrap();
-    assert_eq!(csv.lines().count(), 1 + 2 * 5, "{csv}");
+    // Per duplicate count: build, count, find_all, two joins; then the BCHT baseline row.
+    assert_eq!(csv.lines().count(), 1 + 2 * 5 + 1, "{csv}");
+    assert!(csv.lines().all(|l| !l.ends_with(",false")), "{csv}");
+    let svg = std::fs::read_to_string(dir.join("c_host_vs_dups.svg")).unwrap();
+    assert!(svg.contains("<svg") && svg.contains("find_all"), "{svg}");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn scan_mode_refuses_bad_input() {
+    assert_refused(
+        &["scan", "--backend", "cpu"],
+        "the scan is a device primitive",
+    );
+    assert_refused(&["scan", "--log2-words", "40"], "--log2-words 40");
+    assert_refused(&["scan", "--runs", "0"], "--runs 0: must be at least 1");
 }

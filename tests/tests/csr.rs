@@ -3,7 +3,7 @@
 //! inputs, absent probe keys, a hash range of 1, the all-ones key (a CSR table has no sentinel), u32 and u64.
 
 use hashtile::{
-    Backend, BackendChoice, CsrConfig, CsrJoin, CsrTable, Error, JoinMethod, Key, Value,
+    Backend, BackendChoice, CsrBuild, CsrConfig, CsrJoin, CsrTable, Error, JoinMethod, Key, Value,
 };
 use rand::{Rng, SeedableRng, rngs::StdRng};
 use std::collections::HashMap;
@@ -52,6 +52,9 @@ fn check_join<K: Key>(cfg: &CsrConfig, left: &[K], right: &[K]) {
     want.sort();
     for method in [JoinMethod::Probe, JoinMethod::Intersect] {
         let join = CsrJoin::plan(cfg, left, right, method).unwrap();
+        if let BackendChoice::Exactly(b) = cfg.backend {
+            assert_eq!(join.backend(), b);
+        }
         assert_eq!(join.len(), want.len(), "{method:?} size");
         let (mut l, mut r) = (vec![0u32; join.len()], vec![0u32; join.len()]);
         join.write_into(&mut l, &mut r).unwrap();
@@ -178,7 +181,7 @@ fn bad_input_is_a_typed_error() {
             backend: BackendChoice::Exactly(b),
             ..CsrConfig::default()
         };
-        // An absent device is a typed error for every width; joins run on the CPU so far.
+        // An absent device is a typed error for every width and for joins.
         if !hashtile::is_available(b) {
             assert!(matches!(
                 CsrTable::<u32, u32>::build(&gpu, &[1], &[1]),
@@ -188,10 +191,40 @@ fn bad_input_is_a_typed_error() {
                 CsrTable::<u64, u64>::build(&gpu, &[1], &[1]),
                 Err(Error::BackendUnavailable { .. })
             ));
+            assert!(matches!(
+                CsrJoin::plan(&gpu, &[1u32], &[1u32], JoinMethod::Probe),
+                Err(Error::BackendUnavailable { .. })
+            ));
         }
+    }
+    // Device knobs are checked on every backend (the CPU ignores them, but a bad value is a bad config on
+    // every machine, whichever backend `Auto` finds).
+    let cpu = CsrConfig {
+        backend: BackendChoice::Exactly(Backend::Cpu),
+        ..cfg.clone()
+    };
+    for build in [0, 100, 128, 384, 8192].map(|b| CsrBuild::V2 { bin_vertices: b }) {
+        let c = CsrConfig {
+            build,
+            ..cpu.clone()
+        };
         assert!(matches!(
-            CsrJoin::plan(&gpu, &[1u32], &[1u32], JoinMethod::Probe),
-            Err(Error::BackendUnavailable { .. })
+            CsrTable::<u32, u32>::build(&c, &[1], &[1]),
+            Err(Error::InvalidConfig(_))
+        ));
+        assert!(matches!(
+            CsrJoin::plan(&c, &[1u32], &[1u32], JoinMethod::Intersect),
+            Err(Error::InvalidConfig(_))
+        ));
+    }
+    for tile in [3, 64] {
+        let c = CsrConfig {
+            lookup_tile: tile,
+            ..cpu.clone()
+        };
+        assert!(matches!(
+            CsrTable::<u32, u32>::build(&c, &[1], &[1]),
+            Err(Error::InvalidConfig(_))
         ));
     }
     let explicit_cpu = CsrConfig {
@@ -227,26 +260,35 @@ fn gpu_matches_cpu<R: hashtile::cubecl::prelude::Runtime>(
         let cfg = CsrConfig::default().vertices(vertices);
         let cpu = CsrTable::build(&cfg, &keys, &values).unwrap();
         let family = hashtile::HashFamily::new(cfg.seed);
-        let gpu = GpuCsr::<R>::build(&client, &family, vertices, &keys, &values).unwrap();
-        assert_eq!(gpu.len(), n);
-        let mut queries: Vec<u32> = keys.iter().copied().take(3000).collect();
-        queries.extend([1u32, 2, 3, u32::MAX]);
-        assert_eq!(
-            gpu.count(&queries).unwrap(),
-            cpu.count(&queries).unwrap(),
-            "{backend} n {n}"
-        );
-        let (g, c) = (
-            gpu.find_all(&queries).unwrap(),
-            cpu.find_all(&queries).unwrap(),
-        );
-        assert_eq!(g.offsets, c.offsets, "{backend} n {n}");
-        for i in 0..queries.len() {
-            let mut a = g.values[g.offsets[i]..g.offsets[i + 1]].to_vec();
-            let mut b = c.values[c.offsets[i]..c.offsets[i + 1]].to_vec();
-            a.sort();
-            b.sort();
-            assert_eq!(a, b, "{backend} n {n} query {i}");
+        for (method, tile) in [
+            (CsrBuild::V1, 1),
+            (CsrBuild::V2 { bin_vertices: 256 }, 4),
+            (CsrBuild::V2 { bin_vertices: 4096 }, 32),
+        ] {
+            let gpu = GpuCsr::<R>::build(&client, &family, vertices, &keys, &values, method)
+                .unwrap()
+                .with_lookup_tile(tile)
+                .unwrap();
+            assert_eq!(gpu.len(), n);
+            let mut queries: Vec<u32> = keys.iter().copied().take(3000).collect();
+            queries.extend([1u32, 2, 3, u32::MAX]);
+            assert_eq!(
+                gpu.count(&queries).unwrap(),
+                cpu.count(&queries).unwrap(),
+                "{backend} n {n}"
+            );
+            let (g, c) = (
+                gpu.find_all(&queries).unwrap(),
+                cpu.find_all(&queries).unwrap(),
+            );
+            assert_eq!(g.offsets, c.offsets, "{backend} n {n}");
+            for i in 0..queries.len() {
+                let mut a = g.values[g.offsets[i]..g.offsets[i + 1]].to_vec();
+                let mut b = c.values[c.offsets[i]..c.offsets[i + 1]].to_vec();
+                a.sort();
+                b.sort();
+                assert_eq!(a, b, "{backend} n {n} query {i} {method:?}");
+            }
         }
     }
 }
@@ -265,6 +307,26 @@ fn csr_table_on(backend: Backend) {
     };
     let t = CsrTable::<u32, u32>::build(&cfg, &[1, 2], &[3, 4]).unwrap();
     assert_eq!(t.backend(), backend);
+    // Bad device knobs are typed errors.
+    for bad in [
+        CsrConfig {
+            build: CsrBuild::V2 { bin_vertices: 384 },
+            ..cfg.clone()
+        },
+        CsrConfig {
+            lookup_tile: 3,
+            ..cfg.clone()
+        },
+        CsrConfig {
+            lookup_tile: 64,
+            ..cfg.clone()
+        },
+    ] {
+        assert!(matches!(
+            CsrTable::<u32, u32>::build(&bad, &[1, 2], &[3, 4]),
+            Err(Error::InvalidConfig(_))
+        ));
+    }
     let absent: Vec<u32> = vec![0xdead_beef, 17, u32::MAX - 1];
     for (n, distinct) in [(6000usize, 1u64 << 40), (6000, 200), (2000, 1), (0, 1)] {
         let mut keys: Vec<u32> = random_keys(n, distinct, 0xc5 ^ n as u64);
@@ -274,7 +336,48 @@ fn csr_table_on(backend: Backend) {
         let values: Vec<u32> = (0..n as u32).map(|i| i ^ 0x5a5a).collect();
         check_lookups(&cfg, &keys, &values, &absent);
         check_lookups(&cfg.clone().vertices(1), &keys, &values, &absent);
+        // The v1 build, tiles of several widths (32 runs as wide as the plane), small bins with a hash range
+        // that is not a multiple of them.
+        for (build, tile) in [
+            (CsrBuild::V1, 8),
+            (CsrBuild::V2 { bin_vertices: 256 }, 2),
+            (CsrBuild::V2 { bin_vertices: 4096 }, 32),
+        ] {
+            let c = CsrConfig {
+                build,
+                lookup_tile: tile,
+                ..cfg.clone()
+            };
+            check_lookups(&c, &keys, &values, &absent);
+            check_lookups(&c.clone().vertices(1000), &keys, &values, &absent);
+        }
     }
+    // Joins on the device, both methods, against the nested loops.
+    let mut rng = StdRng::seed_from_u64(11);
+    for (nl, nr, distinct) in [
+        (3000, 2000, 1 << 40),
+        (3000, 4000, 300),
+        (500, 300, 1),
+        (0, 50, 5),
+    ] {
+        let left: Vec<u32> = random_keys(nl, distinct, rng.random());
+        let right: Vec<u32> = random_keys(nr, distinct, rng.random());
+        for c in [
+            cfg.clone(),
+            cfg.clone().vertices(1),
+            CsrConfig {
+                build: CsrBuild::V1,
+                lookup_tile: 8,
+                ..cfg.clone().range_factor(0.5)
+            },
+        ] {
+            check_join(&c, &left, &right);
+        }
+    }
+    let left: Vec<u64> = random_keys(2000, 300, 8);
+    let mut right: Vec<u64> = random_keys(2000, 300, 9);
+    right[0] = left[0] | (1 << 63);
+    check_join(&cfg, &left, &right);
     // 64-bit keys and values, and the mixed widths: keys that differ only in their high words share no
     // vertex by accident, the all-ones key is storable.
     for (n, distinct) in [(5000usize, 1u64 << 62), (5000, 300), (0, 1)] {

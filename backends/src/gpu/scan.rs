@@ -111,3 +111,90 @@ fn scan_level<R: Runtime>(
         }
     }
 }
+
+/// Words of the input each cube of [`sum_blocks_kernel`] sums.
+const SUM_SPAN: usize = BLOCK * 16;
+
+/// `partial[c]` = the sum, as a `u64`, of words `c * SUM_SPAN .. (c + 1) * SUM_SPAN` of `input` (each unit sums a
+/// stride of them, then a tree reduction in shared memory).
+#[cube(launch_unchecked)]
+pub fn sum_blocks_kernel(input: &Array<u32>, partial: &mut Array<u64>) {
+    let t = UNIT_POS as usize;
+    let cube = CUBE_POS;
+    let mut shared = SharedMemory::<u64>::new(BLOCK);
+    let base = cube * SUM_SPAN;
+    let mut stop = base + SUM_SPAN;
+    if stop > input.len() {
+        stop = input.len();
+    }
+    let mut s = u64::new(0);
+    let mut i = base + t;
+    while i < stop {
+        s += input[i] as u64;
+        i += BLOCK;
+    }
+    shared[t] = s;
+    sync_cube();
+    let mut d = 1usize;
+    while d < BLOCK {
+        if (t & (2 * d - 1)) == 0 {
+            shared[t] += shared[t + d];
+        }
+        sync_cube();
+        d *= 2;
+    }
+    if t == 0 && cube < partial.len() {
+        partial[cube] = shared[0];
+    }
+}
+
+/// The sum of the first `n` words of `input` as a `u64` (no wrap, unlike [`exclusive_scan`]'s total): how a
+/// caller learns that 32-bit offsets would overflow. Waits for the device (it reads one word per `SUM_SPAN`
+/// inputs back).
+pub fn total_u64<R: Runtime>(client: &ComputeClient<R>, input: &Handle, n: usize) -> u64 {
+    if n == 0 {
+        return 0;
+    }
+    let cubes = n.div_ceil(SUM_SPAN);
+    let partial = client.empty(cubes * 8);
+    // SAFETY: reads are bounded by `n`, writes by `cubes`.
+    unsafe {
+        sum_blocks_kernel::launch_unchecked::<R>(
+            client,
+            cube_count(cubes * BLOCK),
+            CubeDim::new_1d(CUBE_SIZE),
+            ArrayArg::from_raw_parts(input.clone(), n),
+            ArrayArg::from_raw_parts(partial.clone(), cubes),
+        )
+    }
+    u64::from_bytes(&client.read_one_unchecked(partial))[..cubes]
+        .iter()
+        .sum()
+}
+
+/// `output[i] = input[i]`: the least traffic a scan can move (read every word, write every word), the
+/// ceiling its benchmark is measured against.
+#[cube(launch_unchecked)]
+pub fn copy_kernel(input: &Array<u32>, output: &mut Array<u32>) {
+    let pos = ABSOLUTE_POS;
+    if pos < input.len() {
+        output[pos] = input[pos];
+    }
+}
+
+/// Queues a copy of the first `n` words of `input` into `output` (the scan benchmark's ceiling).
+pub fn copy_u32<R: Runtime>(client: &ComputeClient<R>, input: &Handle, output: &Handle, n: usize) {
+    if n == 0 {
+        return;
+    }
+    // SAFETY: bounded by `n`, the length of both arrays as passed.
+    unsafe {
+        copy_kernel::launch_unchecked::<R>(
+            client,
+            cube_count(n),
+            CubeDim::new_1d(CUBE_SIZE),
+            ArrayArg::from_raw_parts(input.clone(), n),
+            ArrayArg::from_raw_parts(output.clone(), n),
+        )
+    }
+}

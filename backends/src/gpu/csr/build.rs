@@ -1,0 +1,205 @@
+//! The device builds of a CSR table (issue 11): both place every pair in its vertex's contiguous range, and
+//! leave `offsets` (`vertices + 1` words) describing the ranges.
+//!
+//! - **v1** (the paper's HashGraph-V1): count with one atomic add per key into the vertex counters, an exclusive
+//!   scan of them ([`crate::gpu::scan::exclusive_scan`]), then place with an atomic cursor per vertex. Both
+//!   atomic passes touch the `vertices` counters at random: once the counters outgrow the L2 cache, every key
+//!   costs two random read-modify-writes in DRAM, plus its two random writes.
+//! - **v2** (HashGraph-V2, binned): vertices are grouped into **bins** of `bin_vertices` consecutive vertices
+//!   (a power of two, a multiple of the cube size). Phase 1 counts keys per bin (a small array that stays in
+//!   cache) and scans those counts; phase 2 scatters every pair into its bin's range of a binned copy of the
+//!   input; phase 3 runs **one cube per bin**: it counts the bin's keys per vertex in shared memory, scans them
+//!   in shared memory, writes the bin's vertex offsets (the bin's start plus the local prefix: no vertex-wide
+//!   scan is needed), and places the bin's pairs with shared-memory cursors, into the bin's own contiguous
+//!   range of the output. The random traffic of v1 becomes cache-resident (the bin counters), shared-memory
+//!   (the vertex counters) or confined to a few thousand output ranges written front to back.
+//!
+//!   A bin holding very many keys (all keys equal, say) is served by one cube, so v2 gets slower on such
+//!   inputs than v1 (which spreads them over all units); the result is the same.
+
+use super::CsrKey;
+use crate::gpu::CUBE_SIZE;
+use cubecl::prelude::*;
+
+/// Units per cube, as a compile-time constant for shared memory sizes.
+const CUBE: usize = CUBE_SIZE as usize;
+
+/// v1 count pass: `counts[vertex(key)] += 1` for every key.
+#[cube(launch_unchecked)]
+pub fn csr_count_kernel<K: CsrKey>(
+    keys: &Array<K::Word>,
+    counts: &Array<Atomic<u32>>,
+    vertices: u32,
+    seed: u32,
+    mix: u32,
+) {
+    let pos = ABSOLUTE_POS;
+    if pos < keys.len() {
+        let v = K::vertex(keys[pos], vertices, seed, mix);
+        counts[v as usize].fetch_add(1u32);
+    }
+}
+
+/// v1 place pass: each pair goes to `offsets[v] + cursor[v]++` of its vertex `v` (order within a vertex is the
+/// atomics' order: unspecified).
+#[cube(launch_unchecked)]
+#[allow(clippy::too_many_arguments)]
+pub fn csr_place_kernel<K: CsrKey, V: CubePrimitive>(
+    keys: &Array<K::Word>,
+    values: &Array<V>,
+    offsets: &Array<u32>,
+    cursor: &Array<Atomic<u32>>,
+    out_keys: &mut Array<K::Word>,
+    out_values: &mut Array<V>,
+    vertices: u32,
+    seed: u32,
+    mix: u32,
+) {
+    let pos = ABSOLUTE_POS;
+    if pos < keys.len() {
+        let key = keys[pos];
+        let v = K::vertex(key, vertices, seed, mix) as usize;
+        let at = (offsets[v] + cursor[v].fetch_add(1u32)) as usize;
+        out_keys[at] = key;
+        out_values[at] = values[pos];
+    }
+}
+
+/// v2 phase 1: `bin_counts[vertex(key) >> bin_shift] += 1` for every key.
+#[cube(launch_unchecked)]
+pub fn csr_bin_count_kernel<K: CsrKey>(
+    keys: &Array<K::Word>,
+    bin_counts: &Array<Atomic<u32>>,
+    vertices: u32,
+    seed: u32,
+    mix: u32,
+    bin_shift: u32,
+) {
+    let pos = ABSOLUTE_POS;
+    if pos < keys.len() {
+        let v = K::vertex(keys[pos], vertices, seed, mix);
+        bin_counts[(v >> bin_shift) as usize].fetch_add(1u32);
+    }
+}
+
+/// v2 phase 2: each pair goes to `bin_offsets[b] + cursor[b]++` of its bin `b` in the binned copy.
+#[cube(launch_unchecked)]
+#[allow(clippy::too_many_arguments)]
+pub fn csr_bin_scatter_kernel<K: CsrKey, V: CubePrimitive>(
+    keys: &Array<K::Word>,
+    values: &Array<V>,
+    bin_offsets: &Array<u32>,
+    bin_cursor: &Array<Atomic<u32>>,
+    binned_keys: &mut Array<K::Word>,
+    binned_values: &mut Array<V>,
+    vertices: u32,
+    seed: u32,
+    mix: u32,
+    bin_shift: u32,
+) {
+    let pos = ABSOLUTE_POS;
+    if pos < keys.len() {
+        let key = keys[pos];
+        let b = (K::vertex(key, vertices, seed, mix) >> bin_shift) as usize;
+        let at = (bin_offsets[b] + bin_cursor[b].fetch_add(1u32)) as usize;
+        binned_keys[at] = key;
+        binned_values[at] = values[pos];
+    }
+}
+
+/// v2 phase 3, one cube per bin of `bin_vertices` vertices (a multiple of the cube size): count the bin's keys
+/// per vertex in shared memory, scan the counts (each unit sums `bin_vertices / CUBE` consecutive counters,
+/// then a Hillis-Steele scan over the units' sums), write the bin's offsets, and place its pairs through
+/// shared-memory cursors. Cube 0 also writes the closing offset `offsets[vertices]`.
+#[cube(launch_unchecked)]
+#[allow(clippy::too_many_arguments)]
+pub fn csr_bin_place_kernel<K: CsrKey, V: CubePrimitive>(
+    binned_keys: &Array<K::Word>,
+    binned_values: &Array<V>,
+    bin_offsets: &Array<u32>,
+    offsets: &mut Array<u32>,
+    out_keys: &mut Array<K::Word>,
+    out_values: &mut Array<V>,
+    vertices: u32,
+    seed: u32,
+    mix: u32,
+    #[comptime] bin_vertices: u32,
+) {
+    let bins = bin_offsets.len() - 1;
+    let bin = CUBE_POS;
+    let t = UNIT_POS as usize;
+    let width = comptime!(bin_vertices as usize);
+    let per_unit = comptime!(bin_vertices as usize / CUBE);
+    let counters = SharedMemory::<Atomic<u32>>::new(width);
+    let mut sums = SharedMemory::<u32>::new(CUBE);
+    // Every unit reaches every barrier: cubes past the last bin work on an empty range.
+    let mut start = 0usize;
+    let mut end = 0usize;
+    if bin < bins {
+        start = bin_offsets[bin] as usize;
+        end = bin_offsets[bin + 1] as usize;
+    }
+    let base = bin as u32 * bin_vertices;
+    let mut i = t;
+    while i < width {
+        counters[i].store(0u32);
+        i += CUBE;
+    }
+    sync_cube();
+    let mut k = start + t;
+    while k < end {
+        let v = K::vertex(binned_keys[k], vertices, seed, mix) - base;
+        counters[v as usize].fetch_add(1u32);
+        k += CUBE;
+    }
+    sync_cube();
+    // This unit's counters: [t * per_unit, (t + 1) * per_unit).
+    let first = t * per_unit;
+    let mut own = u32::new(0);
+    let mut c = 0usize;
+    while c < per_unit {
+        own += counters[first + c].load();
+        c += 1;
+    }
+    sums[t] = own;
+    sync_cube();
+    let mut d = 1usize;
+    while d < CUBE {
+        let mut add = u32::new(0);
+        if t >= d {
+            add = sums[t - d];
+        }
+        sync_cube();
+        sums[t] += add;
+        sync_cube();
+        d *= 2;
+    }
+    // Exclusive prefix of this unit's first counter, in the output.
+    let mut run = start as u32 + sums[t] - own;
+    c = 0;
+    while c < per_unit {
+        let slot = first + c;
+        let n = counters[slot].load();
+        let v = base + slot as u32;
+        if v < vertices {
+            offsets[v as usize] = run;
+        }
+        // The counter becomes the vertex's cursor.
+        counters[slot].store(run);
+        run += n;
+        c += 1;
+    }
+    if bin == 0 && t == 0 {
+        offsets[vertices as usize] = bin_offsets[bins];
+    }
+    sync_cube();
+    k = start + t;
+    while k < end {
+        let key = binned_keys[k];
+        let v = K::vertex(key, vertices, seed, mix) - base;
+        let at = counters[v as usize].fetch_add(1u32) as usize;
+        out_keys[at] = key;
+        out_values[at] = binned_values[k];
+        k += CUBE;
+    }
+}

@@ -1,0 +1,379 @@
+//! Hash joins on the device (issue 11): every `(i, j)` with `left[i] == right[j]`, sized before they are
+//! written, as `crate::csr::CsrJoin` does on the CPU.
+//!
+//! - **Probe**: a CSR table of the left keys whose values are their positions; each right key runs the lookup
+//!   kernel ([`super::lookup`]) twice: count, then (after a scan of the counts) write `(left position, right
+//!   index)` pairs.
+//! - **Intersect** (the paper's probe): a table of each side with the same hash function and range; one unit per
+//!   vertex intersects the vertex's two ranges (a nested loop over two short, contiguous ranges: only keys of one
+//!   vertex can match), counting first, then writing from the scan of the per-vertex counts.
+
+use super::lookup::LookupMode;
+use super::{CsrKey, DeviceCsrParams, GpuCsr, OnRuntime, checked_total, on_backend, words};
+use crate::csr::JoinMethod;
+use crate::gpu::scan::exclusive_scan;
+use crate::gpu::{CUBE_SIZE, cube_count};
+use cubecl::prelude::*;
+use cubecl::server::Handle;
+use hashtile_core::{Error, Key, Result};
+
+/// `out[i] = i`: the positions a join's tables store as values.
+#[cube(launch_unchecked)]
+pub fn iota_kernel(out: &mut Array<u32>) {
+    let pos = ABSOLUTE_POS;
+    if pos < out.len() {
+        out[pos] = pos as u32;
+    }
+}
+
+/// One unit per vertex of two tables with one hash range: the matching pairs of the vertex's two ranges. With
+/// `write` off, `out_counts[v]` = their number; with it on, they go to `out_left` / `out_right` from
+/// `starts[v]` (the exclusive scan of the counts).
+#[cube(launch_unchecked)]
+#[allow(clippy::too_many_arguments)]
+pub fn csr_intersect_kernel<K: CsrKey>(
+    left_offsets: &Array<u32>,
+    left_keys: &Array<K::Word>,
+    left_pos: &Array<u32>,
+    right_offsets: &Array<u32>,
+    right_keys: &Array<K::Word>,
+    right_pos: &Array<u32>,
+    out_counts: &mut Array<u32>,
+    starts: &Array<u32>,
+    out_left: &mut Array<u32>,
+    out_right: &mut Array<u32>,
+    #[comptime] write: bool,
+) {
+    let v = ABSOLUTE_POS;
+    if v + 1 < left_offsets.len() {
+        let (rs, re) = (right_offsets[v] as usize, right_offsets[v + 1] as usize);
+        let le = left_offsets[v + 1] as usize;
+        let mut c = u32::new(0);
+        let mut w = 0usize;
+        if comptime!(write) {
+            w = starts[v] as usize;
+        }
+        // An empty right range skips the left one.
+        let mut i = left_offsets[v] as usize;
+        if rs == re {
+            i = le;
+        }
+        while i < le {
+            let k = left_keys[i];
+            let mut j = rs;
+            while j < re {
+                if right_keys[j] == k {
+                    if comptime!(write) {
+                        out_left[w] = left_pos[i];
+                        out_right[w] = right_pos[j];
+                        w += 1;
+                    }
+                    c += 1u32;
+                }
+                j += 1;
+            }
+            i += 1;
+        }
+        if comptime!(!write) {
+            out_counts[v] = c;
+        }
+    }
+}
+
+/// A planned join on the device: the tables are built and the pairs counted ([`GpuJoin::len`]); the pairs are
+/// written by [`GpuJoin::write_device`] (device buffers) or [`GpuJoin::write_into`] (host slices).
+pub struct GpuJoin<R: Runtime, K: CsrKey> {
+    client: ComputeClient<R>,
+    /// The left keys' table (values: left positions).
+    left: GpuCsr<R, K, u32>,
+    side: Side<R, K>,
+    /// Exclusive scan of the per-right-key (`Probe`) or per-vertex (`Intersect`) counts.
+    starts: Handle,
+    total: usize,
+}
+
+/// What a join probes the left table with.
+enum Side<R: Runtime, K: CsrKey> {
+    Probe { right: Handle, m: usize },
+    Intersect { right: Box<GpuCsr<R, K, u32>> },
+}
+
+/// `n` positions `0..n` on the device.
+fn positions<R: Runtime>(client: &ComputeClient<R>, n: usize) -> Handle {
+    let h = client.empty(n.max(1) * 4);
+    // SAFETY: bounded by the array length.
+    unsafe {
+        iota_kernel::launch_unchecked::<R>(
+            client,
+            cube_count(n.max(1)),
+            CubeDim::new_1d(CUBE_SIZE),
+            ArrayArg::from_raw_parts(h.clone(), n.max(1)),
+        )
+    }
+    h
+}
+
+impl<R: Runtime, K: CsrKey> GpuJoin<R, K> {
+    /// Plans the join of host columns: uploads them and calls [`GpuJoin::plan_device`].
+    pub fn plan(
+        client: &ComputeClient<R>,
+        p: &DeviceCsrParams,
+        left: &[K::Word],
+        right: &[K::Word],
+        method: JoinMethod,
+    ) -> Result<Self> {
+        let up = |s: &[K::Word]| {
+            let none = [K::Word::EMPTY];
+            client.create_from_slice(K::Word::as_bytes(if s.is_empty() { &none } else { s }))
+        };
+        Self::plan_device(
+            client,
+            p,
+            &up(left),
+            left.len(),
+            &up(right),
+            right.len(),
+            method,
+        )
+    }
+
+    /// Plans the join of `n` left and `m` right keys already on the device (buffers of at least one word):
+    /// builds the tables `method` needs and counts the pairs (waits for the device: the size is read back).
+    pub fn plan_device(
+        client: &ComputeClient<R>,
+        p: &DeviceCsrParams,
+        left: &Handle,
+        n: usize,
+        right: &Handle,
+        m: usize,
+        method: JoinMethod,
+    ) -> Result<Self> {
+        let table = |keys: &Handle, n: usize| {
+            GpuCsr::<R, K, u32>::build_device(
+                client,
+                &p.family,
+                p.vertices,
+                keys,
+                &positions(client, n),
+                n,
+                p.build,
+            )?
+            .with_lookup_tile(p.lookup_tile)
+        };
+        let left_table = table(left, n)?;
+        let (side, counts, len) = match method {
+            JoinMethod::Probe => {
+                let counts = left_table.counts_of(right, m);
+                let side = Side::Probe {
+                    right: right.clone(),
+                    m,
+                };
+                (side, counts, m)
+            }
+            JoinMethod::Intersect => {
+                let right = table(right, m)?;
+                let vn = p.vertices as usize;
+                let counts = client.empty(vn * 4);
+                let (no_starts, no_l, no_r) = (client.empty(4), client.empty(4), client.empty(4));
+                intersect::<R, K>(
+                    &left_table,
+                    &right,
+                    &counts,
+                    &no_starts,
+                    &no_l,
+                    &no_r,
+                    1,
+                    false,
+                );
+                (
+                    Side::Intersect {
+                        right: Box::new(right),
+                    },
+                    counts,
+                    vn,
+                )
+            }
+        };
+        let total = checked_total(client, &counts, len, "the join")?;
+        let starts = exclusive_scan(client, &counts, len);
+        Ok(Self {
+            client: client.clone(),
+            left: left_table,
+            side,
+            starts,
+            total,
+        })
+    }
+
+    /// Number of matching pairs.
+    pub fn len(&self) -> usize {
+        self.total
+    }
+
+    /// `true` when nothing matches.
+    pub fn is_empty(&self) -> bool {
+        self.total == 0
+    }
+
+    /// Queues the write of the pairs into two new device buffers of [`GpuJoin::len`] words (at least one):
+    /// left positions, right positions.
+    pub fn write_device(&self) -> (Handle, Handle) {
+        let (lo, ro) = (
+            self.client.empty(self.total.max(1) * 4),
+            self.client.empty(self.total.max(1) * 4),
+        );
+        if self.total == 0 {
+            return (lo, ro);
+        }
+        match &self.side {
+            Side::Probe { right, m } => {
+                let no_counts = self.client.empty(4);
+                self.left.lookup(
+                    right,
+                    *m,
+                    LookupMode::Pairs,
+                    &no_counts,
+                    &self.starts,
+                    &lo,
+                    &ro,
+                    self.total,
+                );
+            }
+            Side::Intersect { right } => {
+                let no_counts = self.client.empty(4);
+                intersect::<R, K>(
+                    &self.left,
+                    right,
+                    &no_counts,
+                    &self.starts,
+                    &lo,
+                    &ro,
+                    self.total,
+                    true,
+                );
+            }
+        }
+        (lo, ro)
+    }
+
+    /// Writes the pairs into host slices of exactly [`GpuJoin::len`] entries each.
+    pub fn write_into(&self, left_out: &mut [u32], right_out: &mut [u32]) -> Result<()> {
+        for (what, got) in [("left_out", left_out.len()), ("right_out", right_out.len())] {
+            if got != self.total {
+                return Err(Error::LengthMismatch {
+                    what,
+                    got,
+                    expected: self.total,
+                });
+            }
+        }
+        if self.total == 0 {
+            return Ok(());
+        }
+        let (lo, ro) = self.write_device();
+        for (h, out) in [(lo, left_out), (ro, right_out)] {
+            let bytes = self.client.read_one_unchecked(h);
+            out.copy_from_slice(&u32::from_bytes(&bytes)[..self.total]);
+        }
+        Ok(())
+    }
+}
+
+/// Queues the intersect kernel over the vertices of two tables with one hash range.
+#[allow(clippy::too_many_arguments)]
+fn intersect<R: Runtime, K: CsrKey>(
+    left: &GpuCsr<R, K, u32>,
+    right: &GpuCsr<R, K, u32>,
+    counts: &Handle,
+    starts: &Handle,
+    out_left: &Handle,
+    out_right: &Handle,
+    out_len: usize,
+    write: bool,
+) {
+    let vn = left.vertices as usize;
+    let nl = |t: &GpuCsr<R, K, u32>| t.n.max(1);
+    // SAFETY: vertex `v < vn` reads offsets `v, v + 1` of both tables (each `vn + 1` words, entries at most the
+    // table's length); a write goes to `starts[v] + k` for `k` below the vertex's count: below `out_len`.
+    unsafe {
+        csr_intersect_kernel::launch_unchecked::<K, R>(
+            &left.client,
+            cube_count(vn),
+            CubeDim::new_1d(CUBE_SIZE),
+            ArrayArg::from_raw_parts(left.offsets.clone(), vn + 1),
+            ArrayArg::from_raw_parts(left.keys.clone(), nl(left)),
+            ArrayArg::from_raw_parts(left.values.clone(), nl(left)),
+            ArrayArg::from_raw_parts(right.offsets.clone(), vn + 1),
+            ArrayArg::from_raw_parts(right.keys.clone(), nl(right)),
+            ArrayArg::from_raw_parts(right.values.clone(), nl(right)),
+            ArrayArg::from_raw_parts(counts.clone(), if write { 1 } else { vn }),
+            ArrayArg::from_raw_parts(starts.clone(), if write { vn + 1 } else { 1 }),
+            ArrayArg::from_raw_parts(out_left.clone(), out_len.max(1)),
+            ArrayArg::from_raw_parts(out_right.clone(), out_len.max(1)),
+            write,
+        )
+    }
+}
+
+/// A planned device join behind a runtime-free interface: what `CsrJoin` holds for a GPU backend.
+pub trait DeviceJoin: Send + Sync {
+    /// [`GpuJoin::len`].
+    fn len(&self) -> usize;
+    /// [`GpuJoin::is_empty`].
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// [`GpuJoin::write_into`].
+    fn write_into(&self, left_out: &mut [u32], right_out: &mut [u32]) -> Result<()>;
+}
+
+impl<R: Runtime, K: CsrKey> DeviceJoin for GpuJoin<R, K> {
+    fn len(&self) -> usize {
+        self.total
+    }
+    fn write_into(&self, left_out: &mut [u32], right_out: &mut [u32]) -> Result<()> {
+        GpuJoin::write_into(self, left_out, right_out)
+    }
+}
+
+/// Plans a join of the caller's key columns on `backend` (checked available and not the CPU by the caller).
+pub(crate) fn device_join<K: Key>(
+    backend: crate::select::Backend,
+    p: DeviceCsrParams,
+    left: &[K],
+    right: &[K],
+    method: JoinMethod,
+) -> Result<std::sync::Arc<dyn DeviceJoin>> {
+    struct Plan<'a, K> {
+        p: DeviceCsrParams,
+        left: &'a [K],
+        right: &'a [K],
+        method: JoinMethod,
+    }
+    impl<K: Key> OnRuntime for Plan<'_, K> {
+        type Out = std::sync::Arc<dyn DeviceJoin>;
+        fn run<R: Runtime>(self, client: ComputeClient<R>) -> Result<Self::Out> {
+            fn plan<R: Runtime, CK: CsrKey, K: Key>(
+                c: &ComputeClient<R>,
+                w: Plan<'_, K>,
+            ) -> Result<std::sync::Arc<dyn DeviceJoin>> {
+                let j = GpuJoin::<R, CK>::plan(c, &w.p, words(w.left), words(w.right), w.method)?;
+                Ok(std::sync::Arc::new(j))
+            }
+            if K::BITS == 32 {
+                plan::<R, super::Key32, K>(&client, self)
+            } else {
+                plan::<R, super::Key64, K>(&client, self)
+            }
+        }
+    }
+    on_backend(
+        backend,
+        Plan {
+            p,
+            left,
+            right,
+            method,
+        },
+    )
+}

@@ -1,0 +1,650 @@
+//! CSR (HashGraph) tables on the device, 32- and 64-bit keys ([`Key32`], [`Key64`]) and values (issue 11): the build v1 of the
+//! paper (count with one atomic per key, [`super::scan::exclusive_scan`], place with an atomic cursor per
+//! vertex) and thread-per-query lookups (`count`, `find_all` as count, scan, gather). The vertex of a key is
+//! `HashFamily::bucket(key, 0, vertices)`, the same hash as the CPU table (`crate::csr`), which is the oracle
+//! in the tests. `CsrTable` builds one when its configuration names (or `Auto` finds) a GPU, through
+//! [`DeviceCsr`]. Not yet here: the binned v2 build, tile-cooperative range reads, joins.
+
+pub mod build;
+pub mod join;
+pub mod lookup;
+
+use super::layout::{same_words, same_words_vec};
+use super::scan::{exclusive_scan, total_u64};
+use super::{CUBE_SIZE, cube_count, fill_u32};
+use crate::csr::{CsrBuild, FindAll};
+use build::{
+    csr_bin_count_kernel, csr_bin_place_kernel, csr_bin_scatter_kernel, csr_count_kernel,
+    csr_place_kernel,
+};
+use cubecl::prelude::*;
+use cubecl::server::Handle;
+use hashtile_core::hash::{HashFamily, bucket_index, hash_key, hash_key32, seed_mix};
+use hashtile_core::{Element, Error, Key, Result, Value};
+use lookup::{LookupMode, csr_lookup_kernel, mode_word};
+
+/// The key width of a device CSR table: how a key word hashes to its vertex (the host's
+/// `HashFamily::bucket(key, 0, vertices)`). [`Key32`] and [`Key64`].
+#[cube]
+pub trait CsrKey: Send + Sync + 'static {
+    /// A key as kernels and the host arrays hold it.
+    type Word: Int + CubeElement + hashtile_core::Key;
+    /// The key's vertex (`mix`: the seed's precomputed part, used by 32-bit keys).
+    fn vertex(key: Self::Word, vertices: u32, seed: u32, mix: u32) -> u32;
+}
+
+/// 32-bit keys.
+pub struct Key32;
+/// 64-bit keys.
+pub struct Key64;
+
+#[cube]
+impl CsrKey for Key32 {
+    type Word = u32;
+    fn vertex(key: u32, vertices: u32, seed: u32, mix: u32) -> u32 {
+        bucket_index(hash_key32(key, seed, mix), vertices)
+    }
+}
+
+#[cube]
+impl CsrKey for Key64 {
+    type Word = u64;
+    #[allow(unused_variables)]
+    fn vertex(key: u64, vertices: u32, seed: u32, mix: u32) -> u32 {
+        let lo = (key & 0xffff_ffffu64) as u32;
+        let hi = (key >> 32u64) as u32;
+        bucket_index(hash_key(lo, hi, seed), vertices)
+    }
+}
+
+/// A CSR table of `K::Word -> V` pairs on the device of `client` (`GpuCsr<R>`: 32-bit keys and values).
+pub struct GpuCsr<R: Runtime, K: CsrKey = Key32, V: CsrValue = u32> {
+    _pairs: std::marker::PhantomData<(K, V)>,
+    client: ComputeClient<R>,
+    vertices: u32,
+    seed: u32,
+    mix: u32,
+    n: usize,
+    /// Lanes per query in lookups (1: a thread per query).
+    tile: u32,
+    offsets: Handle,
+    keys: Handle,
+    values: Handle,
+}
+
+/// A value type of device CSR tables (`u32`, `u64`).
+pub trait CsrValue: CubePrimitive + CubeElement + hashtile_core::Value {}
+impl CsrValue for u32 {}
+impl CsrValue for u64 {}
+
+/// Lanes per query of a lookup: `requested` (0: automatic, see [`crate::csr::CsrConfig::lookup_tile`]) checked
+/// and clamped to the device's plane (a tile cannot span planes).
+fn lookup_tile<R: Runtime>(client: &ComputeClient<R>, requested: u32) -> Result<u32> {
+    crate::csr::check_lookup_tile(requested)?;
+    let plane = client.properties().hardware.plane_size_max.max(1);
+    Ok(match requested {
+        0 => 1,
+        t => t.min(plane),
+    })
+}
+
+impl<R: Runtime, K: CsrKey, V: CsrValue> GpuCsr<R, K, V> {
+    /// Builds the table of `(keys[i], values[i])` with `vertices` vertices and hash family `family` (function
+    /// 0) by `method`, and waits for the device to finish it.
+    pub fn build(
+        client: &ComputeClient<R>,
+        family: &HashFamily,
+        vertices: u32,
+        keys: &[K::Word],
+        values: &[V],
+        method: CsrBuild,
+    ) -> Result<Self> {
+        if keys.len() != values.len() {
+            return Err(Error::LengthMismatch {
+                what: "values",
+                got: values.len(),
+                expected: keys.len(),
+            });
+        }
+        // A one-word buffer stands in for an empty input (the kernels then do nothing).
+        let (no_key, no_value) = ([K::Word::EMPTY], [V::ABSENT]);
+        let kh = client.create_from_slice(K::Word::as_bytes(if keys.is_empty() {
+            &no_key
+        } else {
+            keys
+        }));
+        let vh = client.create_from_slice(V::as_bytes(if values.is_empty() {
+            &no_value
+        } else {
+            values
+        }));
+        Self::build_device(client, family, vertices, &kh, &vh, keys.len(), method)
+    }
+
+    /// [`GpuCsr::build`] from `n` keys and values already on the device (buffers of at least one word each).
+    pub fn build_device(
+        client: &ComputeClient<R>,
+        family: &HashFamily,
+        vertices: u32,
+        kh: &Handle,
+        vh: &Handle,
+        n: usize,
+        method: CsrBuild,
+    ) -> Result<Self> {
+        if vertices == 0 {
+            return Err(Error::InvalidConfig(
+                "a CSR table needs at least one vertex".into(),
+            ));
+        }
+        method.validate()?;
+        let seed = family.seeds[0];
+        let mix = seed_mix(seed);
+        let vn = vertices as usize;
+        let (out_keys, out_values) = (
+            client.empty(n.max(1) * size_of::<K::Word>()),
+            client.empty(n.max(1) * size_of::<V>()),
+        );
+        let offsets = match method {
+            // v2's bin arithmetic is 32-bit: a hash range within one bin of 2^32 takes v1.
+            CsrBuild::V2 { bin_vertices } if vertices <= u32::MAX - bin_vertices => {
+                let offsets = client.empty((vn + 1) * 4);
+                self::binned::build_v2::<R, K, V>(
+                    client,
+                    kh,
+                    vh,
+                    n,
+                    &offsets,
+                    &out_keys,
+                    &out_values,
+                    vertices,
+                    seed,
+                    mix,
+                    bin_vertices,
+                );
+                offsets
+            }
+            _ => build_v1::<R, K, V>(
+                client,
+                kh,
+                vh,
+                n,
+                &out_keys,
+                &out_values,
+                vertices,
+                seed,
+                mix,
+            ),
+        };
+        // The build returns a finished table, as the CPU one does: a device error surfaces here, and a caller
+        // timing the build times the work, not its queueing.
+        cubecl::future::block_on(client.sync())
+            .map_err(|e| Error::Device(format!("CSR build: {e:?}")))?;
+        Ok(Self {
+            _pairs: std::marker::PhantomData,
+            client: client.clone(),
+            vertices,
+            seed,
+            mix,
+            n,
+            tile: 1,
+            offsets,
+            keys: out_keys,
+            values: out_values,
+        })
+    }
+
+    /// This table with lookups run by tiles of `tile` lanes per query (0: automatic; a power of two up to 32,
+    /// at most the device's plane size: wider requests run as wide as the plane).
+    pub fn with_lookup_tile(mut self, tile: u32) -> Result<Self> {
+        self.tile = lookup_tile(&self.client, tile)?;
+        Ok(self)
+    }
+
+    /// Lanes per query in this table's lookups.
+    pub fn tile(&self) -> u32 {
+        self.tile
+    }
+
+    /// Number of pairs stored.
+    pub fn len(&self) -> usize {
+        self.n
+    }
+
+    /// `true` when no pair is stored.
+    pub fn is_empty(&self) -> bool {
+        self.n == 0
+    }
+
+    /// The client the table lives on.
+    pub fn client(&self) -> &ComputeClient<R> {
+        &self.client
+    }
+
+    /// Queues the lookup kernel over `q` queries (`mode`: what it writes; `starts` and the outputs are only
+    /// read or written by the modes that use them).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn lookup(
+        &self,
+        queries: &Handle,
+        q: usize,
+        mode: LookupMode,
+        out_counts: &Handle,
+        starts: &Handle,
+        out: &Handle,
+        out_index: &Handle,
+        out_len: usize,
+    ) {
+        let gather = mode != LookupMode::Count;
+        let tile = self.tile as usize;
+        // SAFETY: indices are bounded by `q`, the table's offsets (`vertices + 1`, each at most `n`) and, when
+        // gathering, by `starts` (an exclusive scan of this table's counts for the same queries: `<= out_len`).
+        unsafe {
+            csr_lookup_kernel::launch_unchecked::<K, V, R>(
+                &self.client,
+                cube_count(q * tile),
+                CubeDim::new_1d(CUBE_SIZE),
+                ArrayArg::from_raw_parts(queries.clone(), q),
+                ArrayArg::from_raw_parts(self.offsets.clone(), self.vertices as usize + 1),
+                ArrayArg::from_raw_parts(self.keys.clone(), self.n.max(1)),
+                ArrayArg::from_raw_parts(self.values.clone(), self.n.max(1)),
+                ArrayArg::from_raw_parts(out_counts.clone(), if gather { 1 } else { q }),
+                ArrayArg::from_raw_parts(starts.clone(), if gather { q + 1 } else { 1 }),
+                ArrayArg::from_raw_parts(out.clone(), out_len.max(1)),
+                ArrayArg::from_raw_parts(
+                    out_index.clone(),
+                    if mode == LookupMode::Pairs {
+                        out_len.max(1)
+                    } else {
+                        1
+                    },
+                ),
+                self.vertices,
+                self.seed,
+                self.mix,
+                self.tile,
+                mode_word(mode),
+            )
+        }
+    }
+
+    /// The queries' match counts, on the device (`q` words), queued.
+    pub(crate) fn counts_of(&self, queries: &Handle, q: usize) -> Handle {
+        let counts = self.client.empty(q.max(1) * 4);
+        // Distinct stand-ins: wgpu mis-binds a buffer bound twice in one launch.
+        let (no_starts, no_out, no_index) = (
+            self.client.empty(4),
+            self.client.empty(size_of::<V>()),
+            self.client.empty(4),
+        );
+        self.lookup(
+            queries,
+            q,
+            LookupMode::Count,
+            &counts,
+            &no_starts,
+            &no_out,
+            &no_index,
+            1,
+        );
+        counts
+    }
+
+    /// How many values each query key has.
+    pub fn count(&self, queries: &[K::Word]) -> Result<Vec<u32>> {
+        if queries.is_empty() {
+            return Ok(Vec::new());
+        }
+        let qh = self.client.create_from_slice(K::Word::as_bytes(queries));
+        let counts = self.counts_of(&qh, queries.len());
+        Ok(u32::from_bytes(&self.client.read_one_unchecked(counts))[..queries.len()].to_vec())
+    }
+
+    /// Every value of each query key: counts, an exclusive scan of them, then a gather pass.
+    pub fn find_all(&self, queries: &[K::Word]) -> Result<FindAll<V>> {
+        let q = queries.len();
+        if q == 0 {
+            return Ok(FindAll {
+                offsets: vec![0],
+                values: Vec::new(),
+            });
+        }
+        let qh = self.client.create_from_slice(K::Word::as_bytes(queries));
+        let (starts, total) = self.find_all_plan(&qh, q)?;
+        let out = self.client.empty(total.max(1) * size_of::<V>());
+        self.gather_into(&qh, q, &starts, &out, total);
+        let starts_host =
+            u32::from_bytes(&self.client.read_one_unchecked(starts))[..q + 1].to_vec();
+        let values = V::from_bytes(&self.client.read_one_unchecked(out))[..total].to_vec();
+        Ok(FindAll {
+            offsets: starts_host.into_iter().map(|s| s as usize).collect(),
+            values,
+        })
+    }
+
+    /// The second half of a `find_all` on device queries, queued: the matching values of query `i` go to
+    /// `out[starts[i]..starts[i + 1]]` (`starts`, `total`: from [`GpuCsr::find_all_plan`] for the same queries).
+    pub fn gather_into(
+        &self,
+        queries: &Handle,
+        q: usize,
+        starts: &Handle,
+        out: &Handle,
+        total: usize,
+    ) {
+        let (no_counts, no_index) = (self.client.empty(4), self.client.empty(4));
+        self.lookup(
+            queries,
+            q,
+            LookupMode::Values,
+            &no_counts,
+            starts,
+            out,
+            &no_index,
+            total,
+        );
+    }
+
+    /// The first half of a `find_all` on device queries: the exclusive scan of their counts (`q + 1` words)
+    /// and the number of values, checked to fit 32-bit offsets.
+    pub fn find_all_plan(&self, queries: &Handle, q: usize) -> Result<(Handle, usize)> {
+        let counts = self.counts_of(queries, q);
+        let total = checked_total(&self.client, &counts, q, "find_all")?;
+        Ok((exclusive_scan(&self.client, &counts, q), total))
+    }
+}
+
+/// The sum of `n` device counts, as a `usize`, or a typed error when 32-bit offsets cannot address it.
+pub(crate) fn checked_total<R: Runtime>(
+    client: &ComputeClient<R>,
+    counts: &Handle,
+    n: usize,
+    what: &str,
+) -> Result<usize> {
+    let total = total_u64(client, counts, n);
+    if total > u32::MAX as u64 {
+        return Err(Error::InvalidConfig(format!(
+            "{what} yields {total} results; device CSR offsets are 32-bit (at most 2^32 - 1): split the queries"
+        )));
+    }
+    Ok(total as usize)
+}
+
+/// The v1 build's passes, queued: count, scan, place. Returns the offsets.
+#[allow(clippy::too_many_arguments)]
+fn build_v1<R: Runtime, K: CsrKey, V: CsrValue>(
+    client: &ComputeClient<R>,
+    kh: &Handle,
+    vh: &Handle,
+    n: usize,
+    out_keys: &Handle,
+    out_values: &Handle,
+    vertices: u32,
+    seed: u32,
+    mix: u32,
+) -> Handle {
+    let vn = vertices as usize;
+    let counts = client.empty(vn * 4);
+    fill_u32(client, &counts, vn, 0);
+    if n > 0 {
+        // SAFETY: indices are bounded by `n` and by `vertices` (`bucket_index` < vertices).
+        unsafe {
+            csr_count_kernel::launch_unchecked::<K, R>(
+                client,
+                cube_count(n),
+                CubeDim::new_1d(CUBE_SIZE),
+                ArrayArg::from_raw_parts(kh.clone(), n),
+                ArrayArg::from_raw_parts(counts.clone(), vn),
+                vertices,
+                seed,
+                mix,
+            )
+        }
+    }
+    let offsets = exclusive_scan(client, &counts, vn);
+    if n > 0 {
+        // The counts buffer becomes the cursor.
+        fill_u32(client, &counts, vn, 0);
+        // SAFETY: as above; `offsets[v] + cursor[v] < offsets[v + 1] <= n`.
+        unsafe {
+            csr_place_kernel::launch_unchecked::<K, V, R>(
+                client,
+                cube_count(n),
+                CubeDim::new_1d(CUBE_SIZE),
+                ArrayArg::from_raw_parts(kh.clone(), n),
+                ArrayArg::from_raw_parts(vh.clone(), n),
+                ArrayArg::from_raw_parts(offsets.clone(), vn + 1),
+                ArrayArg::from_raw_parts(counts, vn),
+                ArrayArg::from_raw_parts(out_keys.clone(), n),
+                ArrayArg::from_raw_parts(out_values.clone(), n),
+                vertices,
+                seed,
+                mix,
+            )
+        }
+    }
+    offsets
+}
+
+/// The v2 build's launches.
+mod binned {
+    use super::*;
+
+    /// Queues the v2 build (`bin_vertices` vertices per bin): bin counts, their scan, the scatter into bins,
+    /// then one cube per bin writes its offsets and places its pairs.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn build_v2<R: Runtime, K: CsrKey, V: CsrValue>(
+        client: &ComputeClient<R>,
+        kh: &Handle,
+        vh: &Handle,
+        n: usize,
+        offsets: &Handle,
+        out_keys: &Handle,
+        out_values: &Handle,
+        vertices: u32,
+        seed: u32,
+        mix: u32,
+        bin_vertices: u32,
+    ) {
+        let shift = bin_vertices.trailing_zeros();
+        let bins = (vertices as usize).div_ceil(bin_vertices as usize);
+        let counts = client.empty(bins * 4);
+        fill_u32(client, &counts, bins, 0);
+        let (binned_keys, binned_values) = (
+            client.empty(n.max(1) * size_of::<K::Word>()),
+            client.empty(n.max(1) * size_of::<V>()),
+        );
+        if n > 0 {
+            // SAFETY: indices are bounded by `n` and by `bins` (a vertex is < vertices, so its bin < bins).
+            unsafe {
+                csr_bin_count_kernel::launch_unchecked::<K, R>(
+                    client,
+                    cube_count(n),
+                    CubeDim::new_1d(CUBE_SIZE),
+                    ArrayArg::from_raw_parts(kh.clone(), n),
+                    ArrayArg::from_raw_parts(counts.clone(), bins),
+                    vertices,
+                    seed,
+                    mix,
+                    shift,
+                )
+            }
+        }
+        let bin_offsets = exclusive_scan(client, &counts, bins);
+        if n > 0 {
+            fill_u32(client, &counts, bins, 0);
+            // SAFETY: as above; `bin_offsets[b] + cursor[b] < bin_offsets[b + 1] <= n`.
+            unsafe {
+                csr_bin_scatter_kernel::launch_unchecked::<K, V, R>(
+                    client,
+                    cube_count(n),
+                    CubeDim::new_1d(CUBE_SIZE),
+                    ArrayArg::from_raw_parts(kh.clone(), n),
+                    ArrayArg::from_raw_parts(vh.clone(), n),
+                    ArrayArg::from_raw_parts(bin_offsets.clone(), bins + 1),
+                    ArrayArg::from_raw_parts(counts, bins),
+                    ArrayArg::from_raw_parts(binned_keys.clone(), n),
+                    ArrayArg::from_raw_parts(binned_values.clone(), n),
+                    vertices,
+                    seed,
+                    mix,
+                    shift,
+                )
+            }
+        }
+        // SAFETY: one cube per bin; a bin's keys lie in `bin_offsets[b]..bin_offsets[b + 1]` and hash into its
+        // `bin_vertices` vertices (the shared counters), and its outputs into the same range of the outputs.
+        unsafe {
+            csr_bin_place_kernel::launch_unchecked::<K, V, R>(
+                client,
+                cube_count(bins * CUBE_SIZE as usize),
+                CubeDim::new_1d(CUBE_SIZE),
+                ArrayArg::from_raw_parts(binned_keys, n.max(1)),
+                ArrayArg::from_raw_parts(binned_values, n.max(1)),
+                ArrayArg::from_raw_parts(bin_offsets, bins + 1),
+                ArrayArg::from_raw_parts(offsets.clone(), vertices as usize + 1),
+                ArrayArg::from_raw_parts(out_keys.clone(), n.max(1)),
+                ArrayArg::from_raw_parts(out_values.clone(), n.max(1)),
+                vertices,
+                seed,
+                mix,
+                bin_vertices,
+            )
+        }
+    }
+}
+
+impl<R: Runtime, K: CsrKey, V: CsrValue> GpuCsr<R, K, V> {
+    /// The stored pairs, read back: by vertex, in an unspecified order within one (atomic placement).
+    pub fn pairs(&self) -> Result<Vec<(K::Word, V)>> {
+        if self.n == 0 {
+            return Ok(Vec::new());
+        }
+        let keys = K::Word::from_bytes(&self.client.read_one_unchecked(self.keys.clone()))
+            [..self.n]
+            .to_vec();
+        let values =
+            V::from_bytes(&self.client.read_one_unchecked(self.values.clone()))[..self.n].to_vec();
+        Ok(keys.into_iter().zip(values).collect())
+    }
+}
+
+/// A device CSR table of the caller's `K -> V` pairs behind one runtime-free interface: what `CsrTable` holds for
+/// a GPU backend. The table has the caller's widths, so keys and values cross as they are (`same_words`: no
+/// copy, as `Engine` does for hash tables).
+pub trait DeviceCsr<K: Key, V: Value>: Send + Sync {
+    /// [`GpuCsr::count`].
+    fn count(&self, queries: &[K]) -> Result<Vec<u32>>;
+    /// [`GpuCsr::find_all`].
+    fn find_all(&self, queries: &[K]) -> Result<FindAll<V>>;
+    /// [`GpuCsr::pairs`].
+    fn pairs(&self) -> Result<Vec<(K, V)>>;
+}
+
+/// `s` as the device table's words (the table was built for the caller's widths).
+fn words<E: Element, W: Element>(s: &[E]) -> &[W] {
+    same_words(s).expect("a device CSR table has its caller's key and value widths")
+}
+
+impl<R: Runtime, CK: CsrKey, CV: CsrValue, K: Key, V: Value> DeviceCsr<K, V> for GpuCsr<R, CK, CV> {
+    fn count(&self, queries: &[K]) -> Result<Vec<u32>> {
+        GpuCsr::count(self, words(queries))
+    }
+    fn find_all(&self, queries: &[K]) -> Result<FindAll<V>> {
+        let FindAll { offsets, values } = GpuCsr::find_all(self, words(queries))?;
+        Ok(FindAll {
+            offsets,
+            values: same_words_vec(values)
+                .expect("a device CSR table has its caller's value width"),
+        })
+    }
+    fn pairs(&self) -> Result<Vec<(K, V)>> {
+        // Pairs are read back as two arrays and zipped anyway: one pass converts them.
+        Ok(GpuCsr::pairs(self)?
+            .into_iter()
+            .map(|(k, v)| (K::narrow(k.widen()), V::narrow(v.widen())))
+            .collect())
+    }
+}
+
+/// What a device CSR call needs besides its data: the hash, the range, the build and the lookup tile.
+#[derive(Debug, Clone, Copy)]
+pub struct DeviceCsrParams {
+    /// The hash family (function 0 picks a key's vertex).
+    pub family: HashFamily,
+    /// The hash range.
+    pub vertices: u32,
+    /// How tables are built.
+    pub build: CsrBuild,
+    /// Lanes per query in lookups (`crate::csr::CsrConfig::lookup_tile`).
+    pub lookup_tile: u32,
+}
+
+/// Work that runs on whichever CubeCL runtime a backend names ([`on_backend`]): Rust has no closures generic
+/// over a type, so each device entry point is a small struct with this trait.
+pub(crate) trait OnRuntime {
+    /// What the work returns.
+    type Out;
+    /// The work, on `client`.
+    fn run<R: Runtime>(self, client: ComputeClient<R>) -> Result<Self::Out>;
+}
+
+/// Runs `work` on `backend` (checked available and not the CPU by the caller).
+pub(crate) fn on_backend<W: OnRuntime>(backend: crate::select::Backend, work: W) -> Result<W::Out> {
+    let _ = &work;
+    match backend {
+        #[cfg(feature = "cuda")]
+        crate::select::Backend::Cuda => {
+            work.run(cubecl::cuda::CudaRuntime::client(&Default::default()))
+        }
+        #[cfg(feature = "vulkan")]
+        crate::select::Backend::Vulkan => {
+            work.run(cubecl::wgpu::WgpuRuntime::client(&Default::default()))
+        }
+        b => Err(crate::table::unavailable(b)),
+    }
+}
+
+/// Builds a device CSR table of the caller's `K -> V` pairs on `backend`, which the caller has checked is
+/// available and not the CPU.
+pub(crate) fn device_csr<K: Key, V: Value>(
+    backend: crate::select::Backend,
+    p: DeviceCsrParams,
+    keys: &[K],
+    values: &[V],
+) -> Result<std::sync::Arc<dyn DeviceCsr<K, V>>> {
+    struct Build<'a, K, V> {
+        p: DeviceCsrParams,
+        keys: &'a [K],
+        values: &'a [V],
+    }
+    impl<K: Key, V: Value> OnRuntime for Build<'_, K, V> {
+        type Out = std::sync::Arc<dyn DeviceCsr<K, V>>;
+        fn run<R: Runtime>(self, client: ComputeClient<R>) -> Result<Self::Out> {
+            fn build<R: Runtime, CK: CsrKey, CV: CsrValue, K: Key, V: Value>(
+                c: &ComputeClient<R>,
+                p: DeviceCsrParams,
+                keys: &[K],
+                values: &[V],
+            ) -> Result<std::sync::Arc<dyn DeviceCsr<K, V>>> {
+                let t = GpuCsr::<R, CK, CV>::build(
+                    c,
+                    &p.family,
+                    p.vertices,
+                    words(keys),
+                    words(values),
+                    p.build,
+                )?
+                .with_lookup_tile(p.lookup_tile)?;
+                Ok(std::sync::Arc::new(t))
+            }
+            let (p, keys, values) = (self.p, self.keys, self.values);
+            match (K::BITS, V::BITS) {
+                (32, 32) => build::<R, Key32, u32, K, V>(&client, p, keys, values),
+                (32, _) => build::<R, Key32, u64, K, V>(&client, p, keys, values),
+                (_, 32) => build::<R, Key64, u32, K, V>(&client, p, keys, values),
+                _ => build::<R, Key64, u64, K, V>(&client, p, keys, values),
+            }
+        }
+    }
+    on_backend(backend, Build { p, keys, values })
+}

@@ -1,0 +1,498 @@
+//! `hashtile-bench csr`: CSR (HashGraph) tables. Two groups of rows, every answer checked:
+//!
+//! - **as users call them, on host data** (`CsrTable::build`, `count`, `find_all`, `CsrJoin` plan + write): on
+//!   the resolved backend, against `std::collections::HashMap<K, Vec<V>>` (build and lookups) measured in the
+//!   same run, and beside `HashTable::insert` (BCHT) of the same number of unique keys from host `Vec`s;
+//! - **device-resident** (GPU backends only, `device.rs`): the kernels' rates, against hashtile's BCHT inserting
+//!   the same number of unique keys on the device in the same run.
+//!
+//! Over duplicates per key, hash ranges (vertices per key), build methods (`--builds`) and lookup tile widths
+//! (`--tiles`). Writes a CSV and SVG plots beside it (rates vs duplicates, rates vs hash range).
+
+mod device;
+
+use crate::cli::CsrArgs;
+use crate::host::time;
+use crate::plot::{Figure, Panel, Series, XAxis, write_svg};
+use hashtile::hash::fmix32;
+use hashtile::{
+    Backend, BackendChoice, Bcht, CsrBuild, CsrConfig, CsrJoin, CsrTable, HashTable, JoinMethod,
+    TableConfig,
+};
+use rayon::prelude::*;
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::Path;
+
+/// One result row.
+pub(crate) struct CsrRow {
+    backend: Backend,
+    /// Device-resident data (kernel rates) rather than host data.
+    resident: bool,
+    dups: usize,
+    range: f64,
+    op: String,
+    /// Build method of the table(s) the call used.
+    build: String,
+    /// Lookup tile width (0: not a lookup).
+    tile: u32,
+    keys: usize,
+    rate: f64,
+    /// The row's baseline rate: the multimap (host rows) or BCHT's device insert of unique keys (resident rows).
+    baseline: f64,
+    ok: bool,
+}
+
+/// The input of one (duplicates, hash range) case.
+pub(crate) struct Case {
+    dups: usize,
+    range: f64,
+    keys: Vec<u32>,
+    values: Vec<u32>,
+    /// The sum of every value `find_all` of all keys returns: each key is queried `dups` times and finds its
+    /// `dups` values, so each value is returned `dups` times.
+    value_sum_all: u64,
+}
+
+/// A build method as rows name it.
+pub(crate) fn build_name(b: CsrBuild) -> String {
+    match b {
+        CsrBuild::V1 => "v1".into(),
+        CsrBuild::V2 { bin_vertices } => format!("v2/{bin_vertices}"),
+    }
+}
+
+/// Runs the mode; returns the exit status (2 when an answer was wrong).
+pub fn run(a: &CsrArgs) -> Result<i32, String> {
+    let err = |e: hashtile::Error| e.to_string();
+    let backend = crate::cli::available_backend(a.backend)?;
+    let gpu = backend != Backend::Cpu;
+    let n = 1usize << a.log2_keys;
+    let mut rows = Vec::new();
+    // Baselines on unique keys, once: BCHT's insert from host `Vec`s and (GPUs) device-resident.
+    let unique: Vec<u32> = (0..n as u32)
+        .into_par_iter()
+        .map(|i| fmix32(i ^ 0x5bd1_e995))
+        .collect();
+    let (host_bcht, _) = time(
+        a.runs,
+        n,
+        || Ok(()),
+        || {
+            let cfg = TableConfig::for_keys(n, 0.8).backend(BackendChoice::Exactly(backend));
+            let mut t: HashTable<Bcht, u32, u32> = HashTable::new(cfg)?;
+            t.insert(&unique, &unique)?;
+            Ok(t.len())
+        },
+        |len| len == n,
+    )
+    .map_err(err)?;
+    let dev_bcht = if gpu {
+        eprintln!(
+            "csr: BCHT baseline (device-resident, 2^{} unique keys)",
+            a.log2_keys
+        );
+        Some(device::bcht_baseline(backend, &unique, a.runs)?)
+    } else {
+        None
+    };
+    drop(unique);
+    for &dups in &a.dups {
+        // n keys: n / dups distinct keys (dups divides n, checked), each exactly `dups` times, `n / dups`
+        // positions apart; a bijective mix of the key's number spreads the keys over the key space.
+        let distinct = n / dups;
+        eprintln!("csr: {n} keys, {distinct} distinct ({dups} per key)");
+        let keys: Vec<u32> = (0..n as u32)
+            .into_par_iter()
+            .map(|i| fmix32((i % distinct as u32) ^ 0x5bd1_e995))
+            .collect();
+        let values: Vec<u32> = (0..n as u32).collect();
+        let value_sum_all = dups as u64 * values.iter().map(|&v| v as u64).sum::<u64>();
+        // Baseline: a multimap built and probed on the same keys.
+        let (map_build, _) = time(
+            a.runs,
+            n,
+            || Ok(()),
+            || {
+                let mut m: HashMap<u32, Vec<u32>> = HashMap::with_capacity(distinct);
+                for (&k, &v) in keys.iter().zip(&values) {
+                    m.entry(k).or_default().push(v);
+                }
+                Ok(m)
+            },
+            |m| m.len() == distinct,
+        )
+        .map_err(err)?;
+        let mut map: HashMap<u32, Vec<u32>> = HashMap::with_capacity(distinct);
+        for (&k, &v) in keys.iter().zip(&values) {
+            map.entry(k).or_default().push(v);
+        }
+        let (map_find, _) = time(
+            a.runs,
+            n,
+            || Ok(()),
+            || {
+                Ok(keys
+                    .iter()
+                    .map(|k| map.get(k).map_or(0, |v| v.len()))
+                    .sum::<usize>())
+            },
+            |s| s == n * dups,
+        )
+        .map_err(err)?;
+        drop(map);
+        let mut case = Case {
+            dups,
+            range: 0.0,
+            keys,
+            values,
+            value_sum_all,
+        };
+        for &range in &a.range {
+            eprintln!("csr:   range factor {range}");
+            case.range = range;
+            host_rows(a, backend, &case, (map_build, map_find), &mut rows).map_err(err)?;
+            if let Some([_, bulk]) = dev_bcht {
+                eprintln!("csr:   device-resident");
+                device::rows(backend, a, &case, bulk, &mut rows)?;
+            }
+        }
+    }
+    print_rows(&rows, host_bcht, dev_bcht);
+    write_csv(&a.csv, &rows, host_bcht, dev_bcht)?;
+    let plots = write_plots(&a.csv, &rows, a)?;
+    for p in &plots {
+        println!("wrote {p}");
+    }
+    Ok(if rows.iter().all(|r| r.ok) { 0 } else { 2 })
+}
+
+/// The rows of one case on host data, as users call the API.
+fn host_rows(
+    a: &CsrArgs,
+    backend: Backend,
+    case: &Case,
+    (map_build, map_find): (f64, f64),
+    rows: &mut Vec<CsrRow>,
+) -> hashtile::Result<()> {
+    let (keys, values, dups, n) = (&case.keys, &case.values, case.dups, case.keys.len());
+    let base = CsrConfig {
+        backend: BackendChoice::Exactly(backend),
+        ..CsrConfig::default().range_factor(case.range)
+    };
+    let mut push = |op: &str, build: CsrBuild, tile: u32, (rate, ok): (f64, bool), baseline| {
+        rows.push(CsrRow {
+            backend,
+            resident: false,
+            dups,
+            range: case.range,
+            op: op.into(),
+            build: build_name(build),
+            tile,
+            keys: n,
+            rate,
+            baseline,
+            ok,
+        })
+    };
+    for &build in &a.builds {
+        let cfg = CsrConfig {
+            build,
+            ..base.clone()
+        };
+        let r = time(
+            a.runs,
+            n,
+            || Ok(()),
+            || CsrTable::build(&cfg, keys, values),
+            |t| t.len() == n,
+        )?;
+        push("build", build, 0, r, map_build);
+    }
+    let build = a.builds[0];
+    for &tile in &a.tiles {
+        let cfg = CsrConfig {
+            build,
+            lookup_tile: tile,
+            ..base.clone()
+        };
+        let t = CsrTable::build(&cfg, keys, values)?;
+        let r = time(
+            a.runs,
+            n,
+            || Ok(()),
+            || t.count(keys),
+            |c| c.iter().all(|&c| c as usize == dups),
+        )?;
+        push("count", build, tile, r, map_find);
+        let r = time(
+            a.runs,
+            n,
+            || Ok(()),
+            || t.find_all(keys),
+            |f| {
+                f.values.len() == n * dups
+                    && f.values.iter().map(|&v| v as u64).sum::<u64>() == case.value_sum_all
+            },
+        )?;
+        push("find_all", build, tile, r, map_find);
+    }
+    // Joins of the keys with themselves: `dups^2` pairs per distinct key.
+    let cfg = CsrConfig {
+        build,
+        lookup_tile: a.tiles[0],
+        ..base
+    };
+    for (op, method) in [
+        ("join probe", JoinMethod::Probe),
+        ("join intersect", JoinMethod::Intersect),
+    ] {
+        let want = n * dups;
+        let r = time(
+            a.runs,
+            n,
+            || Ok(()),
+            || {
+                let j = CsrJoin::plan(&cfg, keys, keys, method)?;
+                let (mut l, mut r) = (vec![0u32; j.len()], vec![0u32; j.len()]);
+                j.write_into(&mut l, &mut r)?;
+                Ok((l, r))
+            },
+            |(l, r)| {
+                l.len() == want
+                    && l.iter()
+                        .zip(&r)
+                        .all(|(&i, &j)| keys[i as usize] == keys[j as usize])
+            },
+        )?;
+        push(op, build, a.tiles[0], r, f64::NAN);
+    }
+    Ok(())
+}
+
+/// The table on stdout, then the issue's aims as ratios.
+fn print_rows(rows: &[CsrRow], host_bcht: f64, dev_bcht: Option<[f64; 2]>) {
+    println!();
+    println!(
+        "{:<7} {:<9} {:<5} {:<6} {:<16} {:<8} {:>4} {:>10} {:>10} {:>10} {:>7}  ok",
+        "backend",
+        "data",
+        "dups",
+        "range",
+        "call",
+        "build",
+        "tile",
+        "keys",
+        "M keys/s",
+        "baseline",
+        "ratio"
+    );
+    for r in rows {
+        println!(
+            "{:<7} {:<9} {:<5} {:<6} {:<16} {:<8} {:>4} {:>10} {:>10.1} {:>10.1} {:>7.2}  {}",
+            r.backend,
+            if r.resident { "device" } else { "host" },
+            r.dups,
+            r.range,
+            r.op,
+            r.build,
+            r.tile,
+            r.keys,
+            r.rate,
+            r.baseline,
+            r.rate / r.baseline,
+            if r.ok { "yes" } else { "NO" }
+        );
+    }
+    println!(
+        "baselines: host rows: a HashMap<u32, Vec<u32>> multimap on the CPU; device rows: BCHT's device-resident bulk \
+         insert of the same number of unique keys. Joins: the keys with themselves, rate per input key."
+    );
+    println!(
+        "BCHT insert from host Vecs (HashTable::insert, unique keys): {host_bcht:.1} M keys/s"
+    );
+    if let Some([upsert, bulk]) = dev_bcht {
+        println!(
+            "BCHT device-resident insert (B=8, load 0.8, unique keys): {upsert:.1} M keys/s with the upsert check, {bulk:.1} without"
+        );
+        // Issue 11's aims, per hash range: unique build vs BCHT, 32 duplicates within 20%, join vs two builds.
+        for r in rows.iter().filter(|r| r.resident && r.op == "build") {
+            println!(
+                "aim: build {} dups {} range {}: {:.2}x BCHT's bulk insert",
+                r.build,
+                r.dups,
+                r.range,
+                r.rate / bulk
+            );
+        }
+        for j in rows
+            .iter()
+            .filter(|r| r.resident && r.op.starts_with("join"))
+        {
+            if let Some(b) = rows.iter().find(|b| {
+                b.resident
+                    && b.op == "build"
+                    && b.build == j.build
+                    && b.dups == j.dups
+                    && b.range == j.range
+            }) {
+                // Time of the join (tables built inside it) over the time of building two tables.
+                println!(
+                    "aim: {} dups {} range {}: {:.2}x the time of building both tables",
+                    j.op,
+                    j.dups,
+                    j.range,
+                    (1.0 / j.rate) / (2.0 / b.rate)
+                );
+            }
+        }
+    }
+}
+
+/// Writes the rows (and the baselines, as rows of their own) as CSV.
+fn write_csv(
+    path: &str,
+    rows: &[CsrRow],
+    host_bcht: f64,
+    dev_bcht: Option<[f64; 2]>,
+) -> Result<(), String> {
+    let io = |e: std::io::Error| format!("{path}: {e}");
+    let mut f = std::fs::File::create(path).map_err(io)?;
+    writeln!(
+        f,
+        "backend,data,dups,range,op,build,tile,keys,mkeys_s,baseline_mkeys_s,checked"
+    )
+    .map_err(io)?;
+    for r in rows {
+        writeln!(
+            f,
+            "{},{},{},{},{},{},{},{},{:.1},{:.1},{}",
+            r.backend,
+            if r.resident { "device" } else { "host" },
+            r.dups,
+            r.range,
+            r.op,
+            r.build,
+            r.tile,
+            r.keys,
+            r.rate,
+            r.baseline,
+            r.ok
+        )
+        .map_err(io)?;
+    }
+    let (b, n) = rows
+        .first()
+        .map_or((Backend::Cpu, 0), |r| (r.backend, r.keys));
+    writeln!(f, "{b},host,1,,bcht insert,,0,{n},{host_bcht:.1},,true").map_err(io)?;
+    if let Some([upsert, bulk]) = dev_bcht {
+        writeln!(
+            f,
+            "{b},device,1,,bcht insert upsert,,0,{n},{upsert:.1},,true"
+        )
+        .map_err(io)?;
+        writeln!(f, "{b},device,1,,bcht insert bulk,,0,{n},{bulk:.1},,true").map_err(io)?;
+    }
+    println!("wrote {path}");
+    Ok(())
+}
+
+/// SVG plots beside the CSV: for each data placement (host, device), rates vs duplicates per key (one panel
+/// per hash range) and rates vs hash range (one panel per duplicate count), a line per call.
+fn write_plots(csv: &str, rows: &[CsrRow], a: &CsrArgs) -> Result<Vec<String>, String> {
+    let stem = csv.strip_suffix(".csv").unwrap_or(csv);
+    let mut files = Vec::new();
+    for resident in [false, true] {
+        let sel: Vec<&CsrRow> = rows.iter().filter(|r| r.resident == resident).collect();
+        if sel.is_empty() {
+            continue;
+        }
+        let place = if resident { "device" } else { "host" };
+        // A line per call and, where it varies, per build or tile.
+        let line = |r: &CsrRow| match r.op.as_str() {
+            "build" => format!("build {}", r.build),
+            op if r.tile > 0 && a.tiles.len() > 1 => format!("{op} tile {}", r.tile),
+            op => op.to_string(),
+        };
+        let mut names: Vec<String> = Vec::new();
+        for r in &sel {
+            let l = line(r);
+            if !names.contains(&l) {
+                names.push(l);
+            }
+        }
+        let series = |keep: &dyn Fn(&CsrRow) -> bool, x: &dyn Fn(&CsrRow) -> f64| -> Vec<Series> {
+            names
+                .iter()
+                .map(|name| Series {
+                    name: name.clone(),
+                    points: sel
+                        .iter()
+                        .filter(|r| keep(r) && &line(r) == name)
+                        .map(|r| (x(r), Some(r.rate)))
+                        .collect(),
+                })
+                .filter(|s| !s.points.is_empty())
+                .collect()
+        };
+        let fig = |caption: String, x_label: &str, x_axis, panels| Figure {
+            caption,
+            x_label: x_label.into(),
+            y_label: "M keys/s".into(),
+            x_axis,
+            y_range: None,
+            cols: 3,
+            panels,
+        };
+        let backend = sel[0].backend;
+        if a.dups.len() > 1 {
+            let panels = a
+                .range
+                .iter()
+                .map(|&range| Panel {
+                    title: format!("{range} vertices per key"),
+                    series: series(&|r| r.range == range, &|r| (r.dups as f64).log2()),
+                })
+                .collect();
+            let path = format!("{stem}_{place}_vs_dups.svg");
+            write_svg(
+                Path::new(&path),
+                &fig(
+                    format!(
+                        "CSR rates vs duplicates per key, {place} data, 2^{} keys, {backend}",
+                        a.log2_keys
+                    ),
+                    "duplicates per key",
+                    XAxis::Log2,
+                    panels,
+                ),
+            )?;
+            files.push(path);
+        }
+        if a.range.len() > 1 {
+            let panels = a
+                .dups
+                .iter()
+                .map(|&dups| Panel {
+                    title: format!("{dups} per key"),
+                    series: series(&|r| r.dups == dups, &|r| r.range),
+                })
+                .collect();
+            let path = format!("{stem}_{place}_vs_range.svg");
+            write_svg(
+                Path::new(&path),
+                &fig(
+                    format!(
+                        "CSR rates vs hash range, {place} data, 2^{} keys, {backend}",
+                        a.log2_keys
+                    ),
+                    "vertices per key",
+                    XAxis::Linear,
+                    panels,
+                ),
+            )?;
+            files.push(path);
+        }
+    }
+    Ok(files)
+}
