@@ -242,7 +242,7 @@ fn bad_input_is_a_typed_error() {
 }
 
 /// The device CSR table (`gpu::csr::GpuCsr`, 32-bit pairs) against the CPU table and the multimap.
-fn gpu_matches_cpu<R: hashtile::cubecl::prelude::Runtime>(
+fn gpu_matches_cpu<R: hashtile::gpu::transfer::HostTransfer>(
     backend: Backend,
     client: hashtile::cubecl::prelude::ComputeClient<R>,
 ) {

@@ -22,7 +22,7 @@ use hashtile_core::{Error, Result};
 /// Moves host slices into new device buffers and device buffers into host slices, for one runtime.
 pub trait HostTransfer: Runtime {
     /// Per-table transfer state (CUDA: a stream and pinned staging buffers).
-    type Stager: Send + Sync;
+    type Stager: Send + Sync + 'static;
     /// Makes the transfer state for `client`'s device.
     fn stager(client: &ComputeClient<Self>) -> Result<Self::Stager>;
     /// A new device buffer holding `src` (ready for kernels when this returns).

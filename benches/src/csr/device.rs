@@ -122,7 +122,7 @@ fn timed<R: Runtime, T>(
     Ok((crate::median(&mut rates), last.expect("at least one run")))
 }
 
-fn on<R: Runtime>(
+fn on<R: HostTransfer>(
     backend: Backend,
     a: &CsrArgs,
     case: &Case,
@@ -200,32 +200,34 @@ fn on<R: Runtime>(
         );
     }
     drop(table);
-    let params = DeviceCsrParams {
-        family,
-        vertices,
-        build,
-        lookup_tile: a.tiles[0],
-    };
-    for (op, method) in [
-        ("join probe", JoinMethod::Probe),
-        ("join intersect", JoinMethod::Intersect),
-    ] {
-        let (rate, (j, lo, ro)) = timed(&client, a.runs, n, || {
-            let j = GpuJoin::<R, Key32>::plan_device(&client, &params, &kh, n, &kh, n, method)?;
-            let (lo, ro) = j.write_device();
-            Ok((j, lo, ro))
-        })?;
-        let want = n * case.dups;
-        let ok = j.len() == want && {
-            // Spot check: the first pairs join equal keys.
-            let k = want.min(1 << 16);
-            let l = u32::from_bytes(&client.read_one_unchecked(lo))[..k].to_vec();
-            let r = u32::from_bytes(&client.read_one_unchecked(ro))[..k].to_vec();
-            l.iter()
-                .zip(&r)
-                .all(|(&i, &j)| case.keys[i as usize] == case.keys[j as usize])
+    for &tile in &a.tiles {
+        let params = DeviceCsrParams {
+            family,
+            vertices,
+            build,
+            lookup_tile: tile,
         };
-        push(op.into(), super::build_name(build), a.tiles[0], rate, ok);
+        for (op, method) in [
+            ("join probe", JoinMethod::Probe),
+            ("join intersect", JoinMethod::Intersect),
+        ] {
+            let (rate, (j, lo, ro)) = timed(&client, a.runs, n, || {
+                let j = GpuJoin::<R, Key32>::plan_device(&client, &params, &kh, n, &kh, n, method)?;
+                let (lo, ro) = j.write_device();
+                Ok((j, lo, ro))
+            })?;
+            let want = n * case.dups;
+            let ok = j.len() == want && {
+                // Spot check: the first pairs join equal keys.
+                let k = want.min(1 << 16);
+                let l = u32::from_bytes(&client.read_one_unchecked(lo))[..k].to_vec();
+                let r = u32::from_bytes(&client.read_one_unchecked(ro))[..k].to_vec();
+                l.iter()
+                    .zip(&r)
+                    .all(|(&i, &j)| case.keys[i as usize] == case.keys[j as usize])
+            };
+            push(op.into(), super::build_name(build), j.tile(), rate, ok);
+        }
     }
     Ok(())
 }

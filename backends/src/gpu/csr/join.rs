@@ -4,18 +4,25 @@
 //! - **Probe**: a CSR table of the left keys whose values are their positions; each right key runs the lookup
 //!   kernel ([`super::lookup`]) twice: count, then (after a scan of the counts) write `(left position, right
 //!   index)` pairs.
-//! - **Intersect** (the paper's probe): a table of each side with the same hash function and range; one unit per
+//! - **Intersect** (the paper's probe): a table of each side with the same hash function and range; one tile per
 //!   vertex intersects the vertex's two ranges (a nested loop over two short, contiguous ranges: only keys of one
-//!   vertex can match), counting first, then writing from the scan of the per-vertex counts.
+//!   vertex can match), counting first, then writing from the scan of the per-vertex counts. A vertex is served
+//!   by a tile of the tables' lookup width, one ballot per window of the right range.
 
 use super::lookup::LookupMode;
-use super::{CsrKey, DeviceCsrParams, GpuCsr, OnRuntime, checked_total, on_backend, words};
+use super::{
+    CsrKey, DeviceCsrParams, GpuCsr, OnRuntime, checked_total, on_backend, shared_stager, upload,
+    words,
+};
 use crate::csr::JoinMethod;
 use crate::gpu::scan::exclusive_scan;
+use crate::gpu::transfer::HostTransfer;
 use crate::gpu::{CUBE_SIZE, cube_count};
 use cubecl::prelude::*;
 use cubecl::server::Handle;
+use hashtile_core::tile::{tile_ballot, tile_lane};
 use hashtile_core::{Error, Key, Result};
+use std::sync::Arc;
 
 /// `out[i] = i`: the positions a join's tables store as values.
 #[cube(launch_unchecked)]
@@ -26,11 +33,14 @@ pub fn iota_kernel(out: &mut Array<u32>) {
     }
 }
 
-/// One unit per vertex of two tables with one hash range: the matching pairs of the vertex's two ranges. With
-/// `write` off, `out_counts[v]` = their number; with it on, they go to `out_left` / `out_right` from
-/// `starts[v]` (the exclusive scan of the counts).
+/// One tile of `tile` lanes per vertex of two tables with one hash range: the matching pairs of the vertex's
+/// two ranges. The tile takes the left keys one by one and reads the right range in windows of its width, one
+/// ballot per window (the lookup kernel's range read), so that the pairs of one window are written side by
+/// side. With `write` off, `out_counts[v]` = their number; with it on, they go to `out_left` / `out_right` from
+/// `starts[v]` (the exclusive scan of the counts). Launch `vertices * tile` units in whole cubes.
 #[cube(launch_unchecked)]
-#[allow(clippy::too_many_arguments)]
+// Compile-time branches stay apart from the runtime conditions they guard.
+#[allow(clippy::too_many_arguments, clippy::collapsible_if)]
 pub fn csr_intersect_kernel<K: CsrKey>(
     left_offsets: &Array<u32>,
     left_keys: &Array<K::Word>,
@@ -42,39 +52,69 @@ pub fn csr_intersect_kernel<K: CsrKey>(
     starts: &Array<u32>,
     out_left: &mut Array<u32>,
     out_right: &mut Array<u32>,
+    #[comptime] tile: u32,
     #[comptime] write: bool,
 ) {
-    let v = ABSOLUTE_POS;
-    if v + 1 < left_offsets.len() {
-        let (rs, re) = (right_offsets[v] as usize, right_offsets[v + 1] as usize);
-        let le = left_offsets[v + 1] as usize;
-        let mut c = u32::new(0);
-        let mut w = 0usize;
-        if comptime!(write) {
+    let tl = tile_lane(tile);
+    let v = ABSOLUTE_POS / tile as usize;
+    let active = v + 1 < left_offsets.len();
+    // Inactive tiles read vertex 0 and an empty range.
+    let mut at = 0usize;
+    if active {
+        at = v;
+    }
+    let (rs, re) = (right_offsets[at], right_offsets[at + 1]);
+    let le = left_offsets[at + 1];
+    let mut i = left_offsets[at];
+    // An empty right range skips the left one.
+    if !active || rs == re {
+        i = le;
+    }
+    let mut c = u32::new(0);
+    let mut w = 0usize;
+    if comptime!(write) {
+        if active {
             w = starts[v] as usize;
         }
-        // An empty right range skips the left one.
-        let mut i = left_offsets[v] as usize;
-        if rs == re {
-            i = le;
+    }
+    let mut j = rs;
+    loop {
+        let more = i < le;
+        let mut any = more;
+        if comptime!(tile > 1) {
+            any = plane_any(more);
         }
-        while i < le {
-            let k = left_keys[i];
-            let mut j = rs;
-            while j < re {
-                if right_keys[j] == k {
-                    if comptime!(write) {
-                        out_left[w] = left_pos[i];
-                        out_right[w] = right_pos[j];
-                        w += 1;
-                    }
-                    c += 1u32;
-                }
-                j += 1;
+        if !any {
+            break;
+        }
+        let idx = j + tl.lane;
+        let mut hit = false;
+        if more {
+            if idx < re {
+                hit = right_keys[idx as usize] == left_keys[i as usize];
             }
+        }
+        let ballot = tile_ballot(hit, tl, tile);
+        if comptime!(write) {
+            if hit {
+                let below = (1u32 << tl.lane) - 1u32;
+                let o = w + (ballot & below).count_ones() as usize;
+                out_left[o] = left_pos[i as usize];
+                out_right[o] = right_pos[idx as usize];
+            }
+        }
+        let n = ballot.count_ones();
+        c += n;
+        w += n as usize;
+        // The next window of the right range; past its end, the next left key from the range's start.
+        j += tile;
+        if j >= re {
+            j = rs;
             i += 1;
         }
-        if comptime!(!write) {
+    }
+    if comptime!(!write) {
+        if active && tl.lane == 0 {
             out_counts[v] = c;
         }
     }
@@ -82,7 +122,7 @@ pub fn csr_intersect_kernel<K: CsrKey>(
 
 /// A planned join on the device: the tables are built and the pairs counted ([`GpuJoin::len`]); the pairs are
 /// written by [`GpuJoin::write_device`] (device buffers) or [`GpuJoin::write_into`] (host slices).
-pub struct GpuJoin<R: Runtime, K: CsrKey> {
+pub struct GpuJoin<R: HostTransfer, K: CsrKey> {
     client: ComputeClient<R>,
     /// The left keys' table (values: left positions).
     left: GpuCsr<R, K, u32>,
@@ -93,7 +133,7 @@ pub struct GpuJoin<R: Runtime, K: CsrKey> {
 }
 
 /// What a join probes the left table with.
-enum Side<R: Runtime, K: CsrKey> {
+enum Side<R: HostTransfer, K: CsrKey> {
     Probe { right: Handle, m: usize },
     Intersect { right: Box<GpuCsr<R, K, u32>> },
 }
@@ -113,7 +153,7 @@ fn positions<R: Runtime>(client: &ComputeClient<R>, n: usize) -> Handle {
     h
 }
 
-impl<R: Runtime, K: CsrKey> GpuJoin<R, K> {
+impl<R: HostTransfer, K: CsrKey> GpuJoin<R, K> {
     /// Plans the join of host columns: uploads them and calls [`GpuJoin::plan_device`].
     pub fn plan(
         client: &ComputeClient<R>,
@@ -122,19 +162,12 @@ impl<R: Runtime, K: CsrKey> GpuJoin<R, K> {
         right: &[K::Word],
         method: JoinMethod,
     ) -> Result<Self> {
-        let up = |s: &[K::Word]| {
-            let none = [K::Word::EMPTY];
-            client.create_from_slice(K::Word::as_bytes(if s.is_empty() { &none } else { s }))
-        };
-        Self::plan_device(
-            client,
-            p,
-            &up(left),
-            left.len(),
-            &up(right),
-            right.len(),
-            method,
-        )
+        let stager = shared_stager(client)?;
+        let (lh, rh) = (
+            upload(client, &stager, left)?,
+            upload(client, &stager, right)?,
+        );
+        Self::plan_with(client, stager, p, &lh, left.len(), &rh, right.len(), method)
     }
 
     /// Plans the join of `n` left and `m` right keys already on the device (buffers of at least one word):
@@ -148,9 +181,26 @@ impl<R: Runtime, K: CsrKey> GpuJoin<R, K> {
         m: usize,
         method: JoinMethod,
     ) -> Result<Self> {
+        let stager = shared_stager(client)?;
+        Self::plan_with(client, stager, p, left, n, right, m, method)
+    }
+
+    /// [`GpuJoin::plan_device`] with the host transfers of `stager`.
+    #[allow(clippy::too_many_arguments)]
+    fn plan_with(
+        client: &ComputeClient<R>,
+        stager: Arc<R::Stager>,
+        p: &DeviceCsrParams,
+        left: &Handle,
+        n: usize,
+        right: &Handle,
+        m: usize,
+        method: JoinMethod,
+    ) -> Result<Self> {
         let table = |keys: &Handle, n: usize| {
-            GpuCsr::<R, K, u32>::build_device(
+            GpuCsr::<R, K, u32>::build_with(
                 client,
+                stager.clone(),
                 &p.family,
                 p.vertices,
                 keys,
@@ -215,6 +265,11 @@ impl<R: Runtime, K: CsrKey> GpuJoin<R, K> {
         self.total == 0
     }
 
+    /// Lanes per vertex (`Intersect`) or per right key (`Probe`) of the join's kernels.
+    pub fn tile(&self) -> u32 {
+        self.left.tile()
+    }
+
     /// Queues the write of the pairs into two new device buffers of [`GpuJoin::len`] words (at least one):
     /// left positions, right positions.
     pub fn write_device(&self) -> (Handle, Handle) {
@@ -271,17 +326,14 @@ impl<R: Runtime, K: CsrKey> GpuJoin<R, K> {
             return Ok(());
         }
         let (lo, ro) = self.write_device();
-        for (h, out) in [(lo, left_out), (ro, right_out)] {
-            let bytes = self.client.read_one_unchecked(h);
-            out.copy_from_slice(&u32::from_bytes(&bytes)[..self.total]);
-        }
-        Ok(())
+        self.left.download(&lo, left_out)?;
+        self.left.download(&ro, right_out)
     }
 }
 
 /// Queues the intersect kernel over the vertices of two tables with one hash range.
 #[allow(clippy::too_many_arguments)]
-fn intersect<R: Runtime, K: CsrKey>(
+fn intersect<R: HostTransfer, K: CsrKey>(
     left: &GpuCsr<R, K, u32>,
     right: &GpuCsr<R, K, u32>,
     counts: &Handle,
@@ -292,13 +344,14 @@ fn intersect<R: Runtime, K: CsrKey>(
     write: bool,
 ) {
     let vn = left.vertices as usize;
+    let tile = left.tile;
     let nl = |t: &GpuCsr<R, K, u32>| t.n.max(1);
     // SAFETY: vertex `v < vn` reads offsets `v, v + 1` of both tables (each `vn + 1` words, entries at most the
     // table's length); a write goes to `starts[v] + k` for `k` below the vertex's count: below `out_len`.
     unsafe {
         csr_intersect_kernel::launch_unchecked::<K, R>(
             &left.client,
-            cube_count(vn),
+            cube_count(vn * tile as usize),
             CubeDim::new_1d(CUBE_SIZE),
             ArrayArg::from_raw_parts(left.offsets.clone(), vn + 1),
             ArrayArg::from_raw_parts(left.keys.clone(), nl(left)),
@@ -310,6 +363,7 @@ fn intersect<R: Runtime, K: CsrKey>(
             ArrayArg::from_raw_parts(starts.clone(), if write { vn + 1 } else { 1 }),
             ArrayArg::from_raw_parts(out_left.clone(), out_len.max(1)),
             ArrayArg::from_raw_parts(out_right.clone(), out_len.max(1)),
+            tile,
             write,
         )
     }
@@ -327,7 +381,7 @@ pub trait DeviceJoin: Send + Sync {
     fn write_into(&self, left_out: &mut [u32], right_out: &mut [u32]) -> Result<()>;
 }
 
-impl<R: Runtime, K: CsrKey> DeviceJoin for GpuJoin<R, K> {
+impl<R: HostTransfer, K: CsrKey> DeviceJoin for GpuJoin<R, K> {
     fn len(&self) -> usize {
         self.total
     }
@@ -352,8 +406,8 @@ pub(crate) fn device_join<K: Key>(
     }
     impl<K: Key> OnRuntime for Plan<'_, K> {
         type Out = std::sync::Arc<dyn DeviceJoin>;
-        fn run<R: Runtime>(self, client: ComputeClient<R>) -> Result<Self::Out> {
-            fn plan<R: Runtime, CK: CsrKey, K: Key>(
+        fn run<R: HostTransfer>(self, client: ComputeClient<R>) -> Result<Self::Out> {
+            fn plan<R: HostTransfer, CK: CsrKey, K: Key>(
                 c: &ComputeClient<R>,
                 w: Plan<'_, K>,
             ) -> Result<std::sync::Arc<dyn DeviceJoin>> {

@@ -9,8 +9,9 @@ pub mod build;
 pub mod join;
 pub mod lookup;
 
-use super::layout::{same_words, same_words_vec};
+use super::layout::{bytes_of, bytes_of_mut, same_words, same_words_vec};
 use super::scan::{exclusive_scan, total_u64};
+use super::transfer::HostTransfer;
 use super::{CUBE_SIZE, cube_count, fill_u32};
 use crate::csr::{CsrBuild, FindAll};
 use build::{
@@ -22,6 +23,7 @@ use cubecl::server::Handle;
 use hashtile_core::hash::{HashFamily, bucket_index, hash_key, hash_key32, seed_mix};
 use hashtile_core::{Element, Error, Key, Result, Value};
 use lookup::{LookupMode, csr_lookup_kernel, mode_word};
+use std::sync::Arc;
 
 /// The key width of a device CSR table: how a key word hashes to its vertex (the host's
 /// `HashFamily::bucket(key, 0, vertices)`). [`Key32`] and [`Key64`].
@@ -58,9 +60,11 @@ impl CsrKey for Key64 {
 }
 
 /// A CSR table of `K::Word -> V` pairs on the device of `client` (`GpuCsr<R>`: 32-bit keys and values).
-pub struct GpuCsr<R: Runtime, K: CsrKey = Key32, V: CsrValue = u32> {
+pub struct GpuCsr<R: HostTransfer, K: CsrKey = Key32, V: CsrValue = u32> {
     _pairs: std::marker::PhantomData<(K, V)>,
     client: ComputeClient<R>,
+    /// Host transfers (CUDA: a stream and pinned staging buffers, as hash tables' host path uses).
+    stager: Arc<R::Stager>,
     vertices: u32,
     seed: u32,
     mix: u32,
@@ -82,13 +86,16 @@ impl CsrValue for u64 {}
 fn lookup_tile<R: Runtime>(client: &ComputeClient<R>, requested: u32) -> Result<u32> {
     crate::csr::check_lookup_tile(requested)?;
     let plane = client.properties().hardware.plane_size_max.max(1);
+    // Automatic: 4 lanes. Measured on the H100 (2^25 keys, range factor 1; docs/PERFORMANCE.md): the best or
+    // within 5% of it for count and find_all at 1 and at 32 duplicates per key, where a thread per query
+    // gathers 32 values 4.6x slower and a 32-lane tile wastes lanes on short ranges.
     Ok(match requested {
-        0 => 1,
+        0 => 4.min(plane),
         t => t.min(plane),
     })
 }
 
-impl<R: Runtime, K: CsrKey, V: CsrValue> GpuCsr<R, K, V> {
+impl<R: HostTransfer, K: CsrKey, V: CsrValue> GpuCsr<R, K, V> {
     /// Builds the table of `(keys[i], values[i])` with `vertices` vertices and hash family `family` (function
     /// 0) by `method`, and waits for the device to finish it.
     pub fn build(
@@ -106,24 +113,40 @@ impl<R: Runtime, K: CsrKey, V: CsrValue> GpuCsr<R, K, V> {
                 expected: keys.len(),
             });
         }
-        // A one-word buffer stands in for an empty input (the kernels then do nothing).
-        let (no_key, no_value) = ([K::Word::EMPTY], [V::ABSENT]);
-        let kh = client.create_from_slice(K::Word::as_bytes(if keys.is_empty() {
-            &no_key
-        } else {
-            keys
-        }));
-        let vh = client.create_from_slice(V::as_bytes(if values.is_empty() {
-            &no_value
-        } else {
-            values
-        }));
-        Self::build_device(client, family, vertices, &kh, &vh, keys.len(), method)
+        let stager = shared_stager(client)?;
+        let kh = upload(client, &stager, keys)?;
+        let vh = upload(client, &stager, values)?;
+        Self::build_with(
+            client,
+            stager,
+            family,
+            vertices,
+            &kh,
+            &vh,
+            keys.len(),
+            method,
+        )
     }
 
     /// [`GpuCsr::build`] from `n` keys and values already on the device (buffers of at least one word each).
     pub fn build_device(
         client: &ComputeClient<R>,
+        family: &HashFamily,
+        vertices: u32,
+        kh: &Handle,
+        vh: &Handle,
+        n: usize,
+        method: CsrBuild,
+    ) -> Result<Self> {
+        let stager = shared_stager(client)?;
+        Self::build_with(client, stager, family, vertices, kh, vh, n, method)
+    }
+
+    /// [`GpuCsr::build_device`] with the host transfers of `stager`.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn build_with(
+        client: &ComputeClient<R>,
+        stager: Arc<R::Stager>,
         family: &HashFamily,
         vertices: u32,
         kh: &Handle,
@@ -182,6 +205,7 @@ impl<R: Runtime, K: CsrKey, V: CsrValue> GpuCsr<R, K, V> {
         Ok(Self {
             _pairs: std::marker::PhantomData,
             client: client.clone(),
+            stager,
             vertices,
             seed,
             mix,
@@ -218,6 +242,14 @@ impl<R: Runtime, K: CsrKey, V: CsrValue> GpuCsr<R, K, V> {
     /// The client the table lives on.
     pub fn client(&self) -> &ComputeClient<R> {
         &self.client
+    }
+
+    /// Copies the first `dst.len()` elements of device buffer `src` into `dst`, after the queued kernels.
+    pub(crate) fn download<E: Element>(&self, src: &Handle, dst: &mut [E]) -> Result<()> {
+        if dst.is_empty() {
+            return Ok(());
+        }
+        R::download(&self.client, &self.stager, src, bytes_of_mut(dst))
     }
 
     /// Queues the lookup kernel over `q` queries (`mode`: what it writes; `starts` and the outputs are only
@@ -294,9 +326,11 @@ impl<R: Runtime, K: CsrKey, V: CsrValue> GpuCsr<R, K, V> {
         if queries.is_empty() {
             return Ok(Vec::new());
         }
-        let qh = self.client.create_from_slice(K::Word::as_bytes(queries));
+        let qh = upload(&self.client, &self.stager, queries)?;
         let counts = self.counts_of(&qh, queries.len());
-        Ok(u32::from_bytes(&self.client.read_one_unchecked(counts))[..queries.len()].to_vec())
+        let mut out = vec![0u32; queries.len()];
+        self.download(&counts, &mut out)?;
+        Ok(out)
     }
 
     /// Every value of each query key: counts, an exclusive scan of them, then a gather pass.
@@ -308,13 +342,14 @@ impl<R: Runtime, K: CsrKey, V: CsrValue> GpuCsr<R, K, V> {
                 values: Vec::new(),
             });
         }
-        let qh = self.client.create_from_slice(K::Word::as_bytes(queries));
+        let qh = upload(&self.client, &self.stager, queries)?;
         let (starts, total) = self.find_all_plan(&qh, q)?;
         let out = self.client.empty(total.max(1) * size_of::<V>());
         self.gather_into(&qh, q, &starts, &out, total);
-        let starts_host =
-            u32::from_bytes(&self.client.read_one_unchecked(starts))[..q + 1].to_vec();
-        let values = V::from_bytes(&self.client.read_one_unchecked(out))[..total].to_vec();
+        let mut starts_host = vec![0u32; q + 1];
+        self.download(&starts, &mut starts_host)?;
+        let mut values = vec![V::default(); total];
+        self.download(&out, &mut values)?;
         Ok(FindAll {
             offsets: starts_host.into_iter().map(|s| s as usize).collect(),
             values,
@@ -351,6 +386,44 @@ impl<R: Runtime, K: CsrKey, V: CsrValue> GpuCsr<R, K, V> {
         let total = checked_total(&self.client, &counts, q, "find_all")?;
         Ok((exclusive_scan(&self.client, &counts, q), total))
     }
+}
+
+/// The host transfers every device CSR table and join of runtime `R` shares. A stager holds a stream and pinned
+/// staging buffers, whose allocation costs about as much as building a table of 2^25 keys (measured on the H100:
+/// 1.1 G keys/s with a stager per table, 8.5 without), so it is made once per runtime and kept for the
+/// process. Its transfers are serialised by its own lock.
+fn shared_stager<R: HostTransfer>(client: &ComputeClient<R>) -> Result<Arc<R::Stager>> {
+    use std::any::{Any, TypeId};
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    type Stagers = Mutex<HashMap<TypeId, Box<dyn Any + Send + Sync>>>;
+    static STAGERS: OnceLock<Stagers> = OnceLock::new();
+    let mut m = STAGERS
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    if let Some(s) = m
+        .get(&TypeId::of::<R>())
+        .and_then(|s| s.downcast_ref::<Arc<R::Stager>>())
+    {
+        return Ok(s.clone());
+    }
+    let s = Arc::new(R::stager(client)?);
+    m.insert(TypeId::of::<R>(), Box::new(s.clone()));
+    Ok(s)
+}
+
+/// A device buffer holding `src` (one empty word for an empty slice: kernels take buffers of at least one word),
+/// through the host transfers of `stager`.
+pub(crate) fn upload<R: HostTransfer, E: Element>(
+    client: &ComputeClient<R>,
+    stager: &R::Stager,
+    src: &[E],
+) -> Result<Handle> {
+    if src.is_empty() {
+        return Ok(client.empty(8));
+    }
+    R::upload(client, stager, bytes_of(src))
 }
 
 /// The sum of `n` device counts, as a `usize`, or a typed error when 32-bit offsets cannot address it.
@@ -476,7 +549,7 @@ mod binned {
             unsafe {
                 csr_bin_scatter_kernel::launch_unchecked::<K, V, R>(
                     client,
-                    cube_count(n),
+                    cube_count(n.div_ceil(build::SCATTER_PER_UNIT)),
                     CubeDim::new_1d(CUBE_SIZE),
                     ArrayArg::from_raw_parts(kh.clone(), n),
                     ArrayArg::from_raw_parts(vh.clone(), n),
@@ -513,17 +586,16 @@ mod binned {
     }
 }
 
-impl<R: Runtime, K: CsrKey, V: CsrValue> GpuCsr<R, K, V> {
+impl<R: HostTransfer, K: CsrKey, V: CsrValue> GpuCsr<R, K, V> {
     /// The stored pairs, read back: by vertex, in an unspecified order within one (atomic placement).
     pub fn pairs(&self) -> Result<Vec<(K::Word, V)>> {
         if self.n == 0 {
             return Ok(Vec::new());
         }
-        let keys = K::Word::from_bytes(&self.client.read_one_unchecked(self.keys.clone()))
-            [..self.n]
-            .to_vec();
-        let values =
-            V::from_bytes(&self.client.read_one_unchecked(self.values.clone()))[..self.n].to_vec();
+        let mut keys = vec![K::Word::default(); self.n];
+        self.download(&self.keys, &mut keys)?;
+        let mut values = vec![V::default(); self.n];
+        self.download(&self.values, &mut values)?;
         Ok(keys.into_iter().zip(values).collect())
     }
 }
@@ -545,7 +617,9 @@ fn words<E: Element, W: Element>(s: &[E]) -> &[W] {
     same_words(s).expect("a device CSR table has its caller's key and value widths")
 }
 
-impl<R: Runtime, CK: CsrKey, CV: CsrValue, K: Key, V: Value> DeviceCsr<K, V> for GpuCsr<R, CK, CV> {
+impl<R: HostTransfer, CK: CsrKey, CV: CsrValue, K: Key, V: Value> DeviceCsr<K, V>
+    for GpuCsr<R, CK, CV>
+{
     fn count(&self, queries: &[K]) -> Result<Vec<u32>> {
         GpuCsr::count(self, words(queries))
     }
@@ -585,7 +659,7 @@ pub(crate) trait OnRuntime {
     /// What the work returns.
     type Out;
     /// The work, on `client`.
-    fn run<R: Runtime>(self, client: ComputeClient<R>) -> Result<Self::Out>;
+    fn run<R: HostTransfer>(self, client: ComputeClient<R>) -> Result<Self::Out>;
 }
 
 /// Runs `work` on `backend` (checked available and not the CPU by the caller).
@@ -619,8 +693,8 @@ pub(crate) fn device_csr<K: Key, V: Value>(
     }
     impl<K: Key, V: Value> OnRuntime for Build<'_, K, V> {
         type Out = std::sync::Arc<dyn DeviceCsr<K, V>>;
-        fn run<R: Runtime>(self, client: ComputeClient<R>) -> Result<Self::Out> {
-            fn build<R: Runtime, CK: CsrKey, CV: CsrValue, K: Key, V: Value>(
+        fn run<R: HostTransfer>(self, client: ComputeClient<R>) -> Result<Self::Out> {
+            fn build<R: HostTransfer, CK: CsrKey, CV: CsrValue, K: Key, V: Value>(
                 c: &ComputeClient<R>,
                 p: DeviceCsrParams,
                 keys: &[K],
