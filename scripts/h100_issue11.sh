@@ -18,7 +18,7 @@ step csr_memcheck 200 compute-sanitizer --tool memcheck --error-exitcode 9 ./csr
 step csr_racecheck 200 compute-sanitizer --tool racecheck --error-exitcode 9 ./csr cuda_csr_matches_cpu --test-threads 1
 fi
 step aims 200 ./hashtile-bench csr --backend cuda --log2-keys 25 --dups 1,32 --range 1 \
-  --builds ${BUILDS:-v2,v1,v2:256,v2:512,v2:1024,v2:4096} --tiles ${TILES:-4,1,8,32} --runs $RUNS --csv "$OUT/csr_aims.csv"
+  --builds ${BUILDS:-v2,v2:1024,v2:2048,v1} --tiles ${TILES:-4,1,32} --runs $RUNS --csv "$OUT/csr_aims.csv"
 grep -E "^aim|BCHT|device .* (build|count|find_all|join)" "$OUT/aims.txt" | head -60
 if [ -n "${NCU:-}" ]; then
 step ncu 150 ncu --clock-control none --metrics gpu__time_duration.sum --kernel-name regex:"csr_|scan_|fill|insert|iota|sum_blocks" \

@@ -99,10 +99,12 @@ pub fn csr_bin_scatter_kernel<K: CsrKey, V: CubePrimitive>(
     bin_cursor: &Array<Atomic<u32>>,
     binned_keys: &mut Array<K::Word>,
     binned_values: &mut Array<V>,
+    binned_pairs: &mut Array<u64>,
     vertices: u32,
     seed: u32,
     mix: u32,
     bin_shift: u32,
+    #[comptime] packed: bool,
 ) {
     let n = keys.len();
     let first = CUBE_POS * (CUBE * SCATTER_PER_UNIT) + UNIT_POS as usize;
@@ -120,10 +122,21 @@ pub fn csr_bin_scatter_kernel<K: CsrKey, V: CubePrimitive>(
         let pos = first + k * CUBE;
         if pos < n {
             let to = at[k] as usize;
-            binned_keys[to] = keys[pos];
-            binned_values[to] = values[pos];
+            if comptime!(packed) {
+                binned_pairs[to] = pack::<K, V>(keys[pos], values[pos]);
+            } else {
+                binned_keys[to] = keys[pos];
+                binned_values[to] = values[pos];
+            }
         }
     }
+}
+
+/// A 32-bit key and a 32-bit value as one word (`packed` v2 builds: the scatter then writes one 8-byte word per
+/// pair instead of two 4-byte words to two arrays, halving its scattered writes).
+#[cube]
+fn pack<K: CsrKey, V: CubePrimitive>(key: K::Word, value: V) -> u64 {
+    u64::cast_from(key) | (u64::cast_from(value) << 32u64)
 }
 
 /// v2 phase 3, one cube per bin of `bin_vertices` vertices (a multiple of the cube size): count the bin's keys
@@ -135,6 +148,7 @@ pub fn csr_bin_scatter_kernel<K: CsrKey, V: CubePrimitive>(
 pub fn csr_bin_place_kernel<K: CsrKey, V: CubePrimitive>(
     binned_keys: &Array<K::Word>,
     binned_values: &Array<V>,
+    binned_pairs: &Array<u64>,
     bin_offsets: &Array<u32>,
     offsets: &mut Array<u32>,
     out_keys: &mut Array<K::Word>,
@@ -143,6 +157,7 @@ pub fn csr_bin_place_kernel<K: CsrKey, V: CubePrimitive>(
     seed: u32,
     mix: u32,
     #[comptime] bin_vertices: u32,
+    #[comptime] packed: bool,
 ) {
     let bins = bin_offsets.len() - 1;
     let bin = CUBE_POS;
@@ -167,7 +182,13 @@ pub fn csr_bin_place_kernel<K: CsrKey, V: CubePrimitive>(
     sync_cube();
     let mut k = start + t;
     while k < end {
-        let v = K::vertex(binned_keys[k], vertices, seed, mix) - base;
+        let mut key = binned_keys[0];
+        if comptime!(packed) {
+            key = K::Word::cast_from(binned_pairs[k] & 0xffff_ffffu64);
+        } else {
+            key = binned_keys[k];
+        }
+        let v = K::vertex(key, vertices, seed, mix) - base;
         counters[v as usize].fetch_add(1u32);
         k += CUBE;
     }
@@ -214,11 +235,20 @@ pub fn csr_bin_place_kernel<K: CsrKey, V: CubePrimitive>(
     sync_cube();
     k = start + t;
     while k < end {
-        let key = binned_keys[k];
+        let mut key = binned_keys[0];
+        let mut value = binned_values[0];
+        if comptime!(packed) {
+            let w = binned_pairs[k];
+            key = K::Word::cast_from(w & 0xffff_ffffu64);
+            value = V::cast_from(w >> 32u64);
+        } else {
+            key = binned_keys[k];
+            value = binned_values[k];
+        }
         let v = K::vertex(key, vertices, seed, mix) - base;
         let at = counters[v as usize].fetch_add(1u32) as usize;
         out_keys[at] = key;
-        out_values[at] = binned_values[k];
+        out_values[at] = value;
         k += CUBE;
     }
 }

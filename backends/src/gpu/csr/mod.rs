@@ -522,10 +522,18 @@ mod binned {
         let bins = (vertices as usize).div_ceil(bin_vertices as usize);
         let counts = client.empty(bins * 4);
         fill_u32(client, &counts, bins, 0);
-        let (binned_keys, binned_values) = (
-            client.empty(n.max(1) * size_of::<K::Word>()),
-            client.empty(n.max(1) * size_of::<V>()),
-        );
+        // 32-bit keys and values travel as one word through the bins.
+        let packed = size_of::<K::Word>() == 4 && size_of::<V>() == 4;
+        let (binned_keys, binned_values, binned_pairs) = if packed {
+            (client.empty(8), client.empty(8), client.empty(n.max(1) * 8))
+        } else {
+            (
+                client.empty(n.max(1) * size_of::<K::Word>()),
+                client.empty(n.max(1) * size_of::<V>()),
+                client.empty(8),
+            )
+        };
+        let len = |packed_here: bool| if packed_here { n.max(1) } else { 1 };
         if n > 0 {
             // SAFETY: indices are bounded by `n` and by `bins` (a vertex is < vertices, so its bin < bins).
             unsafe {
@@ -555,12 +563,14 @@ mod binned {
                     ArrayArg::from_raw_parts(vh.clone(), n),
                     ArrayArg::from_raw_parts(bin_offsets.clone(), bins + 1),
                     ArrayArg::from_raw_parts(counts, bins),
-                    ArrayArg::from_raw_parts(binned_keys.clone(), n),
-                    ArrayArg::from_raw_parts(binned_values.clone(), n),
+                    ArrayArg::from_raw_parts(binned_keys.clone(), len(!packed)),
+                    ArrayArg::from_raw_parts(binned_values.clone(), len(!packed)),
+                    ArrayArg::from_raw_parts(binned_pairs.clone(), len(packed)),
                     vertices,
                     seed,
                     mix,
                     shift,
+                    packed,
                 )
             }
         }
@@ -571,8 +581,9 @@ mod binned {
                 client,
                 cube_count(bins * CUBE_SIZE as usize),
                 CubeDim::new_1d(CUBE_SIZE),
-                ArrayArg::from_raw_parts(binned_keys, n.max(1)),
-                ArrayArg::from_raw_parts(binned_values, n.max(1)),
+                ArrayArg::from_raw_parts(binned_keys, len(!packed)),
+                ArrayArg::from_raw_parts(binned_values, len(!packed)),
+                ArrayArg::from_raw_parts(binned_pairs, len(packed)),
                 ArrayArg::from_raw_parts(bin_offsets, bins + 1),
                 ArrayArg::from_raw_parts(offsets.clone(), vertices as usize + 1),
                 ArrayArg::from_raw_parts(out_keys.clone(), n.max(1)),
@@ -581,6 +592,7 @@ mod binned {
                 seed,
                 mix,
                 bin_vertices,
+                packed,
             )
         }
     }
