@@ -8,9 +8,9 @@
 //!
 //! Backends: the CPU build (also the GPU one's oracle) places pairs in input order within a vertex (a parallel
 //! sort by `(vertex, position)`), so its layout is deterministic; the device build (`gpu::csr::GpuCsr`, 32- and
-//! 64-bit keys and values) counts, scans and places with atomics. The order of a key's values in
-//! [`CsrTable::find_all`] is therefore **unspecified** in the API; compare them as multisets. `Auto` picks a GPU
-//! when one is there (as `HashTable` does) and the CPU otherwise; joins run on the CPU.
+//! 64-bit keys and values; [`CsrBuild`]: the paper's v1 or binned v2) places with atomics. The order of a key's
+//! values in [`CsrTable::find_all`] is therefore **unspecified** in the API; compare them as multisets. `Auto`
+//! picks a GPU when one is there (as `HashTable` does) and the CPU otherwise; joins run where tables do.
 //!
 //! ```
 //! use hashtile_backends::csr::{CsrConfig, CsrTable, JoinMethod, CsrJoin};

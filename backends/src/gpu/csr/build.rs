@@ -82,7 +82,7 @@ pub fn csr_bin_count_kernel<K: CsrKey>(
     }
 }
 
-/// Keys each unit of [`csr_bin_scatter_kernel`] moves.
+/// Keys each unit of `csr_bin_scatter_kernel` moves.
 pub const SCATTER_PER_UNIT: usize = 4;
 
 /// v2 phase 2: each pair goes to `bin_offsets[b] + cursor[b]++` of its bin `b` in the binned copy. Each unit

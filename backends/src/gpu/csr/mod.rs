@@ -1,9 +1,9 @@
-//! CSR (HashGraph) tables on the device, 32- and 64-bit keys ([`Key32`], [`Key64`]) and values (issue 11): the build v1 of the
-//! paper (count with one atomic per key, [`super::scan::exclusive_scan`], place with an atomic cursor per
-//! vertex) and thread-per-query lookups (`count`, `find_all` as count, scan, gather). The vertex of a key is
-//! `HashFamily::bucket(key, 0, vertices)`, the same hash as the CPU table (`crate::csr`), which is the oracle
-//! in the tests. `CsrTable` builds one when its configuration names (or `Auto` finds) a GPU, through
-//! [`DeviceCsr`]. Not yet here: the binned v2 build, tile-cooperative range reads, joins.
+//! CSR (HashGraph) tables on the device, 32- and 64-bit keys ([`Key32`], [`Key64`]) and values (issue 11):
+//! [`GpuCsr`] builds by the paper's v1 or binned v2 ([`build`]), looks keys up with tiles of 1-32 lanes per
+//! query ([`lookup`]: `count`; `find_all` as count, scan, gather), and [`join::GpuJoin`] joins two key columns
+//! (probe or intersect). The vertex of a key is `HashFamily::bucket(key, 0, vertices)`, the same hash as the CPU
+//! table (`crate::csr`), which is the oracle in the tests. `CsrTable` and `CsrJoin` use these when their
+//! configuration names (or `Auto` finds) a GPU, through [`DeviceCsr`] and [`join::DeviceJoin`].
 
 pub mod build;
 pub mod join;
