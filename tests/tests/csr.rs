@@ -370,6 +370,15 @@ fn csr_table_on(backend: Backend) {
                 lookup_tile: 8,
                 ..cfg.clone().range_factor(0.5)
             },
+            CsrConfig {
+                build: CsrBuild::V2 { bin_vertices: 256 },
+                lookup_tile: 1,
+                ..cfg.clone().range_factor(2.0)
+            },
+            CsrConfig {
+                lookup_tile: 32,
+                ..cfg.clone().vertices(37)
+            },
         ] {
             check_join(&c, &left, &right);
         }

@@ -4,10 +4,11 @@
 //! - **Probe**: a CSR table of the left keys whose values are their positions; each right key runs the lookup
 //!   kernel ([`super::lookup`]) twice: count, then (after a scan of the counts) write `(left position, right
 //!   index)` pairs.
-//! - **Intersect** (the paper's probe): a table of each side with the same hash function and range; one tile per
-//!   vertex intersects the vertex's two ranges (a nested loop over two short, contiguous ranges: only keys of one
-//!   vertex can match), counting first, then writing from the scan of the per-vertex counts. A vertex is served
-//!   by a tile of the tables' lookup width, one ballot per window of the right range.
+//! - **Intersect** (the paper's probe): a table of each side with the same hash function and range; tiles of
+//!   vertices intersect the vertex's two ranges (a nested loop over two short, contiguous ranges: only keys of one
+//!   vertex can match), counting first, then writing from the scan of the per-vertex counts. A tile of the
+//!   tables' lookup width takes as many consecutive vertices and works through those with keys on both sides,
+//!   one ballot per window of the right range.
 
 use super::lookup::LookupMode;
 use super::{
@@ -20,7 +21,7 @@ use crate::gpu::transfer::HostTransfer;
 use crate::gpu::{CUBE_SIZE, cube_count};
 use cubecl::prelude::*;
 use cubecl::server::Handle;
-use hashtile_core::tile::{tile_ballot, tile_lane};
+use hashtile_core::tile::{tile_ballot, tile_lane, tile_shuffle};
 use hashtile_core::{Error, Key, Result};
 use std::sync::Arc;
 
@@ -33,11 +34,14 @@ pub fn iota_kernel(out: &mut Array<u32>) {
     }
 }
 
-/// One tile of `tile` lanes per vertex of two tables with one hash range: the matching pairs of the vertex's
-/// two ranges. The tile takes the left keys one by one and reads the right range in windows of its width, one
-/// ballot per window (the lookup kernel's range read), so that the pairs of one window are written side by
-/// side. With `write` off, `out_counts[v]` = their number; with it on, they go to `out_left` / `out_right` from
-/// `starts[v]` (the exclusive scan of the counts). Launch `vertices * tile` units in whole cubes.
+/// The vertices of two tables with one hash range, `tile` consecutive vertices per tile of `tile` lanes: each
+/// lane reads its own vertex's two ranges (one coalesced read of the offsets per tile), the tile ballots which
+/// vertices have keys on both sides, and then works through those vertices one by one: for each left key it reads
+/// the right range in windows of its width, one ballot per window (the lookup kernel's range read), so that the
+/// pairs of one window are written side by side. A vertex per tile instead would launch `vertices * tile` units,
+/// most of them on empty vertices (at 32 duplicates per key, 31 of 32 vertices are empty at range factor 1).
+/// With `write` off, `out_counts[v]` = the vertex's pairs; with it on, they go to `out_left` / `out_right` from
+/// `starts[v]` (the exclusive scan of the counts). Launch `vertices` units in whole cubes.
 #[cube(launch_unchecked)]
 // Compile-time branches stay apart from the runtime conditions they guard.
 #[allow(clippy::too_many_arguments, clippy::collapsible_if)]
@@ -56,41 +60,76 @@ pub fn csr_intersect_kernel<K: CsrKey>(
     #[comptime] write: bool,
 ) {
     let tl = tile_lane(tile);
-    let v = ABSOLUTE_POS / tile as usize;
-    let active = v + 1 < left_offsets.len();
-    // Inactive tiles read vertex 0 and an empty range.
+    let vertices = left_offsets.len() - 1;
+    let group = ABSOLUTE_POS - tl.lane as usize;
+    let mine = ABSOLUTE_POS;
+    let own = mine < vertices;
+    // Lanes past the last vertex read vertex 0 and take no part.
     let mut at = 0usize;
-    if active {
-        at = v;
+    if own {
+        at = mine;
     }
+    let (ls, le) = (left_offsets[at], left_offsets[at + 1]);
     let (rs, re) = (right_offsets[at], right_offsets[at + 1]);
-    let le = left_offsets[at + 1];
-    let mut i = left_offsets[at];
-    // An empty right range skips the left one.
-    if !active || rs == re {
-        i = le;
-    }
-    let mut c = u32::new(0);
-    let mut w = 0usize;
-    if comptime!(write) {
-        if active {
-            w = starts[v] as usize;
+    let busy = own && ls < le && rs < re;
+    if comptime!(!write) {
+        if own && !busy {
+            out_counts[mine] = 0u32;
         }
     }
-    let mut j = rs;
+    let mut todo = tile_ballot(busy, tl, tile);
+    // The vertex the tile is on (the same in every lane of the tile).
+    let mut active = false;
+    let mut cur = 0usize;
+    let mut i = 0u32;
+    let mut ie = 0u32;
+    let mut js = 0u32;
+    let mut j = 0u32;
+    let mut je = 0u32;
+    let mut c = u32::new(0);
+    let mut w = 0usize;
     loop {
-        let more = i < le;
-        let mut any = more;
+        // A tile without a vertex takes its next busy one (shuffles: in every lane of the plane, or none).
+        let pick = !active && todo != 0u32;
+        let mut any_pick = pick;
         if comptime!(tile > 1) {
-            any = plane_any(more);
+            any_pick = plane_any(pick);
+        }
+        if any_pick {
+            let mut b = 0u32;
+            if pick {
+                b = todo.trailing_zeros();
+            }
+            let nls = tile_shuffle(ls, b, tl, tile);
+            let nle = tile_shuffle(le, b, tl, tile);
+            let nrs = tile_shuffle(rs, b, tl, tile);
+            let nre = tile_shuffle(re, b, tl, tile);
+            if pick {
+                i = nls;
+                ie = nle;
+                js = nrs;
+                j = nrs;
+                je = nre;
+                cur = group + b as usize;
+                c = 0u32;
+                if comptime!(write) {
+                    w = starts[cur] as usize;
+                }
+                active = true;
+                todo &= todo - 1u32;
+            }
+        }
+        let mut any = active;
+        if comptime!(tile > 1) {
+            any = plane_any(active);
         }
         if !any {
             break;
         }
         let idx = j + tl.lane;
         let mut hit = false;
-        if more {
-            if idx < re {
+        if active {
+            if idx < je {
                 hit = right_keys[idx as usize] == left_keys[i as usize];
             }
         }
@@ -106,16 +145,21 @@ pub fn csr_intersect_kernel<K: CsrKey>(
         let n = ballot.count_ones();
         c += n;
         w += n as usize;
-        // The next window of the right range; past its end, the next left key from the range's start.
-        j += tile;
-        if j >= re {
-            j = rs;
-            i += 1;
-        }
-    }
-    if comptime!(!write) {
-        if active && tl.lane == 0 {
-            out_counts[v] = c;
+        if active {
+            // The next window of the right range; past its end, the next left key; past the last, done.
+            j += tile;
+            if j >= je {
+                j = js;
+                i += 1u32;
+                if i >= ie {
+                    if comptime!(!write) {
+                        if tl.lane == 0 {
+                            out_counts[cur] = c;
+                        }
+                    }
+                    active = false;
+                }
+            }
         }
     }
 }
@@ -351,7 +395,7 @@ fn intersect<R: HostTransfer, K: CsrKey>(
     unsafe {
         csr_intersect_kernel::launch_unchecked::<K, R>(
             &left.client,
-            cube_count(vn * tile as usize),
+            cube_count(vn),
             CubeDim::new_1d(CUBE_SIZE),
             ArrayArg::from_raw_parts(left.offsets.clone(), vn + 1),
             ArrayArg::from_raw_parts(left.keys.clone(), nl(left)),
