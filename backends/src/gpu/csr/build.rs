@@ -2,7 +2,8 @@
 //! leave `offsets` (`vertices + 1` words) describing the ranges.
 //!
 //! - **v1** (the paper's HashGraph-V1): count with one atomic add per key into the vertex counters, an exclusive
-//!   scan of them ([`crate::gpu::scan::exclusive_scan`]), then place with an atomic cursor per vertex. Both
+//!   scan of them ([`crate::gpu::scan::exclusive_scan`]), then place with an atomic cursor per vertex: the count
+//!   and scatter passes below with one vertex per bin, writing straight into the table. Both
 //!   atomic passes touch the `vertices` counters at random: once the counters outgrow the L2 cache, every key
 //!   costs two random read-modify-writes in DRAM, plus its two random writes.
 //! - **v2** (HashGraph-V2, binned): vertices are grouped into **bins** of `bin_vertices` consecutive vertices
@@ -24,48 +25,8 @@ use cubecl::prelude::*;
 /// Units per cube, as a compile-time constant for shared memory sizes.
 const CUBE: usize = CUBE_SIZE as usize;
 
-/// v1 count pass: `counts[vertex(key)] += 1` for every key.
-#[cube(launch_unchecked)]
-pub fn csr_count_kernel<K: CsrKey>(
-    keys: &Array<K::Word>,
-    counts: &Array<Atomic<u32>>,
-    vertices: u32,
-    seed: u32,
-    mix: u32,
-) {
-    let pos = ABSOLUTE_POS;
-    if pos < keys.len() {
-        let v = K::vertex(keys[pos], vertices, seed, mix);
-        counts[v as usize].fetch_add(1u32);
-    }
-}
-
-/// v1 place pass: each pair goes to `offsets[v] + cursor[v]++` of its vertex `v` (order within a vertex is the
-/// atomics' order: unspecified).
-#[cube(launch_unchecked)]
-#[allow(clippy::too_many_arguments)]
-pub fn csr_place_kernel<K: CsrKey, V: CubePrimitive>(
-    keys: &Array<K::Word>,
-    values: &Array<V>,
-    offsets: &Array<u32>,
-    cursor: &Array<Atomic<u32>>,
-    out_keys: &mut Array<K::Word>,
-    out_values: &mut Array<V>,
-    vertices: u32,
-    seed: u32,
-    mix: u32,
-) {
-    let pos = ABSOLUTE_POS;
-    if pos < keys.len() {
-        let key = keys[pos];
-        let v = K::vertex(key, vertices, seed, mix) as usize;
-        let at = (offsets[v] + cursor[v].fetch_add(1u32)) as usize;
-        out_keys[at] = key;
-        out_values[at] = values[pos];
-    }
-}
-
-/// v2 phase 1: `bin_counts[vertex(key) >> bin_shift] += 1` for every key.
+/// Count pass: `bin_counts[vertex(key) >> bin_shift] += 1` for every key (v2's phase 1; v1's count with
+/// `bin_shift = 0`, one vertex per bin).
 #[cube(launch_unchecked)]
 pub fn csr_bin_count_kernel<K: CsrKey>(
     keys: &Array<K::Word>,
@@ -85,7 +46,8 @@ pub fn csr_bin_count_kernel<K: CsrKey>(
 /// Keys each unit of `csr_bin_scatter_kernel` moves.
 pub const SCATTER_PER_UNIT: usize = 4;
 
-/// v2 phase 2: each pair goes to `bin_offsets[b] + cursor[b]++` of its bin `b` in the binned copy. Each unit
+/// Scatter pass: each pair goes to `bin_offsets[b] + cursor[b]++` of its bin `b` (v2's phase 2, into the binned
+/// copy; v1's place with `bin_shift = 0`, into the table: the order within a vertex is the atomics'). Each unit
 /// moves [`SCATTER_PER_UNIT`] pairs (positions `CUBE` apart, so each round of loads is coalesced) and claims
 /// all their slots before writing any: the claims are atomics whose result the writes wait for, and four of
 /// them in flight per unit hide that round trip (one pair per unit: 2.0 ms for 2^25 keys on the H100, the

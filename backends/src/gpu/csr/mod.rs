@@ -14,10 +14,7 @@ use super::scan::{exclusive_scan, total_u64};
 use super::transfer::HostTransfer;
 use super::{CUBE_SIZE, cube_count, fill_u32};
 use crate::csr::{CsrBuild, FindAll};
-use build::{
-    csr_bin_count_kernel, csr_bin_place_kernel, csr_bin_scatter_kernel, csr_count_kernel,
-    csr_place_kernel,
-};
+use build::{csr_bin_count_kernel, csr_bin_place_kernel, csr_bin_scatter_kernel};
 use cubecl::prelude::*;
 use cubecl::server::Handle;
 use hashtile_core::hash::{HashFamily, bucket_index, hash_key, hash_key32, seed_mix};
@@ -171,7 +168,7 @@ impl<R: HostTransfer, K: CsrKey, V: CsrValue> GpuCsr<R, K, V> {
             // v2's bin arithmetic is 32-bit: a hash range within one bin of 2^32 takes v1.
             CsrBuild::V2 { bin_vertices } if vertices <= u32::MAX - bin_vertices => {
                 let offsets = client.empty((vn + 1) * 4);
-                self::binned::build_v2::<R, K, V>(
+                build_v2::<R, K, V>(
                     client,
                     kh,
                     vh,
@@ -442,7 +439,79 @@ pub(crate) fn checked_total<R: Runtime>(
     Ok(total as usize)
 }
 
-/// The v1 build's passes, queued: count, scan, place. Returns the offsets.
+/// Where a scatter pass puts each pair: the arrays it writes and whether 32-bit pairs go as one packed word.
+struct ScatterTo<'a> {
+    keys: &'a Handle,
+    values: &'a Handle,
+    pairs: &'a Handle,
+    packed: bool,
+}
+
+/// The pass both builds share, queued: counts the keys per group of `2^shift` consecutive vertices (a bin; one
+/// vertex in v1), scans the counts into `groups + 1` offsets, and moves every pair to its group's next slot of
+/// `to` (an atomic cursor per group). Returns the offsets.
+#[allow(clippy::too_many_arguments)]
+fn count_scan_scatter<R: Runtime, K: CsrKey, V: CsrValue>(
+    client: &ComputeClient<R>,
+    kh: &Handle,
+    vh: &Handle,
+    n: usize,
+    to: ScatterTo<'_>,
+    groups: usize,
+    vertices: u32,
+    seed: u32,
+    mix: u32,
+    shift: u32,
+) -> Handle {
+    let counts = client.empty(groups * 4);
+    fill_u32(client, &counts, groups, 0);
+    if n > 0 {
+        // SAFETY: indices are bounded by `n` and by `groups` (a vertex is < vertices, so its group < groups).
+        unsafe {
+            csr_bin_count_kernel::launch_unchecked::<K, R>(
+                client,
+                cube_count(n),
+                CubeDim::new_1d(CUBE_SIZE),
+                ArrayArg::from_raw_parts(kh.clone(), n),
+                ArrayArg::from_raw_parts(counts.clone(), groups),
+                vertices,
+                seed,
+                mix,
+                shift,
+            )
+        }
+    }
+    let offsets = exclusive_scan(client, &counts, groups);
+    if n > 0 {
+        // The counts buffer becomes the cursor.
+        fill_u32(client, &counts, groups, 0);
+        let len = |used: bool| if used { n } else { 1 };
+        // SAFETY: as above; `offsets[g] + cursor[g] < offsets[g + 1] <= n`.
+        unsafe {
+            csr_bin_scatter_kernel::launch_unchecked::<K, V, R>(
+                client,
+                cube_count(n.div_ceil(build::SCATTER_PER_UNIT)),
+                CubeDim::new_1d(CUBE_SIZE),
+                ArrayArg::from_raw_parts(kh.clone(), n),
+                ArrayArg::from_raw_parts(vh.clone(), n),
+                ArrayArg::from_raw_parts(offsets.clone(), groups + 1),
+                ArrayArg::from_raw_parts(counts, groups),
+                ArrayArg::from_raw_parts(to.keys.clone(), len(!to.packed)),
+                ArrayArg::from_raw_parts(to.values.clone(), len(!to.packed)),
+                ArrayArg::from_raw_parts(to.pairs.clone(), len(to.packed)),
+                vertices,
+                seed,
+                mix,
+                shift,
+                to.packed,
+            )
+        }
+    }
+    offsets
+}
+
+/// The v1 build, queued: count per vertex, scan, place with an atomic cursor per vertex (the shared pass with
+/// one vertex per group, straight into the table's arrays). Returns the offsets.
 #[allow(clippy::too_many_arguments)]
 fn build_v1<R: Runtime, K: CsrKey, V: CsrValue>(
     client: &ComputeClient<R>,
@@ -455,146 +524,93 @@ fn build_v1<R: Runtime, K: CsrKey, V: CsrValue>(
     seed: u32,
     mix: u32,
 ) -> Handle {
-    let vn = vertices as usize;
-    let counts = client.empty(vn * 4);
-    fill_u32(client, &counts, vn, 0);
-    if n > 0 {
-        // SAFETY: indices are bounded by `n` and by `vertices` (`bucket_index` < vertices).
-        unsafe {
-            csr_count_kernel::launch_unchecked::<K, R>(
-                client,
-                cube_count(n),
-                CubeDim::new_1d(CUBE_SIZE),
-                ArrayArg::from_raw_parts(kh.clone(), n),
-                ArrayArg::from_raw_parts(counts.clone(), vn),
-                vertices,
-                seed,
-                mix,
-            )
-        }
-    }
-    let offsets = exclusive_scan(client, &counts, vn);
-    if n > 0 {
-        // The counts buffer becomes the cursor.
-        fill_u32(client, &counts, vn, 0);
-        // SAFETY: as above; `offsets[v] + cursor[v] < offsets[v + 1] <= n`.
-        unsafe {
-            csr_place_kernel::launch_unchecked::<K, V, R>(
-                client,
-                cube_count(n),
-                CubeDim::new_1d(CUBE_SIZE),
-                ArrayArg::from_raw_parts(kh.clone(), n),
-                ArrayArg::from_raw_parts(vh.clone(), n),
-                ArrayArg::from_raw_parts(offsets.clone(), vn + 1),
-                ArrayArg::from_raw_parts(counts, vn),
-                ArrayArg::from_raw_parts(out_keys.clone(), n),
-                ArrayArg::from_raw_parts(out_values.clone(), n),
-                vertices,
-                seed,
-                mix,
-            )
-        }
-    }
-    offsets
+    let to = ScatterTo {
+        keys: out_keys,
+        values: out_values,
+        pairs: &client.empty(8),
+        packed: false,
+    };
+    count_scan_scatter::<R, K, V>(
+        client,
+        kh,
+        vh,
+        n,
+        to,
+        vertices as usize,
+        vertices,
+        seed,
+        mix,
+        0,
+    )
 }
 
-/// The v2 build's launches.
-mod binned {
-    use super::*;
-
-    /// Queues the v2 build (`bin_vertices` vertices per bin): bin counts, their scan, the scatter into bins,
-    /// then one cube per bin writes its offsets and places its pairs.
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn build_v2<R: Runtime, K: CsrKey, V: CsrValue>(
-        client: &ComputeClient<R>,
-        kh: &Handle,
-        vh: &Handle,
-        n: usize,
-        offsets: &Handle,
-        out_keys: &Handle,
-        out_values: &Handle,
-        vertices: u32,
-        seed: u32,
-        mix: u32,
-        bin_vertices: u32,
-    ) {
-        let shift = bin_vertices.trailing_zeros();
-        let bins = (vertices as usize).div_ceil(bin_vertices as usize);
-        let counts = client.empty(bins * 4);
-        fill_u32(client, &counts, bins, 0);
-        // 32-bit keys and values travel as one word through the bins.
-        let packed = size_of::<K::Word>() == 4 && size_of::<V>() == 4;
-        let (binned_keys, binned_values, binned_pairs) = if packed {
-            (client.empty(8), client.empty(8), client.empty(n.max(1) * 8))
-        } else {
-            (
-                client.empty(n.max(1) * size_of::<K::Word>()),
-                client.empty(n.max(1) * size_of::<V>()),
-                client.empty(8),
-            )
-        };
-        let len = |packed_here: bool| if packed_here { n.max(1) } else { 1 };
-        if n > 0 {
-            // SAFETY: indices are bounded by `n` and by `bins` (a vertex is < vertices, so its bin < bins).
-            unsafe {
-                csr_bin_count_kernel::launch_unchecked::<K, R>(
-                    client,
-                    cube_count(n),
-                    CubeDim::new_1d(CUBE_SIZE),
-                    ArrayArg::from_raw_parts(kh.clone(), n),
-                    ArrayArg::from_raw_parts(counts.clone(), bins),
-                    vertices,
-                    seed,
-                    mix,
-                    shift,
-                )
-            }
-        }
-        let bin_offsets = exclusive_scan(client, &counts, bins);
-        if n > 0 {
-            fill_u32(client, &counts, bins, 0);
-            // SAFETY: as above; `bin_offsets[b] + cursor[b] < bin_offsets[b + 1] <= n`.
-            unsafe {
-                csr_bin_scatter_kernel::launch_unchecked::<K, V, R>(
-                    client,
-                    cube_count(n.div_ceil(build::SCATTER_PER_UNIT)),
-                    CubeDim::new_1d(CUBE_SIZE),
-                    ArrayArg::from_raw_parts(kh.clone(), n),
-                    ArrayArg::from_raw_parts(vh.clone(), n),
-                    ArrayArg::from_raw_parts(bin_offsets.clone(), bins + 1),
-                    ArrayArg::from_raw_parts(counts, bins),
-                    ArrayArg::from_raw_parts(binned_keys.clone(), len(!packed)),
-                    ArrayArg::from_raw_parts(binned_values.clone(), len(!packed)),
-                    ArrayArg::from_raw_parts(binned_pairs.clone(), len(packed)),
-                    vertices,
-                    seed,
-                    mix,
-                    shift,
-                    packed,
-                )
-            }
-        }
-        // SAFETY: one cube per bin; a bin's keys lie in `bin_offsets[b]..bin_offsets[b + 1]` and hash into its
-        // `bin_vertices` vertices (the shared counters), and its outputs into the same range of the outputs.
-        unsafe {
-            csr_bin_place_kernel::launch_unchecked::<K, V, R>(
-                client,
-                cube_count(bins * CUBE_SIZE as usize),
-                CubeDim::new_1d(CUBE_SIZE),
-                ArrayArg::from_raw_parts(binned_keys, len(!packed)),
-                ArrayArg::from_raw_parts(binned_values, len(!packed)),
-                ArrayArg::from_raw_parts(binned_pairs, len(packed)),
-                ArrayArg::from_raw_parts(bin_offsets, bins + 1),
-                ArrayArg::from_raw_parts(offsets.clone(), vertices as usize + 1),
-                ArrayArg::from_raw_parts(out_keys.clone(), n.max(1)),
-                ArrayArg::from_raw_parts(out_values.clone(), n.max(1)),
-                vertices,
-                seed,
-                mix,
-                bin_vertices,
-                packed,
-            )
-        }
+/// The v2 build, queued (`bin_vertices` vertices per bin): the shared pass into a binned copy, then one cube
+/// per bin writes its offsets and places its pairs.
+#[allow(clippy::too_many_arguments)]
+fn build_v2<R: Runtime, K: CsrKey, V: CsrValue>(
+    client: &ComputeClient<R>,
+    kh: &Handle,
+    vh: &Handle,
+    n: usize,
+    offsets: &Handle,
+    out_keys: &Handle,
+    out_values: &Handle,
+    vertices: u32,
+    seed: u32,
+    mix: u32,
+    bin_vertices: u32,
+) {
+    let bins = (vertices as usize).div_ceil(bin_vertices as usize);
+    // 32-bit keys and values travel as one word through the bins.
+    let packed = size_of::<K::Word>() == 4 && size_of::<V>() == 4;
+    let (binned_keys, binned_values, binned_pairs) = if packed {
+        (client.empty(8), client.empty(8), client.empty(n.max(1) * 8))
+    } else {
+        (
+            client.empty(n.max(1) * size_of::<K::Word>()),
+            client.empty(n.max(1) * size_of::<V>()),
+            client.empty(8),
+        )
+    };
+    let to = ScatterTo {
+        keys: &binned_keys,
+        values: &binned_values,
+        pairs: &binned_pairs,
+        packed,
+    };
+    let bin_offsets = count_scan_scatter::<R, K, V>(
+        client,
+        kh,
+        vh,
+        n,
+        to,
+        bins,
+        vertices,
+        seed,
+        mix,
+        bin_vertices.trailing_zeros(),
+    );
+    let len = |used: bool| if used { n.max(1) } else { 1 };
+    // SAFETY: one cube per bin; a bin's keys lie in `bin_offsets[b]..bin_offsets[b + 1]` and hash into its
+    // `bin_vertices` vertices (the shared counters), and its outputs into the same range of the outputs.
+    unsafe {
+        csr_bin_place_kernel::launch_unchecked::<K, V, R>(
+            client,
+            cube_count(bins * CUBE_SIZE as usize),
+            CubeDim::new_1d(CUBE_SIZE),
+            ArrayArg::from_raw_parts(binned_keys, len(!packed)),
+            ArrayArg::from_raw_parts(binned_values, len(!packed)),
+            ArrayArg::from_raw_parts(binned_pairs, len(packed)),
+            ArrayArg::from_raw_parts(bin_offsets, bins + 1),
+            ArrayArg::from_raw_parts(offsets.clone(), vertices as usize + 1),
+            ArrayArg::from_raw_parts(out_keys.clone(), n.max(1)),
+            ArrayArg::from_raw_parts(out_values.clone(), n.max(1)),
+            vertices,
+            seed,
+            mix,
+            bin_vertices,
+            packed,
+        )
     }
 }
 
