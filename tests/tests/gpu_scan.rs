@@ -1,12 +1,13 @@
 //! The device exclusive scan (`hashtile::gpu::scan`) against a host prefix sum: sizes around every block and
-//! level boundary (one block is 256 words; a second level starts past 256 blocks), zero and one included.
+//! level boundary (one block is 256 words; a second level starts past 256 blocks), zero and one included; and
+//! its 64-bit sums (`total_u64`, `squared_steps_u64`) against host sums.
 
 mod common;
 
 use common::present;
 use hashtile::Backend;
 use hashtile::cubecl::prelude::*;
-use hashtile::gpu::scan::exclusive_scan;
+use hashtile::gpu::scan::{exclusive_scan, squared_steps_u64, total_u64};
 use rand::{Rng, SeedableRng, rngs::StdRng};
 
 fn scan_matches_host<R: Runtime>(backend: Backend, client: ComputeClient<R>) {
@@ -38,7 +39,25 @@ fn scan_matches_host<R: Runtime>(backend: Backend, client: ComputeClient<R>) {
         }
         want.push(sum);
         assert_eq!(&got[..n + 1], &want[..], "{backend}: n = {n}");
+        // The 64-bit sums over the same words: the total, and the squared steps of the scan (its ranges).
+        let total: u64 = input.iter().map(|&x| x as u64).sum();
+        assert_eq!(
+            total_u64(&client, &h, n),
+            total,
+            "{backend}: total, n = {n}"
+        );
+        let squares: u64 = input.iter().map(|&x| (x as u64) * (x as u64)).sum();
+        let scanned = client.create_from_slice(u32::as_bytes(&want));
+        assert_eq!(
+            squared_steps_u64(&client, &scanned, n),
+            squares,
+            "{backend}: squared steps, n = {n}"
+        );
     }
+    // Totals past 32 bits do not wrap.
+    let big = vec![u32::MAX; 5000];
+    let h = client.create_from_slice(u32::as_bytes(&big));
+    assert_eq!(total_u64(&client, &h, big.len()), 5000 * u32::MAX as u64);
 }
 
 #[test]

@@ -115,22 +115,34 @@ fn scan_level<R: Runtime>(
 /// Words of the input each cube of [`sum_blocks_kernel`] sums.
 const SUM_SPAN: usize = BLOCK * 16;
 
-/// `partial[c]` = the sum, as a `u64`, of words `c * SUM_SPAN .. (c + 1) * SUM_SPAN` of `input` (each unit sums a
-/// stride of them, then a tree reduction in shared memory).
+/// `partial[c]` = the sum, as a `u64`, of terms `c * SUM_SPAN .. (c + 1) * SUM_SPAN` (each unit sums a stride of
+/// them, then a tree reduction in shared memory). The terms are the `n` words of `input` with `squared_steps`
+/// off, and the squares of the differences of consecutive words (`input[i + 1] - input[i]`, `i < n`; `input`
+/// then holds `n + 1` words: offsets, whose steps are range lengths) with it on.
 #[cube(launch_unchecked)]
-pub fn sum_blocks_kernel(input: &Array<u32>, partial: &mut Array<u64>) {
+pub fn sum_blocks_kernel(
+    input: &Array<u32>,
+    partial: &mut Array<u64>,
+    n: usize,
+    #[comptime] squared_steps: bool,
+) {
     let t = UNIT_POS as usize;
     let cube = CUBE_POS;
     let mut shared = SharedMemory::<u64>::new(BLOCK);
     let base = cube * SUM_SPAN;
     let mut stop = base + SUM_SPAN;
-    if stop > input.len() {
-        stop = input.len();
+    if stop > n {
+        stop = n;
     }
     let mut s = u64::new(0);
     let mut i = base + t;
     while i < stop {
-        s += input[i] as u64;
+        if comptime!(squared_steps) {
+            let d = (input[i + 1] - input[i]) as u64;
+            s += d * d;
+        } else {
+            s += input[i] as u64;
+        }
         i += BLOCK;
     }
     shared[t] = s;
@@ -152,6 +164,22 @@ pub fn sum_blocks_kernel(input: &Array<u32>, partial: &mut Array<u64>) {
 /// caller learns that 32-bit offsets would overflow. Waits for the device (it reads one word per `SUM_SPAN`
 /// inputs back).
 pub fn total_u64<R: Runtime>(client: &ComputeClient<R>, input: &Handle, n: usize) -> u64 {
+    sum_blocks(client, input, n, false)
+}
+
+/// The sum of the squared steps `(offsets[i + 1] - offsets[i])^2` over `i < n` of `n + 1` offsets, as a `u64`:
+/// divided by the total, the mean length of the range a stored key sits in. Waits for the device.
+pub fn squared_steps_u64<R: Runtime>(client: &ComputeClient<R>, offsets: &Handle, n: usize) -> u64 {
+    sum_blocks(client, offsets, n, true)
+}
+
+/// [`sum_blocks_kernel`] over `n` terms, its partial sums added on the host.
+fn sum_blocks<R: Runtime>(
+    client: &ComputeClient<R>,
+    input: &Handle,
+    n: usize,
+    squared_steps: bool,
+) -> u64 {
     if n == 0 {
         return 0;
     }
@@ -163,8 +191,10 @@ pub fn total_u64<R: Runtime>(client: &ComputeClient<R>, input: &Handle, n: usize
             client,
             cube_count(cubes * BLOCK),
             CubeDim::new_1d(CUBE_SIZE),
-            ArrayArg::from_raw_parts(input.clone(), n),
+            ArrayArg::from_raw_parts(input.clone(), n + squared_steps as usize),
             ArrayArg::from_raw_parts(partial.clone(), cubes),
+            n,
+            squared_steps,
         )
     }
     u64::from_bytes(&client.read_one_unchecked(partial))[..cubes]
