@@ -34,7 +34,7 @@ pub(crate) struct CsrRow {
     op: String,
     /// Build method of the table(s) the call used.
     build: String,
-    /// Lookup tile width (0: not a lookup).
+    /// Lookup tile width (device rows: the width that ran; host rows: as requested, 0 = automatic; builds: 0).
     tile: u32,
     keys: usize,
     rate: f64,
