@@ -200,7 +200,7 @@ impl CsrConfig {
 }
 
 /// Checks a lookup tile width: 0 (automatic) or a power of two up to 32.
-pub(crate) fn check_lookup_tile(t: u32) -> Result<()> {
+pub fn check_lookup_tile(t: u32) -> Result<()> {
     if t > 32 || !(t == 0 || t.is_power_of_two()) {
         return Err(Error::InvalidConfig(format!(
             "lookup_tile must be 0 (automatic) or a power of two up to 32, got {t}"

@@ -143,9 +143,8 @@ pub fn csr(a: CsrArgs) -> Result<CsrArgs, String> {
         return Err("--builds and --tiles need at least one value each".into());
     }
     for &t in &a.tiles {
-        if t > 32 || !(t == 0 || t.is_power_of_two()) {
-            return Err(format!("--tiles {t}: must be 0 or a power of two up to 32"));
-        }
+        hashtile::csr::check_lookup_tile(t)
+            .map_err(|_| format!("--tiles {t}: must be 0 or a power of two up to 32"))?;
     }
     let log2 = check_log2_keys("--log2-keys", a.log2_keys)?;
     check_csv_path(&a.csv)?;

@@ -68,6 +68,18 @@ pub fn tile_ballot(pred: bool, tl: TileLane, #[comptime] tile_width: u32) -> u32
     }
 }
 
+/// Whether any lane of the plane has `pred` set: the condition of a loop whose body runs tile ballots or
+/// shuffles, so that whole planes stay in it until every tile is done. A one-lane tile runs no plane operation:
+/// its own predicate decides.
+#[cube]
+pub fn tile_loop_any(pred: bool, #[comptime] tile_width: u32) -> bool {
+    if comptime!(tile_width == 1) {
+        pred
+    } else {
+        plane_any(pred)
+    }
+}
+
 /// Lane `src` of this tile's value of `v` (all lanes must call; a one-lane tile's own value).
 #[cube]
 pub fn tile_shuffle(v: u32, src: u32, tl: TileLane, #[comptime] tile_width: u32) -> u32 {

@@ -19,6 +19,24 @@ use cubecl::server::Handle;
 /// Units per cube, as a compile-time constant for the shared memory size.
 const BLOCK: usize = CUBE_SIZE as usize;
 
+/// Inclusive prefix sums of `shared[0..BLOCK]`, in place, across one cube of [`BLOCK`] units (Hillis-Steele:
+/// log2 of the block in steps, two barriers each). Every unit calls it with its position `t`, after a barrier
+/// that follows its write of `shared[t]`; the sums are visible to every unit when it returns.
+#[cube]
+pub fn cube_inclusive_scan(shared: &mut SharedMemory<u32>, t: usize) {
+    let mut d = 1usize;
+    while d < BLOCK {
+        let mut add = u32::new(0);
+        if t >= d {
+            add = shared[t - d];
+        }
+        sync_cube();
+        shared[t] += add;
+        sync_cube();
+        d *= 2;
+    }
+}
+
 /// Step 1 over one level: `output[i]` = the sum of `input[j]` for `j < i` within `i`'s block of [`BLOCK`]
 /// positions; `sums[b]` = block `b`'s total. Positions `input.len()..output.len()` read as 0, so an output one
 /// longer than the input ends with the input's total.
@@ -33,17 +51,7 @@ pub fn scan_block_kernel(input: &Array<u32>, output: &mut Array<u32>, sums: &mut
     }
     shared[t] = v;
     sync_cube();
-    let mut d = 1usize;
-    while d < BLOCK {
-        let mut add = u32::new(0);
-        if t >= d {
-            add = shared[t - d];
-        }
-        sync_cube();
-        shared[t] += add;
-        sync_cube();
-        d *= 2;
-    }
+    cube_inclusive_scan(&mut shared, t);
     if pos < output.len() {
         output[pos] = shared[t] - v;
     }

@@ -43,6 +43,13 @@ pub(crate) struct CsrRow {
     ok: bool,
 }
 
+impl CsrRow {
+    /// Where the row's data lived, as the table and CSV name it.
+    fn data(&self) -> &'static str {
+        if self.resident { "device" } else { "host" }
+    }
+}
+
 /// The input of one (duplicates, hash range) case.
 pub(crate) struct Case {
     dups: usize,
@@ -304,7 +311,7 @@ fn print_rows(rows: &[CsrRow], host_bcht: f64, dev_bcht: Option<[f64; 2]>) {
         println!(
             "{:<7} {:<9} {:<5} {:<6} {:<16} {:<8} {:>4} {:>10} {:>10.1} {:>10.1} {:>7.2}  {}",
             r.backend,
-            if r.resident { "device" } else { "host" },
+            r.data(),
             r.dups,
             r.range,
             r.op,
@@ -382,7 +389,7 @@ fn write_csv(
             f,
             "{},{},{},{},{},{},{},{},{:.1},{:.1},{}",
             r.backend,
-            if r.resident { "device" } else { "host" },
+            r.data(),
             r.dups,
             r.range,
             r.op,

@@ -20,6 +20,7 @@
 
 use super::CsrKey;
 use crate::gpu::CUBE_SIZE;
+use crate::gpu::scan::cube_inclusive_scan;
 use cubecl::prelude::*;
 
 /// Units per cube, as a compile-time constant for shared memory sizes.
@@ -103,7 +104,7 @@ fn pack<K: CsrKey, V: CubePrimitive>(key: K::Word, value: V) -> u64 {
 
 /// v2 phase 3, one cube per bin of `bin_vertices` vertices (a multiple of the cube size): count the bin's keys
 /// per vertex in shared memory, scan the counts (each unit sums `bin_vertices / CUBE` consecutive counters,
-/// then a Hillis-Steele scan over the units' sums), write the bin's offsets, and place its pairs through
+/// then the cube scan of the units' sums, `scan::cube_inclusive_scan`), write the bin's offsets, and place its pairs through
 /// shared-memory cursors. Cube 0 also writes the closing offset `offsets[vertices]`.
 #[cube(launch_unchecked)]
 #[allow(clippy::too_many_arguments)]
@@ -165,17 +166,7 @@ pub fn csr_bin_place_kernel<K: CsrKey, V: CubePrimitive>(
     }
     sums[t] = own;
     sync_cube();
-    let mut d = 1usize;
-    while d < CUBE {
-        let mut add = u32::new(0);
-        if t >= d {
-            add = sums[t - d];
-        }
-        sync_cube();
-        sums[t] += add;
-        sync_cube();
-        d *= 2;
-    }
+    cube_inclusive_scan(&mut sums, t);
     // Exclusive prefix of this unit's first counter, in the output.
     let mut run = start as u32 + sums[t] - own;
     c = 0;

@@ -21,9 +21,8 @@ use crate::gpu::transfer::HostTransfer;
 use crate::gpu::{CUBE_SIZE, cube_count};
 use cubecl::prelude::*;
 use cubecl::server::Handle;
-use hashtile_core::tile::{tile_ballot, tile_lane, tile_shuffle};
+use hashtile_core::tile::{tile_ballot, tile_lane, tile_loop_any, tile_shuffle};
 use hashtile_core::{Error, Key, Result};
-use std::sync::Arc;
 
 /// `out[i] = i`: the positions a join's tables store as values.
 #[cube(launch_unchecked)]
@@ -91,11 +90,7 @@ pub fn csr_intersect_kernel<K: CsrKey>(
     loop {
         // A tile without a vertex takes its next busy one (shuffles: in every lane of the plane, or none).
         let pick = !active && todo != 0u32;
-        let mut any_pick = pick;
-        if comptime!(tile > 1) {
-            any_pick = plane_any(pick);
-        }
-        if any_pick {
+        if tile_loop_any(pick, tile) {
             let mut b = 0u32;
             if pick {
                 b = todo.trailing_zeros();
@@ -119,11 +114,7 @@ pub fn csr_intersect_kernel<K: CsrKey>(
                 todo &= todo - 1u32;
             }
         }
-        let mut any = active;
-        if comptime!(tile > 1) {
-            any = plane_any(active);
-        }
-        if !any {
+        if !tile_loop_any(active, tile) {
             break;
         }
         let idx = j + tl.lane;
@@ -211,7 +202,7 @@ impl<R: HostTransfer, K: CsrKey> GpuJoin<R, K> {
             upload(client, &stager, left)?,
             upload(client, &stager, right)?,
         );
-        Self::plan_with(client, stager, p, &lh, left.len(), &rh, right.len(), method)
+        Self::plan_device(client, p, &lh, left.len(), &rh, right.len(), method)
     }
 
     /// Plans the join of `n` left and `m` right keys already on the device (buffers of at least one word):
@@ -225,26 +216,9 @@ impl<R: HostTransfer, K: CsrKey> GpuJoin<R, K> {
         m: usize,
         method: JoinMethod,
     ) -> Result<Self> {
-        let stager = shared_stager(client)?;
-        Self::plan_with(client, stager, p, left, n, right, m, method)
-    }
-
-    /// [`GpuJoin::plan_device`] with the host transfers of `stager`.
-    #[allow(clippy::too_many_arguments)]
-    fn plan_with(
-        client: &ComputeClient<R>,
-        stager: Arc<R::Stager>,
-        p: &DeviceCsrParams,
-        left: &Handle,
-        n: usize,
-        right: &Handle,
-        m: usize,
-        method: JoinMethod,
-    ) -> Result<Self> {
         let table = |keys: &Handle, n: usize| {
-            GpuCsr::<R, K, u32>::build_with(
+            GpuCsr::<R, K, u32>::build_device(
                 client,
-                stager.clone(),
                 &p.family,
                 p.vertices,
                 keys,

@@ -9,7 +9,7 @@
 
 use super::CsrKey;
 use cubecl::prelude::*;
-use hashtile_core::tile::{tile_ballot, tile_lane};
+use hashtile_core::tile::{tile_ballot, tile_lane, tile_loop_any};
 
 /// What [`csr_lookup_kernel`] writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -75,12 +75,7 @@ pub fn csr_lookup_kernel<K: CsrKey, V: CubePrimitive>(
         }
     }
     loop {
-        let more = j < end;
-        let mut any = more;
-        if comptime!(tile > 1) {
-            any = plane_any(more);
-        }
-        if !any {
+        if !tile_loop_any(j < end, tile) {
             break;
         }
         let idx = j + tl.lane;

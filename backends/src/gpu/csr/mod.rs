@@ -113,37 +113,12 @@ impl<R: HostTransfer, K: CsrKey, V: CsrValue> GpuCsr<R, K, V> {
         let stager = shared_stager(client)?;
         let kh = upload(client, &stager, keys)?;
         let vh = upload(client, &stager, values)?;
-        Self::build_with(
-            client,
-            stager,
-            family,
-            vertices,
-            &kh,
-            &vh,
-            keys.len(),
-            method,
-        )
+        Self::build_device(client, family, vertices, &kh, &vh, keys.len(), method)
     }
 
     /// [`GpuCsr::build`] from `n` keys and values already on the device (buffers of at least one word each).
     pub fn build_device(
         client: &ComputeClient<R>,
-        family: &HashFamily,
-        vertices: u32,
-        kh: &Handle,
-        vh: &Handle,
-        n: usize,
-        method: CsrBuild,
-    ) -> Result<Self> {
-        let stager = shared_stager(client)?;
-        Self::build_with(client, stager, family, vertices, kh, vh, n, method)
-    }
-
-    /// [`GpuCsr::build_device`] with the host transfers of `stager`.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn build_with(
-        client: &ComputeClient<R>,
-        stager: Arc<R::Stager>,
         family: &HashFamily,
         vertices: u32,
         kh: &Handle,
@@ -157,6 +132,8 @@ impl<R: HostTransfer, K: CsrKey, V: CsrValue> GpuCsr<R, K, V> {
             ));
         }
         method.validate()?;
+        // Host transfers (the table's later lookups from host data) go through the runtime's one stager.
+        let stager = shared_stager(client)?;
         let seed = family.seeds[0];
         let mix = seed_mix(seed);
         let vn = vertices as usize;
