@@ -55,7 +55,13 @@ fn check_join<K: Key>(cfg: &CsrConfig, left: &[K], right: &[K]) {
         if let BackendChoice::Exactly(b) = cfg.backend {
             assert_eq!(join.backend(), b);
         }
-        assert_eq!(join.len(), want.len(), "{method:?} size");
+        assert_eq!(
+            join.len(),
+            want.len(),
+            "{method:?} size, {cfg:?}, {} x {}",
+            left.len(),
+            right.len()
+        );
         let (mut l, mut r) = (vec![0u32; join.len()], vec![0u32; join.len()]);
         join.write_into(&mut l, &mut r).unwrap();
         let mut got: Vec<(u32, u32)> = l.into_iter().zip(r).collect();
@@ -382,6 +388,22 @@ fn csr_table_on(backend: Backend) {
         ] {
             check_join(&c, &left, &right);
         }
+    }
+    // One vertex holding a single key on each side: the intersect kernel's cross product when the keys are
+    // equal, nothing when they differ; and in a range shared with other keys, the nested loop.
+    let one = cfg.clone().vertices(1);
+    check_join(&one, &[5u32; 100], &[5u32; 70]);
+    check_join(&one, &[5u32; 100], &[7u32; 70]);
+    check_join(&one, &[5u32, 7, 5, 5], &[5u32; 40]);
+    // More pairs than 32-bit offsets address, from one vertex's cross product (2^16 + 1 by 2^16 keys): a typed
+    // error, not a wrapped count.
+    for method in [JoinMethod::Probe, JoinMethod::Intersect] {
+        let r = CsrJoin::plan(&cfg, &[3u32; (1 << 16) + 1], &[3u32; 1 << 16], method);
+        assert!(
+            matches!(r, Err(Error::InvalidConfig(_))),
+            "{method:?}: {:?}",
+            r.map(|j| j.len())
+        );
     }
     let left: Vec<u64> = random_keys(2000, 300, 8);
     let mut right: Vec<u64> = random_keys(2000, 300, 9);

@@ -6,9 +6,10 @@
 //!   index)` pairs.
 //! - **Intersect** (the paper's probe): a table of each side with the same hash function and range; tiles of
 //!   vertices intersect the vertex's two ranges (a nested loop over two short, contiguous ranges: only keys of one
-//!   vertex can match), counting first, then writing from the scan of the per-vertex counts. A tile of the
-//!   tables' lookup width takes as many consecutive vertices and works through those with keys on both sides,
-//!   one ballot per window of the right range.
+//!   vertex can match), counting first, then writing from the scan of the per-tile counts. A tile of the
+//!   tables' lookup width takes as many consecutive vertices and works through those with keys on both sides:
+//!   a vertex whose two ranges each hold one key (the common case with duplicates) is a cross product, counted
+//!   by a multiplication and written without reading keys; any other, one ballot per window of the right range.
 
 use super::lookup::LookupMode;
 use super::{
@@ -33,14 +34,32 @@ pub fn iota_kernel(out: &mut Array<u32>) {
     }
 }
 
+/// The intersect kernel's tile phases (see [`csr_intersect_kernel`]).
+const PHASE_IDLE: u32 = 0;
+const PHASE_CHECK: u32 = 1;
+const PHASE_NESTED: u32 = 2;
+const PHASE_CROSS: u32 = 3;
+/// Windows of a cross product written per step of the intersect kernel's loop.
+const CROSS_UNROLL: u32 = 4;
+
 /// The vertices of two tables with one hash range, `tile` consecutive vertices per tile of `tile` lanes: each
 /// lane reads its own vertex's two ranges (one coalesced read of the offsets per tile), the tile ballots which
-/// vertices have keys on both sides, and then works through those vertices one by one: for each left key it reads
-/// the right range in windows of its width, one ballot per window (the lookup kernel's range read), so that the
-/// pairs of one window are written side by side. A vertex per tile instead would launch `vertices * tile` units,
-/// most of them on empty vertices (at 32 duplicates per key, 31 of 32 vertices are empty at range factor 1).
-/// With `write` off, `out_counts[v]` = the vertex's pairs; with it on, they go to `out_left` / `out_right` from
-/// `starts[v]` (the exclusive scan of the counts). Launch `vertices` units in whole cubes.
+/// vertices have keys on both sides, and then works through those vertices in order, in three phases (a vertex
+/// whose nested loop costs at most twice the check goes straight to the third):
+///
+/// 1. **Check**: one ballot per window of the two ranges asks whether each range holds a single key. With many
+///    duplicates per key and few hash collisions, almost every vertex does.
+/// 2. **Cross** (single-key ranges with equal keys): the pairs are the ranges' cross product, `left * right` of
+///    them, counted with one multiplication and written `CROSS_UNROLL * tile` at a time without reading a key.
+/// 3. **Nested** (anything else): for each left key, the right range in windows of the tile's width, one ballot
+///    per window (the lookup kernel's range read), so that the pairs of one window are written side by side.
+///
+/// A vertex per tile instead would launch `vertices * tile` units, most of them on empty vertices (at 32
+/// duplicates per key, 31 of 32 vertices are empty at range factor 1). Counts are per tile (`out_counts[t]` for
+/// the tile of vertices `t * tile ..`), so the scan between the passes runs over `tile` times fewer words; they
+/// saturate at `u32::MAX` (the caller's check then refuses the join) rather than wrap. With `write` on, a tile
+/// writes its pairs to `out_left` / `out_right` from `starts[t]`, vertex after vertex, the same order in which
+/// they were counted. Launch `vertices` units in whole cubes.
 #[cube(launch_unchecked)]
 // Compile-time branches stay apart from the runtime conditions they guard.
 #[allow(clippy::too_many_arguments, clippy::collapsible_if)]
@@ -71,25 +90,27 @@ pub fn csr_intersect_kernel<K: CsrKey>(
     let (ls, le) = (left_offsets[at], left_offsets[at + 1]);
     let (rs, re) = (right_offsets[at], right_offsets[at + 1]);
     let busy = own && ls < le && rs < re;
-    if comptime!(!write) {
-        if own && !busy {
-            out_counts[mine] = 0u32;
-        }
-    }
     let mut todo = tile_ballot(busy, tl, tile);
-    // The vertex the tile is on (the same in every lane of the tile).
-    let mut active = false;
-    let mut cur = 0usize;
-    let mut i = 0u32;
-    let mut ie = 0u32;
-    let mut js = 0u32;
-    let mut j = 0u32;
-    let mut je = 0u32;
+    let tile_index = group / tile as usize;
+    // The tile's running count (the same in every lane), and in the write pass its next output position.
     let mut c = u32::new(0);
     let mut w = 0usize;
+    if comptime!(write) {
+        if group < vertices {
+            w = starts[tile_index] as usize;
+        }
+    }
+    // The vertex the tile is on: its ranges `[l0, l1)` and `[r0, r1)` and first keys, the phase, and a cursor.
+    let mut phase = 0u32; // PHASE_IDLE (a literal: a const would make it comptime)
+    let mut l0 = 0u32;
+    let mut ll = 0u32;
+    let mut r0 = 0u32;
+    let mut rl = 0u32;
+    let mut i = 0u32;
+    let mut k = 0u32;
     loop {
         // A tile without a vertex takes its next busy one (shuffles: in every lane of the plane, or none).
-        let pick = !active && todo != 0u32;
+        let pick = phase == PHASE_IDLE && todo != 0u32;
         if tile_loop_any(pick, tile) {
             let mut b = 0u32;
             if pick {
@@ -100,57 +121,125 @@ pub fn csr_intersect_kernel<K: CsrKey>(
             let nrs = tile_shuffle(rs, b, tl, tile);
             let nre = tile_shuffle(re, b, tl, tile);
             if pick {
-                i = nls;
-                ie = nle;
-                js = nrs;
-                j = nrs;
-                je = nre;
-                cur = group + b as usize;
-                c = 0u32;
-                if comptime!(write) {
-                    w = starts[cur] as usize;
+                l0 = nls;
+                ll = nle - nls;
+                r0 = nrs;
+                rl = nre - nrs;
+                k = 0u32;
+                // The check costs a window per `tile` keys of both ranges; it pays when the nested loop (a window
+                // per `tile` right keys, per left key) would cost more than twice that. A vertex of two unlike keys
+                // or of one left key (most of them, with unique keys) goes straight to the nested loop. Ranges
+                // whose summed length overflows 32 bits are never checked.
+                phase = PHASE_NESTED;
+                i = l0;
+                if ll <= u32::MAX - rl {
+                    let nested = (ll as u64) * (((rl - 1u32) / tile + 1u32) as u64);
+                    let check = ((ll + rl - 1u32) / tile + 1u32) as u64;
+                    if nested > 2u64 * check {
+                        phase = PHASE_CHECK;
+                    }
                 }
-                active = true;
                 todo &= todo - 1u32;
             }
         }
-        if !tile_loop_any(active, tile) {
+        if !tile_loop_any(phase != PHASE_IDLE, tile) {
             break;
         }
-        let idx = j + tl.lane;
-        let mut hit = false;
-        if active {
-            if idx < je {
-                hit = right_keys[idx as usize] == left_keys[i as usize];
+        // Each phase sets this lane's predicate; one ballot serves them all, so that the plane runs it together.
+        let idx = k + tl.lane;
+        let mut pred = false;
+        if phase == PHASE_CHECK {
+            // Window `k` of the left range followed by the right range: a key unlike its range's first.
+            if idx < ll {
+                pred = left_keys[(l0 + idx) as usize] != left_keys[l0 as usize];
+            } else if idx < ll + rl {
+                pred = right_keys[(r0 + idx - ll) as usize] != right_keys[r0 as usize];
+            }
+        } else if phase == PHASE_NESTED {
+            if idx < rl {
+                pred = right_keys[(r0 + idx) as usize] == left_keys[i as usize];
             }
         }
-        let ballot = tile_ballot(hit, tl, tile);
-        if comptime!(write) {
-            if hit {
-                let below = (1u32 << tl.lane) - 1u32;
-                let o = w + (ballot & below).count_ones() as usize;
-                out_left[o] = left_pos[i as usize];
-                out_right[o] = right_pos[idx as usize];
-            }
-        }
-        let n = ballot.count_ones();
-        c += n;
-        w += n as usize;
-        if active {
-            // The next window of the right range; past its end, the next left key; past the last, done.
-            j += tile;
-            if j >= je {
-                j = js;
-                i += 1u32;
-                if i >= ie {
-                    if comptime!(!write) {
-                        if tl.lane == 0 {
-                            out_counts[cur] = c;
+        let ballot = tile_ballot(pred, tl, tile);
+        if phase == PHASE_CHECK {
+            if ballot != 0u32 {
+                phase = PHASE_NESTED;
+                i = l0;
+                k = 0u32;
+            } else {
+                k += tile;
+                if k >= ll + rl {
+                    phase = PHASE_IDLE;
+                    if left_keys[l0 as usize] == right_keys[r0 as usize] {
+                        if comptime!(write) {
+                            phase = PHASE_CROSS;
+                            k = 0u32;
+                        } else {
+                            // Saturating `c + ll * rl`.
+                            let mut add = 4294967295u32; // u32::MAX, as a literal: a runtime variable
+                            if ll <= u32::MAX / rl {
+                                add = ll * rl;
+                            }
+                            if c > u32::MAX - add {
+                                c = u32::MAX;
+                            } else {
+                                c += add;
+                            }
                         }
                     }
-                    active = false;
                 }
             }
+        } else if phase == PHASE_NESTED {
+            if comptime!(write) {
+                if pred {
+                    let below = (1u32 << tl.lane) - 1u32;
+                    let o = w + (ballot & below).count_ones() as usize;
+                    out_left[o] = left_pos[i as usize];
+                    out_right[o] = right_pos[(r0 + idx) as usize];
+                }
+            }
+            let n = ballot.count_ones();
+            if c > u32::MAX - n {
+                c = u32::MAX;
+            } else {
+                c += n;
+            }
+            w += n as usize;
+            // The next window of the right range; past its end, the next left key; past the last, done.
+            k += tile;
+            if k >= rl {
+                k = 0u32;
+                i += 1u32;
+                if i >= l0 + ll {
+                    phase = PHASE_IDLE;
+                }
+            }
+        } else if phase == PHASE_CROSS {
+            // Pair `idx` of the cross product, left-major as the nested phase writes them (the write pass only:
+            // the count pass checked that the join's total, hence `ll * rl`, fits 32 bits).
+            // `CROSS_UNROLL` windows per step: fewer plane-wide loop conditions per pair written.
+            let pairs = ll * rl;
+            if comptime!(write) {
+                #[unroll]
+                for u in 0..CROSS_UNROLL {
+                    let p = idx + u * tile;
+                    if p < pairs {
+                        let o = w + p as usize;
+                        out_left[o] = left_pos[(l0 + p / rl) as usize];
+                        out_right[o] = right_pos[(r0 + p % rl) as usize];
+                    }
+                }
+            }
+            k += tile * CROSS_UNROLL;
+            if k >= pairs {
+                w += pairs as usize;
+                phase = PHASE_IDLE;
+            }
+        }
+    }
+    if comptime!(!write) {
+        if tl.lane == 0 && group < vertices {
+            out_counts[tile_index] = c;
         }
     }
 }
@@ -162,7 +251,7 @@ pub struct GpuJoin<R: HostTransfer, K: CsrKey> {
     /// The left keys' table (values: left positions).
     left: GpuCsr<R, K, u32>,
     side: Side<R, K>,
-    /// Exclusive scan of the per-right-key (`Probe`) or per-vertex (`Intersect`) counts.
+    /// Exclusive scan of the per-right-key (`Probe`) or per-tile (`Intersect`) counts.
     starts: Handle,
     total: usize,
 }
@@ -242,8 +331,8 @@ impl<R: HostTransfer, K: CsrKey> GpuJoin<R, K> {
             }
             JoinMethod::Intersect => {
                 let right = table(right, m)?;
-                let vn = p.vertices as usize;
-                let counts = client.empty(vn * 4);
+                let tiles = intersect_tiles(p.vertices as usize, left_table.tile());
+                let counts = client.empty(tiles * 4);
                 let (no_starts, no_l, no_r) = (client.empty(4), client.empty(4), client.empty(4));
                 intersect::<R, K>(
                     &left_table,
@@ -260,11 +349,18 @@ impl<R: HostTransfer, K: CsrKey> GpuJoin<R, K> {
                         right: Box::new(right),
                     },
                     counts,
-                    vn,
+                    tiles,
                 )
             }
         };
         let total = checked_total(client, &counts, len, "the join")?;
+        if total == u32::MAX as usize {
+            // The intersect kernel's counts saturate at u32::MAX: the true total is that or more.
+            return Err(Error::InvalidConfig(format!(
+                "the join yields at least {total} results; device CSR offsets are 32-bit (at most 2^32 - 2 \
+                 pairs per join): split the queries"
+            )));
+        }
         let starts = exclusive_scan(client, &counts, len);
         Ok(Self {
             client: client.clone(),
@@ -363,6 +459,11 @@ fn join_tile<R: HostTransfer, K: CsrKey>(left: &GpuCsr<R, K, u32>, requested: u3
     Ok(if squares >= 8 * left.n as u64 { 32 } else { 4 })
 }
 
+/// The intersect kernel's tiles (and counts) over `vertices` vertices, `tile` per tile.
+fn intersect_tiles(vertices: usize, tile: u32) -> usize {
+    vertices.div_ceil(tile as usize)
+}
+
 /// Queues the intersect kernel over the vertices of two tables with one hash range.
 #[allow(clippy::too_many_arguments)]
 fn intersect<R: HostTransfer, K: CsrKey>(
@@ -377,9 +478,11 @@ fn intersect<R: HostTransfer, K: CsrKey>(
 ) {
     let vn = left.vertices as usize;
     let tile = left.tile;
+    let tiles = intersect_tiles(vn, tile);
     let nl = |t: &GpuCsr<R, K, u32>| t.n.max(1);
     // SAFETY: vertex `v < vn` reads offsets `v, v + 1` of both tables (each `vn + 1` words, entries at most the
-    // table's length); a write goes to `starts[v] + k` for `k` below the vertex's count: below `out_len`.
+    // table's length); tile `t < tiles` writes `counts[t]` or reads `starts[t]`, and its pairs go to
+    // `starts[t] + k` for `k` below the tile's count: below `out_len`.
     unsafe {
         csr_intersect_kernel::launch_unchecked::<K, R>(
             &left.client,
@@ -391,8 +494,8 @@ fn intersect<R: HostTransfer, K: CsrKey>(
             ArrayArg::from_raw_parts(right.offsets.clone(), vn + 1),
             ArrayArg::from_raw_parts(right.keys.clone(), nl(right)),
             ArrayArg::from_raw_parts(right.values.clone(), nl(right)),
-            ArrayArg::from_raw_parts(counts.clone(), if write { 1 } else { vn }),
-            ArrayArg::from_raw_parts(starts.clone(), if write { vn + 1 } else { 1 }),
+            ArrayArg::from_raw_parts(counts.clone(), if write { 1 } else { tiles }),
+            ArrayArg::from_raw_parts(starts.clone(), if write { tiles + 1 } else { 1 }),
             ArrayArg::from_raw_parts(out_left.clone(), out_len.max(1)),
             ArrayArg::from_raw_parts(out_right.clone(), out_len.max(1)),
             tile,
