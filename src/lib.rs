@@ -24,16 +24,17 @@
 //! Crates: `hashtile-core` (traits, hash family, tile bucket), `hashtile-probing` (schemes),
 //! `hashtile-backends` (CPU, CUDA, Vulkan). This crate re-exports what a user needs.
 
+pub use hashtile_backends::chained::{ChainedConfig, ChainedTable};
 pub use hashtile_backends::csr::{CsrBuild, CsrConfig, CsrJoin, CsrTable, FindAll, JoinMethod};
 pub use hashtile_backends::{
-    Backend, BackendChoice, DEFAULT_SEED, Engine, HashTable, PinnedBuffer, TableConfig, cpu, csr,
-    default_bucket_size_of, gpu, is_available, resolve,
+    Backend, BackendChoice, DEFAULT_SEED, Engine, HashTable, PinnedBuffer, TableConfig, chained,
+    cpu, csr, default_bucket_size_of, gpu, is_available, resolve,
 };
 pub use hashtile_core::scheme::{ProbingScheme, SchemeInfo, SchemeParams};
 pub use hashtile_core::{
     Error, HashFamily, Key, ProbeStats, Result, Value, element, hash, scheme, tile,
 };
-pub use hashtile_probing::{Bcht, Cht1, Iht, P2bht};
+pub use hashtile_probing::{Bcht, Chain, Cht1, Iht, P2bht};
 
 pub use hashtile_macros::{
     assert_instance, for_each_bucket_size, for_each_instance, for_each_scheme_and_size,

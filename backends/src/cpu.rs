@@ -22,7 +22,8 @@ use hashtile_core::hash::{
     self, MAX_HASHES, bucket_index, hash_key, hash_key32, overflow_bucket, seed_mix,
 };
 use hashtile_core::scheme::{
-    BucketView, ProbeState, ProbingScheme, SchemeInfo, SchemeParams, action, blank_state, make_step,
+    BucketView, NO_NEXT, ProbeState, ProbingScheme, SchemeInfo, SchemeParams, action, blank_state,
+    make_step,
 };
 use hashtile_core::{HashFamily, Key, ProbeStats, Value};
 use rayon::prelude::*;
@@ -528,7 +529,11 @@ impl<S: SchemeInfo> CpuTable<S> {
                     _ => masks_avx512(p, words.len(), key),
                 }
             };
-            return BucketView { empty, matched };
+            return BucketView {
+                empty,
+                matched,
+                next: NO_NEXT,
+            };
         }
         #[cfg(target_arch = "x86_64")]
         if VECTOR != SCALAR && self.bucket_size >= 4 {
@@ -545,7 +550,11 @@ impl<S: SchemeInfo> CpuTable<S> {
                     _ => masks_avx2(p, words.len(), key),
                 }
             };
-            return BucketView { empty, matched };
+            return BucketView {
+                empty,
+                matched,
+                next: NO_NEXT,
+            };
         }
         let (mut empty, mut matched) = (0u32, 0u32);
         // Branch-free: which slots match is random, and a mispredicted branch per slot cost more than the
@@ -555,7 +564,11 @@ impl<S: SchemeInfo> CpuTable<S> {
             empty |= ((k == EMPTY_KEY) as u32) << s;
             matched |= ((k == key) as u32) << s;
         }
-        BucketView { empty, matched }
+        BucketView {
+            empty,
+            matched,
+            next: NO_NEXT,
+        }
     }
 
     fn slot(&self, b: u32, s: u32) -> usize {

@@ -7,8 +7,11 @@
 //! - [`gpu`]: CUDA (feature `cuda`) and Vulkan (feature `vulkan`) through CubeCL; [`gpu::GpuTable`] also
 //!   takes device-resident buffers and exposes the device API for your own kernels.
 //! - [`HashTable`]: the typed host API over any of them, with [`BackendChoice::Auto`] selection.
+//! - [`chained`]: dynamic tables by slab-list chaining (SlabHash): multimap and unique inserts, erase,
+//!   `find_all`, flush, mixed batches.
 //! - [`csr`]: static CSR tables (HashGraph): multimap builds by count / prefix sum / place, `find_all`, joins.
 
+pub mod chained;
 pub mod cpu;
 pub mod csr;
 mod engine;

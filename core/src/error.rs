@@ -16,6 +16,15 @@ pub enum Error {
         /// Position of the first offending key in the input.
         index: usize,
     },
+    /// An input key equals a dynamic table's tombstone (all ones minus one), which marks erased slots. Nothing
+    /// was changed.
+    #[error(
+        "key at index {index} is the reserved tombstone (all ones minus one) of dynamic tables and cannot be used; nothing was changed"
+    )]
+    TombstoneKey {
+        /// Position of the first offending key in the input.
+        index: usize,
+    },
     /// `keys` and `values` (or `keys` and an output buffer) have different lengths. Nothing was done.
     #[error("length mismatch: {what} has {got} elements, expected {expected}")]
     LengthMismatch {

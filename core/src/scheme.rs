@@ -21,9 +21,17 @@
 //!                   S::after_evict(&mut state, hash index the evicted key used there)
 //!         UPDATE => replace the value of slot `step.slot` (key present)
 //!         FOUND / ABSENT / FAIL => done
+//!         FOLLOW => read the bucket `view.next` names     // chaining schemes only
+//!         APPEND => link a new bucket after this one, read it (or, if another tile linked first, re-read)
 //!     }
 //! }
 //! ```
+//!
+//! **Chaining** (issue 10, `hashtile_probing::Chain`): a bucket may have a successor (a slab list, SlabHash). The
+//! view then carries the successor's index ([`BucketView::next`]), and the scheme may answer [`action::FOLLOW`]
+//! or [`action::APPEND`]; drivers compile those branches in only for a scheme with [`ProbingScheme::CHAINS`]. A
+//! multi-value lookup (`find_all`, `count`, `erase_all`) takes every match of a `FOUND` view and asks
+//! [`ProbingScheme::find_more`] where further matches can be. A static scheme stores a key once: nowhere.
 
 use cubecl::prelude::*;
 
@@ -43,7 +51,15 @@ pub mod action {
     pub const ABSENT: u32 = 5;
     /// Insert: the scheme gives up (full buckets, eviction chain too long). The pair in hand is handed back.
     pub const FAIL: u32 = 6;
+    /// Chaining: read the bucket the view's `next` names (same key, same state).
+    pub const FOLLOW: u32 = 7;
+    /// Chaining: the list ends in the full bucket just read; link a new bucket after it and read that one (if
+    /// another thread linked one first, re-read this bucket: its `next` is now set).
+    pub const APPEND: u32 = 8;
 }
+
+/// [`BucketView::next`] of a bucket without a successor (every static bucket; the last slab of a list).
+pub const NO_NEXT: u32 = u32::MAX;
 
 /// A bucket as the scheme sees it after one read: bit `s` describes slot `s` (`s < B <= 32`).
 #[derive(CubeType, Clone, Copy, Debug, PartialEq, Eq)]
@@ -52,6 +68,8 @@ pub struct BucketView {
     pub empty: u32,
     /// Slots holding the key being looked for.
     pub matched: u32,
+    /// The bucket's successor in its list ([`NO_NEXT`]: none; always none in a static table).
+    pub next: u32,
 }
 
 /// Per-operation state a scheme carries from step to step.
@@ -111,6 +129,9 @@ pub trait ProbingScheme: Send + Sync + 'static {
     /// work-sharing loop are saved. For schemes that always read two buckets before deciding (P2BHT, as BGHT's
     /// `p2bht` does). [`NO_PAIR`]: never (the default; drivers then compile the second read out).
     const PAIR_AT: u32 = NO_PAIR;
+    /// Buckets form lists: steps may return [`action::FOLLOW`] and [`action::APPEND`]. Drivers compile those
+    /// branches in only when this is set.
+    const CHAINS: bool = false;
     /// Initialises `state` for inserting a key (`key_mix` is a hash of the key, seeding eviction randomness).
     fn insert_start(state: &mut ProbeState, key_mix: u32);
     /// Decide what to do after reading bucket `state.hash_index` while inserting.
@@ -131,6 +152,16 @@ pub trait ProbingScheme: Send + Sync + 'static {
         params: SchemeParams,
         #[comptime] bucket_size: u32,
     ) -> Step;
+    /// After a `FOUND` view whose matches the driver has all taken (a multi-value lookup): where more matches
+    /// of the key can be. `ABSENT`: nowhere ([`no_more_matches`], every static scheme); `FOLLOW`: the next
+    /// bucket of the list; `NEXT`: the bucket of `state.hash_index`.
+    fn find_more(state: &mut ProbeState, view: BucketView, params: SchemeParams) -> Step;
+}
+
+/// [`ProbingScheme::find_more`] of a scheme that stores each key once: no more matches anywhere.
+#[cube]
+pub fn no_more_matches(state: &ProbeState) -> Step {
+    make_step(action::ABSENT, state.hash_index, 0u32)
 }
 
 /// [`ProbingScheme::PAIR_AT`] of a scheme that reads one bucket per step.

@@ -13,7 +13,7 @@
 //! either way the all-ones word is empty. How a table lays its pairs out is its key layout
 //! (`hashtile_backends::gpu::layout`); the bucket verbs here serve every layout.
 
-use crate::scheme::BucketView;
+use crate::scheme::{BucketView, NO_NEXT};
 use cubecl::prelude::*;
 
 /// The empty slot (key = all ones).
@@ -293,7 +293,11 @@ pub fn view_of(
             tile_width,
         ) << (3 * tile_width);
     }
-    BucketView { empty, matched }
+    BucketView {
+        empty,
+        matched,
+        next: NO_NEXT,
+    }
 }
 
 /// The word of slot `slot` as held by its owner lane, broadcast to the whole tile (all lanes must call).

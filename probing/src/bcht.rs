@@ -19,7 +19,7 @@ use cubecl::prelude::*;
 use hashtile_core::hash::xorshift32;
 use hashtile_core::scheme::{
     BucketView, ProbeState, ProbingScheme, SchemeInfo, SchemeParams, Step, action,
-    find_in_candidates, make_step, reset_state,
+    find_in_candidates, make_step, no_more_matches, reset_state,
 };
 
 /// Bucketed cuckoo hash table scheme (default `h = 3`, `B = 16`).
@@ -115,6 +115,10 @@ impl ProbingScheme for Bcht {
         state.evictions += 1;
         state.phase = PHASE_PLACE;
         state.hash_index = (from_hash + 1) % params.num_hashes;
+    }
+
+    fn find_more(state: &mut ProbeState, _view: BucketView, _params: SchemeParams) -> Step {
+        no_more_matches(state)
     }
 
     fn find_start(state: &mut ProbeState) {

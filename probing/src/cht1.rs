@@ -4,7 +4,7 @@
 use crate::bcht::Bcht;
 use cubecl::prelude::*;
 use hashtile_core::scheme::{
-    BucketView, ProbeState, ProbingScheme, SchemeInfo, SchemeParams, Step,
+    BucketView, ProbeState, ProbingScheme, SchemeInfo, SchemeParams, Step, no_more_matches,
 };
 
 /// 1-slot cuckoo hashing (`B = 1`, `h = 4`).
@@ -28,6 +28,10 @@ impl ProbingScheme for Cht1 {
 
     fn after_evict(state: &mut ProbeState, from_hash: u32, params: SchemeParams) {
         Bcht::after_evict(state, from_hash, params);
+    }
+
+    fn find_more(state: &mut ProbeState, _view: BucketView, _params: SchemeParams) -> Step {
+        no_more_matches(state)
     }
 
     fn find_start(state: &mut ProbeState) {

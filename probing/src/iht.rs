@@ -35,7 +35,7 @@
 use cubecl::prelude::*;
 use hashtile_core::scheme::{
     BucketView, ProbeState, ProbingScheme, SchemeInfo, SchemeParams, Step, action, make_step,
-    reset_state,
+    no_more_matches, reset_state,
 };
 
 /// Iceberg hash table scheme (default `B = 16`, threshold `t = 13`, i.e. about 80% of `B`; overflow sequences of
@@ -166,6 +166,10 @@ impl ProbingScheme for Iht {
         // Iceberg hashing never evicts; restart if a driver ever hands a pair back.
         state.phase = PHASE_PRIMARY;
         state.hash_index = 0u32;
+    }
+
+    fn find_more(state: &mut ProbeState, _view: BucketView, _params: SchemeParams) -> Step {
+        no_more_matches(state)
     }
 
     fn find_start(state: &mut ProbeState) {

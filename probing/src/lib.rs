@@ -10,13 +10,16 @@
 //! | [`Iht`] iceberg: primary below a threshold, else the less loaded of two secondaries; stable | `iht.rs` | BGHT §3.2, Listing 5 |
 //! | [`P2bht`] power-of-two choices: the less loaded of two buckets; stable | `p2bht.rs` | BGHT §3.1, §4.3 |
 //! | [`Cht1`] 1-slot cuckoo with 4 hash functions (CUDPP) | `cht1.rs` | BGHT §7 baseline |
+//! | [`Chain`] slab-list chaining: claim, follow, append; tombstoned erase | `chain.rs` | SlabHash §4 |
 
 pub mod bcht;
+pub mod chain;
 pub mod cht1;
 pub mod iht;
 pub mod p2bht;
 
 pub use bcht::Bcht;
+pub use chain::Chain;
 pub use cht1::Cht1;
 pub use iht::Iht;
 pub use p2bht::P2bht;

@@ -10,7 +10,7 @@
 use cubecl::prelude::*;
 use hashtile_core::scheme::{
     BucketView, ProbeState, ProbingScheme, SchemeInfo, SchemeParams, Step, action,
-    find_in_candidates, make_step, reset_state,
+    find_in_candidates, make_step, no_more_matches, reset_state,
 };
 
 /// Power-of-two-choices scheme (`h = 2`, default `B = 16`).
@@ -62,6 +62,10 @@ impl ProbingScheme for P2bht {
 
     fn after_evict(state: &mut ProbeState, _from_hash: u32, _params: SchemeParams) {
         state.hash_index = 0u32;
+    }
+
+    fn find_more(state: &mut ProbeState, _view: BucketView, _params: SchemeParams) -> Step {
+        no_more_matches(state)
     }
 
     fn find_start(state: &mut ProbeState) {

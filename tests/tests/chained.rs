@@ -1,0 +1,397 @@
+//! Chained (SlabHash) tables against simple oracles: a `HashMap<K, Vec<V>>` multimap (copies in insertion order)
+//! for multimap inserts, a `HashMap<K, V>` for replace, over long random sequences of batches with erases and
+//! re-inserts, flushes in the middle, growth past the initial slab pool, reserved keys, and concurrent mixed
+//! batches (the SlabHash paper's operation mixes) with the table's invariants checked after every batch.
+
+use hashtile::chained::{ChainStats, ChainedConfig, ChainedTable, Op, Outcome};
+use hashtile::{Backend, BackendChoice, Error, Key, Value};
+use rand::{Rng, SeedableRng, rngs::StdRng};
+use std::collections::{HashMap, HashSet};
+
+fn table<K: Key, V: Value>(n: usize, load: f64, pool: u32) -> ChainedTable<K, V> {
+    let cfg = ChainedConfig::for_keys(n, load)
+        .pool_slabs(pool)
+        .backend(BackendChoice::Exactly(Backend::Cpu));
+    ChainedTable::new(cfg).unwrap()
+}
+
+/// `n` distinct keys drawn from `0..universe` (never a reserved key).
+fn distinct_keys<K: Key>(rng: &mut StdRng, n: usize, universe: u64) -> Vec<K> {
+    let mut seen = HashSet::new();
+    let mut out = Vec::with_capacity(n);
+    while out.len() < n {
+        let k = rng.random_range(0..universe);
+        if seen.insert(k) {
+            out.push(K::narrow(k));
+        }
+    }
+    out
+}
+
+/// The table holds exactly the multimap: every key's values in insertion order (`find_all`), its count, its
+/// first value (`find`), and the invariants.
+fn same_as_multimap<K: Key, V: Value>(
+    t: &mut ChainedTable<K, V>,
+    oracle: &HashMap<K, Vec<V>>,
+    absent: &[K],
+) -> ChainStats {
+    let stats = t.check().expect("invariants");
+    let live: usize = oracle.values().map(Vec::len).sum();
+    assert_eq!(t.len(), live);
+    assert_eq!(stats.live, live);
+    let keys: Vec<K> = oracle
+        .keys()
+        .copied()
+        .chain(absent.iter().copied())
+        .collect();
+    let all = t.find_all(&keys).unwrap();
+    let counts = t.count(&keys).unwrap();
+    let first = t.find(&keys).unwrap();
+    for (i, k) in keys.iter().enumerate() {
+        let want: &[V] = oracle.get(k).map(Vec::as_slice).unwrap_or(&[]);
+        assert_eq!(
+            &all.values[all.offsets[i]..all.offsets[i + 1]],
+            want,
+            "find_all"
+        );
+        assert_eq!(counts[i] as usize, want.len(), "count");
+        assert_eq!(first[i], want.first().copied(), "find");
+    }
+    stats
+}
+
+fn multimap_sequence<K: Key, V: Value>(seed: u64) {
+    let mut rng = StdRng::seed_from_u64(seed);
+    // Few lists and a small pool: lists grow long, and the pool grows many times.
+    let mut t: ChainedTable<K, V> = table(2000, 4.0, 8);
+    let initial_pool = t.check().unwrap().pool_slabs;
+    let mut oracle: HashMap<K, Vec<V>> = HashMap::new();
+    let universe = 3000u64;
+    let mut serial = 0u64;
+    for round in 0..40 {
+        // A batch of distinct keys per call (the order of one key's copies within a batch is unspecified),
+        // repeated across calls: keys collect copies in a known order.
+        let n = rng.random_range(0..400);
+        let keys: Vec<K> = distinct_keys(&mut rng, n, universe);
+        let values: Vec<V> = keys
+            .iter()
+            .map(|_| {
+                serial += 1;
+                V::narrow(serial)
+            })
+            .collect();
+        t.insert(&keys, &values).unwrap();
+        for (k, v) in keys.iter().zip(&values) {
+            oracle.entry(*k).or_default().push(*v);
+        }
+        // Erase the first copy of some keys, every copy of others (some absent).
+        let erase: Vec<K> = distinct_keys(&mut rng, 60, universe);
+        let erased = t.erase(&erase).unwrap();
+        let mut want = 0;
+        for k in &erase {
+            if let Some(v) = oracle.get_mut(k).filter(|v| !v.is_empty()) {
+                v.remove(0);
+                want += 1;
+            }
+        }
+        assert_eq!(erased, want, "erase count");
+        let erase_all: Vec<K> = distinct_keys(&mut rng, 30, universe);
+        let erased = t.erase_all(&erase_all).unwrap();
+        let want: usize = erase_all
+            .iter()
+            .map(|k| oracle.remove(k).map_or(0, |v| v.len()))
+            .sum();
+        assert_eq!(erased, want, "erase_all count");
+        oracle.retain(|_, v| !v.is_empty());
+        if round % 10 == 5 {
+            // Flush in the middle: tombstones dropped, slabs freed, the same contents.
+            let before = t.check().unwrap();
+            let freed = t.flush().unwrap();
+            let after = t.check().unwrap();
+            assert_eq!(after.tombstones, 0);
+            assert_eq!(after.list_slabs + freed, before.list_slabs);
+            assert_eq!(after.free_slabs, before.free_slabs + freed);
+        }
+        let absent = [K::narrow(universe + 1), K::narrow(universe + 7)];
+        same_as_multimap(&mut t, &oracle, &absent);
+    }
+    let stats = t.check().unwrap();
+    assert!(
+        stats.pool_slabs > initial_pool as usize,
+        "the pool grew past its initial {initial_pool} slabs"
+    );
+}
+
+#[test]
+fn multimap_sequences_match_the_multimap() {
+    multimap_sequence::<u32, u32>(1);
+    multimap_sequence::<u64, u64>(2);
+    multimap_sequence::<u32, u64>(3);
+    multimap_sequence::<u64, u32>(4);
+}
+
+#[test]
+fn replace_sequences_match_the_hashmap() {
+    let mut rng = StdRng::seed_from_u64(5);
+    let mut t: ChainedTable<u32, u32> = table(1000, 2.0, 4);
+    let mut oracle: HashMap<u32, u32> = HashMap::new();
+    for round in 0..40 {
+        // Keys repeat within a batch: one of the key's values wins.
+        let keys: Vec<u32> = (0..rng.random_range(0..500))
+            .map(|_| rng.random_range(0..1500))
+            .collect();
+        let values: Vec<u32> = (0..keys.len()).map(|_| rng.random()).collect();
+        let fresh = t.replace(&keys, &values).unwrap();
+        let mut allowed: HashMap<u32, Vec<u32>> = HashMap::new();
+        for (k, v) in keys.iter().zip(&values) {
+            allowed.entry(*k).or_default().push(*v);
+        }
+        let new_keys = allowed.keys().filter(|k| !oracle.contains_key(k)).count();
+        assert_eq!(fresh, new_keys, "new keys");
+        let ks: Vec<u32> = allowed.keys().copied().collect();
+        for (k, got) in ks.iter().zip(t.find(&ks).unwrap()) {
+            let got = got.expect("replaced key present");
+            assert!(allowed[k].contains(&got), "a value of this batch wins");
+            oracle.insert(*k, got);
+        }
+        let erase: Vec<u32> = (0..100).map(|_| rng.random_range(0..1500)).collect();
+        let mut unique = erase.clone();
+        unique.sort();
+        unique.dedup();
+        let want = unique.iter().filter(|k| oracle.remove(k).is_some()).count();
+        assert_eq!(t.erase(&erase).unwrap(), want);
+        if round == 20 {
+            t.flush().unwrap();
+        }
+        let stats = t.check().unwrap();
+        assert_eq!(stats.live, oracle.len());
+        let counts = t
+            .count(&oracle.keys().copied().collect::<Vec<_>>())
+            .unwrap();
+        assert!(counts.iter().all(|&c| c == 1), "no key stored twice");
+        let multimap: HashMap<u32, Vec<u32>> = oracle.iter().map(|(&k, &v)| (k, vec![v])).collect();
+        same_as_multimap(&mut t, &multimap, &[2000, 3000]);
+    }
+}
+
+#[test]
+fn heavy_duplicates_and_one_list() {
+    // One bucket: every key in one list of many slabs; 1000 copies of one key.
+    let cfg = ChainedConfig {
+        buckets: 1,
+        ..ChainedConfig::for_keys(10, 1.0)
+    }
+    .backend(BackendChoice::Exactly(Backend::Cpu));
+    let mut t: ChainedTable<u32, u32> = ChainedTable::new(cfg).unwrap();
+    let keys = vec![7u32; 1000];
+    let values: Vec<u32> = (0..1000).collect();
+    t.insert(&keys, &values).unwrap();
+    t.insert(&[8, 9], &[80, 90]).unwrap();
+    assert_eq!(t.count(&[7, 8, 9, 10]).unwrap(), vec![1000, 1, 1, 0]);
+    let mut all = t.find_all(&[7]).unwrap().values;
+    all.sort();
+    assert_eq!(all, values);
+    let stats = t.check().unwrap();
+    assert_eq!(stats.list_slabs, 1002usize.div_ceil(15) - 1);
+    assert_eq!(t.erase_all(&[7]).unwrap(), 1000);
+    assert_eq!(t.find(&[8, 9, 7]).unwrap(), vec![Some(80), Some(90), None]);
+    assert_eq!(t.flush().unwrap(), stats.list_slabs);
+    let after = t.check().unwrap();
+    assert_eq!((after.live, after.tombstones, after.list_slabs), (2, 0, 0));
+}
+
+#[test]
+fn empty_inputs_and_empty_table() {
+    let mut t: ChainedTable<u64, u64> = table(100, 0.5, 32);
+    t.insert(&[], &[]).unwrap();
+    assert_eq!(t.replace(&[], &[]).unwrap(), 0);
+    assert_eq!(t.erase(&[1, 2]).unwrap(), 0);
+    assert_eq!(t.find(&[1]).unwrap(), vec![None]);
+    let all = t.find_all(&[]).unwrap();
+    assert_eq!((all.offsets, all.values.len()), (vec![0], 0));
+    assert_eq!(t.apply(&[]).unwrap(), vec![]);
+    assert_eq!(t.flush().unwrap(), 0);
+    assert!(t.is_empty());
+}
+
+#[test]
+fn reserved_keys_are_typed_errors_and_change_nothing() {
+    let mut t: ChainedTable<u32, u32> = table(100, 0.5, 32);
+    t.insert(&[1, 2], &[10, 20]).unwrap();
+    let tomb = u32::MAX - 1;
+    assert_eq!(
+        t.insert(&[3, u32::MAX], &[0, 0]),
+        Err(Error::SentinelKey { index: 1 })
+    );
+    assert_eq!(
+        t.replace(&[tomb], &[0]),
+        Err(Error::TombstoneKey { index: 0 })
+    );
+    assert_eq!(t.erase(&[1, tomb]), Err(Error::TombstoneKey { index: 1 }));
+    assert_eq!(
+        t.erase_all(&[u32::MAX]),
+        Err(Error::SentinelKey { index: 0 })
+    );
+    assert!(t.find(&[tomb]).is_err());
+    assert!(t.count(&[u32::MAX]).is_err());
+    assert!(t.find_all(&[tomb]).is_err());
+    assert_eq!(
+        t.apply(&[Op::Insert(4, 4), Op::Find(tomb)]),
+        Err(Error::TombstoneKey { index: 1 })
+    );
+    assert!(matches!(
+        t.insert(&[1], &[]),
+        Err(Error::LengthMismatch { .. })
+    ));
+    let mut t64: ChainedTable<u64, u32> = table(100, 0.5, 32);
+    assert_eq!(
+        t64.insert(&[u64::MAX - 1], &[0]),
+        Err(Error::TombstoneKey { index: 0 })
+    );
+    // Nothing changed: the erase before the tombstone did not run either.
+    assert_eq!(
+        t.find(&[1, 2, 3, 4]).unwrap(),
+        vec![Some(10), Some(20), None, None]
+    );
+    assert_eq!(t.len(), 2);
+    t.check().unwrap();
+}
+
+#[test]
+fn gpu_backends_are_refused_until_built() {
+    let cfg = ChainedConfig::for_keys(10, 0.5).backend(BackendChoice::Exactly(Backend::Cuda));
+    assert!(matches!(
+        ChainedTable::<u32, u32>::new(cfg),
+        Err(Error::BackendUnavailable { .. })
+    ));
+}
+
+/// The SlabHash paper's operation mixes Γ = (insert, erase, find present, find absent).
+const MIXES: [[f64; 4]; 3] = [
+    [0.5, 0.5, 0.0, 0.0],
+    [0.2, 0.2, 0.3, 0.3],
+    [0.1, 0.1, 0.4, 0.4],
+];
+
+/// A mixed batch of `n` operations drawn by `mix`, in replace (`unique`) or multimap mode, over keys below
+/// `universe` (present ones drawn from `present`).
+fn mixed_batch(
+    rng: &mut StdRng,
+    n: usize,
+    mix: [f64; 4],
+    unique: bool,
+    present: &[u32],
+    universe: u32,
+) -> Vec<Op<u32, u32>> {
+    (0..n)
+        .map(|_| {
+            let r: f64 = rng.random();
+            let any = rng.random_range(0..universe);
+            let known = if present.is_empty() {
+                any
+            } else {
+                present[rng.random_range(0..present.len())]
+            };
+            if r < mix[0] {
+                let v = rng.random();
+                if unique {
+                    Op::Replace(any, v)
+                } else {
+                    Op::Insert(any, v)
+                }
+            } else if r < mix[0] + mix[1] {
+                Op::Erase(if rng.random_bool(0.7) { known } else { any })
+            } else if r < mix[0] + mix[1] + mix[2] {
+                Op::Find(known)
+            } else {
+                Op::Find(universe + rng.random_range(0..universe))
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn concurrent_mixed_batches_keep_the_invariants() {
+    let universe = 4000u32;
+    for (m, mix) in MIXES.iter().enumerate() {
+        for unique in [true, false] {
+            let mut rng = StdRng::seed_from_u64(100 + m as u64 + 10 * unique as u64);
+            let mut t: ChainedTable<u32, u32> = table(3000, 1.0, 16);
+            // Per key, the values stored (replace mode: at most one).
+            let mut oracle: HashMap<u32, Vec<u32>> = HashMap::new();
+            for batch in 0..30 {
+                let present: Vec<u32> = oracle.keys().copied().collect();
+                let ops = mixed_batch(&mut rng, 800, *mix, unique, &present, universe);
+                let out = t.apply(&ops).unwrap();
+                // Per key: the batch's operations and outcomes.
+                let mut per: HashMap<u32, Vec<(Op<u32, u32>, Outcome<u32>)>> = HashMap::new();
+                for (op, o) in ops.iter().zip(&out) {
+                    let k = match *op {
+                        Op::Insert(k, _) | Op::Replace(k, _) | Op::Erase(k) | Op::Find(k) => k,
+                    };
+                    per.entry(k).or_default().push((*op, *o));
+                }
+                for (k, list) in per {
+                    let before = oracle.get(&k).cloned().unwrap_or_default();
+                    let written: Vec<u32> = list
+                        .iter()
+                        .filter_map(|(op, _)| match *op {
+                            Op::Insert(_, v) | Op::Replace(_, v) => Some(v),
+                            _ => None,
+                        })
+                        .collect();
+                    let erased = list.iter().filter(|(_, o)| *o == Outcome::Erased).count();
+                    let mut now = t.find_all(&[k]).unwrap().values;
+                    if unique {
+                        assert!(now.len() <= 1, "key {k} stored twice in replace mode");
+                    } else {
+                        // Multimap: nothing lost, nothing made up.
+                        assert_eq!(
+                            now.len() + erased,
+                            before.len() + written.len(),
+                            "key {k}: copies before {before:?}, written {written:?}, erased {erased}, now {now:?}"
+                        );
+                    }
+                    // Every value now stored was stored before or written by this batch.
+                    for v in &now {
+                        assert!(
+                            before.contains(v) || written.contains(v),
+                            "key {k}: {v} from nowhere"
+                        );
+                    }
+                    // Untouched by writes: whatever finds returned was there before.
+                    for (op, o) in &list {
+                        if let (Op::Find(_), Outcome::Found(v)) = (op, o) {
+                            assert!(before.contains(v) || written.contains(v));
+                        }
+                        if let (Op::Find(_), Outcome::NotFound) = (op, o) {
+                            assert!(
+                                before.is_empty() || erased > 0 || unique && !written.is_empty()
+                            );
+                        }
+                    }
+                    if unique && erased == 0 && !written.is_empty() {
+                        assert_eq!(now.len(), 1, "key {k}: replaced and not erased, so present");
+                    }
+                    if erased == 0 && written.is_empty() {
+                        now.sort();
+                        let mut b = before.clone();
+                        b.sort();
+                        assert_eq!(now, b, "key {k}: only found, so unchanged");
+                    }
+                    if now.is_empty() {
+                        oracle.remove(&k);
+                    } else {
+                        oracle.insert(k, now);
+                    }
+                }
+                let stats = t.check().unwrap_or_else(|e| panic!("batch {batch}: {e}"));
+                assert_eq!(stats.live, oracle.values().map(Vec::len).sum::<usize>());
+                if batch % 10 == 9 {
+                    t.flush().unwrap();
+                    t.check().unwrap();
+                }
+            }
+        }
+    }
+}
