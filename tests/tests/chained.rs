@@ -395,3 +395,132 @@ fn concurrent_mixed_batches_keep_the_invariants() {
         }
     }
 }
+
+mod common;
+
+/// The GPU store (`hashtile::gpu::chained`) against the multimap, as `multimap_sequence` runs the CPU table:
+/// multimap inserts (distinct keys per batch), erases, erase_all, replaces, a flush in the middle, growth past
+/// a small pool, and the invariants of the read-back table after every batch (`CpuChained::from_packed`).
+fn gpu_store_matches_multimap<R: hashtile::cubecl::prelude::Runtime>(
+    client: hashtile::cubecl::prelude::ComputeClient<R>,
+) {
+    use hashtile::chained::cpu::CpuChained;
+    use hashtile::gpu::chained::GpuChained;
+    let family = hashtile::HashFamily::new(hashtile::DEFAULT_SEED);
+    let mut rng = StdRng::seed_from_u64(77);
+    // Few lists: long ones, and a pool that has to grow.
+    let mut t = GpuChained::new(&client, family, 40, 8).unwrap();
+    let (_, initial_pool) = t.shape_of();
+    let mut oracle: HashMap<u32, Vec<u32>> = HashMap::new();
+    let universe = 3000u64;
+    let mut serial = 0u32;
+    let check = |t: &GpuChained<R>, oracle: &HashMap<u32, Vec<u32>>| {
+        let (words, bits) = t.download().unwrap();
+        let (buckets, pool) = t.shape_of();
+        let mut cpu = CpuChained::from_packed(family, buckets, pool, &words, &bits).unwrap();
+        let stats = cpu.check().expect("GPU table invariants");
+        let live: usize = oracle.values().map(Vec::len).sum();
+        assert_eq!((stats.live, t.len()), (live, live));
+        let mut keys: Vec<u32> = oracle.keys().copied().collect();
+        keys.extend([universe as u32 + 1, universe as u32 + 9]);
+        let (offsets, values) = t.find_all(&keys).unwrap();
+        let counts = t.count(&keys).unwrap();
+        let first = t.find(&keys).unwrap();
+        for (i, k) in keys.iter().enumerate() {
+            let want: &[u32] = oracle.get(k).map(Vec::as_slice).unwrap_or(&[]);
+            assert_eq!(&values[offsets[i]..offsets[i + 1]], want, "find_all of {k}");
+            assert_eq!(counts[i] as usize, want.len(), "count of {k}");
+            assert_eq!(first[i], want.first().copied(), "find of {k}");
+        }
+        stats
+    };
+    for round in 0..12 {
+        let n = rng.random_range(1..600);
+        let keys: Vec<u32> = distinct_keys(&mut rng, n, universe);
+        let values: Vec<u32> = keys
+            .iter()
+            .map(|_| {
+                serial += 1;
+                serial
+            })
+            .collect();
+        assert_eq!(t.insert(&keys, &values, false).unwrap(), n);
+        for (k, v) in keys.iter().zip(&values) {
+            oracle.entry(*k).or_default().push(*v);
+        }
+        let erase: Vec<u32> = distinct_keys(&mut rng, 80, universe);
+        let mut want = 0;
+        for k in &erase {
+            if let Some(v) = oracle.get_mut(k).filter(|v| !v.is_empty()) {
+                v.remove(0);
+                want += 1;
+            }
+        }
+        assert_eq!(t.erase(&erase, false).unwrap(), want, "erase");
+        let erase_all: Vec<u32> = distinct_keys(&mut rng, 40, universe);
+        let want: usize = erase_all
+            .iter()
+            .map(|k| oracle.remove(k).map_or(0, |v| v.len()))
+            .sum();
+        assert_eq!(t.erase(&erase_all, true).unwrap(), want, "erase_all");
+        oracle.retain(|_, v| !v.is_empty());
+        // Replace of stored and new keys: the first copy takes the value; a new key gets one copy.
+        let rep: Vec<u32> = distinct_keys(&mut rng, 50, universe);
+        let vals: Vec<u32> = rep.iter().map(|k| k ^ 0x5555).collect();
+        let fresh = rep.iter().filter(|k| !oracle.contains_key(k)).count();
+        assert_eq!(t.insert(&rep, &vals, true).unwrap(), fresh, "replace");
+        for (k, v) in rep.iter().zip(&vals) {
+            oracle.entry(*k).or_default();
+            let e = oracle.get_mut(k).unwrap();
+            if e.is_empty() {
+                e.push(*v);
+            } else {
+                e[0] = *v;
+            }
+        }
+        if round == 6 {
+            let before = check(&t, &oracle);
+            let freed = t.flush().unwrap();
+            let after = check(&t, &oracle);
+            assert_eq!(after.tombstones, 0);
+            assert_eq!(after.list_slabs + freed, before.list_slabs);
+        }
+        check(&t, &oracle);
+    }
+    let (_, pool) = t.shape_of();
+    assert!(pool > initial_pool, "the pool grew");
+    // Many copies of one key, inserted in one launch: every one lands (their order is unspecified).
+    let same = vec![12345u32; 700];
+    let vals: Vec<u32> = (0..700).collect();
+    assert_eq!(t.insert(&same, &vals, false).unwrap(), 700);
+    let (_, mut got) = t.find_all(&[12345]).unwrap();
+    got.sort();
+    let mut want = oracle.remove(&12345).unwrap_or_default();
+    want.extend(&vals);
+    want.sort();
+    assert_eq!(got, want);
+    // Replace of one key many times in one launch: stored once.
+    assert_eq!(t.insert(&[777_777; 300], &[5; 300], true).unwrap(), 1);
+    assert_eq!(t.count(&[777_777]).unwrap(), vec![1]);
+}
+
+#[test]
+fn vulkan_gpu_store_matches_multimap() {
+    if common::present(Backend::Vulkan) {
+        use hashtile::cubecl::prelude::Runtime;
+        gpu_store_matches_multimap(hashtile::cubecl::wgpu::WgpuRuntime::client(
+            &Default::default(),
+        ));
+    }
+}
+
+#[cfg(feature = "cuda")]
+#[test]
+fn cuda_gpu_store_matches_multimap() {
+    if common::present(Backend::Cuda) {
+        use hashtile::cubecl::prelude::Runtime;
+        gpu_store_matches_multimap(hashtile::cubecl::cuda::CudaRuntime::client(
+            &Default::default(),
+        ));
+    }
+}

@@ -109,6 +109,58 @@ impl CpuChained {
         Ok(())
     }
 
+    /// The store a GPU table's slab words and pool bitmap describe (`super::super::gpu::chained`'s layout: 16
+    /// packed words per slab, word 15 the link), so that [`CpuChained::check`] can check a GPU table.
+    pub fn from_packed(
+        family: HashFamily,
+        buckets: u32,
+        pool: u32,
+        words: &[u64],
+        bitmap: &[u32],
+    ) -> Result<Self> {
+        let slabs = buckets as usize + pool as usize;
+        if words.len() != slabs * 16 || bitmap.len() != (pool.div_ceil(32).max(1)) as usize {
+            return Err(Error::InvalidConfig(format!(
+                "{} slab words and {} bitmap words do not describe {buckets} buckets and {pool} pool slabs",
+                words.len(),
+                bitmap.len()
+            )));
+        }
+        let mut keys = Vec::with_capacity(slabs * SLAB_SLOTS);
+        let mut values = Vec::with_capacity(slabs * SLAB_SLOTS);
+        let mut next = Vec::with_capacity(slabs);
+        let mut len = 0;
+        for slab in words.chunks(16) {
+            for &w in &slab[..SLAB_SLOTS] {
+                let k = match w {
+                    u64::MAX => EMPTY,
+                    w if (w >> 32) as u32 == u32::MAX - 1 => TOMBSTONE,
+                    w => {
+                        len += 1;
+                        w >> 32
+                    }
+                };
+                keys.push(AtomicU64::new(k));
+                values.push(AtomicU64::new(w & 0xffff_ffff));
+            }
+            next.push(AtomicU32::new(slab[15] as u32));
+        }
+        let used: usize = bitmap.iter().map(|w| w.count_ones() as usize).sum();
+        Ok(Self {
+            family,
+            buckets,
+            keys,
+            values,
+            next,
+            used: bitmap.iter().map(|&w| AtomicU32::new(w)).collect(),
+            pool,
+            free: AtomicUsize::new(pool as usize - used.min(pool as usize)),
+            cursor: AtomicUsize::new(0),
+            locks: atomics(buckets as usize, || AtomicBool::new(false), "bucket locks")?,
+            len: AtomicUsize::new(len),
+        })
+    }
+
     /// Grows the pool by `extra` free slabs (between batches: `&mut self`). Slab indices stay valid.
     pub fn grow(&mut self, extra: u32) -> Result<()> {
         let pool = self

@@ -33,6 +33,7 @@
 //! # Ok::<(), hashtile_core::Error>(())
 //! ```
 
+pub mod chained;
 pub mod csr;
 pub mod device_api;
 pub(crate) mod host_path;

@@ -1,0 +1,663 @@
+//! The GPU store of chained (SlabHash) tables, in progress (issue 10): 32-bit keys and values, a tile per
+//! operation. Not yet behind `ChainedTable` (mixed batches and the wide layouts are still to come); tested
+//! against the CPU store (`tests/tests/chained.rs`).
+//!
+//! **Layout.** One slab array of `u64` words, 16 per slab: slots 0..15 hold packed pairs (`key << 32 | value`,
+//! all ones: empty, key `u32::MAX - 1`: tombstone) and word 15 the link (`NO_NEXT` in its low half: none; all
+//! ones until linked). Slab `b < buckets` is bucket `b`'s head; pool slab `p` is slab `buckets + p`. A tile of
+//! `min(16, plane)` lanes reads a slab as one bucket (`read_slots` at bucket size 16) and the chaining scheme
+//! (`hashtile_probing::Chain`) decides each step from the view, as the static drivers do.
+//!
+//! **Allocation.** A bitmap of pool slabs: a tile's lane 0 reads one word (chosen by a hash of the operation),
+//! takes a clear bit with one atomic OR, and moves to the next word only when its word is full. It links the
+//! slab with one compare-and-swap on the tail's link word, and frees the slab again if another tile linked
+//! first. An operation that finds no free slab is recorded in a retry list. The host grows the pool (a larger
+//! array, the old slabs copied; indices stay valid) and runs the recorded operations again.
+
+use super::device_api::{ShapeScalars, bucket_of, meta_of};
+use super::{CUBE_SIZE, cube_count, fill_u32, fill_u64, shape_scalars, shape_words_of};
+use cubecl::prelude::*;
+use cubecl::server::Handle;
+use hashtile_core::scheme::{
+    BucketView, ProbingScheme, SchemeInfo, SchemeParams, action, blank_state,
+};
+use hashtile_core::tile::{
+    EMPTY_WORD, LaneSlots, TileLane, pack_word, read_slots_atomic, slot_word, tile_ballot,
+    tile_lane, tile_loop_any, tile_shuffle, view_of, word_value,
+};
+use hashtile_core::{Error, HashFamily, Result};
+use hashtile_probing::Chain;
+
+/// Words per slab (15 slots and the link).
+pub const SLAB_WORDS: u32 = 16;
+/// The link's slot.
+const LINK_SLOT: u32 = 15;
+/// The view bits of the 15 pair slots.
+const PAIR_SLOTS: u32 = 0x7fff;
+/// An erased slot's word: key `u32::MAX - 1` (never a key), value 0.
+pub const TOMB_WORD: u64 = 0xffff_fffe_0000_0000;
+
+/// What a walk kernel does with a key's matches.
+pub mod walk {
+    /// The first match's value (`out[q]`) and whether there is one (`aux[q]`).
+    pub const FIND: u32 = 0;
+    /// How many matches (`out[q]`).
+    pub const COUNT: u32 = 1;
+    /// Every match's value, written from `aux[q]` (the exclusive scan of the counts) into `out`.
+    pub const GATHER: u32 = 2;
+    /// Tombstones the first match; `out[q]`: 1 if one was erased.
+    pub const ERASE: u32 = 3;
+    /// Tombstones every match; `out[q]`: how many.
+    pub const ERASE_ALL: u32 = 4;
+}
+
+/// The view of a slab just read: the pair slots' masks and the link.
+#[cube]
+fn slab_view(slots: LaneSlots, key: u32, tl: TileLane, #[comptime] tw: u32) -> BucketView {
+    let v = view_of(slots, key as u64, 32u32, tl, SLAB_WORDS, tw);
+    let link = slot_word(slots, LINK_SLOT, tl, SLAB_WORDS, tw);
+    BucketView {
+        empty: v.empty & PAIR_SLOTS,
+        matched: v.matched & PAIR_SLOTS,
+        next: (link & 0xffff_ffffu64) as u32,
+    }
+}
+
+/// Takes a free pool slab (its pool index), starting at word `start` of the bitmap; `u32::MAX` when every word
+/// is full. One atomic in the common case.
+// `div_ceil` is not a CubeCL operation.
+#[allow(clippy::manual_div_ceil)]
+#[cube]
+fn alloc_slab(bitmap: &Array<Atomic<u32>>, pool: u32, start: u32) -> u32 {
+    let words = (pool + 31u32) / 32u32;
+    let mut got = 4294967295u32; // u32::MAX, as a literal: a runtime variable
+    let mut w = start % words;
+    let mut seen = 0u32;
+    loop {
+        if seen >= words || got != 4294967295u32 {
+            break;
+        }
+        // Bits past the pool's end count as taken.
+        let tail = pool - w * 32u32;
+        let mut valid = 4294967295u32;
+        if tail < 32u32 {
+            valid = (1u32 << tail) - 1u32;
+        }
+        let open = !bitmap[w as usize].load() & valid;
+        let b = open.trailing_zeros();
+        let bit = 1u32 << (b % 32u32);
+        let mut before = bit;
+        if open != 0u32 {
+            before = bitmap[w as usize].fetch_or(bit);
+        }
+        if before & bit == 0u32 {
+            got = w * 32u32 + b;
+        }
+        // A full word moves on; a bit another tile took first sends us back to the same word.
+        if open == 0u32 {
+            w = (w + 1u32) % words;
+            seen += 1u32;
+        }
+    }
+    got
+}
+
+/// Returns pool slab `p` to the allocator.
+#[cube]
+fn free_slab(bitmap: &Array<Atomic<u32>>, p: u32) {
+    bitmap[(p / 32u32) as usize].fetch_and(!(1u32 << (p % 32u32)));
+}
+
+/// Inserts `(keys[q], values[q])` for `q < n`, a tile per pair: a further copy (`shape.upsert == 0`) or
+/// insert-or-overwrite (`1`). `counters[0]`: operations recorded in `retry` (the pool ran out), `counters[1]`:
+/// new pairs stored. `pool`: pool slabs (the bitmap's bits).
+#[allow(clippy::too_many_arguments)]
+#[cube(launch_unchecked)]
+pub fn chained_insert_kernel(
+    keys: &Array<u32>,
+    values: &Array<u32>,
+    n: u32,
+    slabs: &Array<Atomic<u64>>,
+    bitmap: &Array<Atomic<u32>>,
+    pool: u32,
+    retry: &mut Array<u32>,
+    counters: &Array<Atomic<u32>>,
+    shape: &ShapeScalars,
+    #[comptime] tw: u32,
+) {
+    let tl = tile_lane(tw);
+    let q = ABSOLUTE_POS / tw as usize;
+    let mut active = q < n as usize;
+    let meta = meta_of(shape);
+    let mut key = 0u32;
+    let mut value = 0u32;
+    let mut slab = 0u32;
+    if active {
+        key = keys[q];
+        value = values[q];
+        slab = bucket_of(meta, key, 0u32);
+    }
+    let mut state = blank_state();
+    Chain::insert_start(&mut state, 1u32);
+    loop {
+        if !tile_loop_any(active, tw) {
+            break;
+        }
+        let slots = read_slots_atomic(slabs, slab, active, tl, SLAB_WORDS, tw);
+        let view = slab_view(slots, key, tl, tw);
+        let step = Chain::insert_step(&mut state, view, meta.params, SLAB_WORDS);
+        let seen = slot_word(slots, step.slot, tl, SLAB_WORDS, tw);
+        let owner = step.slot % tw == tl.lane;
+        let at = (slab * SLAB_WORDS + step.slot) as usize;
+        let mut ok = false;
+        let mut out_of_slabs = false;
+        let mut linked = 4294967295u32;
+        if active {
+            if step.action == action::CLAIM && owner {
+                ok = slabs[at].compare_exchange_weak(EMPTY_WORD, pack_word(key, value))
+                    == EMPTY_WORD;
+            } else if step.action == action::UPDATE && owner {
+                ok = slabs[at].compare_exchange_weak(seen, pack_word(key, value)) == seen;
+            } else if step.action == action::APPEND && tl.lane == 0u32 {
+                let p = alloc_slab(bitmap, pool, (q as u32) * 2654435761u32);
+                if p == 4294967295u32 {
+                    out_of_slabs = true;
+                } else {
+                    let s = meta.num_buckets + p;
+                    let link_at = (slab * SLAB_WORDS + LINK_SLOT) as usize;
+                    let word = 0xffff_ffff_0000_0000u64 | (s as u64);
+                    if slabs[link_at].compare_exchange_weak(EMPTY_WORD, word) == EMPTY_WORD {
+                        linked = s;
+                    } else {
+                        free_slab(bitmap, p);
+                    }
+                }
+            }
+        }
+        let done = tile_ballot(ok, tl, tw) != 0u32;
+        let failed = tile_ballot(out_of_slabs, tl, tw) != 0u32;
+        let next = tile_shuffle(linked, 0u32, tl, tw);
+        if active {
+            if step.action == action::CLAIM || step.action == action::UPDATE {
+                // A lost compare-and-swap re-reads the slab (a racing replace of the key is then a match).
+                if done {
+                    if step.action == action::CLAIM && tl.lane == 0u32 {
+                        counters[1].fetch_add(1u32);
+                    }
+                    active = false;
+                }
+            } else if step.action == action::FOLLOW {
+                slab = view.next;
+            } else if step.action == action::APPEND {
+                if failed {
+                    if tl.lane == 0u32 {
+                        let at = counters[0].fetch_add(1u32);
+                        retry[at as usize] = q as u32;
+                    }
+                    active = false;
+                } else if next != 4294967295u32 {
+                    slab = next;
+                }
+                // Else another tile linked a slab first: re-read this one (its link is set now).
+            }
+        }
+    }
+}
+
+/// Walks the list of `keys[q]` for `q < n`, a tile per key, doing `mode` ([`walk`]) with its matches.
+#[allow(clippy::too_many_arguments, clippy::collapsible_if)]
+#[cube(launch_unchecked)]
+pub fn chained_walk_kernel(
+    keys: &Array<u32>,
+    n: u32,
+    slabs: &Array<Atomic<u64>>,
+    out: &mut Array<u32>,
+    aux: &mut Array<u32>,
+    shape: &ShapeScalars,
+    #[comptime] mode: u32,
+    #[comptime] tw: u32,
+) {
+    let tl = tile_lane(tw);
+    let q = ABSOLUTE_POS / tw as usize;
+    let mut active = q < n as usize;
+    let meta = meta_of(shape);
+    let mut key = 0u32;
+    let mut slab = 0u32;
+    let mut w = 0usize;
+    if active {
+        key = keys[q];
+        slab = bucket_of(meta, key, 0u32);
+        if comptime!(mode == walk::GATHER) {
+            w = aux[q] as usize;
+        }
+    }
+    let mut state = blank_state();
+    Chain::find_start(&mut state);
+    let mut c = 0u32;
+    let mut value = 0u32;
+    let mut found = 0u32;
+    loop {
+        if !tile_loop_any(active, tw) {
+            break;
+        }
+        let slots = read_slots_atomic(slabs, slab, active, tl, SLAB_WORDS, tw);
+        let view = slab_view(slots, key, tl, tw);
+        let mut act = Chain::find_step(&mut state, view, meta.params, SLAB_WORDS).action;
+        let first = view.matched.trailing_zeros();
+        let word = slot_word(slots, first % SLAB_WORDS, tl, SLAB_WORDS, tw);
+        // This lane's matched slots (slot `lane`, and `lane + tw` when a lane holds two).
+        let m0 = active && (view.matched >> tl.lane) & 1u32 == 1u32;
+        let mut m1 = false;
+        if comptime!(SLAB_WORDS / tw >= 2) {
+            m1 = active && (view.matched >> (tl.lane + tw)) & 1u32 == 1u32;
+        }
+        let mut ok0 = false;
+        let mut ok1 = false;
+        if comptime!(mode == walk::ERASE) {
+            if active && act == action::FOUND && first % tw == tl.lane {
+                let at = (slab * SLAB_WORDS + first) as usize;
+                ok0 = slabs[at].compare_exchange_weak(word, TOMB_WORD) == word;
+            }
+        }
+        if comptime!(mode == walk::ERASE_ALL) {
+            let base = (slab * SLAB_WORDS + tl.lane) as usize;
+            if m0 {
+                ok0 = slabs[base].compare_exchange_weak(slots.w0, TOMB_WORD) == slots.w0;
+            }
+            if m1 {
+                let at = base + tw as usize;
+                ok1 = slabs[at].compare_exchange_weak(slots.w1, TOMB_WORD) == slots.w1;
+            }
+        }
+        if comptime!(mode == walk::GATHER) {
+            let below = view.matched & ((1u32 << tl.lane) - 1u32);
+            if m0 {
+                out[w + below.count_ones() as usize] = word_value(slots.w0);
+            }
+            if m1 {
+                let below1 = view.matched & ((1u32 << (tl.lane + tw)) - 1u32);
+                out[w + below1.count_ones() as usize] = word_value(slots.w1);
+            }
+        }
+        let b0 = tile_ballot(ok0, tl, tw);
+        let b1 = tile_ballot(ok1, tl, tw);
+        if active {
+            if act == action::FOUND {
+                if comptime!(mode == walk::FIND) {
+                    value = word_value(word);
+                    found = 1u32;
+                    act = action::ABSENT;
+                } else if comptime!(mode == walk::ERASE) {
+                    if b0 != 0u32 {
+                        c = 1u32;
+                        act = action::ABSENT;
+                    } else {
+                        // The slot changed under us: read the slab again.
+                        act = action::NEXT;
+                    }
+                } else {
+                    if comptime!(mode == walk::ERASE_ALL) {
+                        c += b0.count_ones() + b1.count_ones();
+                    } else {
+                        c += view.matched.count_ones();
+                    }
+                    w += view.matched.count_ones() as usize;
+                    act = Chain::find_more(&mut state, view, meta.params).action;
+                }
+            }
+            if act == action::FOLLOW {
+                slab = view.next;
+            } else if act == action::ABSENT {
+                active = false;
+            }
+        }
+    }
+    if q < n as usize && tl.lane == 0u32 {
+        if comptime!(mode == walk::FIND) {
+            out[q] = value;
+            aux[q] = found;
+        } else if comptime!(mode != walk::GATHER) {
+            out[q] = c;
+        }
+    }
+}
+
+/// Compacts bucket `b`'s list (a thread per bucket; nothing else runs meanwhile): its live pairs move to the
+/// front in list order, the slabs left over are emptied and freed (`freed[0]` counts them).
+#[cube(launch_unchecked)]
+pub fn chained_flush_kernel(
+    slabs: &mut Array<u64>,
+    bitmap: &Array<Atomic<u32>>,
+    freed: &Array<Atomic<u32>>,
+    buckets: u32,
+) {
+    let b = ABSOLUTE_POS as u32;
+    if b < buckets {
+        let mut ws = b;
+        let mut wi = 0u32;
+        let mut rs = b;
+        loop {
+            for i in 0..15u32 {
+                let word = slabs[(rs * SLAB_WORDS + i) as usize];
+                // Live: neither empty nor a tombstone (key `u32::MAX - 1`).
+                if word != EMPTY_WORD && (word >> 32u64) as u32 != 4294967294u32 {
+                    if wi == 15u32 {
+                        // The write cursor trails the read cursor: its slab's link is still intact.
+                        ws =
+                            (slabs[(ws * SLAB_WORDS + LINK_SLOT) as usize] & 0xffff_ffffu64) as u32;
+                        wi = 0u32;
+                    }
+                    slabs[(ws * SLAB_WORDS + wi) as usize] = word;
+                    wi += 1u32;
+                }
+            }
+            let link = slabs[(rs * SLAB_WORDS + LINK_SLOT) as usize];
+            if link == EMPTY_WORD {
+                break;
+            }
+            rs = (link & 0xffff_ffffu64) as u32;
+        }
+        while wi < 15u32 {
+            slabs[(ws * SLAB_WORDS + wi) as usize] = EMPTY_WORD;
+            wi += 1u32;
+        }
+        let mut link = slabs[(ws * SLAB_WORDS + LINK_SLOT) as usize];
+        slabs[(ws * SLAB_WORDS + LINK_SLOT) as usize] = EMPTY_WORD;
+        while link != EMPTY_WORD {
+            let s = (link & 0xffff_ffffu64) as u32;
+            link = slabs[(s * SLAB_WORDS + LINK_SLOT) as usize];
+            for i in 0..16u32 {
+                slabs[(s * SLAB_WORDS + i) as usize] = EMPTY_WORD;
+            }
+            free_slab(bitmap, s - buckets);
+            freed[0].fetch_add(1u32);
+        }
+    }
+}
+
+/// `dst[i] = src[i]` for `i < src.len()`.
+#[cube(launch_unchecked)]
+pub fn copy_u64_kernel(src: &Array<u64>, dst: &mut Array<u64>) {
+    if ABSOLUTE_POS < src.len() {
+        dst[ABSOLUTE_POS] = src[ABSOLUTE_POS];
+    }
+}
+
+/// `dst[i] = src[i]` for `i < src.len()`.
+#[cube(launch_unchecked)]
+pub fn copy_u32_kernel(src: &Array<u32>, dst: &mut Array<u32>) {
+    if ABSOLUTE_POS < src.len() {
+        dst[ABSOLUTE_POS] = src[ABSOLUTE_POS];
+    }
+}
+
+/// A chained table of 32-bit keys and values on a device.
+pub struct GpuChained<R: Runtime> {
+    client: ComputeClient<R>,
+    family: HashFamily,
+    buckets: u32,
+    pool: u32,
+    slabs: Handle,
+    bitmap: Handle,
+    tile: u32,
+    len: usize,
+}
+
+impl<R: Runtime> GpuChained<R> {
+    /// `buckets` empty lists and a pool of `pool` free slabs on `client`'s device.
+    pub fn new(
+        client: &ComputeClient<R>,
+        family: HashFamily,
+        buckets: u32,
+        pool: u32,
+    ) -> Result<Self> {
+        let tile = super::tile_width_for(client, SLAB_WORDS)?;
+        let mut t = Self {
+            client: client.clone(),
+            family,
+            buckets,
+            pool: 0,
+            slabs: client.empty(8),
+            bitmap: client.empty(4),
+            tile,
+            len: 0,
+        };
+        t.resize(pool.max(32))?;
+        Ok(t)
+    }
+
+    fn slab_words(&self, pool: u32) -> usize {
+        (self.buckets as usize + pool as usize) * SLAB_WORDS as usize
+    }
+
+    fn bitmap_words(pool: u32) -> usize {
+        pool.div_ceil(32).max(1) as usize
+    }
+
+    /// Grows the pool to `pool` slabs: new arrays, the old contents copied, the rest empty (queued).
+    fn resize(&mut self, pool: u32) -> Result<()> {
+        if self.buckets as u64 + pool as u64 >= u32::MAX as u64 {
+            return Err(Error::InvalidConfig(format!(
+                "a chained table addresses at most 2^32 - 1 slabs: {} buckets and a pool of {pool}",
+                self.buckets
+            )));
+        }
+        let (old_words, new_words) = (self.slab_words(self.pool), self.slab_words(pool));
+        let slabs = self.client.empty(new_words * 8);
+        fill_u64(&self.client, &slabs, new_words, EMPTY_WORD);
+        let (old_bits, new_bits) = (Self::bitmap_words(self.pool), Self::bitmap_words(pool));
+        let bitmap = self.client.empty(new_bits * 4);
+        fill_u32(&self.client, &bitmap, new_bits, 0);
+        if self.pool > 0 {
+            // SAFETY: each copy reads `src.len()` words, at most `dst`'s length.
+            unsafe {
+                copy_u64_kernel::launch_unchecked::<R>(
+                    &self.client,
+                    cube_count(old_words),
+                    CubeDim::new_1d(CUBE_SIZE),
+                    ArrayArg::from_raw_parts(self.slabs.clone(), old_words),
+                    ArrayArg::from_raw_parts(slabs.clone(), new_words),
+                );
+                copy_u32_kernel::launch_unchecked::<R>(
+                    &self.client,
+                    cube_count(old_bits),
+                    CubeDim::new_1d(CUBE_SIZE),
+                    ArrayArg::from_raw_parts(self.bitmap.clone(), old_bits),
+                    ArrayArg::from_raw_parts(bitmap.clone(), new_bits),
+                );
+            }
+        }
+        self.slabs = slabs;
+        self.bitmap = bitmap;
+        self.pool = pool;
+        Ok(())
+    }
+
+    fn shape(&self, unique: bool) -> [u32; super::device_api::SHAPE_WORDS] {
+        let p = SchemeParams {
+            upsert: unique as u32,
+            ..Chain::default_params(SLAB_WORDS)
+        };
+        shape_words_of(self.buckets, self.family, p)
+    }
+
+    /// Inserts the pairs (a further copy, or with `unique` insert-or-overwrite); returns how many were new.
+    /// Operations that found the pool empty run again after it grows.
+    pub fn insert(&mut self, keys: &[u32], values: &[u32], unique: bool) -> Result<usize> {
+        let mut pending: Vec<u32> = (0..keys.len() as u32).collect();
+        let mut added = 0usize;
+        let (mut ks, mut vs) = (keys.to_vec(), values.to_vec());
+        while !ks.is_empty() {
+            let n = ks.len();
+            let kh = self.client.create_from_slice(u32::as_bytes(&ks));
+            let vh = self.client.create_from_slice(u32::as_bytes(&vs));
+            let retry = self.client.empty(n * 4);
+            let counters = self.client.create_from_slice(u32::as_bytes(&[0, 0]));
+            // SAFETY: op `q < n` reads `keys[q]`, `values[q]`, writes `retry[< n]`; slabs are addressed by
+            // bucket indices below `buckets` and links below `buckets + pool`.
+            unsafe {
+                chained_insert_kernel::launch_unchecked::<R>(
+                    &self.client,
+                    cube_count(n * self.tile as usize),
+                    CubeDim::new_1d(CUBE_SIZE),
+                    ArrayArg::from_raw_parts(kh, n),
+                    ArrayArg::from_raw_parts(vh, n),
+                    n as u32,
+                    ArrayArg::from_raw_parts(self.slabs.clone(), self.slab_words(self.pool)),
+                    ArrayArg::from_raw_parts(self.bitmap.clone(), Self::bitmap_words(self.pool)),
+                    self.pool,
+                    ArrayArg::from_raw_parts(retry.clone(), n),
+                    ArrayArg::from_raw_parts(counters.clone(), 2),
+                    shape_scalars::<R>(self.shape(unique)),
+                    self.tile,
+                )
+            }
+            let c = self.read(counters, 2)?;
+            added += c[1] as usize;
+            if c[0] == 0 {
+                break;
+            }
+            let again = self.read(retry, c[0] as usize)?;
+            pending = again.iter().map(|&i| pending[i as usize]).collect();
+            ks = pending.iter().map(|&i| keys[i as usize]).collect();
+            vs = pending.iter().map(|&i| values[i as usize]).collect();
+            self.resize(self.pool.saturating_mul(2).max(self.pool + c[0]))?;
+        }
+        self.len += added;
+        Ok(added)
+    }
+
+    fn walk(
+        &self,
+        keys: &[u32],
+        mode: u32,
+        out_len: usize,
+        aux: Option<Handle>,
+    ) -> (Handle, Handle) {
+        let n = keys.len();
+        let kh = self.client.create_from_slice(u32::as_bytes(keys));
+        let out = self.client.empty(out_len.max(1) * 4);
+        let aux_len = if aux.is_some() { n + 1 } else { n.max(1) };
+        let aux = aux.unwrap_or_else(|| self.client.empty(n.max(1) * 4));
+        // SAFETY: key `q < n` writes `out[q]` / `aux[q]`, or (GATHER) `out[aux[q]..aux[q + 1]]`.
+        unsafe {
+            chained_walk_kernel::launch_unchecked::<R>(
+                &self.client,
+                cube_count(n.max(1) * self.tile as usize),
+                CubeDim::new_1d(CUBE_SIZE),
+                ArrayArg::from_raw_parts(kh, n.max(1)),
+                n as u32,
+                ArrayArg::from_raw_parts(self.slabs.clone(), self.slab_words(self.pool)),
+                ArrayArg::from_raw_parts(out.clone(), out_len.max(1)),
+                ArrayArg::from_raw_parts(aux.clone(), aux_len),
+                shape_scalars::<R>(self.shape(false)),
+                mode,
+                self.tile,
+            )
+        }
+        (out, aux)
+    }
+
+    fn bytes(&self, h: Handle) -> Result<cubecl::bytes::Bytes> {
+        self.client
+            .read_one(h)
+            .map_err(|e| Error::Device(format!("{e:?}")))
+    }
+
+    fn read(&self, h: Handle, n: usize) -> Result<Vec<u32>> {
+        Ok(u32::from_bytes(&self.bytes(h)?)[..n].to_vec())
+    }
+
+    /// The first copy's value of each key.
+    pub fn find(&self, keys: &[u32]) -> Result<Vec<Option<u32>>> {
+        if keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (v, f) = self.walk(keys, walk::FIND, keys.len(), None);
+        let (v, f) = (self.read(v, keys.len())?, self.read(f, keys.len())?);
+        Ok(v.into_iter()
+            .zip(f)
+            .map(|(v, f)| (f == 1).then_some(v))
+            .collect())
+    }
+
+    /// How many copies of each key are stored.
+    pub fn count(&self, keys: &[u32]) -> Result<Vec<u32>> {
+        if keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (c, _) = self.walk(keys, walk::COUNT, keys.len(), None);
+        self.read(c, keys.len())
+    }
+
+    /// Every value of each key: offsets (`keys + 1`) and values, in list order.
+    pub fn find_all(&self, keys: &[u32]) -> Result<(Vec<usize>, Vec<u32>)> {
+        let counts = self.count(keys)?;
+        let mut offsets = vec![0usize];
+        let mut starts = vec![0u32];
+        for &c in &counts {
+            offsets.push(offsets.last().unwrap() + c as usize);
+            starts.push(*offsets.last().unwrap() as u32);
+        }
+        let total = *offsets.last().unwrap();
+        if total == 0 {
+            return Ok((offsets, Vec::new()));
+        }
+        let sh = self.client.create_from_slice(u32::as_bytes(&starts));
+        let (vals, _) = self.walk(keys, walk::GATHER, total, Some(sh));
+        Ok((offsets, self.read(vals, total)?))
+    }
+
+    /// Erases the first copy of each key (`all == false`) or every copy; returns how many.
+    pub fn erase(&mut self, keys: &[u32], all: bool) -> Result<usize> {
+        if keys.is_empty() {
+            return Ok(0);
+        }
+        let mode = if all { walk::ERASE_ALL } else { walk::ERASE };
+        let (c, _) = self.walk(keys, mode, keys.len(), None);
+        let n: usize = self.read(c, keys.len())?.iter().map(|&c| c as usize).sum();
+        self.len -= n;
+        Ok(n)
+    }
+
+    /// Compacts every list and frees the slabs left over; returns how many.
+    pub fn flush(&mut self) -> Result<usize> {
+        let freed = self.client.create_from_slice(u32::as_bytes(&[0]));
+        // SAFETY: thread `b < buckets` walks bucket `b`'s list: links below `buckets + pool`.
+        unsafe {
+            chained_flush_kernel::launch_unchecked::<R>(
+                &self.client,
+                cube_count(self.buckets as usize),
+                CubeDim::new_1d(CUBE_SIZE),
+                ArrayArg::from_raw_parts(self.slabs.clone(), self.slab_words(self.pool)),
+                ArrayArg::from_raw_parts(self.bitmap.clone(), Self::bitmap_words(self.pool)),
+                ArrayArg::from_raw_parts(freed.clone(), 1),
+                self.buckets,
+            )
+        }
+        Ok(self.read(freed, 1)?[0] as usize)
+    }
+
+    /// Pairs stored.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// `true` when no pair is stored.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The whole table read back: slab words and the pool bitmap (for the invariant check).
+    pub fn download(&self) -> Result<(Vec<u64>, Vec<u32>)> {
+        let words = u64::from_bytes(&self.bytes(self.slabs.clone())?)[..self.slab_words(self.pool)]
+            .to_vec();
+        let bits = self.read(self.bitmap.clone(), Self::bitmap_words(self.pool))?;
+        Ok((words, bits))
+    }
+
+    /// Lists and pool slabs.
+    pub fn shape_of(&self) -> (u32, u32) {
+        (self.buckets, self.pool)
+    }
+}
