@@ -5,8 +5,9 @@
 //! Where a key goes and what happens after each slab read is decided by the chaining scheme
 //! (`hashtile_probing::Chain`), the same way the static schemes decide for their buckets.
 //!
-//! **Backends.** The CPU store ([`cpu::CpuChained`]) is built. It is the oracle, and the table's backend for
-//! now. The GPU store (SlabAlloc and the tile driver in CubeCL) is the next step of issue 10; until it lands,
+//! **Backends.** The CPU store ([`cpu::CpuChained`]) is the oracle, and the table's backend for now. The GPU
+//! store (`crate::gpu::chained::GpuChained`: 32-bit keys and values, every operation but mixed batches) is
+//! tested against it. It goes behind this table once mixed batches and the wide layouts exist. Until then,
 //! asking for a GPU backend is a typed error.
 //!
 //! ```
