@@ -47,6 +47,45 @@ pub enum Cmd {
     /// The device prefix sum (`gpu::scan::exclusive_scan`, the CSR build's scan) at several sizes, against a
     /// device copy of the same words measured in the same run, every result checked against a host prefix sum.
     Scan(ScanArgs),
+    /// Chained (SlabHash) tables on a GPU, first measurements: device-resident bulk build and finds (present,
+    /// absent) per load with the memory utilisation they reach, against hashtile's BCHT insert in the same run.
+    Chained(ChainedArgs),
+}
+
+/// Options of the `chained` mode.
+#[derive(clap::Args, Debug, Clone)]
+pub struct ChainedArgs {
+    /// Backend: auto, cuda or vulkan (the GPU store; the CPU store is the oracle the tests use).
+    #[arg(long, default_value = "auto")]
+    pub backend: BackendChoice,
+    /// Keys, as a power of two (1..=30).
+    #[arg(long, default_value_t = 20)]
+    pub log2_keys: u32,
+    /// Keys per base-slab slot (comma separated, each in 0.05..=8): sets the number of lists.
+    #[arg(long, value_delimiter = ',', default_value = "0.5,0.6,0.7,0.8,1.0")]
+    pub loads: Vec<f64>,
+    /// Timed runs per case after one warm-up (the median is reported).
+    #[arg(long, default_value_t = 5)]
+    pub runs: usize,
+    /// CSV output file.
+    #[arg(long, default_value = "hashtile-bench-chained.csv")]
+    pub csv: String,
+}
+
+/// Checks the `chained` mode's options.
+pub fn chained(a: ChainedArgs) -> Result<ChainedArgs, String> {
+    check_repeats("--runs", a.runs)?;
+    check_csv_path(&a.csv)?;
+    check_log2_keys("--log2-keys", a.log2_keys)?;
+    if a.backend == BackendChoice::Exactly(Backend::Cpu) {
+        return Err(
+            "--backend cpu: this mode measures the GPU store (use auto, cuda or vulkan)".into(),
+        );
+    }
+    if a.loads.is_empty() || a.loads.iter().any(|l| !(0.05..=8.0).contains(l)) {
+        return Err(format!("--loads {:?}: each must be in 0.05..=8", a.loads));
+    }
+    Ok(a)
 }
 
 /// Options of the `scan` mode.

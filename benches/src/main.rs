@@ -9,8 +9,10 @@
 //! experiments over every scheme: rates vs load factor and vs N, probes, build success rate; see `sweep/`)
 //! `host` (the user-facing calls on host data, `Vec`s and pinned buffers, against the bus or `HashMap`
 //! measured in the same run; see `host.rs`), `csr` (CSR tables: build, count, find_all, joins; `csr/`) and
-//! `scan` (the device prefix sum against a device copy; `scan.rs`).
+//! `scan` (the device prefix sum against a device copy; `scan.rs`), `chained` (the chained tables' GPU store
+//! against BCHT; `chained.rs`).
 
+mod chained;
 mod cli;
 mod csr;
 mod host;
@@ -165,6 +167,7 @@ fn run() -> Result<i32, BenchError> {
         Some(Cmd::Host(args)) => host::run(&cli::host(args)?).map_err(BenchError::Run),
         Some(Cmd::Csr(args)) => csr::run(&cli::csr(args)?).map_err(BenchError::Run),
         Some(Cmd::Scan(args)) => scan::run(&cli::scan(args)?).map_err(BenchError::Run),
+        Some(Cmd::Chained(args)) => chained::run(&cli::chained(args)?).map_err(BenchError::Run),
         None => rates(cli::rates(cli.rates)?),
     }
 }

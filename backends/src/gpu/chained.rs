@@ -108,14 +108,15 @@ fn free_slab(bitmap: &Array<Atomic<u32>>, p: u32) {
     bitmap[(p / 32u32) as usize].fetch_and(!(1u32 << (p % 32u32)));
 }
 
-/// Inserts `(keys[q], values[q])` for `q < n`, a tile per pair: a further copy (`shape.upsert == 0`) or
-/// insert-or-overwrite (`1`). `counters[0]`: operations recorded in `retry` (the pool ran out), `counters[1]`:
+/// Inserts `(keys[q], values[q])` for `q < n` (with `indexed`: for `q = sel[0..n]`), a tile per pair: a
+/// further copy (`shape.upsert == 0`) or insert-or-overwrite (`1`). `counters[0]`: operations recorded in `retry` (the pool ran out), `counters[1]`:
 /// new pairs stored. `pool`: pool slabs (the bitmap's bits).
 #[allow(clippy::too_many_arguments)]
 #[cube(launch_unchecked)]
 pub fn chained_insert_kernel(
     keys: &Array<u32>,
     values: &Array<u32>,
+    sel: &Array<u32>,
     n: u32,
     slabs: &Array<Atomic<u64>>,
     bitmap: &Array<Atomic<u32>>,
@@ -123,16 +124,22 @@ pub fn chained_insert_kernel(
     retry: &mut Array<u32>,
     counters: &Array<Atomic<u32>>,
     shape: &ShapeScalars,
+    #[comptime] indexed: bool,
     #[comptime] tw: u32,
 ) {
     let tl = tile_lane(tw);
-    let q = ABSOLUTE_POS / tw as usize;
-    let mut active = q < n as usize;
+    let t = ABSOLUTE_POS / tw as usize;
+    let mut active = t < n as usize;
     let meta = meta_of(shape);
     let mut key = 0u32;
     let mut value = 0u32;
     let mut slab = 0u32;
+    // The operation: tile `t`'s pair, or with `indexed` the pair `sel[t]` names (a rerun of those that ran out).
+    let mut q = t;
     if active {
+        if comptime!(indexed) {
+            q = sel[t] as usize;
+        }
         key = keys[q];
         value = values[q];
         slab = bucket_of(meta, key, 0u32);
@@ -482,46 +489,70 @@ impl<R: Runtime> GpuChained<R> {
     }
 
     /// Inserts the pairs (a further copy, or with `unique` insert-or-overwrite); returns how many were new.
-    /// Operations that found the pool empty run again after it grows.
     pub fn insert(&mut self, keys: &[u32], values: &[u32], unique: bool) -> Result<usize> {
-        let mut pending: Vec<u32> = (0..keys.len() as u32).collect();
+        if keys.len() != values.len() {
+            return Err(Error::LengthMismatch {
+                what: "values",
+                got: values.len(),
+                expected: keys.len(),
+            });
+        }
+        if keys.is_empty() {
+            return Ok(0);
+        }
+        let kh = self.client.create_from_slice(u32::as_bytes(keys));
+        let vh = self.client.create_from_slice(u32::as_bytes(values));
+        self.insert_device(&kh, &vh, keys.len(), unique)
+    }
+
+    /// [`GpuChained::insert`] of `n` pairs already on the device. Operations that found the pool empty run
+    /// again (from the device's list of them) after it grows; waits for the device (one small read per pass).
+    pub fn insert_device(
+        &mut self,
+        keys: &Handle,
+        values: &Handle,
+        n: usize,
+        unique: bool,
+    ) -> Result<usize> {
         let mut added = 0usize;
-        let (mut ks, mut vs) = (keys.to_vec(), values.to_vec());
-        while !ks.is_empty() {
-            let n = ks.len();
-            let kh = self.client.create_from_slice(u32::as_bytes(&ks));
-            let vh = self.client.create_from_slice(u32::as_bytes(&vs));
-            let retry = self.client.empty(n * 4);
+        let mut sel: Option<(Handle, usize)> = None;
+        loop {
+            let m = sel.as_ref().map_or(n, |s| s.1);
+            if m == 0 {
+                break;
+            }
+            let retry = self.client.empty(m * 4);
             let counters = self.client.create_from_slice(u32::as_bytes(&[0, 0]));
-            // SAFETY: op `q < n` reads `keys[q]`, `values[q]`, writes `retry[< n]`; slabs are addressed by
-            // bucket indices below `buckets` and links below `buckets + pool`.
+            let sel_h = sel
+                .as_ref()
+                .map_or_else(|| self.client.empty(4), |s| s.0.clone());
+            // SAFETY: tile `t < m` reads pair `t` (or `sel[t] < n`) and writes `retry[< m]`; slabs are
+            // addressed by bucket indices below `buckets` and links below `buckets + pool`.
             unsafe {
                 chained_insert_kernel::launch_unchecked::<R>(
                     &self.client,
-                    cube_count(n * self.tile as usize),
+                    cube_count(m * self.tile as usize),
                     CubeDim::new_1d(CUBE_SIZE),
-                    ArrayArg::from_raw_parts(kh, n),
-                    ArrayArg::from_raw_parts(vh, n),
-                    n as u32,
+                    ArrayArg::from_raw_parts(keys.clone(), n),
+                    ArrayArg::from_raw_parts(values.clone(), n),
+                    ArrayArg::from_raw_parts(sel_h, m.max(1)),
+                    m as u32,
                     ArrayArg::from_raw_parts(self.slabs.clone(), self.slab_words(self.pool)),
                     ArrayArg::from_raw_parts(self.bitmap.clone(), Self::bitmap_words(self.pool)),
                     self.pool,
-                    ArrayArg::from_raw_parts(retry.clone(), n),
+                    ArrayArg::from_raw_parts(retry.clone(), m),
                     ArrayArg::from_raw_parts(counters.clone(), 2),
                     shape_scalars::<R>(self.shape(unique)),
+                    sel.is_some(),
                     self.tile,
                 )
             }
             let c = self.read(counters, 2)?;
             added += c[1] as usize;
-            if c[0] == 0 {
-                break;
+            if c[0] > 0 {
+                self.resize(self.pool.saturating_mul(2).max(self.pool + c[0]))?;
             }
-            let again = self.read(retry, c[0] as usize)?;
-            pending = again.iter().map(|&i| pending[i as usize]).collect();
-            ks = pending.iter().map(|&i| keys[i as usize]).collect();
-            vs = pending.iter().map(|&i| values[i as usize]).collect();
-            self.resize(self.pool.saturating_mul(2).max(self.pool + c[0]))?;
+            sel = Some((retry, c[0] as usize));
         }
         self.len += added;
         Ok(added)
@@ -534,8 +565,25 @@ impl<R: Runtime> GpuChained<R> {
         out_len: usize,
         aux: Option<Handle>,
     ) -> (Handle, Handle) {
-        let n = keys.len();
         let kh = self.client.create_from_slice(u32::as_bytes(keys));
+        self.walk_device(&kh, keys.len(), mode, out_len, aux)
+    }
+
+    /// Queues `find` of `n` keys already on the device: `(values, found)`, a word each per key (`found`: 1 if
+    /// the key is stored; its value is then the first copy's).
+    pub fn find_device(&self, keys: &Handle, n: usize) -> (Handle, Handle) {
+        self.walk_device(keys, n, walk::FIND, n, None)
+    }
+
+    fn walk_device(
+        &self,
+        kh: &Handle,
+        n: usize,
+        mode: u32,
+        out_len: usize,
+        aux: Option<Handle>,
+    ) -> (Handle, Handle) {
+        let kh = kh.clone();
         let out = self.client.empty(out_len.max(1) * 4);
         let aux_len = if aux.is_some() { n + 1 } else { n.max(1) };
         let aux = aux.unwrap_or_else(|| self.client.empty(n.max(1) * 4));

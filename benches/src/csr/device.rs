@@ -17,7 +17,7 @@ use std::time::Instant;
 /// BCHT's device-resident insert of `keys` (unique) at load 0.8, bucket 8 (CUDA's default), with the upsert
 /// check (as `HashTable` inserts) and without it (the paper's bulk build): M keys/s each, checked by a find of
 /// every key.
-pub(super) fn bcht_baseline(
+pub(crate) fn bcht_baseline(
     backend: Backend,
     keys: &[u32],
     runs: usize,

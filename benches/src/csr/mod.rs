@@ -9,7 +9,7 @@
 //! Over duplicates per key, hash ranges (vertices per key), build methods (`--builds`) and lookup tile widths
 //! (`--tiles`). Writes a CSV and SVG plots beside it (rates vs duplicates, rates vs hash range).
 
-mod device;
+pub(crate) mod device;
 
 use crate::cli::CsrArgs;
 use crate::host::time;
