@@ -22,7 +22,7 @@ use hashtile_core::scheme::{
     BucketView, ProbingScheme, SchemeInfo, SchemeParams, action, blank_state,
 };
 use hashtile_core::tile::{
-    EMPTY_WORD, LaneSlots, TileLane, pack_word, read_slots_atomic, slot_word, tile_ballot,
+    EMPTY_WORD, LaneSlots, TileLane, pack_word, read_slots_either, slot_word, tile_ballot,
     tile_lane, tile_loop_any, tile_shuffle, view_of, word_value,
 };
 use hashtile_core::{Error, HashFamily, Result};
@@ -119,12 +119,14 @@ pub fn chained_insert_kernel(
     sel: &Array<u32>,
     n: u32,
     slabs: &Array<Atomic<u64>>,
+    slabs_plain: &Array<u64>,
     bitmap: &Array<Atomic<u32>>,
     pool: u32,
     retry: &mut Array<u32>,
     counters: &Array<Atomic<u32>>,
     shape: &ShapeScalars,
     #[comptime] indexed: bool,
+    #[comptime] plain_reads: bool,
     #[comptime] tw: u32,
 ) {
     let tl = tile_lane(tw);
@@ -146,11 +148,26 @@ pub fn chained_insert_kernel(
     }
     let mut state = blank_state();
     Chain::insert_start(&mut state, 1u32);
+    // Plain reads first (a stale view only costs a failed compare-and-swap: claims take the first empty slot,
+    // and links are set once), coherent re-reads after a lost compare-and-swap, as the static inserts do.
+    let mut coherent = true;
+    if comptime!(plain_reads) {
+        coherent = false;
+    }
     loop {
         if !tile_loop_any(active, tw) {
             break;
         }
-        let slots = read_slots_atomic(slabs, slab, active, tl, SLAB_WORDS, tw);
+        let slots = read_slots_either(
+            slabs,
+            slabs_plain,
+            slab,
+            active,
+            coherent,
+            tl,
+            SLAB_WORDS,
+            tw,
+        );
         let view = slab_view(slots, key, tl, tw);
         let step = Chain::insert_step(&mut state, view, meta.params, SLAB_WORDS);
         let seen = slot_word(slots, step.slot, tl, SLAB_WORDS, tw);
@@ -192,6 +209,8 @@ pub fn chained_insert_kernel(
                         counters[1].fetch_add(1u32);
                     }
                     active = false;
+                } else {
+                    coherent = true;
                 }
             } else if step.action == action::FOLLOW {
                 slab = view.next;
@@ -204,6 +223,8 @@ pub fn chained_insert_kernel(
                     active = false;
                 } else if next != 4294967295u32 {
                     slab = next;
+                } else {
+                    coherent = true;
                 }
                 // Else another tile linked a slab first: re-read this one (its link is set now).
             }
@@ -211,13 +232,17 @@ pub fn chained_insert_kernel(
     }
 }
 
-/// Walks the list of `keys[q]` for `q < n`, a tile per key, doing `mode` ([`walk`]) with its matches.
+/// Walks the list of `keys[q]` for `q < n`, a tile per key, doing `mode` ([`walk`]) with its matches. Erases
+/// read `slabs` (coherent atomic loads, before their compare-and-swaps); the read-only modes read `slabs_plain`,
+/// the same buffer bound without atomics (CubeCL lowers an atomic load to an atomic add of zero on CUDA: 16 per
+/// slab read). Each launch binds the buffer once, the other argument a dummy (Vulkan binds a buffer once).
 #[allow(clippy::too_many_arguments, clippy::collapsible_if)]
 #[cube(launch_unchecked)]
 pub fn chained_walk_kernel(
     keys: &Array<u32>,
     n: u32,
     slabs: &Array<Atomic<u64>>,
+    slabs_plain: &Array<u64>,
     out: &mut Array<u32>,
     aux: &mut Array<u32>,
     shape: &ShapeScalars,
@@ -247,7 +272,16 @@ pub fn chained_walk_kernel(
         if !tile_loop_any(active, tw) {
             break;
         }
-        let slots = read_slots_atomic(slabs, slab, active, tl, SLAB_WORDS, tw);
+        let slots = read_slots_either(
+            slabs,
+            slabs_plain,
+            slab,
+            active,
+            comptime!(mode == walk::ERASE || mode == walk::ERASE_ALL),
+            tl,
+            SLAB_WORDS,
+            tw,
+        );
         let view = slab_view(slots, key, tl, tw);
         let mut act = Chain::find_step(&mut state, view, meta.params, SLAB_WORDS).action;
         let first = view.matched.trailing_zeros();
@@ -407,6 +441,8 @@ pub struct GpuChained<R: Runtime> {
     slabs: Handle,
     bitmap: Handle,
     tile: u32,
+    /// Inserts read slabs with plain loads first (CUDA, where the slab array may be bound twice).
+    plain_reads: bool,
     len: usize,
 }
 
@@ -427,6 +463,7 @@ impl<R: Runtime> GpuChained<R> {
             slabs: client.empty(8),
             bitmap: client.empty(4),
             tile,
+            plain_reads: R::name(client) == "cuda",
             len: 0,
         };
         t.resize(pool.max(32))?;
@@ -526,6 +563,12 @@ impl<R: Runtime> GpuChained<R> {
             let sel_h = sel
                 .as_ref()
                 .map_or_else(|| self.client.empty(4), |s| s.0.clone());
+            // CUDA binds the slab array a second time for plain reads; Vulkan binds a buffer once.
+            let (plain, plain_len) = if self.plain_reads {
+                (self.slabs.clone(), self.slab_words(self.pool))
+            } else {
+                (self.client.empty(8), 1)
+            };
             // SAFETY: tile `t < m` reads pair `t` (or `sel[t] < n`) and writes `retry[< m]`; slabs are
             // addressed by bucket indices below `buckets` and links below `buckets + pool`.
             unsafe {
@@ -538,12 +581,14 @@ impl<R: Runtime> GpuChained<R> {
                     ArrayArg::from_raw_parts(sel_h, m.max(1)),
                     m as u32,
                     ArrayArg::from_raw_parts(self.slabs.clone(), self.slab_words(self.pool)),
+                    ArrayArg::from_raw_parts(plain, plain_len),
                     ArrayArg::from_raw_parts(self.bitmap.clone(), Self::bitmap_words(self.pool)),
                     self.pool,
                     ArrayArg::from_raw_parts(retry.clone(), m),
                     ArrayArg::from_raw_parts(counters.clone(), 2),
                     shape_scalars::<R>(self.shape(unique)),
                     sel.is_some(),
+                    self.plain_reads,
                     self.tile,
                 )
             }
@@ -584,6 +629,14 @@ impl<R: Runtime> GpuChained<R> {
         aux: Option<Handle>,
     ) -> (Handle, Handle) {
         let kh = kh.clone();
+        let words = self.slab_words(self.pool);
+        let dummy = self.client.empty(8);
+        let ((atomic, atomic_len), (plain, plain_len)) =
+            if mode == walk::ERASE || mode == walk::ERASE_ALL {
+                ((self.slabs.clone(), words), (dummy, 1))
+            } else {
+                ((dummy, 1), (self.slabs.clone(), words))
+            };
         let out = self.client.empty(out_len.max(1) * 4);
         let aux_len = if aux.is_some() { n + 1 } else { n.max(1) };
         let aux = aux.unwrap_or_else(|| self.client.empty(n.max(1) * 4));
@@ -595,7 +648,8 @@ impl<R: Runtime> GpuChained<R> {
                 CubeDim::new_1d(CUBE_SIZE),
                 ArrayArg::from_raw_parts(kh, n.max(1)),
                 n as u32,
-                ArrayArg::from_raw_parts(self.slabs.clone(), self.slab_words(self.pool)),
+                ArrayArg::from_raw_parts(atomic, atomic_len),
+                ArrayArg::from_raw_parts(plain, plain_len),
                 ArrayArg::from_raw_parts(out.clone(), out_len.max(1)),
                 ArrayArg::from_raw_parts(aux.clone(), aux_len),
                 shape_scalars::<R>(self.shape(false)),
