@@ -34,6 +34,8 @@ pub const SLAB_WORDS: u32 = 16;
 const LINK_SLOT: u32 = 15;
 /// The view bits of the 15 pair slots.
 const PAIR_SLOTS: u32 = 0x7fff;
+/// Counters of new pairs, spread out: one counter for every insert would serialise them.
+const NEW_COUNTERS: u32 = 64;
 /// An erased slot's word: key `u32::MAX - 1` (never a key), value 0.
 pub const TOMB_WORD: u64 = 0xffff_fffe_0000_0000;
 
@@ -206,7 +208,7 @@ pub fn chained_insert_kernel(
                 // A lost compare-and-swap re-reads the slab (a racing replace of the key is then a match).
                 if done {
                     if step.action == action::CLAIM && tl.lane == 0u32 {
-                        counters[1].fetch_add(1u32);
+                        counters[1 + q % NEW_COUNTERS as usize].fetch_add(1u32);
                     }
                     active = false;
                 } else {
@@ -559,7 +561,9 @@ impl<R: Runtime> GpuChained<R> {
                 break;
             }
             let retry = self.client.empty(m * 4);
-            let counters = self.client.create_from_slice(u32::as_bytes(&[0, 0]));
+            let counters = self
+                .client
+                .create_from_slice(u32::as_bytes(&[0; 1 + NEW_COUNTERS as usize]));
             let sel_h = sel
                 .as_ref()
                 .map_or_else(|| self.client.empty(4), |s| s.0.clone());
@@ -585,15 +589,15 @@ impl<R: Runtime> GpuChained<R> {
                     ArrayArg::from_raw_parts(self.bitmap.clone(), Self::bitmap_words(self.pool)),
                     self.pool,
                     ArrayArg::from_raw_parts(retry.clone(), m),
-                    ArrayArg::from_raw_parts(counters.clone(), 2),
+                    ArrayArg::from_raw_parts(counters.clone(), 1 + NEW_COUNTERS as usize),
                     shape_scalars::<R>(self.shape(unique)),
                     sel.is_some(),
                     self.plain_reads,
                     self.tile,
                 )
             }
-            let c = self.read(counters, 2)?;
-            added += c[1] as usize;
+            let c = self.read(counters, 1 + NEW_COUNTERS as usize)?;
+            added += c[1..].iter().map(|&x| x as usize).sum::<usize>();
             if c[0] > 0 {
                 self.resize(self.pool.saturating_mul(2).max(self.pool + c[0]))?;
             }
