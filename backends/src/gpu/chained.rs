@@ -111,8 +111,9 @@ fn free_slab(bitmap: &Array<Atomic<u32>>, p: u32) {
 }
 
 /// Inserts `(keys[q], values[q])` for `q < n` (with `indexed`: for `q = sel[0..n]`), a tile per pair: a
-/// further copy (`shape.upsert == 0`) or insert-or-overwrite (`1`). `counters[0]`: operations recorded in `retry` (the pool ran out), `counters[1]`:
-/// new pairs stored. `pool`: pool slabs (the bitmap's bits).
+/// further copy (`shape.upsert == 0`) or insert-or-overwrite (`1`). `counters[0]`: operations recorded in
+/// `retry` (the pool ran out); `counters[1..=NEW_COUNTERS]`: new pairs stored, spread by operation. `pool`: pool
+/// slabs (the bitmap's bits).
 #[allow(clippy::too_many_arguments)]
 #[cube(launch_unchecked)]
 pub fn chained_insert_kernel(
