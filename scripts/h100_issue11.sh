@@ -6,11 +6,6 @@
 set -u
 source scripts/device_lib.sh
 cd $B
-step() { # name timeout cmd...
-  local name=$1 limit=$2; shift 2
-  timeout "$limit" "$@" > "$OUT/$name.txt" 2>&1
-  echo "== $name (exit $?) at $((SECONDS - t0)) s: $(grep -E 'test result|ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/$name.txt" | tr '\n' ' ')"
-}
 if [ -z "${SKIP_TESTS:-}" ]; then
 step csr_tests 120 ./csr cuda_ --test-threads 1
 step scan_tests 60 ./gpu_scan cuda --test-threads 1
