@@ -23,7 +23,7 @@ use hashtile_core::scheme::{
 };
 use hashtile_core::tile::{
     EMPTY_WORD, LaneSlots, TileLane, pack_word, read_slots_either, slot_word, tile_ballot,
-    tile_lane, tile_loop_any, tile_shuffle, view_of, word_value,
+    tile_lane, tile_loop_any, tile_shuffle, tile_shuffle_u64, view_of, word_key, word_value,
 };
 use hashtile_core::{Error, HashFamily, Result};
 use hashtile_probing::Chain;
@@ -157,6 +157,12 @@ pub fn chained_insert_kernel(
     if comptime!(plain_reads) {
         coherent = false;
     }
+    // A claim lost to another key goes on from the same view with that slot marked taken (`reuse`: no read;
+    // the view's masks and link are kept field by field, as cube code cannot reassign a struct).
+    let mut reuse = false;
+    let mut kept_empty = 0u32;
+    let mut kept_matched = 0u32;
+    let mut kept_next = 0u32;
     loop {
         if !tile_loop_any(active, tw) {
             break;
@@ -165,13 +171,26 @@ pub fn chained_insert_kernel(
             slabs,
             slabs_plain,
             slab,
-            active,
+            active && !reuse,
             coherent,
             tl,
             SLAB_WORDS,
             tw,
         );
-        let view = slab_view(slots, key, tl, tw);
+        let read = slab_view(slots, key, tl, tw);
+        let mut empty = read.empty;
+        let mut matched = read.matched;
+        let mut link = read.next;
+        if reuse {
+            empty = kept_empty;
+            matched = kept_matched;
+            link = kept_next;
+        }
+        let view = BucketView {
+            empty,
+            matched,
+            next: link,
+        };
         let step = Chain::insert_step(&mut state, view, meta.params, SLAB_WORDS);
         let seen = slot_word(slots, step.slot, tl, SLAB_WORDS, tw);
         let owner = step.slot % tw == tl.lane;
@@ -179,10 +198,11 @@ pub fn chained_insert_kernel(
         let mut ok = false;
         let mut out_of_slabs = false;
         let mut linked = 4294967295u32;
+        let mut taken = 0xffff_ffff_ffff_ffffu64; // EMPTY_WORD, as a literal: a runtime variable
         if active {
             if step.action == action::CLAIM && owner {
-                ok = slabs[at].compare_exchange_weak(EMPTY_WORD, pack_word(key, value))
-                    == EMPTY_WORD;
+                taken = slabs[at].compare_exchange_weak(EMPTY_WORD, pack_word(key, value));
+                ok = taken == EMPTY_WORD;
             } else if step.action == action::UPDATE && owner {
                 ok = slabs[at].compare_exchange_weak(seen, pack_word(key, value)) == seen;
             } else if step.action == action::APPEND && tl.lane == 0u32 {
@@ -204,6 +224,8 @@ pub fn chained_insert_kernel(
         let done = tile_ballot(ok, tl, tw) != 0u32;
         let failed = tile_ballot(out_of_slabs, tl, tw) != 0u32;
         let next = tile_shuffle(linked, 0u32, tl, tw);
+        let taken = tile_shuffle_u64(taken, step.slot % tw, tl, tw);
+        reuse = false;
         if active {
             if step.action == action::CLAIM || step.action == action::UPDATE {
                 // A lost compare-and-swap re-reads the slab (a racing replace of the key is then a match).
@@ -212,7 +234,16 @@ pub fn chained_insert_kernel(
                         counters[1 + q % NEW_COUNTERS as usize].fetch_add(1u32);
                     }
                     active = false;
+                } else if step.action == action::CLAIM
+                    && (meta.params.upsert == 0u32 || word_key(taken) != key)
+                {
+                    // Another key took the slot: the next empty slot of the same view, no re-read.
+                    kept_empty = empty & !(1u32 << step.slot);
+                    kept_matched = matched;
+                    kept_next = link;
+                    reuse = true;
                 } else {
+                    // A racing replace of our key (then a match), or a lost update: read again, coherently.
                     coherent = true;
                 }
             } else if step.action == action::FOLLOW {
