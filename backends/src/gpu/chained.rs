@@ -1,5 +1,5 @@
-//! The GPU store of chained (SlabHash) tables, in progress (issue 10): 32-bit keys and values, a tile per
-//! operation. Not yet behind `ChainedTable` (mixed batches and the wide layouts are still to come); tested
+//! The GPU store of chained (SlabHash) tables, in progress (issue 10): 32-bit keys and values, a thread per
+//! operation, each tile serving its lanes' operations one after another (warp-cooperative work sharing). Not yet behind `ChainedTable` (mixed batches and the wide layouts are still to come); tested
 //! against the CPU store (`tests/tests/chained.rs`).
 //!
 //! **Layout.** One slab array of `u64` words, 16 per slab: slots 0..15 hold packed pairs (`key << 32 | value`,
@@ -110,7 +110,7 @@ fn free_slab(bitmap: &Array<Atomic<u32>>, p: u32) {
     bitmap[(p / 32u32) as usize].fetch_and(!(1u32 << (p % 32u32)));
 }
 
-/// Inserts `(keys[q], values[q])` for `q < n` (with `indexed`: for `q = sel[0..n]`), a tile per pair: a
+/// Inserts `(keys[q], values[q])` for `q < n` (with `indexed`: for `q = sel[0..n]`), a thread per pair: a
 /// further copy (`shape.upsert == 0`) or insert-or-overwrite (`1`). `counters[0]`: operations recorded in
 /// `retry` (the pool ran out); `counters[1..=NEW_COUNTERS]`: new pairs stored, spread by operation. `pool`: pool
 /// slabs (the bitmap's bits).
@@ -133,30 +133,33 @@ pub fn chained_insert_kernel(
     #[comptime] tw: u32,
 ) {
     let tl = tile_lane(tw);
-    let t = ABSOLUTE_POS / tw as usize;
-    let mut active = t < n as usize;
+    let t = ABSOLUTE_POS;
     let meta = meta_of(shape);
+    // This thread's operation: pair `t`, or with `indexed` the pair `sel[t]` names (a rerun of those that ran
+    // out of slabs). The tile serves its lanes' operations one after another (warp-cooperative work sharing):
+    // a thread per operation, as the static inserts launch, not a tile per operation.
+    let mine = t < n as usize;
+    let mut my_q = t;
+    let mut my_key = 0u32;
+    let mut my_value = 0u32;
+    if mine {
+        if comptime!(indexed) {
+            my_q = sel[t] as usize;
+        }
+        my_key = keys[my_q];
+        my_value = values[my_q];
+    }
+    let mut todo = tile_ballot(mine, tl, tw);
+    // The operation being served (the same in every lane of the tile).
+    let mut active = false;
+    let mut q = 0usize;
     let mut key = 0u32;
     let mut value = 0u32;
     let mut slab = 0u32;
-    // The operation: tile `t`'s pair, or with `indexed` the pair `sel[t]` names (a rerun of those that ran out).
-    let mut q = t;
-    if active {
-        if comptime!(indexed) {
-            q = sel[t] as usize;
-        }
-        key = keys[q];
-        value = values[q];
-        slab = bucket_of(meta, key, 0u32);
-    }
     let mut state = blank_state();
-    Chain::insert_start(&mut state, 1u32);
     // Plain reads first (a stale view only costs a failed compare-and-swap: claims take the first empty slot,
     // and links are set once), coherent re-reads after a lost compare-and-swap, as the static inserts do.
     let mut coherent = true;
-    if comptime!(plain_reads) {
-        coherent = false;
-    }
     // A claim lost to another key goes on from the same view with that slot marked taken (`reuse`: no read;
     // the view's masks and link are kept field by field, as cube code cannot reassign a struct).
     let mut reuse = false;
@@ -164,6 +167,31 @@ pub fn chained_insert_kernel(
     let mut kept_matched = 0u32;
     let mut kept_next = 0u32;
     loop {
+        // A tile without an operation takes its next lane's (shuffles: in every lane of the plane, or none).
+        let pick = !active && todo != 0u32;
+        if tile_loop_any(pick, tw) {
+            let mut b = 0u32;
+            if pick {
+                b = todo.trailing_zeros();
+            }
+            let nk = tile_shuffle(my_key, b, tl, tw);
+            let nv = tile_shuffle(my_value, b, tl, tw);
+            let nq = tile_shuffle(my_q as u32, b, tl, tw);
+            if pick {
+                key = nk;
+                value = nv;
+                q = nq as usize;
+                slab = bucket_of(meta, key, 0u32);
+                Chain::insert_start(&mut state, 1u32);
+                coherent = true;
+                if comptime!(plain_reads) {
+                    coherent = false;
+                }
+                reuse = false;
+                active = true;
+                todo &= todo - 1u32;
+            }
+        }
         if !tile_loop_any(active, tw) {
             break;
         }
@@ -266,7 +294,7 @@ pub fn chained_insert_kernel(
     }
 }
 
-/// Walks the list of `keys[q]` for `q < n`, a tile per key, doing `mode` ([`walk`]) with its matches. Erases
+/// Walks the list of `keys[q]` for `q < n`, a thread per key (served by its tile), doing `mode` ([`walk`]) with its matches. Erases
 /// read `slabs` (coherent atomic loads, before their compare-and-swaps); the read-only modes read `slabs_plain`,
 /// the same buffer bound without atomics (CubeCL lowers an atomic load to an atomic add of zero on CUDA: 16 per
 /// slab read). Each launch binds the buffer once, the other argument a dummy (Vulkan binds a buffer once).
@@ -284,25 +312,48 @@ pub fn chained_walk_kernel(
     #[comptime] tw: u32,
 ) {
     let tl = tile_lane(tw);
-    let q = ABSOLUTE_POS / tw as usize;
-    let mut active = q < n as usize;
     let meta = meta_of(shape);
+    // A thread per key; the tile serves its lanes' keys one after another (work sharing).
+    let mine = ABSOLUTE_POS < n as usize;
+    let mut my_key = 0u32;
+    if mine {
+        my_key = keys[ABSOLUTE_POS];
+    }
+    let mut todo = tile_ballot(mine, tl, tw);
+    let group = ABSOLUTE_POS - tl.lane as usize;
+    // The key being served (the same in every lane of the tile).
+    let mut active = false;
+    let mut q = 0usize;
     let mut key = 0u32;
     let mut slab = 0u32;
     let mut w = 0usize;
-    if active {
-        key = keys[q];
-        slab = bucket_of(meta, key, 0u32);
-        if comptime!(mode == walk::GATHER) {
-            w = aux[q] as usize;
-        }
-    }
     let mut state = blank_state();
-    Chain::find_start(&mut state);
     let mut c = 0u32;
     let mut value = 0u32;
     let mut found = 0u32;
     loop {
+        let pick = !active && todo != 0u32;
+        if tile_loop_any(pick, tw) {
+            let mut b = 0u32;
+            if pick {
+                b = todo.trailing_zeros();
+            }
+            let nk = tile_shuffle(my_key, b, tl, tw);
+            if pick {
+                key = nk;
+                q = group + b as usize;
+                slab = bucket_of(meta, key, 0u32);
+                if comptime!(mode == walk::GATHER) {
+                    w = aux[q] as usize;
+                }
+                Chain::find_start(&mut state);
+                c = 0u32;
+                value = 0u32;
+                found = 0u32;
+                active = true;
+                todo &= todo - 1u32;
+            }
+        }
         if !tile_loop_any(active, tw) {
             break;
         }
@@ -384,15 +435,15 @@ pub fn chained_walk_kernel(
                 slab = view.next;
             } else if act == action::ABSENT {
                 active = false;
+                if tl.lane == 0u32 {
+                    if comptime!(mode == walk::FIND) {
+                        out[q] = value;
+                        aux[q] = found;
+                    } else if comptime!(mode != walk::GATHER) {
+                        out[q] = c;
+                    }
+                }
             }
-        }
-    }
-    if q < n as usize && tl.lane == 0u32 {
-        if comptime!(mode == walk::FIND) {
-            out[q] = value;
-            aux[q] = found;
-        } else if comptime!(mode != walk::GATHER) {
-            out[q] = c;
         }
     }
 }
@@ -605,12 +656,12 @@ impl<R: Runtime> GpuChained<R> {
             } else {
                 (self.client.empty(8), 1)
             };
-            // SAFETY: tile `t < m` reads pair `t` (or `sel[t] < n`) and writes `retry[< m]`; slabs are
+            // SAFETY: thread `t < m` reads pair `t` (or `sel[t] < n`) and writes `retry[< m]`; slabs are
             // addressed by bucket indices below `buckets` and links below `buckets + pool`.
             unsafe {
                 chained_insert_kernel::launch_unchecked::<R>(
                     &self.client,
-                    cube_count(m * self.tile as usize),
+                    cube_count(m),
                     CubeDim::new_1d(CUBE_SIZE),
                     ArrayArg::from_raw_parts(keys.clone(), n),
                     ArrayArg::from_raw_parts(values.clone(), n),
@@ -680,7 +731,7 @@ impl<R: Runtime> GpuChained<R> {
         unsafe {
             chained_walk_kernel::launch_unchecked::<R>(
                 &self.client,
-                cube_count(n.max(1) * self.tile as usize),
+                cube_count(n.max(1)),
                 CubeDim::new_1d(CUBE_SIZE),
                 ArrayArg::from_raw_parts(kh, n.max(1)),
                 n as u32,
