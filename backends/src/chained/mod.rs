@@ -5,10 +5,9 @@
 //! Where a key goes and what happens after each slab read is decided by the chaining scheme
 //! (`hashtile_probing::Chain`), the same way the static schemes decide for their buckets.
 //!
-//! **Backends.** The CPU store ([`cpu::CpuChained`]) is the oracle, and the table's backend for now. The GPU
-//! store (`crate::gpu::chained::GpuChained`: 32-bit keys and values, every operation but mixed batches) is
-//! tested against it. It goes behind this table once mixed batches and the wide layouts exist. Until then,
-//! asking for a GPU backend is a typed error.
+//! **Backends.** The CPU store ([`cpu::CpuChained`]) is the oracle and the default without a GPU. The GPU
+//! store (`crate::gpu::chained::GpuChained`) holds 32-bit keys and values so far: a table of 64-bit keys or
+//! values asked for on a GPU is a typed error (`BackendChoice::Auto` picks the CPU for it).
 //!
 //! ```
 //! use hashtile_backends::chained::{ChainedConfig, ChainedTable, Op, Outcome};
@@ -31,6 +30,8 @@
 pub mod cpu;
 
 use crate::csr::FindAll;
+use crate::gpu::chained::{DeviceChained, device_chained, op, status};
+use crate::gpu::layout::same_words;
 use crate::select::{Backend, BackendChoice};
 use cpu::{CpuChained, Placed};
 use hashtile_core::{Error, HashFamily, Key, Result, Value};
@@ -136,12 +137,23 @@ pub enum Outcome<V> {
     NotFound,
 }
 
-/// A dynamic hash table of `K -> V` by slab-list chaining, on the CPU (the GPU store is in progress; see the
-/// module documentation).
+/// A dynamic hash table of `K -> V` by slab-list chaining, on the CPU or a GPU (see the module documentation).
 pub struct ChainedTable<K: Key, V: Value> {
-    store: CpuChained,
-    backend: Backend,
+    store: Store,
+    family: HashFamily,
     _types: PhantomData<(K, V)>,
+}
+
+/// Where a chained table's slabs live.
+enum Store {
+    Cpu(CpuChained),
+    /// 32-bit keys and values.
+    Device(Backend, Box<dyn DeviceChained>),
+}
+
+/// `s` as the GPU store's 32-bit words (the table was only put on a GPU for 32-bit keys and values).
+fn w32<E: hashtile_core::Element>(s: &[E]) -> &[u32] {
+    same_words(s).expect("a GPU chained table holds 32-bit keys and values")
 }
 
 /// The first key of `keys` that a chained table reserves: the empty sentinel (all ones) or the tombstone (all
@@ -162,58 +174,90 @@ fn check_keys<K: Key>(keys: impl IntoIterator<Item = K>) -> Result<()> {
 impl<K: Key, V: Value> ChainedTable<K, V> {
     /// An empty table.
     pub fn new(cfg: ChainedConfig) -> Result<Self> {
-        let backend = match cfg.backend {
-            BackendChoice::Auto | BackendChoice::Exactly(Backend::Cpu) => Backend::Cpu,
-            BackendChoice::Exactly(b) => {
-                return Err(Error::BackendUnavailable {
-                    backend: b.name(),
-                    reason: "chained (dynamic) tables run on the CPU backend so far".into(),
-                    how: "use BackendChoice::Auto or Backend::Cpu; the GPU store is issue 10's next step",
-                });
-            }
-        };
         if cfg.buckets == 0 {
             return Err(Error::InvalidConfig(
                 "a chained table needs at least one bucket".into(),
             ));
         }
-        let store = CpuChained::new(HashFamily::new(cfg.seed), cfg.buckets, cfg.pool_slabs)?;
+        let narrow = K::BITS == 32 && V::BITS == 32;
+        let backend = match cfg.backend {
+            BackendChoice::Auto if !narrow => Backend::Cpu,
+            BackendChoice::Auto => crate::select::resolve(BackendChoice::Auto),
+            BackendChoice::Exactly(Backend::Cpu) => Backend::Cpu,
+            BackendChoice::Exactly(b) if !narrow => {
+                return Err(Error::BackendUnavailable {
+                    backend: b.name(),
+                    reason: format!(
+                        "the GPU chained store holds 32-bit keys and values so far, asked for {}-bit keys and {}-bit values",
+                        K::BITS,
+                        V::BITS
+                    ),
+                    how: "use BackendChoice::Auto or Backend::Cpu for 64-bit chained tables",
+                });
+            }
+            BackendChoice::Exactly(b) => {
+                if !crate::select::is_available(b) {
+                    return Err(crate::table::unavailable(b));
+                }
+                b
+            }
+        };
+        let family = HashFamily::new(cfg.seed);
+        let store = match backend {
+            Backend::Cpu => Store::Cpu(CpuChained::new(family, cfg.buckets, cfg.pool_slabs)?),
+            b => Store::Device(b, device_chained(b, family, cfg.buckets, cfg.pool_slabs)?),
+        };
         Ok(Self {
             store,
-            backend,
+            family,
             _types: PhantomData,
         })
     }
 
     /// Where the table lives.
     pub fn backend(&self) -> Backend {
-        self.backend
+        match &self.store {
+            Store::Cpu(_) => Backend::Cpu,
+            Store::Device(b, _) => *b,
+        }
     }
 
     /// Live pairs stored.
     pub fn len(&self) -> usize {
-        self.store.len()
+        match &self.store {
+            Store::Cpu(c) => c.len(),
+            Store::Device(_, d) => d.len(),
+        }
     }
 
     /// `true` when no pair is stored.
     pub fn is_empty(&self) -> bool {
-        self.store.is_empty()
+        self.len() == 0
     }
 
-    /// Runs `op` on every index of `0..n` in parallel. Operations that found the pool empty are run again, in
-    /// order, after the pool has grown (by at least as many slabs as it had, and as operations waited), until
-    /// none is left: nothing is dropped, and only memory exhaustion is an error (the table stays valid).
+    /// The CPU store, mutably (the operations below run on it when the table lives on the CPU).
+    fn cpu(&mut self) -> Option<&mut CpuChained> {
+        match &mut self.store {
+            Store::Cpu(c) => Some(c),
+            Store::Device(..) => None,
+        }
+    }
+
+    /// Runs `op` on every index of `0..n` in parallel on the CPU store. Operations that found the pool empty
+    /// are run again, in order, after the pool has grown (by at least as many slabs as it had, and as
+    /// operations waited), until none is left: nothing is dropped, and only memory exhaustion is an error (the
+    /// table stays valid). The GPU store does the same on the device.
     fn batch<T: Send>(
-        &mut self,
+        store: &mut CpuChained,
         n: usize,
         op: impl Fn(&CpuChained, usize) -> std::result::Result<T, NeedSlab> + Sync,
     ) -> Result<Vec<T>> {
         let mut out: Vec<Option<T>> = (0..n).map(|_| None).collect();
         let mut pending: Vec<usize> = (0..n).collect();
         while !pending.is_empty() {
-            let store = &self.store;
+            let s = &*store;
             let done: Vec<(usize, std::result::Result<T, NeedSlab>)> =
-                pending.par_iter().map(|&i| (i, op(store, i))).collect();
+                pending.par_iter().map(|&i| (i, op(s, i))).collect();
             pending.clear();
             for (i, r) in done {
                 match r {
@@ -222,8 +266,8 @@ impl<K: Key, V: Value> ChainedTable<K, V> {
                 }
             }
             if !pending.is_empty() {
-                let (pool, _) = self.store.pool();
-                self.store.grow(pool.max(pending.len() as u32).max(32))?;
+                let (pool, _) = store.pool();
+                store.grow(pool.max(pending.len() as u32).max(32))?;
             }
         }
         Ok(out
@@ -246,9 +290,16 @@ impl<K: Key, V: Value> ChainedTable<K, V> {
     /// Inserts every pair as a further copy (multimap: duplicates are kept).
     pub fn insert(&mut self, keys: &[K], values: &[V]) -> Result<()> {
         Self::pairs_checked(keys, values)?;
-        self.batch(keys.len(), |s, i| {
-            s.insert(keys[i].widen(), values[i].widen(), false)
-        })?;
+        match &mut self.store {
+            Store::Cpu(c) => {
+                Self::batch(c, keys.len(), |s, i| {
+                    s.insert(keys[i].widen(), values[i].widen(), false)
+                })?;
+            }
+            Store::Device(_, d) => {
+                d.insert(w32(keys), w32(values), false)?;
+            }
+        }
         Ok(())
     }
 
@@ -256,56 +307,76 @@ impl<K: Key, V: Value> ChainedTable<K, V> {
     /// a batch, one (unspecified) value wins. Returns how many keys were new.
     pub fn replace(&mut self, keys: &[K], values: &[V]) -> Result<usize> {
         Self::pairs_checked(keys, values)?;
-        let placed = self.batch(keys.len(), |s, i| {
-            s.insert(keys[i].widen(), values[i].widen(), true)
-        })?;
-        Ok(placed.iter().filter(|&&p| p == Placed::Inserted).count())
+        match &mut self.store {
+            Store::Cpu(c) => {
+                let placed = Self::batch(c, keys.len(), |s, i| {
+                    s.insert(keys[i].widen(), values[i].widen(), true)
+                })?;
+                Ok(placed.iter().filter(|&&p| p == Placed::Inserted).count())
+            }
+            Store::Device(_, d) => d.insert(w32(keys), w32(values), true),
+        }
     }
 
     /// Erases the first copy of each key (a key given twice erases two copies); returns how many were erased.
     pub fn erase(&mut self, keys: &[K]) -> Result<usize> {
-        check_keys(keys.iter().copied())?;
-        Ok(keys
-            .par_iter()
-            .map(|k| self.store.erase(k.widen(), false))
-            .sum())
+        self.erase_some(keys, false)
     }
 
     /// Erases every copy of each key; returns how many were erased.
     pub fn erase_all(&mut self, keys: &[K]) -> Result<usize> {
+        self.erase_some(keys, true)
+    }
+
+    fn erase_some(&mut self, keys: &[K], all: bool) -> Result<usize> {
         check_keys(keys.iter().copied())?;
-        Ok(keys
-            .par_iter()
-            .map(|k| self.store.erase(k.widen(), true))
-            .sum())
+        match &mut self.store {
+            Store::Cpu(c) => Ok(keys.par_iter().map(|k| c.erase(k.widen(), all)).sum()),
+            Store::Device(_, d) => d.erase(w32(keys), all),
+        }
     }
 
     /// The value of each key's first copy.
     pub fn find(&self, keys: &[K]) -> Result<Vec<Option<V>>> {
         check_keys(keys.iter().copied())?;
-        Ok(keys
-            .par_iter()
-            .map(|k| self.store.find(k.widen()).map(V::narrow))
-            .collect())
+        match &self.store {
+            Store::Cpu(c) => Ok(keys
+                .par_iter()
+                .map(|k| c.find(k.widen()).map(V::narrow))
+                .collect()),
+            Store::Device(_, d) => Ok(d
+                .find(w32(keys))?
+                .into_iter()
+                .map(|v| v.map(|v| V::narrow(v as u64)))
+                .collect()),
+        }
     }
 
     /// How many copies of each key are stored.
     pub fn count(&self, keys: &[K]) -> Result<Vec<u32>> {
         check_keys(keys.iter().copied())?;
-        Ok(keys
-            .par_iter()
-            .map(|k| self.store.count(k.widen()))
-            .collect())
+        match &self.store {
+            Store::Cpu(c) => Ok(keys.par_iter().map(|k| c.count(k.widen())).collect()),
+            Store::Device(_, d) => d.count(w32(keys)),
+        }
     }
 
     /// Every value of each key: `values[offsets[i]..offsets[i + 1]]` are key `i`'s, in list order.
     pub fn find_all(&self, keys: &[K]) -> Result<FindAll<V>> {
         check_keys(keys.iter().copied())?;
+        let c = match &self.store {
+            Store::Cpu(c) => c,
+            Store::Device(_, d) => {
+                let (offsets, values) = d.find_all(w32(keys))?;
+                let values = values.into_iter().map(|v| V::narrow(v as u64)).collect();
+                return Ok(FindAll { offsets, values });
+            }
+        };
         let per: Vec<Vec<u64>> = keys
             .par_iter()
             .map(|k| {
                 let mut v = Vec::new();
-                self.store.find_all(k.widen(), &mut v);
+                c.find_all(k.widen(), &mut v);
                 v
             })
             .collect();
@@ -320,11 +391,41 @@ impl<K: Key, V: Value> ChainedTable<K, V> {
         Ok(FindAll { offsets, values })
     }
 
-    /// Runs a mixed batch: operations on distinct keys commute; operations on one key run in an unspecified
-    /// order, each seeing the table as some order of them leaves it, and never corrupt it.
+    /// Runs a mixed batch (on a GPU: one launch, so one warp may mix inserts, erases and finds): operations on
+    /// distinct keys commute; operations on one key run in an unspecified order, each seeing the table as some
+    /// order of them leaves it, and never corrupt it.
     pub fn apply(&mut self, ops: &[Op<K, V>]) -> Result<Vec<Outcome<V>>> {
         check_keys(ops.iter().map(|o| o.key()))?;
-        self.batch(ops.len(), |s, i| {
+        if let Store::Device(_, d) = &mut self.store {
+            let mut codes = Vec::with_capacity(ops.len());
+            let mut keys = Vec::with_capacity(ops.len());
+            let mut values = Vec::with_capacity(ops.len());
+            for o in ops {
+                let (c, k, v) = match *o {
+                    Op::Insert(k, v) => (op::INSERT, k, v.widen()),
+                    Op::Replace(k, v) => (op::REPLACE, k, v.widen()),
+                    Op::Erase(k) => (op::ERASE, k, 0),
+                    Op::Find(k) => (op::FIND, k, 0),
+                };
+                codes.push(c);
+                keys.push(k.widen() as u32);
+                values.push(v as u32);
+            }
+            return d
+                .apply(&codes, &keys, &values)?
+                .into_iter()
+                .map(|(v, s)| match s {
+                    status::INSERTED => Ok(Outcome::Inserted),
+                    status::UPDATED => Ok(Outcome::Updated),
+                    status::ERASED => Ok(Outcome::Erased),
+                    status::FOUND => Ok(Outcome::Found(V::narrow(v as u64))),
+                    status::NOT_FOUND => Ok(Outcome::NotFound),
+                    s => Err(Error::Device(format!("a mixed batch reported status {s}"))),
+                })
+                .collect();
+        }
+        let c = self.cpu().expect("the CPU store");
+        Self::batch(c, ops.len(), |s, i| {
             Ok(match ops[i] {
                 Op::Insert(k, v) => {
                     s.insert(k.widen(), v.widen(), false)?;
@@ -349,29 +450,57 @@ impl<K: Key, V: Value> ChainedTable<K, V> {
     /// Compacts every list into its fewest slabs (dropping tombstones) and returns the freed slabs to the
     /// allocator; returns how many were freed.
     pub fn flush(&mut self) -> Result<usize> {
-        Ok(self.store.flush())
+        match &mut self.store {
+            Store::Cpu(c) => Ok(c.flush()),
+            Store::Device(_, d) => d.flush(),
+        }
+    }
+
+    /// A GPU store read back as a CPU store (the same slabs, links and pool bitmap).
+    fn read_back(d: &dyn DeviceChained, family: HashFamily) -> Result<CpuChained> {
+        let (words, bits) = d.download()?;
+        let (buckets, pool) = d.shape_of();
+        CpuChained::from_packed(family, buckets, pool, &words, &bits)
     }
 
     /// Every stored pair (list by list).
-    pub fn pairs(&self) -> Vec<(K, V)> {
-        self.store
-            .pairs()
+    pub fn pairs(&self) -> Result<Vec<(K, V)>> {
+        let pairs = match &self.store {
+            Store::Cpu(c) => c.pairs(),
+            Store::Device(_, d) => Self::read_back(d.as_ref(), self.family)?.pairs(),
+        };
+        Ok(pairs
             .into_iter()
             .map(|(k, v)| (K::narrow(k), V::narrow(v)))
-            .collect()
+            .collect())
     }
 
-    /// Checks the table's invariants (see [`cpu::CpuChained::check`]) and returns what it holds; `Err` says
-    /// which invariant broke. For tests and debugging: it reads every slab.
+    /// Checks the table's invariants (see [`cpu::CpuChained::check`]; a GPU table is read back first) and
+    /// returns what it holds; `Err` says which invariant broke. For tests and debugging: it reads every slab.
     pub fn check(&mut self) -> std::result::Result<ChainStats, String> {
-        self.store.check()
+        let family = self.family;
+        match &mut self.store {
+            Store::Cpu(c) => c.check(),
+            Store::Device(_, d) => {
+                let mut c = Self::read_back(d.as_ref(), family).map_err(|e| e.to_string())?;
+                let stats = c.check()?;
+                if stats.live != d.len() {
+                    return Err(format!(
+                        "the GPU store counts {} pairs, its slabs hold {}",
+                        d.len(),
+                        stats.live
+                    ));
+                }
+                Ok(stats)
+            }
+        }
     }
 
     /// Live pairs over the slots of every slab in use (base slabs and pool slabs in lists): SlabHash's memory
     /// utilisation up to its constant 15/16 (a slab's link word holds no pair).
-    pub fn slot_utilisation(&self) -> f64 {
-        let (pool, free) = self.store.pool();
-        let slabs = self.store.buckets() as usize + pool as usize - free;
-        self.len() as f64 / (slabs * SLAB_SLOTS) as f64
+    pub fn slot_utilisation(&mut self) -> Result<f64> {
+        let stats = self.check().map_err(Error::Device)?;
+        let slabs = stats.buckets + stats.list_slabs;
+        Ok(stats.live as f64 / (slabs * SLAB_SLOTS) as f64)
     }
 }

@@ -38,23 +38,45 @@ const PAIR_SLOTS: u32 = 0x7fff;
 const NEW_COUNTERS: u32 = 64;
 /// Words between counters (a 128-byte line each: same-line atomics queue in one L2 slice).
 const COUNTER_STRIDE: u32 = 32;
-/// Words of the counter array: the retry count's line, then the new-pair counters' lines.
-const COUNTER_WORDS: usize = ((1 + NEW_COUNTERS) * COUNTER_STRIDE) as usize;
+/// Words of the counter array: the retry count's line, the new-pair counters' lines, then as many lines that
+/// count the erases of mixed batches.
+const COUNTER_WORDS: usize = ((1 + 2 * NEW_COUNTERS) * COUNTER_STRIDE) as usize;
 /// An erased slot's word: key `u32::MAX - 1` (never a key), value 0.
 pub const TOMB_WORD: u64 = 0xffff_fffe_0000_0000;
 
-/// What a walk kernel does with a key's matches.
-pub mod walk {
-    /// The first match's value (`out[q]`) and whether there is one (`aux[q]`).
-    pub const FIND: u32 = 0;
-    /// How many matches (`out[q]`).
-    pub const COUNT: u32 = 1;
-    /// Every match's value, written from `aux[q]` (the exclusive scan of the counts) into `out`.
-    pub const GATHER: u32 = 2;
-    /// Tombstones the first match; `out[q]`: 1 if one was erased.
-    pub const ERASE: u32 = 3;
-    /// Tombstones every match; `out[q]`: how many.
-    pub const ERASE_ALL: u32 = 4;
+/// Operation codes: each operation of a mixed batch (`ops[q]`, [`op::INSERT`] to [`op::FIND`]), and the kernel's
+/// `mode` when a launch runs one kind of operation.
+pub mod op {
+    /// A further copy of the pair (multimap).
+    pub const INSERT: u32 = 0;
+    /// Insert the pair, or overwrite the key's first copy (unique keys).
+    pub const REPLACE: u32 = 1;
+    /// Tombstone the key's first copy.
+    pub const ERASE: u32 = 2;
+    /// The value of the key's first copy.
+    pub const FIND: u32 = 3;
+    /// How many copies (`out[q]`); a whole launch only.
+    pub const COUNT: u32 = 4;
+    /// Every copy's value, written from `aux[q]` (the exclusive scan of the counts) into `out`; a launch only.
+    pub const GATHER: u32 = 5;
+    /// Tombstone every copy (`out[q]`: how many); a launch only.
+    pub const ERASE_ALL: u32 = 6;
+    /// A mode only: each thread's operation is `ops[q]`.
+    pub const MIXED: u32 = 7;
+}
+
+/// What one operation did (`aux[q]` of [`op::FIND`] launches and of mixed batches).
+pub mod status {
+    /// A find or erase of a key not stored.
+    pub const NOT_FOUND: u32 = 0;
+    /// A find's key is stored: `out[q]` is its first copy's value.
+    pub const FOUND: u32 = 1;
+    /// An insert or a replace stored a new pair.
+    pub const INSERTED: u32 = 2;
+    /// A replace overwrote the key's first copy.
+    pub const UPDATED: u32 = 3;
+    /// An erase tombstoned the key's first copy.
+    pub const ERASED: u32 = 4;
 }
 
 /// The view of a slab just read: the pair slots' masks and the link.
@@ -114,15 +136,36 @@ fn free_slab(bitmap: &Array<Atomic<u32>>, p: u32) {
     bitmap[(p / 32u32) as usize].fetch_and(!(1u32 << (p % 32u32)));
 }
 
-/// Inserts `(keys[q], values[q])` for `q < n` (with `indexed`: for `q = sel[0..n]`), a thread per pair: a
-/// further copy (`shape.upsert == 0`) or insert-or-overwrite (`1`). `counters[0]`: operations recorded in
-/// `retry` (the pool ran out); `counters[COUNTER_STRIDE * (1 + i)]` for `i < NEW_COUNTERS`: new pairs stored,
-/// each tile adding its count once, at its end (an atomic per stored pair, on few lines, took most of the time:
-/// 1.40 against 2.09 G keys/s on the H100 once work sharing made the other costs smaller). `pool`: pool
-/// slabs (the bitmap's bits).
-#[allow(clippy::too_many_arguments)]
+/// Runs operation `q` for `q < n` (with `indexed`: for `q = sel[0..n]`, the inserts of an earlier launch that
+/// found the pool empty), a thread per operation: each tile serves its lanes' operations one after another
+/// (warp-cooperative work sharing), so a launch has as many threads as operations, as the static kernels do.
+///
+/// `mode` ([`op`]) is what every thread does, or [`op::MIXED`]: thread `q` does `ops[q]`, so one warp may mix
+/// inserts, erases and finds. Outputs by mode:
+/// - inserts: `counters[0]` counts the operations recorded in `retry` (the pool ran out);
+///   `counters[COUNTER_STRIDE * (1 + i)]` for `i < NEW_COUNTERS` count new pairs, and (mixed batches)
+///   `counters[COUNTER_STRIDE * (1 + NEW_COUNTERS + i)]` erases, each tile adding its counts once, at its end (an atomic per stored pair on few lines took most of the time: 1.40 against 7.2 G keys/s
+///   on the H100);
+/// - [`op::FIND`] and mixed batches: `out[q]`, a found value, and `aux[q]`, a [`status`];
+/// - [`op::ERASE`], [`op::COUNT`], [`op::ERASE_ALL`]: `out[q]`, how many; [`op::GATHER`]: see [`op`].
+///
+/// **Reads.** Finds and counts read `slabs_plain` (the slab array bound without atomics: CubeCL lowers an atomic
+/// load to an atomic add of zero on CUDA, 16 per slab read). Inserts read it too where `plain` (CUDA binds the
+/// array twice; Vulkan binds a buffer once): a stale view only costs a failed compare-and-swap, as claims take
+/// the first empty slot and links are set once. After a lost compare-and-swap, and for every erase, reads are
+/// coherent (`slabs`). Launches that change nothing bind a dummy as `slabs`; launches on Vulkan that change
+/// the table bind a dummy as `slabs_plain` (`plain == false`).
+// `act` and `slot` start as runtime variables that both branches assign (cube code has no `if` expressions
+// that yield structs).
+#[allow(
+    clippy::too_many_arguments,
+    clippy::collapsible_if,
+    clippy::collapsible_else_if,
+    unused_assignments
+)]
 #[cube(launch_unchecked)]
-pub fn chained_insert_kernel(
+pub fn chained_kernel(
+    ops: &Array<u32>,
     keys: &Array<u32>,
     values: &Array<u32>,
     sel: &Array<u32>,
@@ -131,40 +174,50 @@ pub fn chained_insert_kernel(
     slabs_plain: &Array<u64>,
     bitmap: &Array<Atomic<u32>>,
     pool: u32,
+    out: &mut Array<u32>,
+    aux: &mut Array<u32>,
     retry: &mut Array<u32>,
     counters: &Array<Atomic<u32>>,
     shape: &ShapeScalars,
+    #[comptime] mode: u32,
     #[comptime] indexed: bool,
-    #[comptime] plain_reads: bool,
+    #[comptime] plain: bool,
     #[comptime] tw: u32,
 ) {
+    // Which kinds of operation this launch can hold (the rest compiles away).
+    let inserts = comptime!(mode == op::INSERT || mode == op::REPLACE || mode == op::MIXED);
+    let reports = comptime!(mode == op::FIND || mode == op::MIXED);
     let tl = tile_lane(tw);
     let t = ABSOLUTE_POS;
     let meta = meta_of(shape);
-    // This thread's operation: pair `t`, or with `indexed` the pair `sel[t]` names (a rerun of those that ran
-    // out of slabs). The tile serves its lanes' operations one after another (warp-cooperative work sharing):
-    // a thread per operation, as the static inserts launch, not a tile per operation.
+    // This thread's operation.
     let mine = t < n as usize;
     let mut my_q = t;
     let mut my_key = 0u32;
     let mut my_value = 0u32;
+    let mut my_op = 0u32;
     if mine {
         if comptime!(indexed) {
             my_q = sel[t] as usize;
         }
         my_key = keys[my_q];
-        my_value = values[my_q];
+        if comptime!(inserts) {
+            my_value = values[my_q];
+        }
+        if comptime!(mode == op::MIXED) {
+            my_op = ops[my_q];
+        }
     }
     let mut todo = tile_ballot(mine, tl, tw);
+    let group = t - tl.lane as usize;
     // The operation being served (the same in every lane of the tile).
     let mut active = false;
+    let mut cur = u32::new(mode as i64);
     let mut q = 0usize;
     let mut key = 0u32;
     let mut value = 0u32;
     let mut slab = 0u32;
     let mut state = blank_state();
-    // Plain reads first (a stale view only costs a failed compare-and-swap: claims take the first empty slot,
-    // and links are set once), coherent re-reads after a lost compare-and-swap, as the static inserts do.
     let mut coherent = true;
     // A claim lost to another key goes on from the same view with that slot marked taken (`reuse`: no read;
     // the view's masks and link are kept field by field, as cube code cannot reassign a struct).
@@ -172,8 +225,14 @@ pub fn chained_insert_kernel(
     let mut kept_empty = 0u32;
     let mut kept_matched = 0u32;
     let mut kept_next = 0u32;
-    // Pairs this tile stored (counted in lane 0).
+    // Walks: matches counted, the gather cursor, the value found, the outcome.
+    let mut c = 0u32;
+    let mut w = 0usize;
+    let mut found_value = 0u32;
+    let mut result = 0u32;
+    // Pairs this tile stored, and erased in a mixed batch (counted in lane 0).
     let mut stored = 0u32;
+    let mut erased = 0u32;
     loop {
         // A tile without an operation takes its next lane's (shuffles: in every lane of the plane, or none).
         let pick = !active && todo != 0u32;
@@ -183,19 +242,40 @@ pub fn chained_insert_kernel(
                 b = todo.trailing_zeros();
             }
             let nk = tile_shuffle(my_key, b, tl, tw);
-            let nv = tile_shuffle(my_value, b, tl, tw);
-            let nq = tile_shuffle(my_q as u32, b, tl, tw);
+            let mut nv = 0u32;
+            if comptime!(inserts) {
+                nv = tile_shuffle(my_value, b, tl, tw);
+            }
+            let mut no = 0u32;
+            if comptime!(mode == op::MIXED) {
+                no = tile_shuffle(my_op, b, tl, tw);
+            }
+            let mut nq = group as u32 + b;
+            if comptime!(indexed) {
+                nq = tile_shuffle(my_q as u32, b, tl, tw);
+            }
             if pick {
                 key = nk;
                 value = nv;
                 q = nq as usize;
+                if comptime!(mode == op::MIXED) {
+                    cur = no;
+                }
                 slab = bucket_of(meta, key, 0u32);
                 Chain::insert_start(&mut state, 1u32);
-                coherent = true;
-                if comptime!(plain_reads) {
-                    coherent = false;
+                // Erases read coherently (their compare-and-swap expects the word read); so does everything
+                // where no plain binding exists.
+                coherent = cur == op::ERASE || cur == op::ERASE_ALL;
+                if comptime!(!plain) {
+                    coherent = true;
+                }
+                if comptime!(mode == op::GATHER) {
+                    w = aux[q] as usize;
                 }
                 reuse = false;
+                c = 0u32;
+                found_value = 0u32;
+                result = status::NOT_FOUND;
                 active = true;
                 todo &= todo - 1u32;
             }
@@ -227,234 +307,200 @@ pub fn chained_insert_kernel(
             matched,
             next: link,
         };
-        let step = Chain::insert_step(&mut state, view, meta.params, SLAB_WORDS);
-        let seen = slot_word(slots, step.slot, tl, SLAB_WORDS, tw);
-        let owner = step.slot % tw == tl.lane;
-        let at = (slab * SLAB_WORDS + step.slot) as usize;
+        // The scheme's step: an insert's (claim, update, follow, append) or a walk's (found, follow, absent).
+        let is_insert = cur <= op::REPLACE;
+        let mut act = 0u32;
+        let mut slot = 0u32;
+        if is_insert {
+            let mut upsert = 0u32;
+            if cur == op::REPLACE {
+                upsert = 1u32;
+            }
+            let params = SchemeParams {
+                num_hashes: meta.params.num_hashes,
+                max_chain: meta.params.max_chain,
+                threshold: meta.params.threshold,
+                upsert,
+            };
+            let step = Chain::insert_step(&mut state, view, params, SLAB_WORDS);
+            act = step.action;
+            slot = step.slot;
+        } else {
+            let step = Chain::find_step(&mut state, view, meta.params, SLAB_WORDS);
+            act = step.action;
+            slot = step.slot;
+        }
+        let seen = slot_word(slots, slot, tl, SLAB_WORDS, tw);
+        let owner = slot % tw == tl.lane;
+        let at = (slab * SLAB_WORDS + slot) as usize;
         let mut ok = false;
         let mut out_of_slabs = false;
         let mut linked = 4294967295u32;
         let mut taken = 0xffff_ffff_ffff_ffffu64; // EMPTY_WORD, as a literal: a runtime variable
         if active {
-            if step.action == action::CLAIM && owner {
-                taken = slabs[at].compare_exchange_weak(EMPTY_WORD, pack_word(key, value));
-                ok = taken == EMPTY_WORD;
-            } else if step.action == action::UPDATE && owner {
-                ok = slabs[at].compare_exchange_weak(seen, pack_word(key, value)) == seen;
-            } else if step.action == action::APPEND && tl.lane == 0u32 {
-                let p = alloc_slab(bitmap, pool, (q as u32) * 2654435761u32);
-                if p == 4294967295u32 {
-                    out_of_slabs = true;
-                } else {
-                    let s = meta.num_buckets + p;
-                    let link_at = (slab * SLAB_WORDS + LINK_SLOT) as usize;
-                    let word = 0xffff_ffff_0000_0000u64 | (s as u64);
-                    if slabs[link_at].compare_exchange_weak(EMPTY_WORD, word) == EMPTY_WORD {
-                        linked = s;
+            if comptime!(inserts) {
+                if is_insert && act == action::CLAIM && owner {
+                    taken = slabs[at].compare_exchange_weak(EMPTY_WORD, pack_word(key, value));
+                    ok = taken == EMPTY_WORD;
+                } else if is_insert && act == action::UPDATE && owner {
+                    ok = slabs[at].compare_exchange_weak(seen, pack_word(key, value)) == seen;
+                } else if is_insert && act == action::APPEND && tl.lane == 0u32 {
+                    let p = alloc_slab(bitmap, pool, (q as u32) * 2654435761u32);
+                    if p == 4294967295u32 {
+                        out_of_slabs = true;
                     } else {
-                        free_slab(bitmap, p);
+                        let s = meta.num_buckets + p;
+                        let link_at = (slab * SLAB_WORDS + LINK_SLOT) as usize;
+                        let word = 0xffff_ffff_0000_0000u64 | (s as u64);
+                        if slabs[link_at].compare_exchange_weak(EMPTY_WORD, word) == EMPTY_WORD {
+                            linked = s;
+                        } else {
+                            free_slab(bitmap, p);
+                        }
                     }
                 }
             }
+            if comptime!(mode == op::ERASE || mode == op::MIXED) {
+                if cur == op::ERASE && act == action::FOUND && owner {
+                    ok = slabs[at].compare_exchange_weak(seen, TOMB_WORD) == seen;
+                }
+            }
+        }
+        // Walks over every match of a slab: this lane's matched slots (`lane`, and `lane + tw` when a lane
+        // holds two).
+        let mut multi = 0u32;
+        if comptime!(mode == op::COUNT || mode == op::GATHER || mode == op::ERASE_ALL) {
+            let m0 = active && (view.matched >> tl.lane) & 1u32 == 1u32;
+            let mut m1 = false;
+            if comptime!(SLAB_WORDS / tw >= 2) {
+                m1 = active && (view.matched >> (tl.lane + tw)) & 1u32 == 1u32;
+            }
+            let mut ok0 = false;
+            let mut ok1 = false;
+            if comptime!(mode == op::ERASE_ALL) {
+                let base = (slab * SLAB_WORDS + tl.lane) as usize;
+                if m0 {
+                    ok0 = slabs[base].compare_exchange_weak(slots.w0, TOMB_WORD) == slots.w0;
+                }
+                if m1 {
+                    let at1 = base + tw as usize;
+                    ok1 = slabs[at1].compare_exchange_weak(slots.w1, TOMB_WORD) == slots.w1;
+                }
+            }
+            if comptime!(mode == op::GATHER) {
+                let below = view.matched & ((1u32 << tl.lane) - 1u32);
+                if m0 {
+                    out[w + below.count_ones() as usize] = word_value(slots.w0);
+                }
+                if m1 {
+                    let below1 = view.matched & ((1u32 << (tl.lane + tw)) - 1u32);
+                    out[w + below1.count_ones() as usize] = word_value(slots.w1);
+                }
+            }
+            multi = tile_ballot(ok0, tl, tw).count_ones() + tile_ballot(ok1, tl, tw).count_ones();
         }
         let done = tile_ballot(ok, tl, tw) != 0u32;
-        let failed = tile_ballot(out_of_slabs, tl, tw) != 0u32;
-        let next = tile_shuffle(linked, 0u32, tl, tw);
-        let taken = tile_shuffle_u64(taken, step.slot % tw, tl, tw);
+        let mut failed = false;
+        let mut next = 4294967295u32;
+        if comptime!(inserts) {
+            failed = tile_ballot(out_of_slabs, tl, tw) != 0u32;
+            next = tile_shuffle(linked, 0u32, tl, tw);
+            taken = tile_shuffle_u64(taken, slot % tw, tl, tw);
+        }
         reuse = false;
         if active {
-            if step.action == action::CLAIM || step.action == action::UPDATE {
-                // A lost compare-and-swap re-reads the slab (a racing replace of the key is then a match).
-                if done {
-                    if step.action == action::CLAIM {
-                        stored += 1u32;
+            let mut finished = false;
+            if is_insert {
+                if act == action::CLAIM || act == action::UPDATE {
+                    if done {
+                        if act == action::CLAIM {
+                            stored += 1u32;
+                            result = status::INSERTED;
+                        } else {
+                            result = status::UPDATED;
+                        }
+                        finished = true;
+                    } else if act == action::CLAIM && (cur == op::INSERT || word_key(taken) != key)
+                    {
+                        // Another key took the slot: the next empty slot of the same view, no re-read.
+                        kept_empty = empty & !(1u32 << slot);
+                        kept_matched = matched;
+                        kept_next = link;
+                        reuse = true;
+                    } else {
+                        // A racing replace of our key (then a match), or a lost update: read again, coherently.
+                        coherent = true;
                     }
-                    active = false;
-                } else if step.action == action::CLAIM
-                    && (meta.params.upsert == 0u32 || word_key(taken) != key)
-                {
-                    // Another key took the slot: the next empty slot of the same view, no re-read.
-                    kept_empty = empty & !(1u32 << step.slot);
-                    kept_matched = matched;
-                    kept_next = link;
-                    reuse = true;
-                } else {
-                    // A racing replace of our key (then a match), or a lost update: read again, coherently.
-                    coherent = true;
-                }
-            } else if step.action == action::FOLLOW {
-                slab = view.next;
-            } else if step.action == action::APPEND {
-                if failed {
-                    if tl.lane == 0u32 {
-                        let at = counters[0].fetch_add(1u32);
-                        retry[at as usize] = q as u32;
+                } else if act == action::FOLLOW {
+                    slab = view.next;
+                } else if act == action::APPEND {
+                    if failed {
+                        // Recorded for the next launch, after the pool has grown; no outcome yet.
+                        if tl.lane == 0u32 {
+                            let at_retry = counters[0].fetch_add(1u32);
+                            retry[at_retry as usize] = q as u32;
+                        }
+                        active = false;
+                    } else if next != 4294967295u32 {
+                        slab = next;
+                    } else {
+                        // Another tile linked a slab first: re-read this one (its link is set now).
+                        coherent = true;
                     }
-                    active = false;
-                } else if next != 4294967295u32 {
-                    slab = next;
-                } else {
-                    coherent = true;
                 }
-                // Else another tile linked a slab first: re-read this one (its link is set now).
-            }
-        }
-    }
-    if tl.lane == 0u32 && stored > 0u32 {
-        let c = (t as u32 / tw) % NEW_COUNTERS;
-        counters[((1u32 + c) * COUNTER_STRIDE) as usize].fetch_add(stored);
-    }
-}
-
-/// Walks the list of `keys[q]` for `q < n`, a thread per key (served by its tile), doing `mode` ([`walk`]) with its matches. Erases
-/// read `slabs` (coherent atomic loads, before their compare-and-swaps); the read-only modes read `slabs_plain`,
-/// the same buffer bound without atomics (CubeCL lowers an atomic load to an atomic add of zero on CUDA: 16 per
-/// slab read). Each launch binds the buffer once, the other argument a dummy (Vulkan binds a buffer once).
-#[allow(clippy::too_many_arguments, clippy::collapsible_if)]
-#[cube(launch_unchecked)]
-pub fn chained_walk_kernel(
-    keys: &Array<u32>,
-    n: u32,
-    slabs: &Array<Atomic<u64>>,
-    slabs_plain: &Array<u64>,
-    out: &mut Array<u32>,
-    aux: &mut Array<u32>,
-    shape: &ShapeScalars,
-    #[comptime] mode: u32,
-    #[comptime] tw: u32,
-) {
-    let tl = tile_lane(tw);
-    let meta = meta_of(shape);
-    // A thread per key; the tile serves its lanes' keys one after another (work sharing).
-    let mine = ABSOLUTE_POS < n as usize;
-    let mut my_key = 0u32;
-    if mine {
-        my_key = keys[ABSOLUTE_POS];
-    }
-    let mut todo = tile_ballot(mine, tl, tw);
-    let group = ABSOLUTE_POS - tl.lane as usize;
-    // The key being served (the same in every lane of the tile).
-    let mut active = false;
-    let mut q = 0usize;
-    let mut key = 0u32;
-    let mut slab = 0u32;
-    let mut w = 0usize;
-    let mut state = blank_state();
-    let mut c = 0u32;
-    let mut value = 0u32;
-    let mut found = 0u32;
-    loop {
-        let pick = !active && todo != 0u32;
-        if tile_loop_any(pick, tw) {
-            let mut b = 0u32;
-            if pick {
-                b = todo.trailing_zeros();
-            }
-            let nk = tile_shuffle(my_key, b, tl, tw);
-            if pick {
-                key = nk;
-                q = group + b as usize;
-                slab = bucket_of(meta, key, 0u32);
-                if comptime!(mode == walk::GATHER) {
-                    w = aux[q] as usize;
-                }
-                Chain::find_start(&mut state);
-                c = 0u32;
-                value = 0u32;
-                found = 0u32;
-                active = true;
-                todo &= todo - 1u32;
-            }
-        }
-        if !tile_loop_any(active, tw) {
-            break;
-        }
-        let slots = read_slots_either(
-            slabs,
-            slabs_plain,
-            slab,
-            active,
-            comptime!(mode == walk::ERASE || mode == walk::ERASE_ALL),
-            tl,
-            SLAB_WORDS,
-            tw,
-        );
-        let view = slab_view(slots, key, tl, tw);
-        let mut act = Chain::find_step(&mut state, view, meta.params, SLAB_WORDS).action;
-        let first = view.matched.trailing_zeros();
-        let word = slot_word(slots, first % SLAB_WORDS, tl, SLAB_WORDS, tw);
-        // This lane's matched slots (slot `lane`, and `lane + tw` when a lane holds two).
-        let m0 = active && (view.matched >> tl.lane) & 1u32 == 1u32;
-        let mut m1 = false;
-        if comptime!(SLAB_WORDS / tw >= 2) {
-            m1 = active && (view.matched >> (tl.lane + tw)) & 1u32 == 1u32;
-        }
-        let mut ok0 = false;
-        let mut ok1 = false;
-        if comptime!(mode == walk::ERASE) {
-            if active && act == action::FOUND && first % tw == tl.lane {
-                let at = (slab * SLAB_WORDS + first) as usize;
-                ok0 = slabs[at].compare_exchange_weak(word, TOMB_WORD) == word;
-            }
-        }
-        if comptime!(mode == walk::ERASE_ALL) {
-            let base = (slab * SLAB_WORDS + tl.lane) as usize;
-            if m0 {
-                ok0 = slabs[base].compare_exchange_weak(slots.w0, TOMB_WORD) == slots.w0;
-            }
-            if m1 {
-                let at = base + tw as usize;
-                ok1 = slabs[at].compare_exchange_weak(slots.w1, TOMB_WORD) == slots.w1;
-            }
-        }
-        if comptime!(mode == walk::GATHER) {
-            let below = view.matched & ((1u32 << tl.lane) - 1u32);
-            if m0 {
-                out[w + below.count_ones() as usize] = word_value(slots.w0);
-            }
-            if m1 {
-                let below1 = view.matched & ((1u32 << (tl.lane + tw)) - 1u32);
-                out[w + below1.count_ones() as usize] = word_value(slots.w1);
-            }
-        }
-        let b0 = tile_ballot(ok0, tl, tw);
-        let b1 = tile_ballot(ok1, tl, tw);
-        if active {
-            if act == action::FOUND {
-                if comptime!(mode == walk::FIND) {
-                    value = word_value(word);
-                    found = 1u32;
-                    act = action::ABSENT;
-                } else if comptime!(mode == walk::ERASE) {
-                    if b0 != 0u32 {
-                        c = 1u32;
+            } else {
+                if act == action::FOUND {
+                    if cur == op::FIND {
+                        found_value = word_value(seen);
+                        result = status::FOUND;
                         act = action::ABSENT;
+                    } else if cur == op::ERASE {
+                        if done {
+                            c = 1u32;
+                            erased += 1u32;
+                            result = status::ERASED;
+                            act = action::ABSENT;
+                        } else {
+                            // The slot changed under us: read the slab again.
+                            act = action::NEXT;
+                        }
                     } else {
-                        // The slot changed under us: read the slab again.
-                        act = action::NEXT;
+                        if comptime!(mode == op::ERASE_ALL) {
+                            c += multi;
+                        } else {
+                            c += view.matched.count_ones();
+                        }
+                        w += view.matched.count_ones() as usize;
+                        act = Chain::find_more(&mut state, view, meta.params).action;
                     }
-                } else {
-                    if comptime!(mode == walk::ERASE_ALL) {
-                        c += b0.count_ones() + b1.count_ones();
-                    } else {
-                        c += view.matched.count_ones();
-                    }
-                    w += view.matched.count_ones() as usize;
-                    act = Chain::find_more(&mut state, view, meta.params).action;
+                }
+                if act == action::FOLLOW {
+                    slab = view.next;
+                } else if act == action::ABSENT {
+                    finished = true;
                 }
             }
-            if act == action::FOLLOW {
-                slab = view.next;
-            } else if act == action::ABSENT {
+            if finished {
                 active = false;
                 if tl.lane == 0u32 {
-                    if comptime!(mode == walk::FIND) {
-                        out[q] = value;
-                        aux[q] = found;
-                    } else if comptime!(mode != walk::GATHER) {
+                    if comptime!(reports) {
+                        out[q] = found_value;
+                        aux[q] = result;
+                    } else if comptime!(!inserts && mode != op::GATHER) {
                         out[q] = c;
                     }
                 }
+            }
+        }
+    }
+    if comptime!(inserts) {
+        let k = (t as u32 / tw) % NEW_COUNTERS;
+        if tl.lane == 0u32 && stored > 0u32 {
+            counters[((1u32 + k) * COUNTER_STRIDE) as usize].fetch_add(stored);
+        }
+        if comptime!(mode == op::MIXED) {
+            if tl.lane == 0u32 && erased > 0u32 {
+                counters[((1u32 + NEW_COUNTERS + k) * COUNTER_STRIDE) as usize].fetch_add(erased);
             }
         }
     }
@@ -531,6 +577,14 @@ pub fn copy_u32_kernel(src: &Array<u32>, dst: &mut Array<u32>) {
     if ABSOLUTE_POS < src.len() {
         dst[ABSOLUTE_POS] = src[ABSOLUTE_POS];
     }
+}
+
+/// The operation arrays of a launch (`n` words each; `ops` and `values` bound only where the mode reads them).
+struct Arrays<'a> {
+    ops: &'a Handle,
+    keys: &'a Handle,
+    values: &'a Handle,
+    n: usize,
 }
 
 /// A chained table of 32-bit keys and values on a device.
@@ -618,12 +672,9 @@ impl<R: Runtime> GpuChained<R> {
         Ok(())
     }
 
-    fn shape(&self, unique: bool) -> [u32; super::device_api::SHAPE_WORDS] {
-        let p = SchemeParams {
-            upsert: unique as u32,
-            ..Chain::default_params(SLAB_WORDS)
-        };
-        shape_words_of(self.buckets, self.family, p)
+    /// The table's shape for kernels (inserts choose upsert per operation).
+    fn shape(&self) -> [u32; super::device_api::SHAPE_WORDS] {
+        shape_words_of(self.buckets, self.family, Chain::default_params(SLAB_WORDS))
     }
 
     /// Inserts the pairs (a further copy, or with `unique` insert-or-overwrite); returns how many were new.
@@ -652,7 +703,78 @@ impl<R: Runtime> GpuChained<R> {
         n: usize,
         unique: bool,
     ) -> Result<usize> {
-        let mut added = 0usize;
+        let mode = if unique { op::REPLACE } else { op::INSERT };
+        let none = self.client.empty(4);
+        let (added, _) = self.run_placing(mode, (&none, keys, values), n, (&none, &none))?;
+        self.len += added;
+        Ok(added)
+    }
+
+    /// A mixed batch of `n` operations already on the device: operation `ops[q]` ([`op::INSERT`] to
+    /// [`op::FIND`]) of `keys[q]` (and `values[q]`, which only inserts read). Returns `(out, aux)`: the value
+    /// found and the [`status`] of each operation. Operations on distinct keys commute; operations on one key
+    /// run in an unspecified order and never corrupt the table. Waits for the device.
+    pub fn apply_device(
+        &mut self,
+        ops: &Handle,
+        keys: &Handle,
+        values: &Handle,
+        n: usize,
+    ) -> Result<(Handle, Handle)> {
+        let out = self.client.empty(n.max(1) * 4);
+        let aux = self.client.empty(n.max(1) * 4);
+        if n > 0 {
+            let (added, erased) =
+                self.run_placing(op::MIXED, (ops, keys, values), n, (&out, &aux))?;
+            self.len = self.len + added - erased;
+        }
+        Ok((out, aux))
+    }
+
+    /// [`GpuChained::apply_device`] from host data: `(value, status)` of each operation.
+    pub fn apply(&mut self, ops: &[u32], keys: &[u32], values: &[u32]) -> Result<Vec<(u32, u32)>> {
+        for (what, got) in [("ops", ops.len()), ("values", values.len())] {
+            if got != keys.len() {
+                return Err(Error::LengthMismatch {
+                    what,
+                    got,
+                    expected: keys.len(),
+                });
+            }
+        }
+        if let Some(index) = ops.iter().position(|&o| o > op::FIND) {
+            return Err(Error::InvalidConfig(format!(
+                "operation {index} has code {}: a mixed batch holds codes 0 (insert) to 3 (find)",
+                ops[index]
+            )));
+        }
+        if keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        let put = |x: &[u32]| self.client.create_from_slice(u32::as_bytes(x));
+        let (oh, kh, vh) = (put(ops), put(keys), put(values));
+        let (out, aux) = self.apply_device(&oh, &kh, &vh, keys.len())?;
+        let (out, aux) = (self.read(out, keys.len())?, self.read(aux, keys.len())?);
+        Ok(out.into_iter().zip(aux).collect())
+    }
+
+    /// Runs `n` operations of an insert `mode` or of [`op::MIXED`] until none waits for a slab: those that
+    /// found the pool empty are recorded on the device and run again, only they, after the pool has grown.
+    /// Returns how many new pairs the inserts stored and how many the erases of a mixed batch removed.
+    /// `reports`: `out` and `aux` of mixed batches (`n` words each).
+    fn run_placing(
+        &mut self,
+        mode: u32,
+        (ops, keys, values): (&Handle, &Handle, &Handle),
+        n: usize,
+        (out, aux): (&Handle, &Handle),
+    ) -> Result<(usize, usize)> {
+        let (mut added, mut erased) = (0usize, 0usize);
+        let lines = |c: &[u32], from: u32| {
+            (from..from + NEW_COUNTERS)
+                .map(|i| c[(i * COUNTER_STRIDE) as usize] as usize)
+                .sum::<usize>()
+        };
         let mut sel: Option<(Handle, usize)> = None;
         loop {
             let m = sel.as_ref().map_or(n, |s| s.1);
@@ -663,51 +785,92 @@ impl<R: Runtime> GpuChained<R> {
             let counters = self
                 .client
                 .create_from_slice(u32::as_bytes(&[0; COUNTER_WORDS]));
-            let sel_h = sel
-                .as_ref()
-                .map_or_else(|| self.client.empty(4), |s| s.0.clone());
-            // CUDA binds the slab array a second time for plain reads; Vulkan binds a buffer once.
-            let (plain, plain_len) = if self.plain_reads {
-                (self.slabs.clone(), self.slab_words(self.pool))
-            } else {
-                (self.client.empty(8), 1)
-            };
-            // SAFETY: thread `t < m` reads pair `t` (or `sel[t] < n`) and writes `retry[< m]`; slabs are
-            // addressed by bucket indices below `buckets` and links below `buckets + pool`.
-            unsafe {
-                chained_insert_kernel::launch_unchecked::<R>(
-                    &self.client,
-                    cube_count(m),
-                    CubeDim::new_1d(CUBE_SIZE),
-                    ArrayArg::from_raw_parts(keys.clone(), n),
-                    ArrayArg::from_raw_parts(values.clone(), n),
-                    ArrayArg::from_raw_parts(sel_h, m.max(1)),
-                    m as u32,
-                    ArrayArg::from_raw_parts(self.slabs.clone(), self.slab_words(self.pool)),
-                    ArrayArg::from_raw_parts(plain, plain_len),
-                    ArrayArg::from_raw_parts(self.bitmap.clone(), Self::bitmap_words(self.pool)),
-                    self.pool,
-                    ArrayArg::from_raw_parts(retry.clone(), m),
-                    ArrayArg::from_raw_parts(counters.clone(), COUNTER_WORDS),
-                    shape_scalars::<R>(self.shape(unique)),
-                    sel.is_some(),
-                    self.plain_reads,
-                    self.tile,
-                )
-            }
+            self.launch(
+                mode,
+                Arrays {
+                    ops,
+                    keys,
+                    values,
+                    n,
+                },
+                sel.as_ref().map(|s| &s.0),
+                m,
+                {
+                    let l = if mode == op::MIXED { n } else { 1 };
+                    (out, l, aux, l)
+                },
+                (&retry, &counters),
+            );
             let c = self.read(counters, COUNTER_WORDS)?;
-            added += c[COUNTER_STRIDE as usize..]
-                .iter()
-                .step_by(COUNTER_STRIDE as usize)
-                .map(|&x| x as usize)
-                .sum::<usize>();
+            added += lines(&c, 1);
+            erased += lines(&c, 1 + NEW_COUNTERS);
             if c[0] > 0 {
                 self.resize(self.pool.saturating_mul(2).max(self.pool + c[0]))?;
             }
             sel = Some((retry, c[0] as usize));
         }
-        self.len += added;
-        Ok(added)
+        Ok((added, erased))
+    }
+
+    /// One launch of [`chained_kernel`] over `m` operations: the first `m` of `arrays`, or those `sel` names.
+    /// `outputs`: `out` and `aux` with their lengths; `places`: the retry list (`m` words) and the counters.
+    fn launch(
+        &self,
+        mode: u32,
+        arrays: Arrays<'_>,
+        sel: Option<&Handle>,
+        m: usize,
+        outputs: (&Handle, usize, &Handle, usize),
+        places: (&Handle, &Handle),
+    ) {
+        let words = self.slab_words(self.pool);
+        // Finds and counts bind the array only without atomics; changes bind it with atomics, and on CUDA
+        // also without (plain first reads); Vulkan binds a buffer once.
+        let read_only = matches!(mode, op::FIND | op::COUNT | op::GATHER);
+        let plain = read_only || self.plain_reads;
+        let dummy = self.client.empty(8);
+        let (atomic, atomic_len) = if read_only {
+            (dummy.clone(), 1)
+        } else {
+            (self.slabs.clone(), words)
+        };
+        let (plain_h, plain_len) = if plain {
+            (self.slabs.clone(), words)
+        } else {
+            (dummy, 1)
+        };
+        let inserts = matches!(mode, op::INSERT | op::REPLACE | op::MIXED);
+        let len = |used: bool| if used { arrays.n.max(1) } else { 1 };
+        let (out, out_len, aux, aux_len) = outputs;
+        let sel_h = sel.cloned().unwrap_or_else(|| self.client.empty(4));
+        // SAFETY: thread `t < m` reads operation `t` (or `sel[t] < n`) of arrays of `n`; it writes `out[q]` and
+        // `aux[q]` (`q < n`), or (GATHER) `out[aux[q]..aux[q + 1]]`, and `retry[< m]`. Slabs are addressed by
+        // bucket indices below `buckets` and links below `buckets + pool`.
+        unsafe {
+            chained_kernel::launch_unchecked::<R>(
+                &self.client,
+                cube_count(m.max(1)),
+                CubeDim::new_1d(CUBE_SIZE),
+                ArrayArg::from_raw_parts(arrays.ops.clone(), len(mode == op::MIXED)),
+                ArrayArg::from_raw_parts(arrays.keys.clone(), len(true)),
+                ArrayArg::from_raw_parts(arrays.values.clone(), len(inserts)),
+                ArrayArg::from_raw_parts(sel_h, if sel.is_some() { m } else { 1 }),
+                m as u32,
+                ArrayArg::from_raw_parts(atomic, atomic_len),
+                ArrayArg::from_raw_parts(plain_h, plain_len),
+                ArrayArg::from_raw_parts(self.bitmap.clone(), Self::bitmap_words(self.pool)),
+                self.pool,
+                ArrayArg::from_raw_parts(out.clone(), out_len.max(1)),
+                ArrayArg::from_raw_parts(aux.clone(), aux_len.max(1)),
+                ArrayArg::from_raw_parts(places.0.clone(), m.max(1)),
+                ArrayArg::from_raw_parts(places.1.clone(), COUNTER_WORDS),
+                shape_scalars::<R>(self.shape()),
+                mode,
+                sel.is_some(),
+                plain,
+                self.tile,
+            )
+        }
     }
 
     fn walk(
@@ -721,49 +884,40 @@ impl<R: Runtime> GpuChained<R> {
         self.walk_device(&kh, keys.len(), mode, out_len, aux)
     }
 
-    /// Queues `find` of `n` keys already on the device: `(values, found)`, a word each per key (`found`: 1 if
-    /// the key is stored; its value is then the first copy's).
+    /// Queues `find` of `n` keys already on the device: `(values, found)`, a word each per key (`found`:
+    /// [`status::FOUND`] if the key is stored; its value is then the first copy's).
     pub fn find_device(&self, keys: &Handle, n: usize) -> (Handle, Handle) {
-        self.walk_device(keys, n, walk::FIND, n, None)
+        self.walk_device(keys, n, op::FIND, n, None)
     }
 
+    /// Queues a launch of a walk `mode` ([`op::FIND`], [`op::ERASE`], [`op::COUNT`], [`op::GATHER`],
+    /// [`op::ERASE_ALL`]) over `n` keys on the device; `aux`: the gather's starts (`n + 1`).
     fn walk_device(
         &self,
-        kh: &Handle,
+        keys: &Handle,
         n: usize,
         mode: u32,
         out_len: usize,
         aux: Option<Handle>,
     ) -> (Handle, Handle) {
-        let kh = kh.clone();
-        let words = self.slab_words(self.pool);
-        let dummy = self.client.empty(8);
-        let ((atomic, atomic_len), (plain, plain_len)) =
-            if mode == walk::ERASE || mode == walk::ERASE_ALL {
-                ((self.slabs.clone(), words), (dummy, 1))
-            } else {
-                ((dummy, 1), (self.slabs.clone(), words))
-            };
         let out = self.client.empty(out_len.max(1) * 4);
         let aux_len = if aux.is_some() { n + 1 } else { n.max(1) };
         let aux = aux.unwrap_or_else(|| self.client.empty(n.max(1) * 4));
-        // SAFETY: key `q < n` writes `out[q]` / `aux[q]`, or (GATHER) `out[aux[q]..aux[q + 1]]`.
-        unsafe {
-            chained_walk_kernel::launch_unchecked::<R>(
-                &self.client,
-                cube_count(n.max(1)),
-                CubeDim::new_1d(CUBE_SIZE),
-                ArrayArg::from_raw_parts(kh, n.max(1)),
-                n as u32,
-                ArrayArg::from_raw_parts(atomic, atomic_len),
-                ArrayArg::from_raw_parts(plain, plain_len),
-                ArrayArg::from_raw_parts(out.clone(), out_len.max(1)),
-                ArrayArg::from_raw_parts(aux.clone(), aux_len),
-                shape_scalars::<R>(self.shape(false)),
-                mode,
-                self.tile,
-            )
-        }
+        let none = self.client.empty(4);
+        let counters = self.client.empty(COUNTER_WORDS * 4);
+        self.launch(
+            mode,
+            Arrays {
+                ops: &none,
+                keys,
+                values: &none,
+                n,
+            },
+            None,
+            n,
+            (&out, out_len, &aux, aux_len),
+            (&none, &counters),
+        );
         (out, aux)
     }
 
@@ -782,7 +936,7 @@ impl<R: Runtime> GpuChained<R> {
         if keys.is_empty() {
             return Ok(Vec::new());
         }
-        let (v, f) = self.walk(keys, walk::FIND, keys.len(), None);
+        let (v, f) = self.walk(keys, op::FIND, keys.len(), None);
         let (v, f) = (self.read(v, keys.len())?, self.read(f, keys.len())?);
         Ok(v.into_iter()
             .zip(f)
@@ -795,7 +949,7 @@ impl<R: Runtime> GpuChained<R> {
         if keys.is_empty() {
             return Ok(Vec::new());
         }
-        let (c, _) = self.walk(keys, walk::COUNT, keys.len(), None);
+        let (c, _) = self.walk(keys, op::COUNT, keys.len(), None);
         self.read(c, keys.len())
     }
 
@@ -813,7 +967,7 @@ impl<R: Runtime> GpuChained<R> {
             return Ok((offsets, Vec::new()));
         }
         let sh = self.client.create_from_slice(u32::as_bytes(&starts));
-        let (vals, _) = self.walk(keys, walk::GATHER, total, Some(sh));
+        let (vals, _) = self.walk(keys, op::GATHER, total, Some(sh));
         Ok((offsets, self.read(vals, total)?))
     }
 
@@ -822,7 +976,7 @@ impl<R: Runtime> GpuChained<R> {
         if keys.is_empty() {
             return Ok(0);
         }
-        let mode = if all { walk::ERASE_ALL } else { walk::ERASE };
+        let mode = if all { op::ERASE_ALL } else { op::ERASE };
         let (c, _) = self.walk(keys, mode, keys.len(), None);
         let n: usize = self.read(c, keys.len())?.iter().map(|&c| c as usize).sum();
         self.len -= n;
@@ -869,4 +1023,85 @@ impl<R: Runtime> GpuChained<R> {
     pub fn shape_of(&self) -> (u32, u32) {
         (self.buckets, self.pool)
     }
+}
+
+/// A chained table's GPU store behind [`crate::chained::ChainedTable`], whatever the runtime: 32-bit keys and
+/// values (the widths the slab layout holds so far).
+pub(crate) trait DeviceChained: Send + Sync {
+    fn insert(&mut self, keys: &[u32], values: &[u32], unique: bool) -> Result<usize>;
+    fn erase(&mut self, keys: &[u32], all: bool) -> Result<usize>;
+    fn find(&self, keys: &[u32]) -> Result<Vec<Option<u32>>>;
+    fn count(&self, keys: &[u32]) -> Result<Vec<u32>>;
+    fn find_all(&self, keys: &[u32]) -> Result<(Vec<usize>, Vec<u32>)>;
+    fn apply(&mut self, ops: &[u32], keys: &[u32], values: &[u32]) -> Result<Vec<(u32, u32)>>;
+    fn flush(&mut self) -> Result<usize>;
+    fn len(&self) -> usize;
+    fn download(&self) -> Result<(Vec<u64>, Vec<u32>)>;
+    fn shape_of(&self) -> (u32, u32);
+}
+
+impl<R: Runtime> DeviceChained for GpuChained<R> {
+    fn insert(&mut self, keys: &[u32], values: &[u32], unique: bool) -> Result<usize> {
+        GpuChained::insert(self, keys, values, unique)
+    }
+    fn erase(&mut self, keys: &[u32], all: bool) -> Result<usize> {
+        GpuChained::erase(self, keys, all)
+    }
+    fn find(&self, keys: &[u32]) -> Result<Vec<Option<u32>>> {
+        GpuChained::find(self, keys)
+    }
+    fn count(&self, keys: &[u32]) -> Result<Vec<u32>> {
+        GpuChained::count(self, keys)
+    }
+    fn find_all(&self, keys: &[u32]) -> Result<(Vec<usize>, Vec<u32>)> {
+        GpuChained::find_all(self, keys)
+    }
+    fn apply(&mut self, ops: &[u32], keys: &[u32], values: &[u32]) -> Result<Vec<(u32, u32)>> {
+        GpuChained::apply(self, ops, keys, values)
+    }
+    fn flush(&mut self) -> Result<usize> {
+        GpuChained::flush(self)
+    }
+    fn len(&self) -> usize {
+        GpuChained::len(self)
+    }
+    fn download(&self) -> Result<(Vec<u64>, Vec<u32>)> {
+        GpuChained::download(self)
+    }
+    fn shape_of(&self) -> (u32, u32) {
+        GpuChained::shape_of(self)
+    }
+}
+
+/// An empty GPU store on `backend` (checked available and not the CPU by the caller).
+pub(crate) fn device_chained(
+    backend: crate::select::Backend,
+    family: HashFamily,
+    buckets: u32,
+    pool: u32,
+) -> Result<Box<dyn DeviceChained>> {
+    struct Make {
+        family: HashFamily,
+        buckets: u32,
+        pool: u32,
+    }
+    impl super::csr::OnRuntime for Make {
+        type Out = Box<dyn DeviceChained>;
+        fn run<R: super::HostTransfer>(self, client: ComputeClient<R>) -> Result<Self::Out> {
+            Ok(Box::new(GpuChained::new(
+                &client,
+                self.family,
+                self.buckets,
+                self.pool,
+            )?))
+        }
+    }
+    super::csr::on_backend(
+        backend,
+        Make {
+            family,
+            buckets,
+            pool,
+        },
+    )
 }
