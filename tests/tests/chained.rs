@@ -623,3 +623,59 @@ fn gpu_mixed_batches_of_distinct_keys_match_the_cpu_table() {
         }
     }
 }
+
+/// The GPU slab allocator alone: `n` allocations from a pool of `n` take every slab once; one more finds none;
+/// the slabs given back can all be taken again.
+fn gpu_allocator_takes_every_slab_once<R: hashtile::cubecl::prelude::Runtime>(
+    client: hashtile::cubecl::prelude::ComputeClient<R>,
+) {
+    use hashtile::cubecl::prelude::CubeElement;
+    use hashtile::gpu::chained::GpuChained;
+    let family = hashtile::HashFamily::new(hashtile::DEFAULT_SEED);
+    for pool in [32u32, 1000, 4099] {
+        let mut t = GpuChained::new(&client, family, 16, pool).unwrap();
+        let n = pool as usize;
+        let read = |h| {
+            let b = client.read_one(h).unwrap();
+            u32::from_bytes(&b)[..n].to_vec()
+        };
+        let first = t.allocate_device(n);
+        let mut got = read(first.clone());
+        got.sort();
+        assert_eq!(
+            got,
+            (0..pool).collect::<Vec<_>>(),
+            "pool {pool}: every slab once"
+        );
+        let none = t.allocate_device(1);
+        let b = client.read_one(none).unwrap();
+        assert_eq!(u32::from_bytes(&b)[0], u32::MAX, "an empty pool has none");
+        t.release_device(&first, n);
+        let (_, bits) = t.download().unwrap();
+        assert!(bits.iter().all(|&w| w == 0), "every slab given back");
+        let mut again = read(t.allocate_device(n));
+        again.sort();
+        assert_eq!(again, (0..pool).collect::<Vec<_>>());
+    }
+}
+
+#[test]
+fn vulkan_gpu_allocator_takes_every_slab_once() {
+    if common::present(Backend::Vulkan) {
+        use hashtile::cubecl::prelude::Runtime;
+        gpu_allocator_takes_every_slab_once(hashtile::cubecl::wgpu::WgpuRuntime::client(
+            &Default::default(),
+        ));
+    }
+}
+
+#[cfg(feature = "cuda")]
+#[test]
+fn cuda_gpu_allocator_takes_every_slab_once() {
+    if common::present(Backend::Cuda) {
+        use hashtile::cubecl::prelude::Runtime;
+        gpu_allocator_takes_every_slab_once(hashtile::cubecl::cuda::CudaRuntime::client(
+            &Default::default(),
+        ));
+    }
+}

@@ -563,6 +563,31 @@ pub fn chained_flush_kernel(
     }
 }
 
+/// Takes a free pool slab for each `t < n` (`out[t]`: its pool index, or `u32::MAX` when none was left), the
+/// allocator as inserts call it, a thread per slab: the allocator's own rate (`hashtile-bench chained`).
+// The macro's expansion evaluates the hash of a placeholder position at compile time (and overflows); on the
+// device it is the wrapping multiply the inserts use.
+#[allow(arithmetic_overflow)]
+#[cube(launch_unchecked)]
+pub fn chained_alloc_kernel(bitmap: &Array<Atomic<u32>>, pool: u32, n: u32, out: &mut Array<u32>) {
+    let t = ABSOLUTE_POS;
+    if t < n as usize {
+        out[t] = alloc_slab(bitmap, pool, (t as u32) * 2654435761u32);
+    }
+}
+
+/// Returns pool slabs `slabs[t]` (`t < n`, `u32::MAX` skipped) to the allocator, a thread per slab.
+#[cube(launch_unchecked)]
+pub fn chained_free_kernel(bitmap: &Array<Atomic<u32>>, slabs: &Array<u32>, n: u32) {
+    let t = ABSOLUTE_POS;
+    if t < n as usize {
+        let p = slabs[t];
+        if p != 4294967295u32 {
+            free_slab(bitmap, p);
+        }
+    }
+}
+
 /// `dst[i] = src[i]` for `i < src.len()`.
 #[cube(launch_unchecked)]
 pub fn copy_u64_kernel(src: &Array<u64>, dst: &mut Array<u64>) {
@@ -999,6 +1024,48 @@ impl<R: Runtime> GpuChained<R> {
             )
         }
         Ok(self.read(freed, 1)?[0] as usize)
+    }
+
+    /// Takes `n` free slabs from the pool on the device (the allocator alone, as inserts call it: one atomic
+    /// per slab in the common case): a buffer of `n` pool indices, `u32::MAX` for each slab the pool did not
+    /// have. The slabs stay empty and unlinked; give them back with [`GpuChained::release_device`] (or they
+    /// are lost to the table). Queued, not waited for.
+    pub fn allocate_device(&mut self, n: usize) -> Handle {
+        let out = self.client.empty(n.max(1) * 4);
+        // SAFETY: thread `t < n` writes `out[t]`; the bitmap has `ceil(pool / 32)` words.
+        unsafe {
+            chained_alloc_kernel::launch_unchecked::<R>(
+                &self.client,
+                cube_count(n.max(1)),
+                CubeDim::new_1d(CUBE_SIZE),
+                ArrayArg::from_raw_parts(self.bitmap.clone(), Self::bitmap_words(self.pool)),
+                self.pool,
+                n as u32,
+                ArrayArg::from_raw_parts(out.clone(), n.max(1)),
+            )
+        }
+        out
+    }
+
+    /// Gives back the `n` slabs [`GpuChained::allocate_device`] took (`u32::MAX` entries are skipped).
+    /// Queued, not waited for.
+    pub fn release_device(&mut self, slabs: &Handle, n: usize) {
+        // SAFETY: thread `t < n` reads `slabs[t]`, a pool index below `pool` or `u32::MAX`.
+        unsafe {
+            chained_free_kernel::launch_unchecked::<R>(
+                &self.client,
+                cube_count(n.max(1)),
+                CubeDim::new_1d(CUBE_SIZE),
+                ArrayArg::from_raw_parts(self.bitmap.clone(), Self::bitmap_words(self.pool)),
+                ArrayArg::from_raw_parts(slabs.clone(), n.max(1)),
+                n as u32,
+            )
+        }
+    }
+
+    /// The client the table's buffers live on (for callers that put their own operation arrays there).
+    pub fn client(&self) -> &ComputeClient<R> {
+        &self.client
     }
 
     /// Pairs stored.
