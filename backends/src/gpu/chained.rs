@@ -438,7 +438,12 @@ pub fn chained_kernel(
                         // Recorded for the next launch, after the pool has grown; no outcome yet.
                         if tl.lane == 0u32 {
                             let at_retry = counters[0].fetch_add(1u32);
-                            retry[at_retry as usize] = q as u32;
+                            // Always in bounds where the host sized `retry` for the launch; a queued
+                            // launch (`insert_queued`) has a one-word list and a pool that provably
+                            // suffices, and its count is checked when it settles.
+                            if at_retry < retry.len() as u32 {
+                                retry[at_retry as usize] = q as u32;
+                            }
                         }
                         active = false;
                     } else if next != 4294967295u32 {
@@ -588,6 +593,18 @@ pub fn chained_free_kernel(bitmap: &Array<Atomic<u32>>, slabs: &Array<u32>, n: u
     }
 }
 
+/// Adds the pool slabs in use (the set bits of the allocator's `words` bitmap words) to `count[0]`.
+#[cube(launch_unchecked)]
+pub fn chained_used_kernel(bitmap: &Array<u32>, words: u32, count: &Array<Atomic<u32>>) {
+    let t = ABSOLUTE_POS;
+    if t < words as usize {
+        let ones = bitmap[t].count_ones();
+        if ones > 0u32 {
+            count[0].fetch_add(ones);
+        }
+    }
+}
+
 /// `dst[i] = src[i]` for `i < src.len()`.
 #[cube(launch_unchecked)]
 pub fn copy_u64_kernel(src: &Array<u64>, dst: &mut Array<u64>) {
@@ -624,6 +641,11 @@ pub struct GpuChained<R: Runtime> {
     /// Inserts read slabs with plain loads first (CUDA, where the slab array may be bound twice).
     plain_reads: bool,
     len: usize,
+    /// The counters that queued inserts add their new pairs to, until [`GpuChained::settle`] reads them.
+    queued: Option<Handle>,
+    /// A lower bound of the free pool slabs (`None`: not known since the last change that took slabs), so
+    /// that queued inserts need not read the device to know the pool suffices.
+    free_floor: Option<u64>,
 }
 
 impl<R: Runtime> GpuChained<R> {
@@ -645,6 +667,8 @@ impl<R: Runtime> GpuChained<R> {
             tile,
             plain_reads: R::name(client) == "cuda",
             len: 0,
+            queued: None,
+            free_floor: None,
         };
         t.resize(pool.max(32))?;
         Ok(t)
@@ -730,9 +754,107 @@ impl<R: Runtime> GpuChained<R> {
     ) -> Result<usize> {
         let mode = if unique { op::REPLACE } else { op::INSERT };
         let none = self.client.empty(4);
+        self.free_floor = None;
         let (added, _) = self.run_placing(mode, (&none, keys, values), n, (&none, &none))?;
         self.len += added;
         Ok(added)
+    }
+
+    /// Slabs a launch of `n` inserts can hold at once, at most: each newly linked slab holds at least one of
+    /// the launch's pairs (`n`), and each tile holds at most one slab it has not linked yet (freed again when
+    /// another tile linked first; at most one per operation, and no more than the tiles a device keeps
+    /// resident, far below 2^17).
+    fn slabs_at_most(n: usize) -> u64 {
+        n as u64 + (n as u64).min(1 << 17)
+    }
+
+    /// [`GpuChained::insert_device`] without waiting for the device, where the pool provably holds every slab
+    /// the pairs could need: the launch is only queued, and its new pairs are counted on the device until
+    /// [`GpuChained::settle`]. Where the pool might not suffice it reads how many slabs are in use (one small
+    /// read) and, if still short, runs [`GpuChained::insert_device`] (which grows the pool and waits). This
+    /// is the call for many small batches (SlabHash's incremental inserts): a batch of 2^15 pairs takes a few
+    /// microseconds of kernel time, about what a read from the device costs.
+    pub fn insert_queued(
+        &mut self,
+        keys: &Handle,
+        values: &Handle,
+        n: usize,
+        unique: bool,
+    ) -> Result<()> {
+        if n == 0 {
+            return Ok(());
+        }
+        let need = Self::slabs_at_most(n);
+        if self.free_floor.is_none_or(|f| f < need) {
+            self.free_floor = Some(self.pool as u64 - self.used_slabs()? as u64);
+        }
+        if self.free_floor.is_some_and(|f| f >= need) {
+            self.free_floor = self.free_floor.map(|f| f - need);
+            let mode = if unique { op::REPLACE } else { op::INSERT };
+            let counters = match &self.queued {
+                Some(c) => c.clone(),
+                None => {
+                    let c = self
+                        .client
+                        .create_from_slice(u32::as_bytes(&[0; COUNTER_WORDS]));
+                    self.queued = Some(c.clone());
+                    c
+                }
+            };
+            let none = self.client.empty(4);
+            self.launch(
+                mode,
+                Arrays {
+                    ops: &none,
+                    keys,
+                    values,
+                    n,
+                },
+                None,
+                n,
+                (&none, 1, &none, 1),
+                (&none, 1, &counters),
+            );
+            Ok(())
+        } else {
+            self.insert_device(keys, values, n, unique).map(|_| ())
+        }
+    }
+
+    /// Waits for queued inserts ([`GpuChained::insert_queued`]) and counts their new pairs into
+    /// [`GpuChained::len`]; returns the length.
+    pub fn settle(&mut self) -> Result<usize> {
+        if let Some(c) = self.queued.take() {
+            let c = self.read(c, COUNTER_WORDS)?;
+            if c[0] > 0 {
+                return Err(Error::Device(format!(
+                    "{} queued inserts found the pool empty (the pool bound was wrong): the table misses them",
+                    c[0]
+                )));
+            }
+            self.len += (1..=NEW_COUNTERS)
+                .map(|i| c[(i * COUNTER_STRIDE) as usize] as usize)
+                .sum::<usize>();
+        }
+        Ok(self.len)
+    }
+
+    /// Pool slabs in use (counted on the device from the allocator's bitmap; waits).
+    pub fn used_slabs(&self) -> Result<u32> {
+        let words = Self::bitmap_words(self.pool);
+        let count = self.client.create_from_slice(u32::as_bytes(&[0u32]));
+        // SAFETY: thread `t < words` reads bitmap word `t` and adds to `count[0]`.
+        unsafe {
+            chained_used_kernel::launch_unchecked::<R>(
+                &self.client,
+                cube_count(words),
+                CubeDim::new_1d(CUBE_SIZE),
+                ArrayArg::from_raw_parts(self.bitmap.clone(), words),
+                words as u32,
+                ArrayArg::from_raw_parts(count.clone(), 1),
+            )
+        }
+        Ok(self.read(count, 1)?[0])
     }
 
     /// A mixed batch of `n` operations already on the device: operation `ops[q]` ([`op::INSERT`] to
@@ -748,6 +870,7 @@ impl<R: Runtime> GpuChained<R> {
     ) -> Result<(Handle, Handle)> {
         let out = self.client.empty(n.max(1) * 4);
         let aux = self.client.empty(n.max(1) * 4);
+        self.free_floor = None;
         if n > 0 {
             let (added, erased) =
                 self.run_placing(op::MIXED, (ops, keys, values), n, (&out, &aux))?;
@@ -824,7 +947,7 @@ impl<R: Runtime> GpuChained<R> {
                     let l = if mode == op::MIXED { n } else { 1 };
                     (out, l, aux, l)
                 },
-                (&retry, &counters),
+                (&retry, m, &counters),
             );
             let c = self.read(counters, COUNTER_WORDS)?;
             added += lines(&c, 1);
@@ -838,7 +961,7 @@ impl<R: Runtime> GpuChained<R> {
     }
 
     /// One launch of [`chained_kernel`] over `m` operations: the first `m` of `arrays`, or those `sel` names.
-    /// `outputs`: `out` and `aux` with their lengths; `places`: the retry list (`m` words) and the counters.
+    /// `outputs`: `out` and `aux` with their lengths; `places`: the retry list and its length (`m` words where inserts may need it) and the counters.
     fn launch(
         &self,
         mode: u32,
@@ -846,7 +969,7 @@ impl<R: Runtime> GpuChained<R> {
         sel: Option<&Handle>,
         m: usize,
         outputs: (&Handle, usize, &Handle, usize),
-        places: (&Handle, &Handle),
+        places: (&Handle, usize, &Handle),
     ) {
         let words = self.slab_words(self.pool);
         // Finds and counts bind the array only without atomics; changes bind it with atomics, and on CUDA
@@ -887,8 +1010,8 @@ impl<R: Runtime> GpuChained<R> {
                 self.pool,
                 ArrayArg::from_raw_parts(out.clone(), out_len.max(1)),
                 ArrayArg::from_raw_parts(aux.clone(), aux_len.max(1)),
-                ArrayArg::from_raw_parts(places.0.clone(), m.max(1)),
-                ArrayArg::from_raw_parts(places.1.clone(), COUNTER_WORDS),
+                ArrayArg::from_raw_parts(places.0.clone(), places.1.max(1)),
+                ArrayArg::from_raw_parts(places.2.clone(), COUNTER_WORDS),
                 shape_scalars::<R>(self.shape()),
                 mode,
                 sel.is_some(),
@@ -941,7 +1064,7 @@ impl<R: Runtime> GpuChained<R> {
             None,
             n,
             (&out, out_len, &aux, aux_len),
-            (&none, &counters),
+            (&none, 1, &counters),
         );
         (out, aux)
     }
@@ -1032,6 +1155,7 @@ impl<R: Runtime> GpuChained<R> {
     /// are lost to the table). Queued, not waited for.
     pub fn allocate_device(&mut self, n: usize) -> Handle {
         let out = self.client.empty(n.max(1) * 4);
+        self.free_floor = None;
         // SAFETY: thread `t < n` writes `out[t]`; the bitmap has `ceil(pool / 32)` words.
         unsafe {
             chained_alloc_kernel::launch_unchecked::<R>(
@@ -1068,7 +1192,7 @@ impl<R: Runtime> GpuChained<R> {
         &self.client
     }
 
-    /// Pairs stored.
+    /// Pairs stored (those of queued inserts counted once [`GpuChained::settle`]d).
     pub fn len(&self) -> usize {
         self.len
     }
