@@ -129,7 +129,7 @@ fn multimap_sequence<K: Key, V: Value>(b: Backend, seed: u64) {
     }
     let stats = t.check().unwrap();
     assert!(
-        stats.pool_slabs > initial_pool as usize,
+        stats.pool_slabs > initial_pool,
         "the pool grew past its initial {initial_pool} slabs"
     );
 }
@@ -315,6 +315,9 @@ const MIXES: [[f64; 4]; 3] = [
     [0.1, 0.1, 0.4, 0.4],
 ];
 
+/// One operation of a mixed batch and what it returned.
+type OpAndOutcome = (Op<u32, u32>, Outcome<u32>);
+
 /// A mixed batch of `n` operations drawn by `mix`, in replace (`unique`) or multimap mode, over keys below
 /// `universe` (present ones drawn from `present`).
 fn mixed_batch(
@@ -374,7 +377,7 @@ fn mixed_batches(b: Backend) {
                 let ops = mixed_batch(&mut rng, 800, *mix, unique, &present, universe);
                 let out = t.apply(&ops).unwrap();
                 // Per key: the batch's operations and outcomes.
-                let mut per: HashMap<u32, Vec<(Op<u32, u32>, Outcome<u32>)>> = HashMap::new();
+                let mut per: HashMap<u32, Vec<OpAndOutcome>> = HashMap::new();
                 for (op, o) in ops.iter().zip(&out) {
                     let k = match *op {
                         Op::Insert(k, _) | Op::Replace(k, _) | Op::Erase(k) | Op::Find(k) => k,
