@@ -756,3 +756,177 @@ fn cuda_gpu_queued_inserts_match_the_multimap() {
         ));
     }
 }
+
+mod user {
+    //! The kernel is in a module of its own: CubeCL's macro names the `cubecl` crate, here re-exported.
+    use hashtile::cubecl;
+    use hashtile::cubecl::prelude::*;
+
+    /// A user's kernel calling the chained table's device function: one mixed operation per thread, as a caller
+    /// would write it (the table's own batch kernel is not involved).
+    #[cube(launch_unchecked)]
+    pub fn user_mixed_kernel(
+        ops: &Array<u32>,
+        keys: &Array<u32>,
+        values: &Array<u32>,
+        slabs: &Array<Atomic<u64>>,
+        slabs_plain: &Array<u64>,
+        bitmap: &Array<Atomic<u32>>,
+        pool: u32,
+        shape: &Array<u32>,
+        out: &mut Array<u32>,
+        status: &mut Array<u32>,
+        #[comptime] plain: bool,
+        #[comptime] tw: u32,
+    ) {
+        let meta = hashtile::gpu::device_api::load_meta(shape);
+        let t = ABSOLUTE_POS;
+        let mine = t < keys.len();
+        let mut o = 0u32;
+        let mut k = 0u32;
+        let mut v = 0u32;
+        if mine {
+            o = ops[t];
+            k = keys[t];
+            v = values[t];
+        }
+        // Every lane of the plane calls it, with an operation or without.
+        let a = hashtile::gpu::chained::chained_tile_op(
+            slabs,
+            slabs_plain,
+            bitmap,
+            pool,
+            meta,
+            mine,
+            o,
+            k,
+            v,
+            0u32,
+            out,
+            hashtile::gpu::chained::op::MIXED,
+            plain,
+            tw,
+        );
+        if mine {
+            out[t] = a.value;
+            status[t] = a.status;
+        }
+    }
+}
+
+/// The device function from a user's kernel: mixed operations of distinct keys on a prefilled table (so every
+/// outcome is known), then `recount` and host finds agree with the oracle.
+fn gpu_device_function_from_a_user_kernel<R: hashtile::cubecl::prelude::Runtime>(
+    client: hashtile::cubecl::prelude::ComputeClient<R>,
+) {
+    use hashtile::cubecl::prelude::*;
+    use hashtile::gpu::chained::{GpuChained, op, status};
+    let family = hashtile::HashFamily::new(hashtile::DEFAULT_SEED);
+    let mut rng = StdRng::seed_from_u64(5);
+    let keys: Vec<u32> = distinct_keys(&mut rng, 6000, 1 << 30);
+    let (stored, rest) = keys.split_at(3000);
+    let mut t = GpuChained::new(&client, family, 200, 32).unwrap();
+    let values: Vec<u32> = stored.iter().map(|k| k ^ 0xabcd).collect();
+    assert_eq!(t.insert(stored, &values, true).unwrap(), 3000);
+    // Operations: insert rest[..1000], erase stored[..800], find stored[800..], find rest[1000..].
+    let mut batch: Vec<(u32, u32, u32)> = Vec::new();
+    batch.extend(
+        rest[..1000]
+            .iter()
+            .map(|&k| (op::REPLACE, k, k.wrapping_mul(3))),
+    );
+    batch.extend(stored[..800].iter().map(|&k| (op::ERASE, k, 0)));
+    batch.extend(stored[800..].iter().map(|&k| (op::FIND, k, 0)));
+    batch.extend(rest[1000..].iter().map(|&k| (op::FIND, k, 0)));
+    use rand::seq::SliceRandom;
+    batch.shuffle(&mut rng);
+    let n = batch.len();
+    let put = |x: Vec<u32>| client.create_from_slice(u32::as_bytes(&x));
+    let oh = put(batch.iter().map(|b| b.0).collect());
+    let kh = put(batch.iter().map(|b| b.1).collect());
+    let vh = put(batch.iter().map(|b| b.2).collect());
+    let (out, st) = (client.empty(n * 4), client.empty(n * 4));
+    // The inserts take at most one slab each.
+    t.reserve(1000).unwrap();
+    let r = t.device_ref();
+    let dummy = client.empty(8);
+    let (plain_h, plain_len) = if r.plain {
+        (r.slabs.clone(), r.slab_words)
+    } else {
+        (dummy, 1)
+    };
+    // SAFETY: thread `t < n` reads its operation and writes `out[t]`, `status[t]`; the table's arrays are
+    // bound with their lengths.
+    unsafe {
+        user::user_mixed_kernel::launch_unchecked::<R>(
+            &client,
+            CubeCount::Static((n as u32).div_ceil(256), 1, 1),
+            CubeDim::new_1d(256),
+            ArrayArg::from_raw_parts(oh, n),
+            ArrayArg::from_raw_parts(kh, n),
+            ArrayArg::from_raw_parts(vh, n),
+            ArrayArg::from_raw_parts(r.slabs.clone(), r.slab_words),
+            ArrayArg::from_raw_parts(plain_h, plain_len),
+            ArrayArg::from_raw_parts(r.bitmap.clone(), r.bitmap_words),
+            r.pool,
+            ArrayArg::from_raw_parts(r.shape.clone(), hashtile::gpu::device_api::SHAPE_WORDS),
+            ArrayArg::from_raw_parts(out.clone(), n),
+            ArrayArg::from_raw_parts(st.clone(), n),
+            r.plain,
+            r.tile_width,
+        )
+    };
+    let out = u32::from_bytes(&client.read_one(out).unwrap())[..n].to_vec();
+    let st = u32::from_bytes(&client.read_one(st).unwrap())[..n].to_vec();
+    let stored_value: HashMap<u32, u32> =
+        stored.iter().copied().zip(values.iter().copied()).collect();
+    for (i, &(o, k, _)) in batch.iter().enumerate() {
+        let want = match o {
+            op::REPLACE => (None, status::INSERTED),
+            op::ERASE => (None, status::ERASED),
+            _ => match stored_value.get(&k) {
+                Some(&v) => (Some(v), status::FOUND),
+                None => (None, status::NOT_FOUND),
+            },
+        };
+        assert_eq!(st[i], want.1, "operation {i} ({o} of {k})");
+        if let Some(v) = want.0 {
+            assert_eq!(out[i], v, "find of {k}");
+        }
+    }
+    assert_eq!(t.recount().unwrap(), 3000 + 1000 - 800);
+    let found = t.find(&keys).unwrap();
+    for (i, k) in keys.iter().enumerate() {
+        let want = if i < 800 {
+            None
+        } else if i < 3000 {
+            Some(values[i])
+        } else if i < 4000 {
+            Some(k.wrapping_mul(3))
+        } else {
+            None
+        };
+        assert_eq!(found[i], want, "key {k}");
+    }
+}
+
+#[test]
+fn vulkan_gpu_device_function_from_a_user_kernel() {
+    if common::present(Backend::Vulkan) {
+        use hashtile::cubecl::prelude::Runtime;
+        gpu_device_function_from_a_user_kernel(hashtile::cubecl::wgpu::WgpuRuntime::client(
+            &Default::default(),
+        ));
+    }
+}
+
+#[cfg(feature = "cuda")]
+#[test]
+fn cuda_gpu_device_function_from_a_user_kernel() {
+    if common::present(Backend::Cuda) {
+        use hashtile::cubecl::prelude::Runtime;
+        gpu_device_function_from_a_user_kernel(hashtile::cubecl::cuda::CudaRuntime::client(
+            &Default::default(),
+        ));
+    }
+}

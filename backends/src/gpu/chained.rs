@@ -14,7 +14,7 @@
 //! first. An operation that finds no free slab is recorded in a retry list. The host grows the pool (a larger
 //! array, the old slabs copied; indices stay valid) and runs the recorded operations again.
 
-use super::device_api::{ShapeScalars, bucket_of, meta_of};
+use super::device_api::{ShapeScalars, TableMeta, bucket_of, meta_of};
 use super::{CUBE_SIZE, cube_count, fill_u32, fill_u64, shape_scalars, shape_words_of};
 use cubecl::prelude::*;
 use cubecl::server::Handle;
@@ -77,6 +77,9 @@ pub mod status {
     pub const UPDATED: u32 = 3;
     /// An erase tombstoned the key's first copy.
     pub const ERASED: u32 = 4;
+    /// An insert found the pool empty and did nothing: run it again once the pool has grown (the batch calls
+    /// do; a kernel calling [`super::chained_tile_op`] sees it).
+    pub const NO_SLAB: u32 = 5;
 }
 
 /// The view of a slab just read: the pair slots' masks and the link.
@@ -136,84 +139,62 @@ fn free_slab(bitmap: &Array<Atomic<u32>>, p: u32) {
     bitmap[(p / 32u32) as usize].fetch_and(!(1u32 << (p % 32u32)));
 }
 
-/// Runs operation `q` for `q < n` (with `indexed`: for `q = sel[0..n]`, the inserts of an earlier launch that
-/// found the pool empty), a thread per operation: each tile serves its lanes' operations one after another
-/// (warp-cooperative work sharing), so a launch has as many threads as operations, as the static kernels do.
+/// What [`chained_tile_op`] did for one lane's operation.
+#[derive(CubeType, Clone, Copy)]
+pub struct ChainedAnswer {
+    /// A find's value (its key's first copy), an erase's count (0 or 1), a count or `erase_all`'s count.
+    pub value: u32,
+    /// A [`status`]: [`status::NO_SLAB`] when an insert found the pool empty (not done; run it again after
+    /// the pool has grown).
+    pub status: u32,
+}
+
+/// One operation per lane on a chained table, **called by every lane of the plane together** (cooperative:
+/// each tile of `tw` lanes serves its lanes' operations one after another, reading a slab per step as one
+/// bucket, so a plane's lanes may hold different kinds of operation). Lane `i`'s operation: `my_op` on
+/// `my_key` (and `my_value` for inserts) where `mine`; lanes without one (`mine == false`) still take part.
+/// `mode` is a single [`op`] for every lane or [`op::MIXED`] (then `my_op` is [`op::INSERT`] to
+/// [`op::FIND`]); [`op::GATHER`] writes a key's values to `out[my_at..]` (`out` is unused otherwise).
 ///
-/// `mode` ([`op`]) is what every thread does, or [`op::MIXED`]: thread `q` does `ops[q]`, so one warp may mix
-/// inserts, erases and finds. Outputs by mode:
-/// - inserts: `counters[0]` counts the operations recorded in `retry` (the pool ran out);
-///   `counters[COUNTER_STRIDE * (1 + i)]` for `i < NEW_COUNTERS` count new pairs, and (mixed batches)
-///   `counters[COUNTER_STRIDE * (1 + NEW_COUNTERS + i)]` erases, each tile adding its counts once, at its end (an atomic per stored pair on few lines took most of the time: 1.40 against 7.2 G keys/s
-///   on the H100);
-/// - [`op::FIND`] and mixed batches: `out[q]`, a found value, and `aux[q]`, a [`status`];
-/// - [`op::ERASE`], [`op::COUNT`], [`op::ERASE_ALL`]: `out[q]`, how many; [`op::GATHER`]: see [`op`].
-///
-/// **Reads.** Finds and counts read `slabs_plain` (the slab array bound without atomics: CubeCL lowers an atomic
-/// load to an atomic add of zero on CUDA, 16 per slab read). Inserts read it too where `plain` (CUDA binds the
-/// array twice; Vulkan binds a buffer once): a stale view only costs a failed compare-and-swap, as claims take
-/// the first empty slot and links are set once. After a lost compare-and-swap, and for every erase, reads are
-/// coherent (`slabs`). Launches that change nothing bind a dummy as `slabs`; launches on Vulkan that change
-/// the table bind a dummy as `slabs_plain` (`plain == false`).
+/// The table comes from [`GpuChained::device_ref`]: `slabs` (atomic) and `slabs_plain` (the same array without
+/// atomics where `plain`, which only CUDA can bind twice; else a dummy), the allocator's `bitmap` and `pool`,
+/// and `meta` (from [`super::device_api::load_meta`] of the shape). Launches that only walk (finds, counts,
+/// gathers) may bind a dummy as `slabs` and must set `plain`.
 // `act` and `slot` start as runtime variables that both branches assign (cube code has no `if` expressions
-// that yield structs).
+// that yield structs). The allocator's start is a multiplicative hash that wraps.
 #[allow(
     clippy::too_many_arguments,
     clippy::collapsible_if,
     clippy::collapsible_else_if,
-    unused_assignments
+    unused_assignments,
+    arithmetic_overflow
 )]
-#[cube(launch_unchecked)]
-pub fn chained_kernel(
-    ops: &Array<u32>,
-    keys: &Array<u32>,
-    values: &Array<u32>,
-    sel: &Array<u32>,
-    n: u32,
+#[cube]
+pub fn chained_tile_op(
     slabs: &Array<Atomic<u64>>,
     slabs_plain: &Array<u64>,
     bitmap: &Array<Atomic<u32>>,
     pool: u32,
+    meta: TableMeta,
+    mine: bool,
+    my_op: u32,
+    my_key: u32,
+    my_value: u32,
+    my_at: u32,
     out: &mut Array<u32>,
-    aux: &mut Array<u32>,
-    retry: &mut Array<u32>,
-    counters: &Array<Atomic<u32>>,
-    shape: &ShapeScalars,
     #[comptime] mode: u32,
-    #[comptime] indexed: bool,
     #[comptime] plain: bool,
     #[comptime] tw: u32,
-) {
-    // Which kinds of operation this launch can hold (the rest compiles away).
+) -> ChainedAnswer {
+    // Which kinds of operation this call can hold (the rest compiles away).
     let inserts = comptime!(mode == op::INSERT || mode == op::REPLACE || mode == op::MIXED);
-    let reports = comptime!(mode == op::FIND || mode == op::MIXED);
     let tl = tile_lane(tw);
-    let t = ABSOLUTE_POS;
-    let meta = meta_of(shape);
-    // This thread's operation.
-    let mine = t < n as usize;
-    let mut my_q = t;
-    let mut my_key = 0u32;
-    let mut my_value = 0u32;
-    let mut my_op = 0u32;
-    if mine {
-        if comptime!(indexed) {
-            my_q = sel[t] as usize;
-        }
-        my_key = keys[my_q];
-        if comptime!(inserts) {
-            my_value = values[my_q];
-        }
-        if comptime!(mode == op::MIXED) {
-            my_op = ops[my_q];
-        }
-    }
     let mut todo = tile_ballot(mine, tl, tw);
-    let group = t - tl.lane as usize;
     // The operation being served (the same in every lane of the tile).
     let mut active = false;
     let mut cur = u32::new(mode as i64);
-    let mut q = 0usize;
+    // The lane whose operation the tile serves.
+    let mut serving = 0u32;
     let mut key = 0u32;
     let mut value = 0u32;
     let mut slab = 0u32;
@@ -230,9 +211,9 @@ pub fn chained_kernel(
     let mut w = 0usize;
     let mut found_value = 0u32;
     let mut result = 0u32;
-    // Pairs this tile stored, and erased in a mixed batch (counted in lane 0).
-    let mut stored = 0u32;
-    let mut erased = 0u32;
+    // This lane's answer, set when the tile finishes its operation.
+    let mut answer_value = 0u32;
+    let mut answer_status = 0u32; // status::NOT_FOUND, as a literal: a runtime variable
     loop {
         // A tile without an operation takes its next lane's (shuffles: in every lane of the plane, or none).
         let pick = !active && todo != 0u32;
@@ -250,14 +231,14 @@ pub fn chained_kernel(
             if comptime!(mode == op::MIXED) {
                 no = tile_shuffle(my_op, b, tl, tw);
             }
-            let mut nq = group as u32 + b;
-            if comptime!(indexed) {
-                nq = tile_shuffle(my_q as u32, b, tl, tw);
+            let mut na = 0u32;
+            if comptime!(mode == op::GATHER) {
+                na = tile_shuffle(my_at, b, tl, tw);
             }
             if pick {
                 key = nk;
                 value = nv;
-                q = nq as usize;
+                serving = b;
                 if comptime!(mode == op::MIXED) {
                     cur = no;
                 }
@@ -270,7 +251,7 @@ pub fn chained_kernel(
                     coherent = true;
                 }
                 if comptime!(mode == op::GATHER) {
-                    w = aux[q] as usize;
+                    w = na as usize;
                 }
                 reuse = false;
                 c = 0u32;
@@ -345,7 +326,7 @@ pub fn chained_kernel(
                 } else if is_insert && act == action::UPDATE && owner {
                     ok = slabs[at].compare_exchange_weak(seen, pack_word(key, value)) == seen;
                 } else if is_insert && act == action::APPEND && tl.lane == 0u32 {
-                    let p = alloc_slab(bitmap, pool, (q as u32) * 2654435761u32);
+                    let p = alloc_slab(bitmap, pool, (key ^ serving) * 2654435761u32);
                     if p == 4294967295u32 {
                         out_of_slabs = true;
                     } else {
@@ -414,7 +395,6 @@ pub fn chained_kernel(
                 if act == action::CLAIM || act == action::UPDATE {
                     if done {
                         if act == action::CLAIM {
-                            stored += 1u32;
                             result = status::INSERTED;
                         } else {
                             result = status::UPDATED;
@@ -435,17 +415,9 @@ pub fn chained_kernel(
                     slab = view.next;
                 } else if act == action::APPEND {
                     if failed {
-                        // Recorded for the next launch, after the pool has grown; no outcome yet.
-                        if tl.lane == 0u32 {
-                            let at_retry = counters[0].fetch_add(1u32);
-                            // Always in bounds where the host sized `retry` for the launch; a queued
-                            // launch (`insert_queued`) has a one-word list and a pool that provably
-                            // suffices, and its count is checked when it settles.
-                            if at_retry < retry.len() as u32 {
-                                retry[at_retry as usize] = q as u32;
-                            }
-                        }
-                        active = false;
+                        // Not done: to run again after the pool has grown.
+                        result = status::NO_SLAB;
+                        finished = true;
                     } else if next != 4294967295u32 {
                         slab = next;
                     } else {
@@ -462,7 +434,6 @@ pub fn chained_kernel(
                     } else if cur == op::ERASE {
                         if done {
                             c = 1u32;
-                            erased += 1u32;
                             result = status::ERASED;
                             act = action::ABSENT;
                         } else {
@@ -487,23 +458,135 @@ pub fn chained_kernel(
             }
             if finished {
                 active = false;
-                if tl.lane == 0u32 {
-                    if comptime!(reports) {
-                        out[q] = found_value;
-                        aux[q] = result;
-                    } else if comptime!(!inserts && mode != op::GATHER) {
-                        out[q] = c;
+                if tl.lane == serving {
+                    answer_status = result;
+                    answer_value = c;
+                    if cur == op::FIND {
+                        answer_value = found_value;
                     }
                 }
             }
         }
     }
+    ChainedAnswer {
+        value: answer_value,
+        status: answer_status,
+    }
+}
+
+/// Runs operation `q` for `q < n` (with `indexed`: for `q = sel[0..n]`, the inserts of an earlier launch that
+/// found the pool empty), a thread per operation: each tile serves its lanes' operations one after another
+/// (warp-cooperative work sharing), so a launch has as many threads as operations, as the static kernels do.
+///
+/// `mode` ([`op`]) is what every thread does, or [`op::MIXED`]: thread `q` does `ops[q]`, so one warp may mix
+/// inserts, erases and finds. Outputs by mode:
+/// - inserts: `counters[0]` counts the operations recorded in `retry` (the pool ran out);
+///   `counters[COUNTER_STRIDE * (1 + i)]` for `i < NEW_COUNTERS` count new pairs, and (mixed batches)
+///   `counters[COUNTER_STRIDE * (1 + NEW_COUNTERS + i)]` erases, each tile adding its counts once, at its end (an atomic per stored pair on few lines took most of the time: 1.40 against 7.2 G keys/s
+///   on the H100);
+/// - [`op::FIND`] and mixed batches: `out[q]`, a found value, and `aux[q]`, a [`status`];
+/// - [`op::ERASE`], [`op::COUNT`], [`op::ERASE_ALL`]: `out[q]`, how many; [`op::GATHER`]: see [`op`].
+///
+/// **Reads.** Finds and counts read `slabs_plain` (the slab array bound without atomics: CubeCL lowers an atomic
+/// load to an atomic add of zero on CUDA, 16 per slab read). Inserts read it too where `plain` (CUDA binds the
+/// array twice; Vulkan binds a buffer once): a stale view only costs a failed compare-and-swap, as claims take
+/// the first empty slot and links are set once. After a lost compare-and-swap, and for every erase, reads are
+/// coherent (`slabs`). Launches that change nothing bind a dummy as `slabs`; launches on Vulkan that change
+/// the table bind a dummy as `slabs_plain` (`plain == false`).
+// `act` and `slot` start as runtime variables that both branches assign (cube code has no `if` expressions
+// that yield structs).
+#[allow(clippy::too_many_arguments)]
+#[cube(launch_unchecked)]
+pub fn chained_kernel(
+    ops: &Array<u32>,
+    keys: &Array<u32>,
+    values: &Array<u32>,
+    sel: &Array<u32>,
+    n: u32,
+    slabs: &Array<Atomic<u64>>,
+    slabs_plain: &Array<u64>,
+    bitmap: &Array<Atomic<u32>>,
+    pool: u32,
+    out: &mut Array<u32>,
+    aux: &mut Array<u32>,
+    retry: &mut Array<u32>,
+    counters: &Array<Atomic<u32>>,
+    shape: &ShapeScalars,
+    #[comptime] mode: u32,
+    #[comptime] indexed: bool,
+    #[comptime] plain: bool,
+    #[comptime] tw: u32,
+) {
+    let inserts = comptime!(mode == op::INSERT || mode == op::REPLACE || mode == op::MIXED);
+    let reports = comptime!(mode == op::FIND || mode == op::MIXED);
+    let tl = tile_lane(tw);
+    let t = ABSOLUTE_POS;
+    // This thread's operation.
+    let mine = t < n as usize;
+    let mut q = t;
+    let mut key = 0u32;
+    let mut value = 0u32;
+    let mut kind = u32::new(mode as i64);
+    let mut at = 0u32;
+    if mine {
+        if comptime!(indexed) {
+            q = sel[t] as usize;
+        }
+        key = keys[q];
+        if comptime!(inserts) {
+            value = values[q];
+        }
+        if comptime!(mode == op::MIXED) {
+            kind = ops[q];
+        }
+        if comptime!(mode == op::GATHER) {
+            at = aux[q];
+        }
+    }
+    let a = chained_tile_op(
+        slabs,
+        slabs_plain,
+        bitmap,
+        pool,
+        meta_of(shape),
+        mine,
+        kind,
+        key,
+        value,
+        at,
+        out,
+        mode,
+        plain,
+        tw,
+    );
+    if mine {
+        if comptime!(reports) {
+            out[q] = a.value;
+            aux[q] = a.status;
+        } else if comptime!(!inserts && mode != op::GATHER) {
+            out[q] = a.value;
+        }
+        if comptime!(inserts) {
+            if a.status == status::NO_SLAB {
+                // Recorded for the next launch, after the pool has grown. Always in bounds where the host
+                // sized `retry` for the launch; a queued launch (`insert_queued`) has a one-word list and a
+                // pool that provably suffices, and its count is checked when it settles.
+                let at_retry = counters[0].fetch_add(1u32);
+                if at_retry < retry.len() as u32 {
+                    retry[at_retry as usize] = q as u32;
+                }
+            }
+        }
+    }
     if comptime!(inserts) {
+        // New pairs (and a mixed batch's erases), counted once per tile on one of the spread-out lines.
         let k = (t as u32 / tw) % NEW_COUNTERS;
+        let stored = tile_ballot(mine && a.status == status::INSERTED, tl, tw).count_ones();
         if tl.lane == 0u32 && stored > 0u32 {
             counters[((1u32 + k) * COUNTER_STRIDE) as usize].fetch_add(stored);
         }
         if comptime!(mode == op::MIXED) {
+            let erased = tile_ballot(mine && a.status == status::ERASED, tl, tw).count_ones();
             if tl.lane == 0u32 && erased > 0u32 {
                 counters[((1u32 + NEW_COUNTERS + k) * COUNTER_STRIDE) as usize].fetch_add(erased);
             }
@@ -602,6 +685,25 @@ pub fn chained_used_kernel(bitmap: &Array<u32>, words: u32, count: &Array<Atomic
         if ones > 0u32 {
             count[0].fetch_add(ones);
         }
+    }
+}
+
+/// Adds the live pairs among slab words `t < slabs.len()` to `count[0]` (neither empty nor a tombstone, and
+/// not a link: word 15 of each slab), one atomic per tile.
+#[cube(launch_unchecked)]
+pub fn chained_live_kernel(slabs: &Array<u64>, count: &Array<Atomic<u32>>, #[comptime] tw: u32) {
+    let t = ABSOLUTE_POS;
+    let tl = tile_lane(tw);
+    let mut live = false;
+    if t < slabs.len() {
+        let w = slabs[t];
+        live = (t as u32) % SLAB_WORDS != LINK_SLOT
+            && w != EMPTY_WORD
+            && w >> 32u64 != TOMB_WORD >> 32u64;
+    }
+    let c = tile_ballot(live, tl, tw).count_ones();
+    if tl.lane == 0u32 && c > 0u32 {
+        count[0].fetch_add(c);
     }
 }
 
@@ -1214,6 +1316,81 @@ impl<R: Runtime> GpuChained<R> {
     pub fn shape_of(&self) -> (u32, u32) {
         (self.buckets, self.pool)
     }
+
+    /// Device handles for calling [`chained_tile_op`] from your own kernel (see [`ChainedDeviceRef`]). Call
+    /// [`GpuChained::reserve`] first for the slabs your kernel's inserts may take, and
+    /// [`GpuChained::recount`] after a kernel that changed the table. The handles stay valid until the pool
+    /// grows (a call that inserts from the host may grow it).
+    pub fn device_ref(&self) -> ChainedDeviceRef {
+        ChainedDeviceRef {
+            slabs: self.slabs.clone(),
+            slab_words: self.slab_words(self.pool),
+            bitmap: self.bitmap.clone(),
+            bitmap_words: Self::bitmap_words(self.pool),
+            pool: self.pool,
+            shape: self.client.create_from_slice(u32::as_bytes(&self.shape())),
+            tile_width: self.tile,
+            plain: self.plain_reads,
+        }
+    }
+
+    /// Grows the pool, if needed, so that at least `free` slabs are free (reads how many are in use).
+    pub fn reserve(&mut self, free: u32) -> Result<()> {
+        let used = self.used_slabs()?;
+        let want = used as u64 + free as u64;
+        if want > self.pool as u64 {
+            let grown = want.max(2 * self.pool as u64).min(u32::MAX as u64) as u32;
+            self.resize(grown)?;
+        }
+        self.free_floor = None;
+        Ok(())
+    }
+
+    /// Counts the pairs stored, on the device (after a kernel of yours changed the table; waits), and makes it
+    /// [`GpuChained::len`]. Queued inserts are settled first.
+    pub fn recount(&mut self) -> Result<usize> {
+        self.settle()?;
+        let words = self.slab_words(self.pool);
+        let count = self.client.create_from_slice(u32::as_bytes(&[0u32]));
+        // SAFETY: thread `t < words` reads slab word `t` and adds to `count[0]`.
+        unsafe {
+            chained_live_kernel::launch_unchecked::<R>(
+                &self.client,
+                cube_count(words),
+                CubeDim::new_1d(CUBE_SIZE),
+                ArrayArg::from_raw_parts(self.slabs.clone(), words),
+                ArrayArg::from_raw_parts(count.clone(), 1),
+                self.tile,
+            )
+        }
+        self.len = self.read(count, 1)?[0] as usize;
+        Ok(self.len)
+    }
+}
+
+/// What a kernel of yours needs to call [`chained_tile_op`] on a [`GpuChained`] table (from
+/// [`GpuChained::device_ref`]). Bind `slabs` as the atomic array; as `slabs_plain` bind `slabs` again where
+/// `plain` (CUDA), else a one-word dummy, and pass `plain` as the compile-time flag; a kernel that only finds
+/// or counts may bind a dummy as the atomic array and the slabs as `slabs_plain` with `plain == true`. Build
+/// `meta` in the kernel with [`super::device_api::load_meta`] of `shape`.
+#[derive(Debug, Clone)]
+pub struct ChainedDeviceRef {
+    /// The slab words (`Array<Atomic<u64>>` or `Array<u64>`, `slab_words` long).
+    pub slabs: Handle,
+    /// Length of `slabs`.
+    pub slab_words: usize,
+    /// The allocator's bitmap (`Array<Atomic<u32>>`, `bitmap_words` long).
+    pub bitmap: Handle,
+    /// Length of `bitmap`.
+    pub bitmap_words: usize,
+    /// Pool slabs (the `pool` argument).
+    pub pool: u32,
+    /// The shape words (`Array<u32>`, [`super::device_api::SHAPE_WORDS`] long).
+    pub shape: Handle,
+    /// Lanes per tile (the compile-time `tw`).
+    pub tile_width: u32,
+    /// Whether this runtime may bind the slabs twice (CUDA): the compile-time `plain`.
+    pub plain: bool,
 }
 
 /// A chained table's GPU store behind [`crate::chained::ChainedTable`], whatever the runtime: 32-bit keys and
