@@ -495,7 +495,7 @@ pub fn chained_tile_op(
 /// the table bind a dummy as `slabs_plain` (`plain == false`).
 // `act` and `slot` start as runtime variables that both branches assign (cube code has no `if` expressions
 // that yield structs).
-#[allow(clippy::too_many_arguments)]
+#[allow(clippy::too_many_arguments, clippy::collapsible_if)]
 #[cube(launch_unchecked)]
 pub fn chained_kernel(
     ops: &Array<u32>,
