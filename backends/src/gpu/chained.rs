@@ -1,6 +1,7 @@
-//! The GPU store of chained (SlabHash) tables, in progress (issue 10): 32-bit keys and values, a thread per
-//! operation, each tile serving its lanes' operations one after another (warp-cooperative work sharing). Not yet behind `ChainedTable` (mixed batches and the wide layouts are still to come); tested
-//! against the CPU store (`tests/tests/chained.rs`).
+//! The GPU store of chained (SlabHash) tables (issue 10), behind `ChainedTable` for 32-bit keys and values:
+//! one device function ([`chained_tile_op`]) serves every operation, a thread per operation, each tile serving
+//! its lanes' operations one after another (warp-cooperative work sharing); the batch kernel
+//! ([`chained_kernel`]) and users' kernels call it. Tested against the CPU store (`tests/tests/chained.rs`).
 //!
 //! **Layout.** One slab array of `u64` words, 16 per slab: slots 0..15 hold packed pairs (`key << 32 | value`,
 //! all ones: empty, key `u32::MAX - 1`: tombstone) and word 15 the link (`NO_NEXT` in its low half: none; all
