@@ -47,35 +47,55 @@ pub enum Cmd {
     /// The device prefix sum (`gpu::scan::exclusive_scan`, the CSR build's scan) at several sizes, against a
     /// device copy of the same words measured in the same run, every result checked against a host prefix sum.
     Scan(ScanArgs),
-    /// Chained (SlabHash) tables on a GPU, first measurements: device-resident bulk build and finds (present,
-    /// absent) per load with the memory utilisation they reach, against hashtile's BCHT insert in the same run.
+    /// Chained (SlabHash) tables on a GPU, issue 10's experiments (`--experiments`): bulk build and finds vs
+    /// memory utilisation (with BCHT's insert and, from `--peer-csv`, the original SlabHash beside them),
+    /// incremental batches (SlabHash's Figure 6, against rebuilding BCHT after each batch), operation mixes,
+    /// the slab allocator alone, and the user-facing host calls (against the CPU store). One CSV and one SVG
+    /// per experiment in `--out-dir`; every answer checked.
     Chained(ChainedArgs),
 }
 
 /// Options of the `chained` mode.
 #[derive(clap::Args, Debug, Clone)]
 pub struct ChainedArgs {
-    /// Backend: auto, cuda or vulkan (the GPU store; the CPU store is the oracle the tests use).
+    /// Backend: auto, cuda or vulkan (the GPU store; `host` also runs the CPU store for reference).
     #[arg(long, default_value = "auto")]
     pub backend: BackendChoice,
-    /// Keys, as a power of two (1..=30).
-    #[arg(long, default_value_t = 20)]
+    /// Keys, as a power of two (1..=30; 24 is SlabHash's benchmark size).
+    #[arg(long, default_value_t = 24)]
     pub log2_keys: u32,
-    /// Keys per base-slab slot (comma separated, each in 0.05..=8): sets the number of lists.
+    /// Keys per base-slab slot for `bulk` (comma separated, each in 0.05..=8): sets the number of lists.
     #[arg(long, value_delimiter = ',', default_value = "0.5,0.6,0.7,0.8,1.0")]
     pub loads: Vec<f64>,
     /// Timed runs per case after one warm-up (the median is reported).
     #[arg(long, default_value_t = 5)]
     pub runs: usize,
-    /// CSV output file.
-    #[arg(long, default_value = "hashtile-bench-chained.csv")]
-    pub csv: String,
+    /// Output directory (created): `chained_<experiment>.csv` and `.svg` for each experiment.
+    #[arg(long, default_value = ".")]
+    pub out_dir: String,
+    /// Experiments to run, comma separated, in this order: `bulk` (build and finds vs memory utilisation),
+    /// `incremental` (batches of `--batches` keys), `mixes` (operation mixes), `alloc` (the slab allocator),
+    /// `host` (the user-facing calls on host data).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_enum,
+        default_value = "bulk,incremental,mixes,alloc,host"
+    )]
+    pub experiments: Vec<crate::chained::Experiment>,
+    /// Batch sizes of `incremental`, as powers of two (comma separated, each below --log2-keys).
+    #[arg(long, value_delimiter = ',', default_value = "15,17,20")]
+    pub batches: Vec<u32>,
+    /// The original SlabHash's results (the peers' `slab_bench` CSV: `slabhash,<table>,15,<log2 keys>,<util>,
+    /// <op>,<G keys/s>,<ok|WRONG>`), shown beside ours with ratios in `bulk` and `incremental`.
+    #[arg(long)]
+    pub peer_csv: Option<String>,
 }
 
-/// Checks the `chained` mode's options.
-pub fn chained(a: ChainedArgs) -> Result<ChainedArgs, String> {
+/// Checks the `chained` mode's options (the peer CSV is parsed here, so that a bad one stops the run before
+/// anything is measured).
+pub fn chained(mut a: ChainedArgs) -> Result<ChainedArgs, String> {
     check_repeats("--runs", a.runs)?;
-    check_csv_path(&a.csv)?;
     check_log2_keys("--log2-keys", a.log2_keys)?;
     if a.backend == BackendChoice::Exactly(Backend::Cpu) {
         return Err(
@@ -84,6 +104,43 @@ pub fn chained(a: ChainedArgs) -> Result<ChainedArgs, String> {
     }
     if a.loads.is_empty() || a.loads.iter().any(|l| !(0.05..=8.0).contains(l)) {
         return Err(format!("--loads {:?}: each must be in 0.05..=8", a.loads));
+    }
+    if a.out_dir.is_empty() {
+        return Err("--out-dir: empty directory name".into());
+    }
+    if Path::new(&a.out_dir).exists() && !Path::new(&a.out_dir).is_dir() {
+        return Err(format!(
+            "--out-dir {}: exists and is not a directory",
+            a.out_dir
+        ));
+    }
+    // Each experiment once, in the order first given.
+    let mut seen = Vec::new();
+    a.experiments.retain(|e| {
+        let new = !seen.contains(e);
+        seen.push(*e);
+        new
+    });
+    if a.experiments.is_empty() {
+        return Err("--experiments: no experiment given".into());
+    }
+    a.batches.sort_unstable();
+    a.batches.dedup();
+    if a.experiments
+        .contains(&crate::chained::Experiment::Incremental)
+    {
+        if a.batches.is_empty() {
+            return Err("--batches: no batch size given".into());
+        }
+        if let Some(b) = a.batches.iter().find(|&&b| b == 0 || b >= a.log2_keys) {
+            return Err(format!(
+                "--batches {b}: each must be in 1..{} (a batch is smaller than the 2^{} keys)",
+                a.log2_keys, a.log2_keys
+            ));
+        }
+    }
+    if let Some(p) = &a.peer_csv {
+        crate::chained::Peer::read(p)?;
     }
     Ok(a)
 }
@@ -192,7 +249,7 @@ pub fn csr(a: CsrArgs) -> Result<CsrArgs, String> {
         return Err("--dups and --range need at least one value each".into());
     }
     for &d in &a.dups {
-        if d == 0 || d > n || n % d != 0 {
+        if d == 0 || d > n || !n.is_multiple_of(d) {
             return Err(format!(
                 "--dups {d}: must divide 2^{log2} (so that every key occurs exactly that often)"
             ));
@@ -1008,5 +1065,35 @@ mod tests {
         // 2^30 keys cannot fit in 2^32 slots below load 0.25.
         assert!(table_slots("t", 1 << 30, 0.2, 16).is_err());
         assert!(table_slots("t", 1 << 30, 0.5, 16).is_ok());
+    }
+
+    #[test]
+    fn chained_options_are_checked() {
+        let of = |args: &[&str]| match parse(&[&["chained"][..], args].concat())?.cmd {
+            Some(Cmd::Chained(a)) => chained(a),
+            other => panic!("parsed as {other:?}"),
+        };
+        let err = |args: &[&str]| of(args).err().unwrap_or_default();
+        assert!(err(&["--backend", "cpu"]).contains("GPU store"));
+        assert!(err(&["--runs", "0"]).contains("--runs 0"));
+        assert!(err(&["--loads", "9"]).contains("0.05..=8"));
+        assert!(err(&["--log2-keys", "14"]).contains("--batches 15"));
+        assert!(err(&["--log2-keys", "14", "--batches", "0"]).contains("--batches 0"));
+        assert!(parse(&["chained", "--experiments", "bulk,nope"]).is_err());
+        assert!(err(&["--peer-csv", "/no/such/peer.csv"]).contains("/no/such/peer.csv"));
+        // Batch sizes only matter to `incremental`; experiments run once each, in the order given.
+        let a = of(&[
+            "--log2-keys",
+            "14",
+            "--experiments",
+            "host,bulk,host",
+            "--batches",
+            "12,10,12",
+        ])
+        .unwrap();
+        use crate::chained::Experiment::{Bulk, Host};
+        assert_eq!(a.experiments, vec![Host, Bulk]);
+        assert_eq!(a.batches, vec![10, 12]);
+        assert_eq!(a.out_dir, ".");
     }
 }

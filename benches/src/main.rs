@@ -9,8 +9,10 @@
 //! experiments over every scheme: rates vs load factor and vs N, probes, build success rate; see `sweep/`)
 //! `host` (the user-facing calls on host data, `Vec`s and pinned buffers, against the bus or `HashMap`
 //! measured in the same run; see `host.rs`), `csr` (CSR tables: build, count, find_all, joins; `csr/`) and
-//! `scan` (the device prefix sum against a device copy; `scan.rs`), `chained` (the chained tables' GPU store
-//! against BCHT; `chained.rs`).
+//! `scan` (the device prefix sum against a device copy; `scan.rs`), `chained` (issue 10's experiments on the
+//! chained (SlabHash) tables: bulk build and finds vs memory utilisation, incremental batches against
+//! rebuilding BCHT, operation mixes, the slab allocator, the host calls against the CPU store, beside the
+//! original SlabHash's results where given; one file per experiment in `chained/`).
 
 mod chained;
 mod cli;

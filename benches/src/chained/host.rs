@@ -1,0 +1,204 @@
+//! `host`: the user-facing calls, as users make them: `hashtile::chained::ChainedTable<u32, u32>` at load 0.6
+//! (`ChainedConfig::for_keys`) on the GPU backend, keys and values in host `Vec`s, each call's copies both ways
+//! included. Timed calls: `insert` (multimap) and `replace` into a fresh table, `find`, `count` and `find_all`
+//! of every key on a filled table, `erase` of every key from a freshly filled one; every answer checked against
+//! the input. The same on the CPU store for reference where 2^k <= 2^22, at 2^(n-4), 2^(n-2) and 2^n keys (so
+//! that a run at SlabHash's 2^24 keys still has CPU references, and the per-call overhead shows).
+
+use super::{Ctx, cell, yes};
+use crate::plot::{Figure, Panel, Series, XAxis};
+use hashtile::chained::ChainedConfig;
+use hashtile::{Backend, BackendChoice, ChainedTable};
+use std::fmt::Write as _;
+use std::time::Instant;
+
+/// The calls timed, in order.
+const OPS: [&str; 6] = ["insert", "replace", "find", "count", "find_all", "erase"];
+
+/// Largest key count the CPU store is measured at.
+const CPU_MAX_LOG2: u32 = 22;
+
+/// One call at one size on one backend: M keys/s and whether its answers were right.
+struct Rate {
+    mkeys: f64,
+    ok: bool,
+}
+
+/// One row: a call at a size, on the GPU and (where measured) the CPU.
+struct Row {
+    log2_keys: u32,
+    op: &'static str,
+    gpu: Rate,
+    cpu: Option<Rate>,
+}
+
+/// `--runs` timed calls after one warm-up, each on what `setup` returns (untimed); returns the runs' seconds
+/// and the last run's table and answer.
+fn timed<T, U>(
+    runs: usize,
+    mut setup: impl FnMut() -> hashtile::Result<T>,
+    mut call: impl FnMut(&mut T) -> hashtile::Result<U>,
+) -> Result<(Vec<f64>, T, U), String> {
+    let mut secs = Vec::new();
+    let mut last = None;
+    for run in 0..=runs {
+        let mut t = setup().map_err(super::lib)?;
+        let t0 = Instant::now();
+        let u = call(&mut t).map_err(super::lib)?;
+        if run > 0 {
+            secs.push(t0.elapsed().as_secs_f64());
+        }
+        last = Some((t, u));
+    }
+    let (t, u) = last.expect("at least one run");
+    Ok((secs, t, u))
+}
+
+/// Every call of [`OPS`] on `backend` with the first `m` keys, in that order.
+fn calls(ctx: &Ctx, backend: Backend, m: usize) -> Result<Vec<Rate>, String> {
+    let (keys, values) = (&ctx.keys[..m], &ctx.values[..m]);
+    let runs = ctx.a.runs;
+    let cfg = ChainedConfig::for_keys(m, 0.6).backend(BackendChoice::Exactly(backend));
+    let new = || ChainedTable::<u32, u32>::new(cfg.clone());
+    let filled = || {
+        let mut t = new()?;
+        t.replace(keys, values)?;
+        Ok(t)
+    };
+    let found = |got: &[Option<u32>]| got.iter().zip(values).all(|(g, v)| *g == Some(*v));
+    let r = |secs: &[f64], ok: bool| Rate {
+        mkeys: super::rate(m, secs) / 1e6,
+        ok,
+    };
+    let mut out = Vec::new();
+    let (secs, t, ()) = timed(runs, new, |t| t.insert(keys, values))?;
+    let got = t.find(keys).map_err(super::lib)?;
+    out.push(r(&secs, t.len() == m && found(&got)));
+    drop(t);
+    let (secs, t, added) = timed(runs, new, |t| t.replace(keys, values))?;
+    out.push(r(&secs, added == m && t.len() == m));
+    drop(t);
+    let f = filled().map_err(super::lib)?;
+    let (secs, _, got) = timed(runs, || Ok(()), |_| f.find(keys))?;
+    out.push(r(&secs, found(&got)));
+    let (secs, _, got) = timed(runs, || Ok(()), |_| f.count(keys))?;
+    out.push(r(&secs, got.iter().all(|&c| c == 1)));
+    let (secs, _, got) = timed(runs, || Ok(()), |_| f.find_all(keys))?;
+    let ok = got.offsets.iter().enumerate().all(|(i, &o)| o == i) && got.values == values;
+    out.push(r(&secs, ok));
+    drop(f);
+    let (secs, t, erased) = timed(runs, filled, |t| t.erase(keys))?;
+    out.push(r(&secs, erased == m && t.is_empty()));
+    Ok(out)
+}
+
+/// Runs the experiment; returns whether every answer was right.
+pub(super) fn run(ctx: &Ctx) -> Result<bool, String> {
+    let l = ctx.a.log2_keys;
+    let mut sizes: Vec<u32> = [l.saturating_sub(4), l.saturating_sub(2), l]
+        .into_iter()
+        .filter(|&s| s >= 10.min(l))
+        .collect();
+    sizes.dedup();
+    let mut rows = Vec::new();
+    for &s in &sizes {
+        let m = 1usize << s;
+        eprintln!("chained: host: 2^{s} keys on {}", ctx.backend);
+        let gpu = calls(ctx, ctx.backend, m)?;
+        let cpu = if s <= CPU_MAX_LOG2 {
+            eprintln!("chained: host: 2^{s} keys on the CPU");
+            calls(ctx, Backend::Cpu, m)?.into_iter().map(Some).collect()
+        } else {
+            (0..OPS.len()).map(|_| None).collect::<Vec<_>>()
+        };
+        for ((op, gpu), cpu) in OPS.into_iter().zip(gpu).zip(cpu) {
+            rows.push(Row {
+                log2_keys: s,
+                op,
+                gpu,
+                cpu,
+            });
+        }
+    }
+    println!(
+        "\nhost: ChainedTable<u32, u32> calls on host Vecs (load 0.6), M keys/s, median of {} runs; CPU store up to 2^{CPU_MAX_LOG2} keys",
+        ctx.a.runs
+    );
+    println!(
+        "{:>6} {:<9} {:>10} {:>10} {:>8}  ok",
+        "keys",
+        "call",
+        ctx.backend.to_string(),
+        "cpu",
+        "gpu/cpu"
+    );
+    let mut csv =
+        String::from("gpu_backend,log2_keys,op,gpu_mkeys_s,cpu_mkeys_s,gpu_over_cpu,checked\n");
+    let ok_of = |r: &Row| r.gpu.ok && r.cpu.as_ref().is_none_or(|c| c.ok);
+    for r in &rows {
+        let cpu = r.cpu.as_ref().map(|c| c.mkeys);
+        let over = cpu.filter(|&c| c > 0.0).map(|c| r.gpu.mkeys / c);
+        println!(
+            "{:>6} {:<9} {:>10.1} {} {}  {}",
+            format!("2^{}", r.log2_keys),
+            r.op,
+            r.gpu.mkeys,
+            super::shown(cpu, 1, 10),
+            super::shown(over, 2, 8),
+            yes(ok_of(r))
+        );
+        let _ = writeln!(
+            csv,
+            "{},{},{},{:.2},{},{},{}",
+            ctx.backend,
+            r.log2_keys,
+            r.op,
+            r.gpu.mkeys,
+            cell(cpu, 2),
+            cell(over, 3),
+            ok_of(r)
+        );
+    }
+    super::write_outputs(ctx, "host", &csv, &figure(ctx, &rows))?;
+    Ok(rows.iter().all(ok_of))
+}
+
+/// M keys/s vs keys, a panel per call, the GPU backend and the CPU.
+fn figure(ctx: &Ctx, rows: &[Row]) -> Figure {
+    let panels = OPS
+        .iter()
+        .map(|&op| {
+            let of = |f: &dyn Fn(&Row) -> Option<f64>| {
+                rows.iter()
+                    .filter(|r| r.op == op)
+                    .map(|r| (r.log2_keys as f64, f(r)))
+                    .collect()
+            };
+            Panel {
+                title: op.into(),
+                series: vec![
+                    Series {
+                        name: ctx.backend.to_string(),
+                        points: of(&|r| r.gpu.ok.then_some(r.gpu.mkeys)),
+                    },
+                    Series {
+                        name: "cpu".into(),
+                        points: of(&|r| r.cpu.as_ref().filter(|c| c.ok).map(|c| c.mkeys)),
+                    },
+                ],
+            }
+        })
+        .collect();
+    Figure {
+        caption: format!(
+            "Chained tables: ChainedTable calls on host data, {} and CPU",
+            ctx.backend
+        ),
+        x_label: "keys".into(),
+        y_label: "M keys/s".into(),
+        x_axis: XAxis::Log2,
+        y_range: None,
+        cols: 3,
+        panels,
+    }
+}
