@@ -962,7 +962,7 @@ impl<R: Runtime> GpuChained<R> {
     /// [`GpuChained::insert_device`] without waiting for the device, where the pool provably holds every slab
     /// the pairs could need: the launch is only queued, and its new pairs are counted on the device until
     /// [`GpuChained::settle`]. Where the pool might not suffice it reads how many slabs are in use (one small
-    /// read) and, if still short, runs [`GpuChained::insert_device`] (which grows the pool and waits). This
+    /// read) and, if still short, grows the pool first (at least doubling it; a queued copy). This
     /// is the call for many small batches (SlabHash's incremental inserts): a batch of 2^15 pairs takes a few
     /// microseconds of kernel time, about what a read from the device costs.
     pub fn insert_queued(
@@ -977,7 +977,16 @@ impl<R: Runtime> GpuChained<R> {
         }
         let need = Self::slabs_at_most(n);
         if self.free_floor.is_none_or(|f| f < need) {
-            self.free_floor = Some(self.pool as u64 - self.used_slabs()? as u64);
+            let used = self.used_slabs()? as u64;
+            if self.pool as u64 - used < need {
+                // Grown now, without waiting (the copy is queued): the bound then holds for this launch.
+                let grown = (used + need).max(2 * self.pool as u64);
+                if grown >= u32::MAX as u64 - self.buckets as u64 {
+                    return self.insert_device(keys, values, n, unique).map(|_| ());
+                }
+                self.resize(grown as u32)?;
+            }
+            self.free_floor = Some(self.pool as u64 - used);
         }
         if self.free_floor.is_some_and(|f| f >= need) {
             self.free_floor = self.free_floor.map(|f| f - need);
