@@ -95,105 +95,40 @@ fn slab_view(slots: LaneSlots, key: u32, tl: TileLane, #[comptime] tw: u32) -> B
     }
 }
 
-/// A tile's resident allocator block (SlabAlloc's): block `block` of the pool bitmap is `tw` consecutive 32-bit
-/// words, `tw * 32` slabs; lane `i` holds word `block * tw + i` in `word` (set bits: taken, or past the pool's
-/// end) once `loaded`. Kept for the tile's whole life in the kernel, across the operations it serves.
-#[derive(CubeType, Clone, Copy)]
-pub struct ResidentBlock {
-    /// The block's index.
-    pub block: u32,
-    /// This lane's bitmap word of it, as last seen.
-    pub word: u32,
-    /// Whether `word` holds the block's word (false: read it before use).
-    pub loaded: bool,
-}
-
-/// A tile's first resident block: a hash of the tile's index, so that tiles spread over the pool.
-// The hash is a wrapping multiply; `div_ceil` is not a CubeCL operation.
-#[allow(arithmetic_overflow, clippy::manual_div_ceil)]
-#[cube]
-pub fn resident_block(pool: u32, #[comptime] tw: u32) -> ResidentBlock {
-    let blocks = ((pool + 31u32) / 32u32 + tw - 1u32) / tw;
-    let tile = ABSOLUTE_POS as u32 / tw;
-    ResidentBlock {
-        block: (tile * 2654435761u32) % blocks,
-        word: 0u32,
-        loaded: false,
-    }
-}
-
-/// Takes a pool slab for each tile that `wants` one (the same in every lane of a tile; **every lane of the
-/// plane calls it**): SlabAlloc's allocation. The tile's lanes hold their words of the resident block; a ballot
-/// picks the lowest lane with a clear bit, which claims it with one atomic OR (the common case: one atomic per
-/// allocation). A lost bit refreshes that lane's word; a full block moves the tile on to the next block, and a
-/// tile that has seen every block full gets `u32::MAX` (the pool is empty). Returns the pool index in every
-/// lane of a wanting tile.
+/// Takes a free pool slab (its pool index), starting at word `start` of the bitmap; `u32::MAX` when every word
+/// is full. One atomic in the common case.
+// `div_ceil` is not a CubeCL operation.
 #[allow(clippy::manual_div_ceil)]
 #[cube]
-fn tile_alloc_slab(
-    bitmap: &Array<Atomic<u32>>,
-    pool: u32,
-    wants: bool,
-    res: &mut ResidentBlock,
-    tl: TileLane,
-    #[comptime] tw: u32,
-) -> u32 {
+fn alloc_slab(bitmap: &Array<Atomic<u32>>, pool: u32, start: u32) -> u32 {
     let words = (pool + 31u32) / 32u32;
-    let blocks = (words + tw - 1u32) / tw;
     let mut got = 4294967295u32; // u32::MAX, as a literal: a runtime variable
-    let mut pending = wants;
-    let mut moved = 0u32;
+    let mut w = start % words;
+    let mut seen = 0u32;
     loop {
-        if !tile_loop_any(pending, tw) {
+        if seen >= words || got != 4294967295u32 {
             break;
         }
-        let w = res.block * tw + tl.lane;
-        // Words past the pool's end, and bits past its last slab, read as taken.
-        let mut beyond = 4294967295u32;
-        if w < words {
-            beyond = 0u32;
-            let tail = pool - w * 32u32;
-            if tail < 32u32 {
-                beyond = !((1u32 << tail) - 1u32);
-            }
+        // Bits past the pool's end count as taken.
+        let tail = pool - w * 32u32;
+        let mut valid = 4294967295u32;
+        if tail < 32u32 {
+            valid = (1u32 << tail) - 1u32;
         }
-        if pending && !res.loaded {
-            let mut fresh = 4294967295u32;
-            if w < words {
-                fresh = bitmap[w as usize].load() | beyond;
-            }
-            res.word = fresh;
-            res.loaded = true;
+        let open = !bitmap[w as usize].load() & valid;
+        let b = open.trailing_zeros();
+        let bit = 1u32 << (b % 32u32);
+        let mut before = bit;
+        if open != 0u32 {
+            before = bitmap[w as usize].fetch_or(bit);
         }
-        let open = tile_ballot(pending && res.word != 4294967295u32, tl, tw);
-        let claimer = open.trailing_zeros() % tw;
-        let mut won = false;
-        let mut mine = 0u32;
-        if pending && open != 0u32 && tl.lane == claimer {
-            let b = (!res.word).trailing_zeros();
-            let bit = 1u32 << b;
-            let before = bitmap[w as usize].fetch_or(bit);
-            res.word = before | bit | beyond;
-            if before & bit == 0u32 {
-                won = true;
-                mine = w * 32u32 + b;
-            }
+        if before & bit == 0u32 {
+            got = w * 32u32 + b;
         }
-        let winner = tile_ballot(won, tl, tw);
-        let taken = tile_shuffle(mine, claimer, tl, tw);
-        if pending {
-            if winner != 0u32 {
-                got = taken;
-                pending = false;
-            } else if open == 0u32 {
-                // The whole block is taken: the next one, until every block has been seen full.
-                moved += 1u32;
-                res.block = (res.block + 1u32) % blocks;
-                res.loaded = false;
-                if moved > blocks {
-                    pending = false;
-                }
-            }
+        // A full word moves on; a bit another tile took first sends us back to the same word.
+        if open == 0u32 {
+            w = (w + 1u32) % words;
+            seen += 1u32;
         }
     }
     got
@@ -277,8 +212,6 @@ pub fn chained_tile_op(
     let mut w = 0usize;
     let mut found_value = 0u32;
     let mut result = 0u32;
-    // The tile's resident allocator block.
-    let mut resident = resident_block(pool, tw);
     // This lane's answer, set when the tile finishes its operation.
     let mut answer_value = 0u32;
     let mut answer_status = 0u32; // status::NOT_FOUND, as a literal: a runtime variable
@@ -386,12 +319,6 @@ pub fn chained_tile_op(
         let mut out_of_slabs = false;
         let mut linked = 4294967295u32;
         let mut taken = 0xffff_ffff_ffff_ffffu64; // EMPTY_WORD, as a literal: a runtime variable
-        // A new slab for a full list, from the tile's resident block (the whole plane takes part).
-        let mut p = 4294967295u32;
-        if comptime!(inserts) {
-            let wants = active && is_insert && act == action::APPEND;
-            p = tile_alloc_slab(bitmap, pool, wants, &mut resident, tl, tw);
-        }
         if active {
             if comptime!(inserts) {
                 if is_insert && act == action::CLAIM && owner {
@@ -400,6 +327,7 @@ pub fn chained_tile_op(
                 } else if is_insert && act == action::UPDATE && owner {
                     ok = slabs[at].compare_exchange_weak(seen, pack_word(key, value)) == seen;
                 } else if is_insert && act == action::APPEND && tl.lane == 0u32 {
+                    let p = alloc_slab(bitmap, pool, (key ^ serving) * 2654435761u32);
                     if p == 4294967295u32 {
                         out_of_slabs = true;
                     } else {
@@ -724,32 +652,16 @@ pub fn chained_flush_kernel(
     }
 }
 
-/// Takes a free pool slab for each `t < n` (`out[t]`: its pool index, or `u32::MAX` when none was left) with the
-/// allocator inserts use (each tile's lanes take theirs in turn from the tile's resident block): the
-/// allocator's own rate (`hashtile-bench chained`).
+/// Takes a free pool slab for each `t < n` (`out[t]`: its pool index, or `u32::MAX` when none was left), the
+/// allocator as inserts call it, a thread per slab: the allocator's own rate (`hashtile-bench chained`).
+// The macro's expansion evaluates the hash of a placeholder position at compile time (and overflows); on the
+// device it is the wrapping multiply the inserts use.
+#[allow(arithmetic_overflow)]
 #[cube(launch_unchecked)]
-pub fn chained_alloc_kernel(
-    bitmap: &Array<Atomic<u32>>,
-    pool: u32,
-    n: u32,
-    out: &mut Array<u32>,
-    #[comptime] tw: u32,
-) {
+pub fn chained_alloc_kernel(bitmap: &Array<Atomic<u32>>, pool: u32, n: u32, out: &mut Array<u32>) {
     let t = ABSOLUTE_POS;
-    let tl = tile_lane(tw);
-    let mut todo = tile_ballot(t < n as usize, tl, tw);
-    let mut resident = resident_block(pool, tw);
-    loop {
-        if !tile_loop_any(todo != 0u32, tw) {
-            break;
-        }
-        let p = tile_alloc_slab(bitmap, pool, todo != 0u32, &mut resident, tl, tw);
-        if todo != 0u32 {
-            if tl.lane == todo.trailing_zeros() {
-                out[t] = p;
-            }
-            todo &= todo - 1u32;
-        }
+    if t < n as usize {
+        out[t] = alloc_slab(bitmap, pool, (t as u32) * 2654435761u32);
     }
 }
 
@@ -1366,7 +1278,6 @@ impl<R: Runtime> GpuChained<R> {
                 self.pool,
                 n as u32,
                 ArrayArg::from_raw_parts(out.clone(), n.max(1)),
-                self.tile,
             )
         }
         out
