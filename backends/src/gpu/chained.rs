@@ -42,6 +42,14 @@ const COUNTER_STRIDE: u32 = 32;
 /// Words of the counter array: the retry count's line, the new-pair counters' lines, then as many lines that
 /// count the erases of mixed batches.
 const COUNTER_WORDS: usize = ((1 + 2 * NEW_COUNTERS) * COUNTER_STRIDE) as usize;
+/// The sum of the [`NEW_COUNTERS`] spread-out counters from line `from` of a counter array read back (line 1:
+/// new pairs; line `1 + NEW_COUNTERS`: a mixed batch's erases).
+fn counter_lines(c: &[u32], from: u32) -> usize {
+    (from..from + NEW_COUNTERS)
+        .map(|i| c[(i * COUNTER_STRIDE) as usize] as usize)
+        .sum()
+}
+
 /// An erased slot's word: key `u32::MAX - 1` (never a key), value 0.
 pub const TOMB_WORD: u64 = 0xffff_fffe_0000_0000;
 
@@ -944,9 +952,7 @@ impl<R: Runtime> GpuChained<R> {
                     c[0]
                 )));
             }
-            self.len += (1..=NEW_COUNTERS)
-                .map(|i| c[(i * COUNTER_STRIDE) as usize] as usize)
-                .sum::<usize>();
+            self.len += counter_lines(&c, 1);
         }
         Ok(self.len)
     }
@@ -1030,11 +1036,6 @@ impl<R: Runtime> GpuChained<R> {
         (out, aux): (&Handle, &Handle),
     ) -> Result<(usize, usize)> {
         let (mut added, mut erased) = (0usize, 0usize);
-        let lines = |c: &[u32], from: u32| {
-            (from..from + NEW_COUNTERS)
-                .map(|i| c[(i * COUNTER_STRIDE) as usize] as usize)
-                .sum::<usize>()
-        };
         let mut sel: Option<(Handle, usize)> = None;
         loop {
             let m = sel.as_ref().map_or(n, |s| s.1);
@@ -1062,8 +1063,8 @@ impl<R: Runtime> GpuChained<R> {
                 (&retry, m, &counters),
             );
             let c = self.read(counters, COUNTER_WORDS)?;
-            added += lines(&c, 1);
-            erased += lines(&c, 1 + NEW_COUNTERS);
+            added += counter_lines(&c, 1);
+            erased += counter_lines(&c, 1 + NEW_COUNTERS);
             if c[0] > 0 {
                 self.resize(self.pool.saturating_mul(2).max(self.pool + c[0]))?;
             }
