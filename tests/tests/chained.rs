@@ -757,6 +757,100 @@ fn cuda_gpu_queued_inserts_match_the_multimap() {
     }
 }
 
+/// Queued inserts proven by the table's occupancy: keys that all fall in one list (the worst case for the
+/// pool: a chain of full slabs), queued between erases and a flush, never wait for the device while the pool
+/// provably suffices, never find it empty (`settle` would say so), and end as the multimap does; a pool too
+/// small for the next batch grows.
+fn gpu_queued_inserts_bounded_by_occupancy<R: hashtile::cubecl::prelude::Runtime>(
+    client: hashtile::cubecl::prelude::ComputeClient<R>,
+) {
+    use hashtile::chained::cpu::CpuChained;
+    use hashtile::cubecl::prelude::CubeElement;
+    use hashtile::gpu::chained::GpuChained;
+    let family = hashtile::HashFamily::new(hashtile::DEFAULT_SEED);
+    let buckets = 16;
+    let probe = CpuChained::new(family, buckets, 32).unwrap();
+    // Distinct keys of list 0 only.
+    let one_list: Vec<u32> = (0..u32::MAX - 2)
+        .filter(|&k| probe.bucket_of(k as u64) == 0)
+        .take(3000)
+        .collect();
+    let mut t = GpuChained::new(&client, family, buckets, 400).unwrap();
+    let mut oracle: HashMap<u32, Vec<u32>> = HashMap::new();
+    let put = |x: &[u32]| client.create_from_slice(u32::as_bytes(x));
+    let queue = |t: &mut GpuChained<R>, oracle: &mut HashMap<u32, Vec<u32>>, keys: &[u32]| {
+        let values: Vec<u32> = keys.iter().map(|k| k.wrapping_mul(7)).collect();
+        t.insert_queued(&put(keys), &put(&values), keys.len(), false)
+            .unwrap();
+        for (k, v) in keys.iter().zip(&values) {
+            oracle.entry(*k).or_default().push(*v);
+        }
+    };
+    // 20 batches of 100 keys of one list: at most 2000 / 15 = 133 pool slabs plus a few held, under 400.
+    for b in 0..20 {
+        queue(&mut t, &mut oracle, &one_list[b * 100..(b + 1) * 100]);
+    }
+    let s = t.queue_stats();
+    assert_eq!((s.queued, s.pool_reads, s.pool_grows), (20, 0, 0));
+    let live: usize = oracle.values().map(Vec::len).sum();
+    assert_eq!(t.settle().unwrap(), live);
+    // Erases leave tombstones (the slots stay occupied), so the bound still counts them.
+    let gone: Vec<u32> = one_list[..1000].to_vec();
+    assert_eq!(t.erase(&gone, true).unwrap(), 1000);
+    for k in &gone {
+        oracle.remove(k);
+    }
+    for b in 20..24 {
+        queue(&mut t, &mut oracle, &one_list[b * 100..(b + 1) * 100]);
+    }
+    // A flush drops the tombstones: the bound falls back to the live pairs.
+    t.flush().unwrap();
+    for b in 24..30 {
+        queue(&mut t, &mut oracle, &one_list[b * 100..(b + 1) * 100]);
+    }
+    let s = t.queue_stats();
+    assert_eq!(s.pool_grows, 0, "{s:?}");
+    // A batch past the pool's bound: the table reads the slabs in use and grows.
+    let many: Vec<u32> = (0..8000u32)
+        .map(|i| i.wrapping_mul(2654435761))
+        .filter(|&k| k < u32::MAX - 1)
+        .collect();
+    queue(&mut t, &mut oracle, &many);
+    let s = t.queue_stats();
+    assert!(s.pool_reads >= 1 && s.pool_grows >= 1, "{s:?}");
+    let live: usize = oracle.values().map(Vec::len).sum();
+    assert_eq!(t.settle().unwrap(), live);
+    let (words, bits) = t.download().unwrap();
+    let (b, pool) = t.shape_of();
+    let mut cpu = CpuChained::from_packed(family, b, pool, &words, &bits).unwrap();
+    assert_eq!(cpu.check().expect("invariants").live, live);
+    let keys: Vec<u32> = oracle.keys().copied().collect();
+    for (k, c) in keys.iter().zip(t.count(&keys).unwrap()) {
+        assert_eq!(c as usize, oracle[k].len(), "count of {k}");
+    }
+}
+
+#[test]
+fn vulkan_gpu_queued_inserts_bounded_by_occupancy() {
+    if common::present(Backend::Vulkan) {
+        use hashtile::cubecl::prelude::Runtime;
+        gpu_queued_inserts_bounded_by_occupancy(hashtile::cubecl::wgpu::WgpuRuntime::client(
+            &Default::default(),
+        ));
+    }
+}
+
+#[cfg(feature = "cuda")]
+#[test]
+fn cuda_gpu_queued_inserts_bounded_by_occupancy() {
+    if common::present(Backend::Cuda) {
+        use hashtile::cubecl::prelude::Runtime;
+        gpu_queued_inserts_bounded_by_occupancy(hashtile::cubecl::cuda::CudaRuntime::client(
+            &Default::default(),
+        ));
+    }
+}
+
 mod user {
     //! The kernel is in a module of its own: CubeCL's macro names the `cubecl` crate, here re-exported.
     use hashtile::cubecl;

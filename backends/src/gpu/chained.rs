@@ -698,21 +698,26 @@ pub fn chained_used_kernel(bitmap: &Array<u32>, words: u32, count: &Array<Atomic
 }
 
 /// Adds the live pairs among slab words `t < slabs.len()` to `count[0]` (neither empty nor a tombstone, and
-/// not a link: word 15 of each slab), one atomic per tile.
+/// not a link: word 15 of each slab) and the occupied slots (live pairs and tombstones) to `count[1]`, one
+/// atomic each per tile.
 #[cube(launch_unchecked)]
 pub fn chained_live_kernel(slabs: &Array<u64>, count: &Array<Atomic<u32>>, #[comptime] tw: u32) {
     let t = ABSOLUTE_POS;
     let tl = tile_lane(tw);
     let mut live = false;
+    let mut occupied = false;
     if t < slabs.len() {
         let w = slabs[t];
-        live = (t as u32) % SLAB_WORDS != LINK_SLOT
-            && w != EMPTY_WORD
-            && w >> 32u64 != TOMB_WORD >> 32u64;
+        occupied = (t as u32) % SLAB_WORDS != LINK_SLOT && w != EMPTY_WORD;
+        live = occupied && w >> 32u64 != TOMB_WORD >> 32u64;
     }
     let c = tile_ballot(live, tl, tw).count_ones();
+    let o = tile_ballot(occupied, tl, tw).count_ones();
     if tl.lane == 0u32 && c > 0u32 {
         count[0].fetch_add(c);
+    }
+    if tl.lane == 0u32 && o > 0u32 {
+        count[1].fetch_add(o);
     }
 }
 
@@ -757,6 +762,31 @@ pub struct GpuChained<R: Runtime> {
     /// A lower bound of the free pool slabs (`None`: not known since the last change that took slabs), so
     /// that queued inserts need not read the device to know the pool suffices.
     free_floor: Option<u64>,
+    /// An upper bound of the occupied pair slots (live pairs and tombstones; `None`: unknown, after a kernel
+    /// of the user's may have inserted). Slots never become empty again except by flush, and a list links a
+    /// slab only after its tail is full, so the lists hold at most `occupied / 15` pool slabs: a bound on the
+    /// pool that needs no read of the device (see [`GpuChained::insert_queued`]).
+    occupied: Option<u64>,
+    /// Pairs of queued launches counted into `occupied` (each launch's `n`), replaced by the exact count when
+    /// they settle.
+    queued_pairs: u64,
+    /// Slabs handed out by [`GpuChained::allocate_device`] and not given back (an upper bound).
+    outside: u64,
+    /// At most this many tiles run at once on the device (each holds at most one slab not yet in a list).
+    resident_tiles: u64,
+    stats: QueueStats,
+}
+
+/// How often queued inserts ([`GpuChained::insert_queued`]) had to wait for the device or grow the pool.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct QueueStats {
+    /// Launches queued without any read of the device.
+    pub queued: u64,
+    /// Reads of the slabs in use (a wait for the device each) when the bounds could not prove the pool
+    /// sufficient.
+    pub pool_reads: u64,
+    /// Pool growths.
+    pub pool_grows: u64,
 }
 
 impl<R: Runtime> GpuChained<R> {
@@ -768,6 +798,11 @@ impl<R: Runtime> GpuChained<R> {
         pool: u32,
     ) -> Result<Self> {
         let tile = super::tile_width_for(client, SLAB_WORDS)?;
+        // An NVIDIA multiprocessor keeps at most 2048 threads resident; elsewhere, a generous 2^17 tiles.
+        let resident_tiles = match client.properties().hardware.num_streaming_multiprocessors {
+            Some(sms) => sms as u64 * 2048 / tile as u64,
+            None => 1 << 17,
+        };
         let mut t = Self {
             client: client.clone(),
             family,
@@ -780,6 +815,11 @@ impl<R: Runtime> GpuChained<R> {
             len: 0,
             queued: None,
             free_floor: None,
+            occupied: Some(0),
+            queued_pairs: 0,
+            outside: 0,
+            resident_tiles,
+            stats: QueueStats::default(),
         };
         t.resize(pool.max(32))?;
         Ok(t)
@@ -868,23 +908,36 @@ impl<R: Runtime> GpuChained<R> {
         self.free_floor = None;
         let (added, _) = self.run_placing(mode, (&none, keys, values), n, (&none, &none))?;
         self.len += added;
+        if let Some(o) = &mut self.occupied {
+            *o += added as u64;
+        }
         Ok(added)
     }
 
-    /// Slabs a launch of `n` inserts can hold at once, at most: each newly linked slab holds at least one of
-    /// the launch's pairs (`n`), and each tile holds at most one slab it has not linked yet (freed again when
-    /// another tile linked first; at most one per operation, and no more than the tiles a device keeps
-    /// resident, far below 2^17).
-    fn slabs_at_most(n: usize) -> u64 {
-        n as u64 + (n as u64).min(1 << 17)
+    /// Slabs a launch of `n` inserts holds outside the lists at any moment, at most: each running tile holds
+    /// at most one (taken and not yet linked, or linked and not yet written to), and a launch runs at most
+    /// `ceil(n / tile)` tiles, no more than the device keeps resident at once.
+    fn held_at_most(&self, n: usize) -> u64 {
+        (n as u64)
+            .div_ceil(self.tile as u64)
+            .min(self.resident_tiles)
     }
 
     /// [`GpuChained::insert_device`] without waiting for the device, where the pool provably holds every slab
     /// the pairs could need: the launch is only queued, and its new pairs are counted on the device until
-    /// [`GpuChained::settle`]. Where the pool might not suffice it reads how many slabs are in use (one small
-    /// read) and, if still short, grows the pool first (at least doubling it; a queued copy). This
-    /// is the call for many small batches (SlabHash's incremental inserts): a batch of 2^15 pairs takes a few
-    /// microseconds of kernel time, about what a read from the device costs.
+    /// [`GpuChained::settle`]. This is the call for many small batches (SlabHash's incremental inserts): a
+    /// batch of 2^15 pairs takes a few microseconds of kernel time, about what a read from the device costs.
+    ///
+    /// Two bounds prove the pool sufficient, the first without any read:
+    /// - **occupancy:** a list links a slab only once its tail is full, and a slot never becomes empty again
+    ///   (tombstones stay until a flush), so the lists hold at most `occupied / 15` pool slabs, where
+    ///   `occupied` (live pairs and tombstones, counted on the host as an upper bound) includes this launch's
+    ///   `n`; plus the slabs running tiles hold and those [`GpuChained::allocate_device`] handed out;
+    /// - **free slabs:** a read of the slabs in use, after which each launch may take at most `n` new slabs
+    ///   (each holds at least one of its pairs) plus what its tiles hold.
+    ///
+    /// Where neither holds, the pool grows first (at least doubling; a queued copy). [`QueueStats`] counts
+    /// the reads and growths.
     pub fn insert_queued(
         &mut self,
         keys: &Handle,
@@ -895,50 +948,62 @@ impl<R: Runtime> GpuChained<R> {
         if n == 0 {
             return Ok(());
         }
-        let need = Self::slabs_at_most(n);
-        if self.free_floor.is_none_or(|f| f < need) {
+        let held = self.held_at_most(n);
+        let by_occupancy = self
+            .occupied
+            .map(|o| (o + n as u64) / (SLAB_WORDS as u64 - 1) + held + self.outside);
+        let need = n as u64 + held;
+        let proven = by_occupancy.is_some_and(|u| u <= self.pool as u64)
+            || self.free_floor.is_some_and(|f| f >= need);
+        if !proven {
+            self.stats.pool_reads += 1;
             let used = self.used_slabs()? as u64;
-            if self.pool as u64 - used < need {
+            // The tighter of the two bounds, now that the slabs in use are known.
+            let want = by_occupancy.map_or(used + need, |u| u.min(used + need));
+            if want > self.pool as u64 {
                 // Grown now, without waiting (the copy is queued): the bound then holds for this launch.
-                let grown = (used + need).max(2 * self.pool as u64);
+                let grown = want.max(2 * self.pool as u64);
                 if grown >= u32::MAX as u64 - self.buckets as u64 {
                     return self.insert_device(keys, values, n, unique).map(|_| ());
                 }
+                self.stats.pool_grows += 1;
                 self.resize(grown as u32)?;
             }
             self.free_floor = Some(self.pool as u64 - used);
         }
-        if self.free_floor.is_some_and(|f| f >= need) {
-            self.free_floor = self.free_floor.map(|f| f - need);
-            let mode = if unique { op::REPLACE } else { op::INSERT };
-            let counters = match &self.queued {
-                Some(c) => c.clone(),
-                None => {
-                    let c = self
-                        .client
-                        .create_from_slice(u32::as_bytes(&[0; COUNTER_WORDS]));
-                    self.queued = Some(c.clone());
-                    c
-                }
-            };
-            let none = self.client.empty(4);
-            self.launch(
-                mode,
-                Arrays {
-                    ops: &none,
-                    keys,
-                    values,
-                    n,
-                },
-                None,
-                n,
-                (&none, 1, &none, 1),
-                (&none, 1, &counters),
-            );
-            Ok(())
-        } else {
-            self.insert_device(keys, values, n, unique).map(|_| ())
+        self.stats.queued += 1;
+        // The free floor falls by what this launch may take (or becomes unknown if it could take more).
+        self.free_floor = self.free_floor.and_then(|f| f.checked_sub(need));
+        if let Some(o) = &mut self.occupied {
+            *o += n as u64;
         }
+        self.queued_pairs += n as u64;
+        let mode = if unique { op::REPLACE } else { op::INSERT };
+        let counters = match &self.queued {
+            Some(c) => c.clone(),
+            None => {
+                let c = self
+                    .client
+                    .create_from_slice(u32::as_bytes(&[0; COUNTER_WORDS]));
+                self.queued = Some(c.clone());
+                c
+            }
+        };
+        let none = self.client.empty(4);
+        self.launch(
+            mode,
+            Arrays {
+                ops: &none,
+                keys,
+                values,
+                n,
+            },
+            None,
+            n,
+            (&none, 1, &none, 1),
+            (&none, 1, &counters),
+        );
+        Ok(())
     }
 
     /// Waits for queued inserts ([`GpuChained::insert_queued`]) and counts their new pairs into
@@ -952,9 +1017,21 @@ impl<R: Runtime> GpuChained<R> {
                     c[0]
                 )));
             }
-            self.len += counter_lines(&c, 1);
+            let added = counter_lines(&c, 1);
+            self.len += added;
+            // The launches' bound replaced by what they stored.
+            if let Some(o) = &mut self.occupied {
+                *o = *o - self.queued_pairs + added as u64;
+            }
+            self.queued_pairs = 0;
         }
         Ok(self.len)
+    }
+
+    /// How often [`GpuChained::insert_queued`] waited for the device or grew the pool, since the table was
+    /// made.
+    pub fn queue_stats(&self) -> QueueStats {
+        self.stats
     }
 
     /// Pool slabs in use (counted on the device from the allocator's bitmap; waits).
@@ -993,6 +1070,9 @@ impl<R: Runtime> GpuChained<R> {
             let (added, erased) =
                 self.run_placing(op::MIXED, (ops, keys, values), n, (&out, &aux))?;
             self.len = self.len + added - erased;
+            if let Some(o) = &mut self.occupied {
+                *o += added as u64;
+            }
         }
         Ok((out, aux))
     }
@@ -1246,6 +1326,7 @@ impl<R: Runtime> GpuChained<R> {
 
     /// Compacts every list and frees the slabs left over; returns how many.
     pub fn flush(&mut self) -> Result<usize> {
+        self.settle()?;
         let freed = self.client.create_from_slice(u32::as_bytes(&[0]));
         // SAFETY: thread `b < buckets` walks bucket `b`'s list: links below `buckets + pool`.
         unsafe {
@@ -1259,7 +1340,11 @@ impl<R: Runtime> GpuChained<R> {
                 self.buckets,
             )
         }
-        Ok(self.read(freed, 1)?[0] as usize)
+        let freed = self.read(freed, 1)?[0] as usize;
+        // Compacted: no tombstones are left, and every list's slabs but its last are full.
+        self.occupied = Some(self.len as u64);
+        self.free_floor = None;
+        Ok(freed)
     }
 
     /// Takes `n` free slabs from the pool on the device (the allocator alone, as inserts call it: one atomic
@@ -1269,6 +1354,7 @@ impl<R: Runtime> GpuChained<R> {
     pub fn allocate_device(&mut self, n: usize) -> Handle {
         let out = self.client.empty(n.max(1) * 4);
         self.free_floor = None;
+        self.outside += n as u64;
         // SAFETY: thread `t < n` writes `out[t]`; the bitmap has `ceil(pool / 32)` words.
         unsafe {
             chained_alloc_kernel::launch_unchecked::<R>(
@@ -1287,6 +1373,7 @@ impl<R: Runtime> GpuChained<R> {
     /// Gives back the `n` slabs [`GpuChained::allocate_device`] took (`u32::MAX` entries are skipped).
     /// Queued, not waited for.
     pub fn release_device(&mut self, slabs: &Handle, n: usize) {
+        self.outside = self.outside.saturating_sub(n as u64);
         // SAFETY: thread `t < n` reads `slabs[t]`, a pool index below `pool` or `u32::MAX`.
         unsafe {
             chained_free_kernel::launch_unchecked::<R>(
@@ -1331,8 +1418,11 @@ impl<R: Runtime> GpuChained<R> {
     /// Device handles for calling [`chained_tile_op`] from your own kernel (see [`ChainedDeviceRef`]). Call
     /// [`GpuChained::reserve`] first for the slabs your kernel's inserts may take, and
     /// [`GpuChained::recount`] after a kernel that changed the table. The handles stay valid until the pool
-    /// grows (a call that inserts from the host may grow it).
-    pub fn device_ref(&self) -> ChainedDeviceRef {
+    /// grows (a call that inserts from the host may grow it). Until [`GpuChained::recount`], queued inserts
+    /// no longer bound the pool by the table's occupancy (your kernel may insert).
+    pub fn device_ref(&mut self) -> ChainedDeviceRef {
+        self.occupied = None;
+        self.free_floor = None;
         ChainedDeviceRef {
             slabs: self.slabs.clone(),
             slab_words: self.slab_words(self.pool),
@@ -1358,23 +1448,26 @@ impl<R: Runtime> GpuChained<R> {
     }
 
     /// Counts the pairs stored, on the device (after a kernel of yours changed the table; waits), and makes it
-    /// [`GpuChained::len`]. Queued inserts are settled first.
+    /// [`GpuChained::len`]; also counts the occupied slots again, for [`GpuChained::insert_queued`]'s bound.
+    /// Queued inserts are settled first.
     pub fn recount(&mut self) -> Result<usize> {
         self.settle()?;
         let words = self.slab_words(self.pool);
-        let count = self.client.create_from_slice(u32::as_bytes(&[0u32]));
-        // SAFETY: thread `t < words` reads slab word `t` and adds to `count[0]`.
+        let count = self.client.create_from_slice(u32::as_bytes(&[0u32; 2]));
+        // SAFETY: thread `t < words` reads slab word `t` and adds to `count[0]` and `count[1]`.
         unsafe {
             chained_live_kernel::launch_unchecked::<R>(
                 &self.client,
                 cube_count(words),
                 CubeDim::new_1d(CUBE_SIZE),
                 ArrayArg::from_raw_parts(self.slabs.clone(), words),
-                ArrayArg::from_raw_parts(count.clone(), 1),
+                ArrayArg::from_raw_parts(count.clone(), 2),
                 self.tile,
             )
         }
-        self.len = self.read(count, 1)?[0] as usize;
+        let c = self.read(count, 2)?;
+        self.len = c[0] as usize;
+        self.occupied = Some(c[1] as u64);
         Ok(self.len)
     }
 }

@@ -15,7 +15,7 @@ use super::{Ctx, cell, lib, rate, read, shown, sync, upload, yes};
 use crate::plot::{Figure, Panel, Series, XAxis};
 use hashtile::cubecl::prelude::*;
 use hashtile::cubecl::server::Handle;
-use hashtile::gpu::chained::{GpuChained, status};
+use hashtile::gpu::chained::{GpuChained, QueueStats, status};
 use hashtile::gpu::transfer::HostTransfer;
 use hashtile::gpu::{GpuOptions, GpuTable};
 use hashtile::{Backend, Bcht, HashFamily, SchemeInfo, TableConfig};
@@ -33,6 +33,8 @@ struct Row {
     rate: f64,
     /// The peer's rate at this batch size, if given.
     peer: Option<f64>,
+    /// The last run's waits for the device and pool growths among its batches.
+    stats: QueueStats,
     ok: bool,
 }
 
@@ -60,7 +62,7 @@ pub(super) fn run<R: HostTransfer>(ctx: &Ctx) -> Result<bool, String> {
     let mut rows = Vec::new();
     for &k in &ctx.a.batches {
         eprintln!("chained: incremental: batches of 2^{k}");
-        let (incremental_s, ok) = incremental::<R>(ctx, &client, &kh, k)?;
+        let (incremental_s, stats, ok) = incremental::<R>(ctx, &client, &kh, k)?;
         eprintln!("chained: incremental: BCHT rebuilt after each batch of 2^{k}");
         let (rebuild_s, rebuilt_ok) = rebuilds::<R>(ctx, &kh, &vh, k)?;
         let peer = ctx
@@ -73,6 +75,7 @@ pub(super) fn run<R: HostTransfer>(ctx: &Ctx) -> Result<bool, String> {
             rebuild_s,
             rate: n as f64 / incremental_s / 1e9,
             peer,
+            stats,
             ok: ok && rebuilt_ok,
         });
     }
@@ -81,9 +84,11 @@ pub(super) fn run<R: HostTransfer>(ctx: &Ctx) -> Result<bool, String> {
         ctx.a.log2_keys, ctx.backend, ctx.a.runs
     );
     println!(
-        "{:>6} {:>7} {:>10} {:>9} {:>10} {:>10} {:>8} {:>5} {:>9} {:>8}  ok",
+        "{:>6} {:>7} {:>5} {:>5} {:>10} {:>9} {:>10} {:>10} {:>8} {:>5} {:>9} {:>8}  ok",
         "batch",
         "batches",
+        "waits",
+        "grows",
         "incr ms",
         "G keys/s",
         "rebuild ms",
@@ -94,7 +99,7 @@ pub(super) fn run<R: HostTransfer>(ctx: &Ctx) -> Result<bool, String> {
         "ours/slab"
     );
     let mut csv = String::from(
-        "backend,log2_keys,log2_batch,batches,incremental_ms,incremental_gkeys_s,rebuild_ms,rebuild_gkeys_s,speedup,peer_gkeys_s,over_peer,checked\n",
+        "backend,log2_keys,log2_batch,batches,waits,grows,incremental_ms,incremental_gkeys_s,rebuild_ms,rebuild_gkeys_s,speedup,peer_gkeys_s,over_peer,checked\n",
     );
     for r in &rows {
         let batches = n >> r.log2_batch;
@@ -102,9 +107,11 @@ pub(super) fn run<R: HostTransfer>(ctx: &Ctx) -> Result<bool, String> {
         let speedup = r.rebuild_s / r.incremental_s;
         let over = r.peer.filter(|&p| p > 0.0).map(|p| r.rate / p);
         println!(
-            "{:>6} {:>7} {:>10.2} {:>9.3} {:>10.2} {:>10.3} {:>8.1} {:>5} {} {}  {}",
+            "{:>6} {:>7} {:>5} {:>5} {:>10.2} {:>9.3} {:>10.2} {:>10.3} {:>8.1} {:>5} {} {}  {}",
             format!("2^{}", r.log2_batch),
             batches,
+            r.stats.pool_reads,
+            r.stats.pool_grows,
             r.incremental_s * 1e3,
             r.rate,
             r.rebuild_s * 1e3,
@@ -117,10 +124,12 @@ pub(super) fn run<R: HostTransfer>(ctx: &Ctx) -> Result<bool, String> {
         );
         let _ = writeln!(
             csv,
-            "{},{},{},{batches},{:.3},{:.4},{:.3},{rebuild_rate:.4},{speedup:.2},{},{},{}",
+            "{},{},{},{batches},{},{},{:.3},{:.4},{:.3},{rebuild_rate:.4},{speedup:.2},{},{},{}",
             ctx.backend,
             ctx.a.log2_keys,
             r.log2_batch,
+            r.stats.pool_reads,
+            r.stats.pool_grows,
             r.incremental_s * 1e3,
             r.rate,
             r.rebuild_s * 1e3,
@@ -130,19 +139,19 @@ pub(super) fn run<R: HostTransfer>(ctx: &Ctx) -> Result<bool, String> {
         );
     }
     println!(
-        "rebuild G = keys / total rebuild time (each batch's rebuild inserts every key so far); speedup = rebuild time / incremental time"
+        "rebuild G = keys / total rebuild time (each batch's rebuild inserts every key so far); speedup = rebuild time / incremental time; waits / grows: batches of the last run that waited for a read of the slabs in use / grew the pool"
     );
     super::write_outputs(ctx, "incremental", &csv, &figure(ctx, &rows))?;
     Ok(rows.iter().all(|r| r.ok))
 }
 
-/// The chained table's batches of `2^k` keys: (median seconds, checked).
+/// The chained table's batches of `2^k` keys: (median seconds, the last run's queue statistics, checked).
 fn incremental<R: HostTransfer>(
     ctx: &Ctx,
     client: &ComputeClient<R>,
     all_keys: &Handle,
     k: u32,
-) -> Result<(f64, bool), String> {
+) -> Result<(f64, QueueStats, bool), String> {
     let n = ctx.keys.len();
     let batch = 1usize << k;
     let family = HashFamily::new(hashtile::DEFAULT_SEED);
@@ -157,6 +166,7 @@ fn incremental<R: HostTransfer>(
         .collect();
     let mut secs = Vec::new();
     let mut ok = true;
+    let mut stats = QueueStats::default();
     for run in 0..=ctx.a.runs {
         let mut t = GpuChained::new(client, family, buckets, pool).map_err(lib)?;
         sync(client)?;
@@ -171,13 +181,14 @@ fn incremental<R: HostTransfer>(
         if run > 0 {
             secs.push(dt);
         }
+        stats = t.queue_stats();
         if run == ctx.a.runs {
             let (fv, ff) = t.find_device(all_keys, n);
             let (v, f) = (read(client, fv, n), read(client, ff, n));
             ok &= v == ctx.values && f.iter().all(|&f| f == status::FOUND);
         }
     }
-    Ok((n as f64 / rate(n, &secs), ok))
+    Ok((n as f64 / rate(n, &secs), stats, ok))
 }
 
 /// The baseline: BCHT rebuilt from scratch after each batch of `2^k` with every key so far: (median total
