@@ -90,6 +90,9 @@ pub struct ChainedArgs {
     /// <op>,<G keys/s>,<ok|WRONG>`), shown beside ours with ratios in `bulk` and `incremental`.
     #[arg(long)]
     pub peer_csv: Option<String>,
+    /// Lanes per tile of the GPU store (8 or 16; default: the store's, 8), in every experiment but `host`.
+    #[arg(long)]
+    pub tile_width: Option<u32>,
 }
 
 /// Checks the `chained` mode's options (the peer CSV is parsed here, so that a bad one stops the run before

@@ -460,13 +460,17 @@ mod common;
 /// a small pool, and the invariants of the read-back table after every batch (`CpuChained::from_packed`).
 fn gpu_store_matches_multimap<R: hashtile::cubecl::prelude::Runtime>(
     client: hashtile::cubecl::prelude::ComputeClient<R>,
+    tile_width: Option<u32>,
 ) {
     use hashtile::chained::cpu::CpuChained;
     use hashtile::gpu::chained::GpuChained;
     let family = hashtile::HashFamily::new(hashtile::DEFAULT_SEED);
     let mut rng = StdRng::seed_from_u64(77);
     // Few lists: long ones, and a pool that has to grow.
-    let mut t = GpuChained::new(&client, family, 40, 8).unwrap();
+    let mut t = match tile_width {
+        Some(w) => GpuChained::with_tile_width(&client, family, 40, 8, w).unwrap(),
+        None => GpuChained::new(&client, family, 40, 8).unwrap(),
+    };
     let (_, initial_pool) = t.shape_of();
     let mut oracle: HashMap<u32, Vec<u32>> = HashMap::new();
     let universe = 3000u64;
@@ -565,9 +569,10 @@ fn gpu_store_matches_multimap<R: hashtile::cubecl::prelude::Runtime>(
 fn vulkan_gpu_store_matches_multimap() {
     if common::present(Backend::Vulkan) {
         use hashtile::cubecl::prelude::Runtime;
-        gpu_store_matches_multimap(hashtile::cubecl::wgpu::WgpuRuntime::client(
-            &Default::default(),
-        ));
+        gpu_store_matches_multimap(
+            hashtile::cubecl::wgpu::WgpuRuntime::client(&Default::default()),
+            None,
+        );
     }
 }
 
@@ -576,9 +581,10 @@ fn vulkan_gpu_store_matches_multimap() {
 fn cuda_gpu_store_matches_multimap() {
     if common::present(Backend::Cuda) {
         use hashtile::cubecl::prelude::Runtime;
-        gpu_store_matches_multimap(hashtile::cubecl::cuda::CudaRuntime::client(
-            &Default::default(),
-        ));
+        let client = hashtile::cubecl::cuda::CudaRuntime::client(&Default::default());
+        gpu_store_matches_multimap(client.clone(), None);
+        // Two tiles of 16 lanes per warp, a slab word per lane.
+        gpu_store_matches_multimap(client, Some(16));
     }
 }
 

@@ -6,7 +6,7 @@
 //! **Layout.** One slab array of `u64` words, 16 per slab: slots 0..15 hold packed pairs (`key << 32 | value`,
 //! all ones: empty, key `u32::MAX - 1`: tombstone) and word 15 the link (`NO_NEXT` in its low half: none; all
 //! ones until linked). Slab `b < buckets` is bucket `b`'s head; pool slab `p` is slab `buckets + p`. A tile of
-//! `min(16, plane)` lanes reads a slab as one bucket (`read_slots` at bucket size 16) and the chaining scheme
+//! 8 lanes (two slab words each; 16 by choice) reads a slab as one bucket (`read_slots` at bucket size 16) and the chaining scheme
 //! (`hashtile_probing::Chain`) decides each step from the view, as the static drivers do.
 //!
 //! **Allocation.** A bitmap of pool slabs: a tile's lane 0 reads one word (chosen by a hash of the operation),
@@ -91,17 +91,48 @@ pub mod status {
     pub const NO_SLAB: u32 = 5;
 }
 
-/// The view of a slab just read: the pair slots' masks and the link.
+/// The view of a slab just read: the pair slots' masks and the link. Without `matching` (multimap inserts,
+/// which never look for their key) the key comparisons and their ballots are left out: `matched` is 0.
+// The masks start as runtime variables that both compile-time branches assign.
+#[allow(unused_assignments)]
 #[cube]
-fn slab_view(slots: LaneSlots, key: u32, tl: TileLane, #[comptime] tw: u32) -> BucketView {
-    let v = view_of(slots, key as u64, 32u32, tl, SLAB_WORDS, tw);
-    let link = slot_word(slots, LINK_SLOT, tl, SLAB_WORDS, tw);
+fn slab_view(
+    slots: LaneSlots,
+    key: u32,
+    tl: TileLane,
+    #[comptime] matching: bool,
+    #[comptime] tw: u32,
+) -> BucketView {
+    let mut empty = 0u32;
+    let mut matched = 0u32;
+    if comptime!(matching) {
+        let v = view_of(slots, key as u64, 32u32, tl, SLAB_WORDS, tw);
+        empty = v.empty;
+        matched = v.matched;
+    } else {
+        empty = tile_ballot(slots.w0 == EMPTY_WORD, tl, tw);
+        if comptime!(SLAB_WORDS / tw >= 2) {
+            empty |= tile_ballot(slots.w1 == EMPTY_WORD, tl, tw) << tw;
+        }
+    }
+    // The link's low half only (one shuffle): its owner lane holds slot 15 in its first or second word.
+    let mut mine = slots.w0;
+    if comptime!(SLAB_WORDS / tw >= 2) {
+        mine = slots.w1;
+    }
+    let next = tile_shuffle((mine & 0xffff_ffffu64) as u32, LINK_SLOT % tw, tl, tw);
     BucketView {
-        empty: v.empty & PAIR_SLOTS,
-        matched: v.matched & PAIR_SLOTS,
-        next: (link & 0xffff_ffffu64) as u32,
+        empty: empty & PAIR_SLOTS,
+        matched: matched & PAIR_SLOTS,
+        next,
     }
 }
+
+/// Lanes per tile unless chosen ([`GpuChained::with_tile_width`]).
+pub const DEFAULT_TILE: u32 = 8;
+
+/// A tile's `linked` answer when the pool had no free slab (slab indices stay below `u32::MAX - 1`).
+const OUT_OF_SLABS: u32 = u32::MAX - 1;
 
 /// Takes a free pool slab (its pool index), starting at word `start` of the bitmap; `u32::MAX` when every word
 /// is full. One atomic in the common case.
@@ -197,8 +228,18 @@ pub fn chained_tile_op(
 ) -> ChainedAnswer {
     // Which kinds of operation this call can hold (the rest compiles away).
     let inserts = comptime!(mode == op::INSERT || mode == op::REPLACE || mode == op::MIXED);
+    // Multimap inserts never look for their key; replaces, erases, finds and mixed batches do.
+    let matching = comptime!(mode != op::INSERT);
+    // The word of the slot an operation acts on: an update's or erase's expected word, a find's value.
+    let needs_seen = comptime!(
+        mode == op::REPLACE || mode == op::ERASE || mode == op::FIND || mode == op::MIXED
+    );
+    // A lost claim asks whose key took the slot only where a replace may be racing its own key.
+    let needs_taken = comptime!(mode == op::REPLACE || mode == op::MIXED);
     let tl = tile_lane(tw);
     let mut todo = tile_ballot(mine, tl, tw);
+    // Each lane hashes its own key once, in parallel; the tile takes the bucket with the key.
+    let my_slab = bucket_of(meta, my_key, 0u32);
     // The operation being served (the same in every lane of the tile).
     let mut active = false;
     let mut cur = u32::new(mode as i64);
@@ -232,6 +273,7 @@ pub fn chained_tile_op(
                 b = todo.trailing_zeros();
             }
             let nk = tile_shuffle(my_key, b, tl, tw);
+            let ns = tile_shuffle(my_slab, b, tl, tw);
             let mut nv = 0u32;
             if comptime!(inserts) {
                 nv = tile_shuffle(my_value, b, tl, tw);
@@ -251,7 +293,7 @@ pub fn chained_tile_op(
                 if comptime!(mode == op::MIXED) {
                     cur = no;
                 }
-                slab = bucket_of(meta, key, 0u32);
+                slab = ns;
                 Chain::insert_start(&mut state, 1u32);
                 // Erases read coherently (their compare-and-swap expects the word read); so does everything
                 // where no plain binding exists.
@@ -283,7 +325,7 @@ pub fn chained_tile_op(
             SLAB_WORDS,
             tw,
         );
-        let read = slab_view(slots, key, tl, tw);
+        let read = slab_view(slots, key, tl, matching, tw);
         let mut empty = read.empty;
         let mut matched = read.matched;
         let mut link = read.next;
@@ -320,11 +362,15 @@ pub fn chained_tile_op(
             act = step.action;
             slot = step.slot;
         }
-        let seen = slot_word(slots, slot, tl, SLAB_WORDS, tw);
+        let mut seen = 0u64;
+        if comptime!(needs_seen) {
+            seen = slot_word(slots, slot, tl, SLAB_WORDS, tw);
+        }
         let owner = slot % tw == tl.lane;
         let at = (slab * SLAB_WORDS + slot) as usize;
         let mut ok = false;
-        let mut out_of_slabs = false;
+        // An append's outcome, from lane 0: the slab linked, `u32::MAX` (another tile linked first, or no
+        // append) or OUT_OF_SLABS.
         let mut linked = 4294967295u32;
         let mut taken = 0xffff_ffff_ffff_ffffu64; // EMPTY_WORD, as a literal: a runtime variable
         if active {
@@ -337,7 +383,7 @@ pub fn chained_tile_op(
                 } else if is_insert && act == action::APPEND && tl.lane == 0u32 {
                     let p = alloc_slab(bitmap, pool, (key ^ serving) * 2654435761u32);
                     if p == 4294967295u32 {
-                        out_of_slabs = true;
+                        linked = OUT_OF_SLABS;
                     } else {
                         let s = meta.num_buckets + p;
                         let link_at = (slab * SLAB_WORDS + LINK_SLOT) as usize;
@@ -390,13 +436,14 @@ pub fn chained_tile_op(
             multi = tile_ballot(ok0, tl, tw).count_ones() + tile_ballot(ok1, tl, tw).count_ones();
         }
         let done = tile_ballot(ok, tl, tw) != 0u32;
-        let mut failed = false;
         let mut next = 4294967295u32;
         if comptime!(inserts) {
-            failed = tile_ballot(out_of_slabs, tl, tw) != 0u32;
             next = tile_shuffle(linked, 0u32, tl, tw);
+        }
+        if comptime!(needs_taken) {
             taken = tile_shuffle_u64(taken, slot % tw, tl, tw);
         }
+        let failed = next == OUT_OF_SLABS;
         reuse = false;
         if active {
             let mut finished = false;
@@ -790,14 +837,36 @@ pub struct QueueStats {
 }
 
 impl<R: Runtime> GpuChained<R> {
-    /// `buckets` empty lists and a pool of `pool` free slabs on `client`'s device.
+    /// `buckets` empty lists and a pool of `pool` free slabs on `client`'s device, read by tiles of 8 lanes
+    /// (two slab words per lane, four tiles per plane of 32): on the H100 they build 1.2x and find 1.25x
+    /// faster than tiles of 16, as a plane step's control work is shared by four operations instead of two
+    /// (`docs/PERFORMANCE.md`).
     pub fn new(
         client: &ComputeClient<R>,
         family: HashFamily,
         buckets: u32,
         pool: u32,
     ) -> Result<Self> {
-        let tile = super::tile_width_for(client, SLAB_WORDS)?;
+        Self::with_tile_width(client, family, buckets, pool, DEFAULT_TILE)
+    }
+
+    /// [`GpuChained::new`] with tiles of `tile_width` lanes: 16 (a lane per slab word) or 8 (two words per
+    /// lane, four tiles per plane of 32); at most the plane size. A design-space knob: narrower tiles serve
+    /// more operations per plane step.
+    pub fn with_tile_width(
+        client: &ComputeClient<R>,
+        family: HashFamily,
+        buckets: u32,
+        pool: u32,
+        tile_width: u32,
+    ) -> Result<Self> {
+        let plane = super::tile_width_for(client, SLAB_WORDS)?;
+        if !matches!(tile_width, 8 | 16) || tile_width > plane {
+            return Err(Error::InvalidConfig(format!(
+                "chained tables read a slab with tiles of 8 or 16 lanes (at most {plane} here), got {tile_width}"
+            )));
+        }
+        let tile = tile_width;
         // An NVIDIA multiprocessor keeps at most 2048 threads resident; elsewhere, a generous 2^17 tiles.
         let resident_tiles = match client.properties().hardware.num_streaming_multiprocessors {
             Some(sms) => sms as u64 * 2048 / tile as u64,

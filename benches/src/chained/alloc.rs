@@ -7,7 +7,6 @@
 use super::{Ctx, lib, rate, read, sync, yes};
 use crate::plot::{Figure, Panel, Series, XAxis};
 use hashtile::HashFamily;
-use hashtile::gpu::chained::GpuChained;
 use hashtile::gpu::transfer::HostTransfer;
 use std::fmt::Write as _;
 use std::time::Instant;
@@ -34,7 +33,7 @@ pub(super) fn run<R: HostTransfer>(ctx: &Ctx) -> Result<bool, String> {
         eprintln!("chained: alloc: pool of 2^{lp} slabs");
         let pool = 1usize << lp;
         // One list: the slab array is nearly all pool.
-        let mut t = GpuChained::new(&client, family, 1, pool as u32).map_err(lib)?;
+        let mut t = ctx.store(&client, family, 1, pool as u32)?;
         let (mut taken, mut given) = (Vec::new(), Vec::new());
         let mut ok = true;
         for run in 0..=ctx.a.runs {

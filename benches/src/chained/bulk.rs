@@ -39,8 +39,11 @@ pub(super) fn run<R: HostTransfer>(ctx: &Ctx) -> Result<bool, String> {
     let near = |r: &Row| peer.and_then(|p| p.nearest(r.utilisation));
 
     println!(
-        "\nbulk: 2^{} keys, {}, G keys/s (median of {} runs); BCHT insert (B=8, load 0.8): {bcht:.3} with the duplicate check, {bcht_bulk:.3} without",
-        ctx.a.log2_keys, ctx.backend, ctx.a.runs
+        "\nbulk: 2^{} keys, {}{}, G keys/s (median of {} runs); BCHT insert (B=8, load 0.8): {bcht:.3} with the duplicate check, {bcht_bulk:.3} without",
+        ctx.a.log2_keys,
+        ctx.backend,
+        ctx.tile_note(),
+        ctx.a.runs
     );
     print!(
         "{:>5} {:>5} {:>8} {:>8} {:>8} {:>8} {:>8}",
@@ -138,7 +141,7 @@ fn one_load<R: HostTransfer>(ctx: &Ctx, load: f64) -> Result<Row, String> {
     let cfg = ChainedConfig::for_keys(n, load);
     // A pool for the expected overflow (lists longer than one slab) and some to spare.
     let pool = ((n as f64 / 15.0) as u32).max(1024);
-    let fresh = || GpuChained::new(&client, family, cfg.buckets, pool).map_err(lib);
+    let fresh = || ctx.store(&client, family, cfg.buckets, pool);
     let mut secs: [Vec<f64>; 4] = Default::default();
     let mut ok = true;
     let mut utilisation = 0.0;

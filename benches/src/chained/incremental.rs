@@ -80,8 +80,11 @@ pub(super) fn run<R: HostTransfer>(ctx: &Ctx) -> Result<bool, String> {
         });
     }
     println!(
-        "\nincremental: 2^{} keys in batches, {}, INSERT mode, median of {} runs; rebuild: BCHT (B=8, load 0.8) from scratch after each batch",
-        ctx.a.log2_keys, ctx.backend, ctx.a.runs
+        "\nincremental: 2^{} keys in batches, {}{}, INSERT mode, median of {} runs; rebuild: BCHT (B=8, load 0.8) from scratch after each batch",
+        ctx.a.log2_keys,
+        ctx.backend,
+        ctx.tile_note(),
+        ctx.a.runs
     );
     println!(
         "{:>6} {:>7} {:>5} {:>5} {:>10} {:>9} {:>10} {:>10} {:>8} {:>5} {:>9} {:>8}  ok",
@@ -168,7 +171,7 @@ fn incremental<R: HostTransfer>(
     let mut ok = true;
     let mut stats = QueueStats::default();
     for run in 0..=ctx.a.runs {
-        let mut t = GpuChained::new(client, family, buckets, pool).map_err(lib)?;
+        let mut t = ctx.store(client, family, buckets, pool)?;
         sync(client)?;
         let t0 = Instant::now();
         for (kb, vb) in &batches {

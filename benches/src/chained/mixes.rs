@@ -11,7 +11,7 @@ use super::{Ctx, lib, rate, read, sync, upload, value_of, yes};
 use crate::plot::{Figure, Panel, Series, XAxis};
 use hashtile::HashFamily;
 use hashtile::chained::ChainedConfig;
-use hashtile::gpu::chained::{GpuChained, op, status};
+use hashtile::gpu::chained::{op, status};
 use hashtile::gpu::transfer::HostTransfer;
 use rand::SeedableRng;
 use rand::seq::SliceRandom;
@@ -108,8 +108,7 @@ pub(super) fn run<R: HostTransfer>(ctx: &Ctx) -> Result<bool, String> {
         let erased = batch.iter().filter(|p| p.status == status::ERASED).count();
         let (mut secs, mut ok) = (Vec::new(), true);
         for run in 0..=ctx.a.runs {
-            let mut t =
-                GpuChained::new(&client, family, cfg.buckets, cfg.pool_slabs).map_err(lib)?;
+            let mut t = ctx.store(&client, family, cfg.buckets, cfg.pool_slabs)?;
             ok &= t.insert_device(&pk, &pv, m, true).map_err(lib)? == m;
             sync(&client)?;
             let t0 = Instant::now();

@@ -142,6 +142,31 @@ fn experiments<R: HostTransfer>(ctx: &Ctx) -> Result<bool, String> {
     Ok(ok)
 }
 
+impl Ctx<'_> {
+    /// `, tiles of W lanes` where `--tile-width` chose them (for the tables' headers).
+    fn tile_note(&self) -> String {
+        self.a
+            .tile_width
+            .map_or(String::new(), |w| format!(", tiles of {w} lanes"))
+    }
+
+    /// A GPU store of `buckets` lists and `pool` slabs, with `--tile-width` if given.
+    fn store<R: Runtime>(
+        &self,
+        client: &ComputeClient<R>,
+        family: hashtile::HashFamily,
+        buckets: u32,
+        pool: u32,
+    ) -> Result<hashtile::gpu::chained::GpuChained<R>, String> {
+        use hashtile::gpu::chained::GpuChained;
+        match self.a.tile_width {
+            Some(w) => GpuChained::with_tile_width(client, family, buckets, pool, w),
+            None => GpuChained::new(client, family, buckets, pool),
+        }
+        .map_err(lib)
+    }
+}
+
 /// A library error as the mode's error text.
 fn lib(e: hashtile::Error) -> String {
     e.to_string()
