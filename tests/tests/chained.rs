@@ -15,8 +15,7 @@ fn table<K: Key, V: Value>(b: Backend, n: usize, load: f64, pool: u32) -> Chaine
     ChainedTable::new(cfg).unwrap()
 }
 
-/// The backends a table of 32-bit keys and values is tested on: the CPU, and each GPU present (the GPU store
-/// holds 32-bit pairs so far).
+/// The backends a table is tested on: the CPU, and each GPU present.
 fn backends() -> Vec<Backend> {
     let mut b = vec![Backend::Cpu];
     b.extend(
@@ -138,22 +137,74 @@ fn multimap_sequence<K: Key, V: Value>(b: Backend, seed: u64) {
 fn multimap_sequences_match_the_multimap() {
     for b in backends() {
         multimap_sequence::<u32, u32>(b, 1);
+        multimap_sequence::<u64, u64>(b, 2);
+        multimap_sequence::<u32, u64>(b, 3);
+        multimap_sequence::<u64, u32>(b, 4);
     }
-    multimap_sequence::<u64, u64>(Backend::Cpu, 2);
-    multimap_sequence::<u32, u64>(Backend::Cpu, 3);
-    multimap_sequence::<u64, u32>(Backend::Cpu, 4);
 }
 
 #[test]
 fn replace_sequences_match_the_hashmap() {
     for b in backends() {
-        replace_sequence(b);
+        replace_sequence::<u32, u32>(b);
+        replace_sequence::<u64, u64>(b);
     }
 }
 
-fn replace_sequence(b: Backend) {
+/// Tests written on `u32` keys and values run on any widths through these maps: a 64-bit key or value puts
+/// the number in its high half as well (all 64 bits in play), and the inverse takes it back.
+fn key_of<K: Key>(k: u32) -> K {
+    K::narrow(if K::BITS == 64 {
+        (k as u64) << 32 | 0x5a5a
+    } else {
+        k as u64
+    })
+}
+fn value_of<V: Value>(v: u32) -> V {
+    V::narrow(if V::BITS == 64 {
+        (v as u64) << 32 | v as u64
+    } else {
+        v as u64
+    })
+}
+fn value_back<V: Value>(v: V) -> u32 {
+    v.widen() as u32
+}
+
+/// [`ChainedTable::apply`] of `u32` operations on a table of any widths, outcomes as `u32`.
+fn apply_u32<K: Key, V: Value>(
+    t: &mut ChainedTable<K, V>,
+    ops: &[Op<u32, u32>],
+) -> Vec<Outcome<u32>> {
+    let wide: Vec<Op<K, V>> = ops
+        .iter()
+        .map(|o| match *o {
+            Op::Insert(k, v) => Op::Insert(key_of(k), value_of(v)),
+            Op::Replace(k, v) => Op::Replace(key_of(k), value_of(v)),
+            Op::Erase(k) => Op::Erase(key_of(k)),
+            Op::Find(k) => Op::Find(key_of(k)),
+        })
+        .collect();
+    t.apply(&wide)
+        .unwrap()
+        .into_iter()
+        .map(|o| match o {
+            Outcome::Found(v) => Outcome::Found(value_back(v)),
+            Outcome::Inserted => Outcome::Inserted,
+            Outcome::Updated => Outcome::Updated,
+            Outcome::Erased => Outcome::Erased,
+            Outcome::NotFound => Outcome::NotFound,
+        })
+        .collect()
+}
+
+fn keys_of<K: Key>(keys: &[u32]) -> Vec<K> {
+    keys.iter().map(|&k| key_of(k)).collect()
+}
+
+fn replace_sequence<K: Key, V: Value>(b: Backend) {
     let mut rng = StdRng::seed_from_u64(5);
-    let mut t: ChainedTable<u32, u32> = table(b, 1000, 2.0, 4);
+    let mut t: ChainedTable<K, V> = table(b, 1000, 2.0, 4);
     let mut oracle: HashMap<u32, u32> = HashMap::new();
     for round in 0..40 {
         // Keys repeat within a batch: one of the key's values wins.
@@ -161,7 +212,8 @@ fn replace_sequence(b: Backend) {
             .map(|_| rng.random_range(0..1500))
             .collect();
         let values: Vec<u32> = (0..keys.len()).map(|_| rng.random()).collect();
-        let fresh = t.replace(&keys, &values).unwrap();
+        let wide_values: Vec<V> = values.iter().map(|&v| value_of(v)).collect();
+        let fresh = t.replace(&keys_of(&keys), &wide_values).unwrap();
         let mut allowed: HashMap<u32, Vec<u32>> = HashMap::new();
         for (k, v) in keys.iter().zip(&values) {
             allowed.entry(*k).or_default().push(*v);
@@ -169,8 +221,8 @@ fn replace_sequence(b: Backend) {
         let new_keys = allowed.keys().filter(|k| !oracle.contains_key(k)).count();
         assert_eq!(fresh, new_keys, "new keys");
         let ks: Vec<u32> = allowed.keys().copied().collect();
-        for (k, got) in ks.iter().zip(t.find(&ks).unwrap()) {
-            let got = got.expect("replaced key present");
+        for (k, got) in ks.iter().zip(t.find(&keys_of(&ks)).unwrap()) {
+            let got = value_back(got.expect("replaced key present"));
             assert!(allowed[k].contains(&got), "a value of this batch wins");
             oracle.insert(*k, got);
         }
@@ -179,18 +231,21 @@ fn replace_sequence(b: Backend) {
         unique.sort();
         unique.dedup();
         let want = unique.iter().filter(|k| oracle.remove(k).is_some()).count();
-        assert_eq!(t.erase(&erase).unwrap(), want);
+        assert_eq!(t.erase(&keys_of(&erase)).unwrap(), want);
         if round == 20 {
             t.flush().unwrap();
         }
         let stats = t.check().unwrap();
         assert_eq!(stats.live, oracle.len());
         let counts = t
-            .count(&oracle.keys().copied().collect::<Vec<_>>())
+            .count(&keys_of(&oracle.keys().copied().collect::<Vec<_>>()))
             .unwrap();
         assert!(counts.iter().all(|&c| c == 1), "no key stored twice");
-        let multimap: HashMap<u32, Vec<u32>> = oracle.iter().map(|(&k, &v)| (k, vec![v])).collect();
-        same_as_multimap(&mut t, &multimap, &[2000, 3000]);
+        let multimap: HashMap<K, Vec<V>> = oracle
+            .iter()
+            .map(|(&k, &v)| (key_of(k), vec![value_of(v)]))
+            .collect();
+        same_as_multimap(&mut t, &multimap, &[key_of(2000), key_of(3000)]);
     }
 }
 
@@ -275,7 +330,7 @@ fn reserved_keys(b: Backend) {
         t.insert(&[1], &[]),
         Err(Error::LengthMismatch { .. })
     ));
-    let mut t64: ChainedTable<u64, u32> = table(Backend::Cpu, 100, 0.5, 32);
+    let mut t64: ChainedTable<u64, u32> = table(b, 100, 0.5, 32);
     assert_eq!(
         t64.insert(&[u64::MAX - 1], &[0]),
         Err(Error::TombstoneKey { index: 0 })
@@ -290,22 +345,21 @@ fn reserved_keys(b: Backend) {
 }
 
 #[test]
-fn wide_tables_stay_on_the_cpu() {
-    // 64-bit keys or values on a GPU: a typed error (the GPU store holds 32-bit pairs so far); `Auto` picks
-    // the CPU for them.
+fn wide_tables_go_where_narrow_ones_do() {
+    // 64-bit keys or values live on a GPU like 32-bit ones (the wide slab layout): `Auto` picks the same
+    // backend for every width, and a GPU asked for exactly is a typed error only where it is absent.
+    let narrow = ChainedTable::<u32, u32>::new(ChainedConfig::for_keys(10, 0.5)).unwrap();
+    let wide = ChainedTable::<u64, u64>::new(ChainedConfig::for_keys(10, 0.5)).unwrap();
+    assert_eq!(wide.backend(), narrow.backend());
     for g in [Backend::Cuda, Backend::Vulkan] {
         let cfg = ChainedConfig::for_keys(10, 0.5).backend(BackendChoice::Exactly(g));
-        assert!(matches!(
-            ChainedTable::<u64, u32>::new(cfg.clone()),
-            Err(Error::BackendUnavailable { .. })
-        ));
-        assert!(matches!(
-            ChainedTable::<u32, u64>::new(cfg),
-            Err(Error::BackendUnavailable { .. })
-        ));
+        let t = ChainedTable::<u64, u32>::new(cfg);
+        if common::present(g) {
+            assert_eq!(t.unwrap().backend(), g);
+        } else {
+            assert!(matches!(t, Err(Error::BackendUnavailable { .. })));
+        }
     }
-    let t = ChainedTable::<u64, u64>::new(ChainedConfig::for_keys(10, 0.5)).unwrap();
-    assert_eq!(t.backend(), Backend::Cpu);
 }
 
 /// The SlabHash paper's operation mixes Γ = (insert, erase, find present, find absent).
@@ -358,24 +412,25 @@ fn mixed_batch(
 #[test]
 fn concurrent_mixed_batches_keep_the_invariants() {
     for b in backends() {
-        mixed_batches(b);
+        mixed_batches::<u32, u32>(b);
+        mixed_batches::<u64, u64>(b);
     }
 }
 
 /// Concurrent mixed batches (on a GPU: one launch each, one warp mixing inserts, erases and finds), the
 /// outcomes checked per key against the table before and after, and the invariants after every batch.
-fn mixed_batches(b: Backend) {
+fn mixed_batches<K: Key, V: Value>(b: Backend) {
     let universe = 4000u32;
     for (m, mix) in MIXES.iter().enumerate() {
         for unique in [true, false] {
             let mut rng = StdRng::seed_from_u64(100 + m as u64 + 10 * unique as u64);
-            let mut t: ChainedTable<u32, u32> = table(b, 3000, 1.0, 16);
+            let mut t: ChainedTable<K, V> = table(b, 3000, 1.0, 16);
             // Per key, the values stored (replace mode: at most one).
             let mut oracle: HashMap<u32, Vec<u32>> = HashMap::new();
             for batch in 0..30 {
                 let present: Vec<u32> = oracle.keys().copied().collect();
                 let ops = mixed_batch(&mut rng, 800, *mix, unique, &present, universe);
-                let out = t.apply(&ops).unwrap();
+                let out = apply_u32(&mut t, &ops);
                 // Per key: the batch's operations and outcomes.
                 let mut per: HashMap<u32, Vec<OpAndOutcome>> = HashMap::new();
                 for (op, o) in ops.iter().zip(&out) {
@@ -386,7 +441,7 @@ fn mixed_batches(b: Backend) {
                 }
                 // Every touched key's copies now, in one call.
                 let touched: Vec<u32> = per.keys().copied().collect();
-                let all = t.find_all(&touched).unwrap();
+                let all = t.find_all(&keys_of(&touched)).unwrap();
                 for (i, k) in touched.into_iter().enumerate() {
                     let list = &per[&k];
                     let before = oracle.get(&k).cloned().unwrap_or_default();
@@ -398,7 +453,10 @@ fn mixed_batches(b: Backend) {
                         })
                         .collect();
                     let erased = list.iter().filter(|(_, o)| *o == Outcome::Erased).count();
-                    let mut now = all.values[all.offsets[i]..all.offsets[i + 1]].to_vec();
+                    let mut now: Vec<u32> = all.values[all.offsets[i]..all.offsets[i + 1]]
+                        .iter()
+                        .map(|&v| value_back(v))
+                        .collect();
                     if unique {
                         assert!(now.len() <= 1, "key {k} stored twice in replace mode");
                     } else {
@@ -468,8 +526,8 @@ fn gpu_store_matches_multimap<R: hashtile::cubecl::prelude::Runtime>(
     let mut rng = StdRng::seed_from_u64(77);
     // Few lists: long ones, and a pool that has to grow.
     let mut t = match tile_width {
-        Some(w) => GpuChained::with_tile_width(&client, family, 40, 8, w).unwrap(),
-        None => GpuChained::new(&client, family, 40, 8).unwrap(),
+        Some(w) => GpuChained::<R>::with_tile_width(&client, family, 40, 8, w).unwrap(),
+        None => GpuChained::<R>::new(&client, family, 40, 8).unwrap(),
     };
     let (_, initial_pool) = t.shape_of();
     let mut oracle: HashMap<u32, Vec<u32>> = HashMap::new();
@@ -642,7 +700,7 @@ fn gpu_allocator_takes_every_slab_once<R: hashtile::cubecl::prelude::Runtime>(
     use hashtile::gpu::chained::GpuChained;
     let family = hashtile::HashFamily::new(hashtile::DEFAULT_SEED);
     for pool in [32u32, 1000, 4099] {
-        let mut t = GpuChained::new(&client, family, 16, pool).unwrap();
+        let mut t = GpuChained::<R>::new(&client, family, 16, pool).unwrap();
         let n = pool as usize;
         let read = |h| {
             let b = client.read_one(h).unwrap();
@@ -700,7 +758,7 @@ fn gpu_queued_inserts_match_the_multimap<R: hashtile::cubecl::prelude::Runtime>(
     use hashtile::gpu::chained::GpuChained;
     let family = hashtile::HashFamily::new(hashtile::DEFAULT_SEED);
     let mut rng = StdRng::seed_from_u64(91);
-    let mut t = GpuChained::new(&client, family, 64, 32).unwrap();
+    let mut t = GpuChained::<R>::new(&client, family, 64, 32).unwrap();
     let mut oracle: HashMap<u32, Vec<u32>> = HashMap::new();
     for batch in 0..40u32 {
         let n = rng.random_range(1..120);
@@ -781,7 +839,7 @@ fn gpu_queued_inserts_bounded_by_occupancy<R: hashtile::cubecl::prelude::Runtime
         .filter(|&k| probe.bucket_of(k as u64) == 0)
         .take(3000)
         .collect();
-    let mut t = GpuChained::new(&client, family, buckets, 400).unwrap();
+    let mut t = GpuChained::<R>::new(&client, family, buckets, 400).unwrap();
     let mut oracle: HashMap<u32, Vec<u32>> = HashMap::new();
     let put = |x: &[u32]| client.create_from_slice(u32::as_bytes(x));
     let queue = |t: &mut GpuChained<R>, oracle: &mut HashMap<u32, Vec<u32>>, keys: &[u32]| {
@@ -871,6 +929,7 @@ mod user {
         values: &Array<u32>,
         slabs: &Array<Atomic<u64>>,
         slabs_plain: &Array<u64>,
+        slab_values: &mut Array<u64>,
         bitmap: &Array<Atomic<u32>>,
         pool: u32,
         shape: &Array<u32>,
@@ -891,9 +950,10 @@ mod user {
             v = values[t];
         }
         // Every lane of the plane calls it, with an operation or without.
-        let a = hashtile::gpu::chained::chained_tile_op(
+        let a = hashtile::gpu::chained::chained_tile_op::<hashtile::gpu::Packed>(
             slabs,
             slabs_plain,
+            slab_values,
             bitmap,
             pool,
             meta,
@@ -925,7 +985,7 @@ fn gpu_device_function_from_a_user_kernel<R: hashtile::cubecl::prelude::Runtime>
     let mut rng = StdRng::seed_from_u64(5);
     let keys: Vec<u32> = distinct_keys(&mut rng, 6000, 1 << 30);
     let (stored, rest) = keys.split_at(3000);
-    let mut t = GpuChained::new(&client, family, 200, 32).unwrap();
+    let mut t = GpuChained::<R>::new(&client, family, 200, 32).unwrap();
     let values: Vec<u32> = stored.iter().map(|k| k ^ 0xabcd).collect();
     assert_eq!(t.insert(stored, &values, true).unwrap(), 3000);
     // Operations: insert rest[..1000], erase stored[..800], find stored[800..], find rest[1000..].
@@ -967,6 +1027,7 @@ fn gpu_device_function_from_a_user_kernel<R: hashtile::cubecl::prelude::Runtime>
             ArrayArg::from_raw_parts(vh, n),
             ArrayArg::from_raw_parts(r.slabs.clone(), r.slab_words),
             ArrayArg::from_raw_parts(plain_h, plain_len),
+            ArrayArg::from_raw_parts(r.values.clone(), r.value_words),
             ArrayArg::from_raw_parts(r.bitmap.clone(), r.bitmap_words),
             r.pool,
             ArrayArg::from_raw_parts(r.shape.clone(), hashtile::gpu::device_api::SHAPE_WORDS),

@@ -118,8 +118,24 @@ impl CpuChained {
         words: &[u64],
         bitmap: &[u32],
     ) -> Result<Self> {
+        Self::from_slabs(family, buckets, pool, words, None, bitmap)
+    }
+
+    /// [`CpuChained::from_packed`] of either GPU layout: packed pairs (`values == None`), or a wide table's
+    /// 64-bit key words (all ones: empty, all ones minus one: tombstone) with its values at the same indices.
+    pub fn from_slabs(
+        family: HashFamily,
+        buckets: u32,
+        pool: u32,
+        words: &[u64],
+        wide_values: Option<&[u64]>,
+        bitmap: &[u32],
+    ) -> Result<Self> {
         let slabs = buckets as usize + pool as usize;
-        if words.len() != slabs * 16 || bitmap.len() != (pool.div_ceil(32).max(1)) as usize {
+        if words.len() != slabs * 16
+            || bitmap.len() != (pool.div_ceil(32).max(1)) as usize
+            || wide_values.is_some_and(|v| v.len() != words.len())
+        {
             return Err(Error::InvalidConfig(format!(
                 "{} slab words and {} bitmap words do not describe {buckets} buckets and {pool} pool slabs",
                 words.len(),
@@ -130,18 +146,28 @@ impl CpuChained {
         let mut values = Vec::with_capacity(slabs * SLAB_SLOTS);
         let mut next = Vec::with_capacity(slabs);
         let mut len = 0;
-        for slab in words.chunks(16) {
-            for &w in &slab[..SLAB_SLOTS] {
-                let k = match w {
-                    u64::MAX => EMPTY,
-                    w if (w >> 32) as u32 == u32::MAX - 1 => TOMBSTONE,
-                    w => {
-                        len += 1;
-                        w >> 32
-                    }
+        for (s, slab) in words.chunks(16).enumerate() {
+            for (i, &w) in slab[..SLAB_SLOTS].iter().enumerate() {
+                let (k, v) = match wide_values {
+                    None => match w {
+                        u64::MAX => (EMPTY, 0),
+                        w if (w >> 32) as u32 == u32::MAX - 1 => (TOMBSTONE, 0),
+                        w => {
+                            len += 1;
+                            (w >> 32, w & 0xffff_ffff)
+                        }
+                    },
+                    Some(vals) => match w {
+                        u64::MAX => (EMPTY, 0),
+                        w if w == u64::MAX - 1 => (TOMBSTONE, 0),
+                        w => {
+                            len += 1;
+                            (w, vals[s * 16 + i])
+                        }
+                    },
                 };
                 keys.push(AtomicU64::new(k));
-                values.push(AtomicU64::new(w & 0xffff_ffff));
+                values.push(AtomicU64::new(v));
             }
             next.push(AtomicU32::new(slab[15] as u32));
         }

@@ -31,10 +31,10 @@ pub mod cpu;
 
 use crate::csr::FindAll;
 use crate::gpu::chained::{DeviceChained, device_chained, op, status};
-use crate::gpu::layout::same_words;
+use crate::gpu::layout::{Packed, Wide, words_of};
 use crate::select::{Backend, BackendChoice};
 use cpu::{CpuChained, Placed};
-use hashtile_core::{Error, HashFamily, Key, Result, Value};
+use hashtile_core::{Element, Error, HashFamily, Key, Result, Value};
 use rayon::prelude::*;
 use std::marker::PhantomData;
 
@@ -147,13 +147,25 @@ pub struct ChainedTable<K: Key, V: Value> {
 /// Where a chained table's slabs live.
 enum Store {
     Cpu(CpuChained),
-    /// 32-bit keys and values.
-    Device(Backend, Box<dyn DeviceChained>),
+    Device(Backend, Gpu),
 }
 
-/// `s` as the GPU store's 32-bit words (the table was only put on a GPU for 32-bit keys and values).
-fn w32<E: hashtile_core::Element>(s: &[E]) -> &[u32] {
-    same_words(s).expect("a GPU chained table holds 32-bit keys and values")
+/// A GPU store: 32-bit keys and values packed in the slab words, or (a 64-bit key or value type) both widened
+/// to 64 bits, keys in the slabs and values beside them.
+enum Gpu {
+    Packed(Box<dyn DeviceChained<u32>>),
+    Wide(Box<dyn DeviceChained<u64>>),
+}
+
+/// `$body` with `$d` bound to the GPU store, whichever its word type (the body is compiled for each; keys
+/// and values go in through `words_of`, which borrows them when the widths match and widens them otherwise).
+macro_rules! on_gpu {
+    ($g:expr, $d:ident => $body:expr) => {
+        match $g {
+            Gpu::Packed($d) => $body,
+            Gpu::Wide($d) => $body,
+        }
+    };
 }
 
 /// The first key of `keys` that a chained table reserves: the empty sentinel (all ones) or the tombstone (all
@@ -181,20 +193,8 @@ impl<K: Key, V: Value> ChainedTable<K, V> {
         }
         let narrow = K::BITS == 32 && V::BITS == 32;
         let backend = match cfg.backend {
-            BackendChoice::Auto if !narrow => Backend::Cpu,
             BackendChoice::Auto => crate::select::resolve(BackendChoice::Auto),
             BackendChoice::Exactly(Backend::Cpu) => Backend::Cpu,
-            BackendChoice::Exactly(b) if !narrow => {
-                return Err(Error::BackendUnavailable {
-                    backend: b.name(),
-                    reason: format!(
-                        "the GPU chained store holds 32-bit keys and values so far, asked for {}-bit keys and {}-bit values",
-                        K::BITS,
-                        V::BITS
-                    ),
-                    how: "use BackendChoice::Auto or Backend::Cpu for 64-bit chained tables",
-                });
-            }
             BackendChoice::Exactly(b) => {
                 if !crate::select::is_available(b) {
                     return Err(crate::table::unavailable(b));
@@ -205,7 +205,24 @@ impl<K: Key, V: Value> ChainedTable<K, V> {
         let family = HashFamily::new(cfg.seed);
         let store = match backend {
             Backend::Cpu => Store::Cpu(CpuChained::new(family, cfg.buckets, cfg.pool_slabs)?),
-            b => Store::Device(b, device_chained(b, family, cfg.buckets, cfg.pool_slabs)?),
+            b if narrow => Store::Device(
+                b,
+                Gpu::Packed(device_chained::<u32, Packed>(
+                    b,
+                    family,
+                    cfg.buckets,
+                    cfg.pool_slabs,
+                )?),
+            ),
+            b => Store::Device(
+                b,
+                Gpu::Wide(device_chained::<u64, Wide>(
+                    b,
+                    family,
+                    cfg.buckets,
+                    cfg.pool_slabs,
+                )?),
+            ),
         };
         Ok(Self {
             store,
@@ -226,7 +243,7 @@ impl<K: Key, V: Value> ChainedTable<K, V> {
     pub fn len(&self) -> usize {
         match &self.store {
             Store::Cpu(c) => c.len(),
-            Store::Device(_, d) => d.len(),
+            Store::Device(_, g) => on_gpu!(g, d => d.len()),
         }
     }
 
@@ -296,8 +313,8 @@ impl<K: Key, V: Value> ChainedTable<K, V> {
                     s.insert(keys[i].widen(), values[i].widen(), false)
                 })?;
             }
-            Store::Device(_, d) => {
-                d.insert(w32(keys), w32(values), false)?;
+            Store::Device(_, g) => {
+                on_gpu!(g, d => d.insert(&words_of(keys), &words_of(values), false))?;
             }
         }
         Ok(())
@@ -314,7 +331,9 @@ impl<K: Key, V: Value> ChainedTable<K, V> {
                 })?;
                 Ok(placed.iter().filter(|&&p| p == Placed::Inserted).count())
             }
-            Store::Device(_, d) => d.insert(w32(keys), w32(values), true),
+            Store::Device(_, g) => {
+                on_gpu!(g, d => d.insert(&words_of(keys), &words_of(values), true))
+            }
         }
     }
 
@@ -332,7 +351,7 @@ impl<K: Key, V: Value> ChainedTable<K, V> {
         check_keys(keys.iter().copied())?;
         match &mut self.store {
             Store::Cpu(c) => Ok(keys.par_iter().map(|k| c.erase(k.widen(), all)).sum()),
-            Store::Device(_, d) => d.erase(w32(keys), all),
+            Store::Device(_, g) => on_gpu!(g, d => d.erase(&words_of(keys), all)),
         }
     }
 
@@ -344,11 +363,11 @@ impl<K: Key, V: Value> ChainedTable<K, V> {
                 .par_iter()
                 .map(|k| c.find(k.widen()).map(V::narrow))
                 .collect()),
-            Store::Device(_, d) => Ok(d
-                .find(w32(keys))?
+            Store::Device(_, g) => on_gpu!(g, d => Ok(d
+                .find(&words_of(keys))?
                 .into_iter()
-                .map(|v| v.map(|v| V::narrow(v as u64)))
-                .collect()),
+                .map(|v| v.map(|v| V::narrow(v.widen())))
+                .collect())),
         }
     }
 
@@ -357,7 +376,7 @@ impl<K: Key, V: Value> ChainedTable<K, V> {
         check_keys(keys.iter().copied())?;
         match &self.store {
             Store::Cpu(c) => Ok(keys.par_iter().map(|k| c.count(k.widen())).collect()),
-            Store::Device(_, d) => d.count(w32(keys)),
+            Store::Device(_, g) => on_gpu!(g, d => d.count(&words_of(keys))),
         }
     }
 
@@ -366,10 +385,12 @@ impl<K: Key, V: Value> ChainedTable<K, V> {
         check_keys(keys.iter().copied())?;
         let c = match &self.store {
             Store::Cpu(c) => c,
-            Store::Device(_, d) => {
-                let (offsets, values) = d.find_all(w32(keys))?;
-                let values = values.into_iter().map(|v| V::narrow(v as u64)).collect();
-                return Ok(FindAll { offsets, values });
+            Store::Device(_, g) => {
+                return on_gpu!(g, d => {
+                    let (offsets, values) = d.find_all(&words_of(keys))?;
+                    let values = values.into_iter().map(|v| V::narrow(v.widen())).collect();
+                    Ok(FindAll { offsets, values })
+                });
             }
         };
         let per: Vec<Vec<u64>> = keys
@@ -396,29 +417,33 @@ impl<K: Key, V: Value> ChainedTable<K, V> {
     /// order of them leaves it, and never corrupt it.
     pub fn apply(&mut self, ops: &[Op<K, V>]) -> Result<Vec<Outcome<V>>> {
         check_keys(ops.iter().map(|o| o.key()))?;
-        if let Store::Device(_, d) = &mut self.store {
+        if let Store::Device(_, g) = &mut self.store {
             let mut codes = Vec::with_capacity(ops.len());
             let mut keys = Vec::with_capacity(ops.len());
             let mut values = Vec::with_capacity(ops.len());
             for o in ops {
                 let (c, k, v) = match *o {
-                    Op::Insert(k, v) => (op::INSERT, k, v.widen()),
-                    Op::Replace(k, v) => (op::REPLACE, k, v.widen()),
-                    Op::Erase(k) => (op::ERASE, k, 0),
-                    Op::Find(k) => (op::FIND, k, 0),
+                    Op::Insert(k, v) => (op::INSERT, k, v),
+                    Op::Replace(k, v) => (op::REPLACE, k, v),
+                    Op::Erase(k) => (op::ERASE, k, V::zero()),
+                    Op::Find(k) => (op::FIND, k, V::zero()),
                 };
                 codes.push(c);
-                keys.push(k.widen() as u32);
-                values.push(v as u32);
+                keys.push(k);
+                values.push(v);
             }
-            return d
-                .apply(&codes, &keys, &values)?
+            let answers: Vec<(u64, u32)> = on_gpu!(g, d => d
+                .apply(&codes, &words_of(&keys), &words_of(&values))?
+                .into_iter()
+                .map(|(v, s)| (v.widen(), s))
+                .collect());
+            return answers
                 .into_iter()
                 .map(|(v, s)| match s {
                     status::INSERTED => Ok(Outcome::Inserted),
                     status::UPDATED => Ok(Outcome::Updated),
                     status::ERASED => Ok(Outcome::Erased),
-                    status::FOUND => Ok(Outcome::Found(V::narrow(v as u64))),
+                    status::FOUND => Ok(Outcome::Found(V::narrow(v))),
                     status::NOT_FOUND => Ok(Outcome::NotFound),
                     s => Err(Error::Device(format!("a mixed batch reported status {s}"))),
                 })
@@ -452,22 +477,22 @@ impl<K: Key, V: Value> ChainedTable<K, V> {
     pub fn flush(&mut self) -> Result<usize> {
         match &mut self.store {
             Store::Cpu(c) => Ok(c.flush()),
-            Store::Device(_, d) => d.flush(),
+            Store::Device(_, g) => on_gpu!(g, d => d.flush()),
         }
     }
 
     /// A GPU store read back as a CPU store (the same slabs, links and pool bitmap).
-    fn read_back(d: &dyn DeviceChained, family: HashFamily) -> Result<CpuChained> {
-        let (words, bits) = d.download()?;
-        let (buckets, pool) = d.shape_of();
-        CpuChained::from_packed(family, buckets, pool, &words, &bits)
+    fn read_back(g: &Gpu, family: HashFamily) -> Result<CpuChained> {
+        let ((words, values, bits), (buckets, pool)) =
+            on_gpu!(g, d => (d.download()?, d.shape_of()));
+        CpuChained::from_slabs(family, buckets, pool, &words, values.as_deref(), &bits)
     }
 
     /// Every stored pair (list by list).
     pub fn pairs(&self) -> Result<Vec<(K, V)>> {
         let pairs = match &self.store {
             Store::Cpu(c) => c.pairs(),
-            Store::Device(_, d) => Self::read_back(d.as_ref(), self.family)?.pairs(),
+            Store::Device(_, g) => Self::read_back(g, self.family)?.pairs(),
         };
         Ok(pairs
             .into_iter()
@@ -481,13 +506,13 @@ impl<K: Key, V: Value> ChainedTable<K, V> {
         let family = self.family;
         match &mut self.store {
             Store::Cpu(c) => c.check(),
-            Store::Device(_, d) => {
-                let mut c = Self::read_back(d.as_ref(), family).map_err(|e| e.to_string())?;
+            Store::Device(_, g) => {
+                let mut c = Self::read_back(g, family).map_err(|e| e.to_string())?;
                 let stats = c.check()?;
-                if stats.live != d.len() {
+                let len = on_gpu!(g, d => d.len());
+                if stats.live != len {
                     return Err(format!(
-                        "the GPU store counts {} pairs, its slabs hold {}",
-                        d.len(),
+                        "the GPU store counts {len} pairs, its slabs hold {}",
                         stats.live
                     ));
                 }

@@ -15,7 +15,8 @@
 //! first. An operation that finds no free slab is recorded in a retry list. The host grows the pool (a larger
 //! array, the old slabs copied; indices stay valid) and runs the recorded operations again.
 
-use super::device_api::{ShapeScalars, TableMeta, bucket_of, meta_of};
+use super::device_api::{ShapeScalars, TableMeta, meta_of};
+use super::layout::{KeyLayout, Packed, key_view};
 use super::{CUBE_SIZE, cube_count, fill_u32, fill_u64, shape_scalars, shape_words_of};
 use cubecl::prelude::*;
 use cubecl::server::Handle;
@@ -23,8 +24,8 @@ use hashtile_core::scheme::{
     BucketView, ProbingScheme, SchemeInfo, SchemeParams, action, blank_state,
 };
 use hashtile_core::tile::{
-    EMPTY_WORD, LaneSlots, TileLane, pack_word, read_slots_either, slot_word, tile_ballot,
-    tile_lane, tile_loop_any, tile_shuffle, tile_shuffle_u64, view_of, word_key, word_value,
+    EMPTY_WORD, LaneSlots, TileLane, read_slots_either, slot_word, tile_ballot, tile_lane,
+    tile_loop_any, tile_shuffle, tile_shuffle_u64,
 };
 use hashtile_core::{Error, HashFamily, Result};
 use hashtile_probing::Chain;
@@ -96,9 +97,9 @@ pub mod status {
 // The masks start as runtime variables that both compile-time branches assign.
 #[allow(unused_assignments)]
 #[cube]
-fn slab_view(
+fn slab_view<L: KeyLayout>(
     slots: LaneSlots,
-    key: u32,
+    key: L::Key,
     tl: TileLane,
     #[comptime] matching: bool,
     #[comptime] tw: u32,
@@ -106,7 +107,7 @@ fn slab_view(
     let mut empty = 0u32;
     let mut matched = 0u32;
     if comptime!(matching) {
-        let v = view_of(slots, key as u64, 32u32, tl, SLAB_WORDS, tw);
+        let v = key_view::<L>(slots, key, tl, SLAB_WORDS, tw);
         empty = v.empty;
         matched = v.matched;
     } else {
@@ -179,11 +180,13 @@ fn free_slab(bitmap: &Array<Atomic<u32>>, p: u32) {
     bitmap[(p / 32u32) as usize].fetch_and(!(1u32 << (p % 32u32)));
 }
 
-/// What [`chained_tile_op`] did for one lane's operation.
+/// What [`chained_tile_op`] did for one lane's operation (`V`: the layout's value type).
 #[derive(CubeType, Clone, Copy)]
-pub struct ChainedAnswer {
-    /// A find's value (its key's first copy), an erase's count (0 or 1), a count or `erase_all`'s count.
-    pub value: u32,
+pub struct ChainedAnswer<V: CubePrimitive> {
+    /// A find's value (its key's first copy).
+    pub value: V,
+    /// An erase's count (0 or 1), a count's or `erase_all`'s.
+    pub count: u32,
     /// A [`status`]: [`status::NO_SLAB`] when an insert found the pool empty (not done; run it again after
     /// the pool has grown).
     pub status: u32,
@@ -196,10 +199,17 @@ pub struct ChainedAnswer {
 /// `mode` is a single [`op`] for every lane or [`op::MIXED`] (then `my_op` is [`op::INSERT`] to
 /// [`op::FIND`]); [`op::GATHER`] writes a key's values to `out[my_at..]` (`out` is unused otherwise).
 ///
-/// The table comes from [`GpuChained::device_ref`]: `slabs` (atomic) and `slabs_plain` (the same array without
-/// atomics where `plain`, which only CUDA can bind twice; else a dummy), the allocator's `bitmap` and `pool`,
-/// and `meta` (from [`super::device_api::load_meta`] of the shape). Launches that only walk (finds, counts,
-/// gathers) may bind a dummy as `slabs` and must set `plain`.
+/// `L` is the table's key layout: [`Packed`] (32-bit keys and values in one slab word) or [`Wide`](super::layout::Wide) (64-bit key
+/// words in the slabs, the values in `slab_values` at the same index). The table comes from
+/// [`GpuChained::device_ref`]: `slabs` (atomic) and `slabs_plain` (the same array without atomics where
+/// `plain`, which only CUDA can bind twice; else a dummy), `slab_values` (wide tables; a dummy otherwise), the
+/// allocator's `bitmap` and `pool`, and `meta` (from [`super::device_api::load_meta`] of the shape). Launches
+/// that only walk (finds, counts, gathers) may bind a dummy as `slabs` and must set `plain`.
+///
+/// **Wide tables and mixed operations:** a wide insert claims the key word, then stores the value; with no
+/// device-wide fence in CubeCL, a find of the same key in the same kernel may see the key before its value.
+/// The batch calls therefore run a wide mixed batch as two launches (finds and erases, then inserts); a kernel
+/// of yours should not find keys it inserts in the same launch of a wide table.
 // `act` and `slot` start as runtime variables that both branches assign (cube code has no `if` expressions
 // that yield structs). The allocator's start is a multiplicative hash that wraps.
 #[allow(
@@ -210,22 +220,23 @@ pub struct ChainedAnswer {
     arithmetic_overflow
 )]
 #[cube]
-pub fn chained_tile_op(
+pub fn chained_tile_op<L: KeyLayout>(
     slabs: &Array<Atomic<u64>>,
     slabs_plain: &Array<u64>,
+    slab_values: &mut Array<u64>,
     bitmap: &Array<Atomic<u32>>,
     pool: u32,
     meta: TableMeta,
     mine: bool,
     my_op: u32,
-    my_key: u32,
-    my_value: u32,
+    my_key: L::Key,
+    my_value: L::Value,
     my_at: u32,
-    out: &mut Array<u32>,
+    out: &mut Array<L::Value>,
     #[comptime] mode: u32,
     #[comptime] plain: bool,
     #[comptime] tw: u32,
-) -> ChainedAnswer {
+) -> ChainedAnswer<L::Value> {
     // Which kinds of operation this call can hold (the rest compiles away).
     let inserts = comptime!(mode == op::INSERT || mode == op::REPLACE || mode == op::MIXED);
     // Multimap inserts never look for their key; replaces, erases, finds and mixed batches do.
@@ -239,14 +250,15 @@ pub fn chained_tile_op(
     let tl = tile_lane(tw);
     let mut todo = tile_ballot(mine, tl, tw);
     // Each lane hashes its own key once, in parallel; the tile takes the bucket with the key.
-    let my_slab = bucket_of(meta, my_key, 0u32);
+    let my_slab = L::bucket(meta, my_key, 0u32);
+    let tomb = L::tomb_word();
     // The operation being served (the same in every lane of the tile).
     let mut active = false;
     let mut cur = u32::new(mode as i64);
     // The lane whose operation the tile serves.
     let mut serving = 0u32;
-    let mut key = 0u32;
-    let mut value = 0u32;
+    let mut key = L::Key::new(0);
+    let mut value = L::Value::new(0);
     let mut slab = 0u32;
     let mut state = blank_state();
     let mut coherent = true;
@@ -259,10 +271,11 @@ pub fn chained_tile_op(
     // Walks: matches counted, the gather cursor, the value found, the outcome.
     let mut c = 0u32;
     let mut w = 0usize;
-    let mut found_value = 0u32;
+    let mut found_value = L::Value::new(0);
     let mut result = 0u32;
     // This lane's answer, set when the tile finishes its operation.
-    let mut answer_value = 0u32;
+    let mut answer_value = L::Value::new(0);
+    let mut answer_count = 0u32;
     let mut answer_status = 0u32; // status::NOT_FOUND, as a literal: a runtime variable
     loop {
         // A tile without an operation takes its next lane's (shuffles: in every lane of the plane, or none).
@@ -272,11 +285,11 @@ pub fn chained_tile_op(
             if pick {
                 b = todo.trailing_zeros();
             }
-            let nk = tile_shuffle(my_key, b, tl, tw);
+            let nk = L::shuffle_key(my_key, b, tl, tw);
             let ns = tile_shuffle(my_slab, b, tl, tw);
-            let mut nv = 0u32;
+            let mut nv = L::Value::new(0);
             if comptime!(inserts) {
-                nv = tile_shuffle(my_value, b, tl, tw);
+                nv = L::shuffle_value(my_value, b, tl, tw);
             }
             let mut no = 0u32;
             if comptime!(mode == op::MIXED) {
@@ -306,7 +319,7 @@ pub fn chained_tile_op(
                 }
                 reuse = false;
                 c = 0u32;
-                found_value = 0u32;
+                found_value = L::Value::new(0);
                 result = status::NOT_FOUND;
                 active = true;
                 todo &= todo - 1u32;
@@ -325,7 +338,7 @@ pub fn chained_tile_op(
             SLAB_WORDS,
             tw,
         );
-        let read = slab_view(slots, key, tl, matching, tw);
+        let read = slab_view::<L>(slots, key, tl, matching, tw);
         let mut empty = read.empty;
         let mut matched = read.matched;
         let mut link = read.next;
@@ -366,6 +379,18 @@ pub fn chained_tile_op(
         if comptime!(needs_seen) {
             seen = slot_word(slots, slot, tl, SLAB_WORDS, tw);
         }
+        // A find's value: in the slot word (packed), or read from the value array by the slot's owner lane and
+        // shuffled to the tile (wide; every lane of the plane takes part).
+        let mut found_here = L::Value::new(0);
+        if comptime!(mode == op::FIND || mode == op::MIXED) {
+            if comptime!(L::MOVES_PAIRS) {
+                found_here = L::value_of(seen);
+            } else {
+                let finding = active && cur == op::FIND && act == action::FOUND;
+                found_here =
+                    L::tile_value(slots, slot, slab, finding, slab_values, tl, SLAB_WORDS, tw);
+            }
+        }
         let owner = slot % tw == tl.lane;
         let at = (slab * SLAB_WORDS + slot) as usize;
         let mut ok = false;
@@ -376,12 +401,25 @@ pub fn chained_tile_op(
         if active {
             if comptime!(inserts) {
                 if is_insert && act == action::CLAIM && owner {
-                    taken = slabs[at].compare_exchange_weak(EMPTY_WORD, pack_word(key, value));
+                    taken = slabs[at].compare_exchange_weak(EMPTY_WORD, L::slot_word(key, value));
                     ok = taken == EMPTY_WORD;
+                    if comptime!(!L::MOVES_PAIRS) {
+                        // The claimed key word's value, stored by the claiming lane.
+                        if ok {
+                            L::store_value(slab_values, at, value);
+                        }
+                    }
                 } else if is_insert && act == action::UPDATE && owner {
-                    ok = slabs[at].compare_exchange_weak(seen, pack_word(key, value)) == seen;
+                    if comptime!(L::MOVES_PAIRS) {
+                        ok =
+                            slabs[at].compare_exchange_weak(seen, L::slot_word(key, value)) == seen;
+                    } else {
+                        // The key word stays; the value is one store (racing updates: one of them wins).
+                        L::store_value(slab_values, at, value);
+                        ok = true;
+                    }
                 } else if is_insert && act == action::APPEND && tl.lane == 0u32 {
-                    let p = alloc_slab(bitmap, pool, (key ^ serving) * 2654435761u32);
+                    let p = alloc_slab(bitmap, pool, (L::key_mix(key) ^ serving) * 2654435761u32);
                     if p == 4294967295u32 {
                         linked = OUT_OF_SLABS;
                     } else {
@@ -398,7 +436,7 @@ pub fn chained_tile_op(
             }
             if comptime!(mode == op::ERASE || mode == op::MIXED) {
                 if cur == op::ERASE && act == action::FOUND && owner {
-                    ok = slabs[at].compare_exchange_weak(seen, TOMB_WORD) == seen;
+                    ok = slabs[at].compare_exchange_weak(seen, tomb) == seen;
                 }
             }
         }
@@ -416,21 +454,24 @@ pub fn chained_tile_op(
             if comptime!(mode == op::ERASE_ALL) {
                 let base = (slab * SLAB_WORDS + tl.lane) as usize;
                 if m0 {
-                    ok0 = slabs[base].compare_exchange_weak(slots.w0, TOMB_WORD) == slots.w0;
+                    ok0 = slabs[base].compare_exchange_weak(slots.w0, tomb) == slots.w0;
                 }
                 if m1 {
                     let at1 = base + tw as usize;
-                    ok1 = slabs[at1].compare_exchange_weak(slots.w1, TOMB_WORD) == slots.w1;
+                    ok1 = slabs[at1].compare_exchange_weak(slots.w1, tomb) == slots.w1;
                 }
             }
             if comptime!(mode == op::GATHER) {
+                let base = (slab * SLAB_WORDS + tl.lane) as usize;
                 let below = view.matched & ((1u32 << tl.lane) - 1u32);
                 if m0 {
-                    out[w + below.count_ones() as usize] = word_value(slots.w0);
+                    out[w + below.count_ones() as usize] =
+                        L::own_value(slots.w0, slab_values, base);
                 }
                 if m1 {
                     let below1 = view.matched & ((1u32 << (tl.lane + tw)) - 1u32);
-                    out[w + below1.count_ones() as usize] = word_value(slots.w1);
+                    out[w + below1.count_ones() as usize] =
+                        L::own_value(slots.w1, slab_values, base + tw as usize);
                 }
             }
             multi = tile_ballot(ok0, tl, tw).count_ones() + tile_ballot(ok1, tl, tw).count_ones();
@@ -456,7 +497,7 @@ pub fn chained_tile_op(
                             result = status::UPDATED;
                         }
                         finished = true;
-                    } else if act == action::CLAIM && (cur == op::INSERT || word_key(taken) != key)
+                    } else if act == action::CLAIM && (cur == op::INSERT || L::key_of(taken) != key)
                     {
                         // Another key took the slot: the next empty slot of the same view, no re-read.
                         kept_empty = empty & !(1u32 << slot);
@@ -484,7 +525,7 @@ pub fn chained_tile_op(
             } else {
                 if act == action::FOUND {
                     if cur == op::FIND {
-                        found_value = word_value(seen);
+                        found_value = found_here;
                         result = status::FOUND;
                         act = action::ABSENT;
                     } else if cur == op::ERASE {
@@ -516,16 +557,15 @@ pub fn chained_tile_op(
                 active = false;
                 if tl.lane == serving {
                     answer_status = result;
-                    answer_value = c;
-                    if cur == op::FIND {
-                        answer_value = found_value;
-                    }
+                    answer_count = c;
+                    answer_value = found_value;
                 }
             }
         }
     }
-    ChainedAnswer {
+    ChainedAnswer::<L::Value> {
         value: answer_value,
+        count: answer_count,
         status: answer_status,
     }
 }
@@ -541,7 +581,10 @@ pub fn chained_tile_op(
 ///   `counters[COUNTER_STRIDE * (1 + NEW_COUNTERS + i)]` erases, each tile adding its counts once, at its end (an atomic per stored pair on few lines took most of the time: 1.40 against 7.2 G keys/s
 ///   on the H100);
 /// - [`op::FIND`] and mixed batches: `out[q]`, a found value, and `aux[q]`, a [`status`];
-/// - [`op::ERASE`], [`op::COUNT`], [`op::ERASE_ALL`]: `out[q]`, how many; [`op::GATHER`]: see [`op`].
+/// - [`op::ERASE`], [`op::COUNT`], [`op::ERASE_ALL`]: `aux[q]`, how many; [`op::GATHER`]: see [`op`].
+///
+/// `phase` splits a mixed batch of a wide table into two launches (see [`chained_tile_op`]): 1 runs only its
+/// erases and finds, 2 only its inserts; 0 runs everything.
 ///
 /// **Reads.** Finds and counts read `slabs_plain` (the slab array bound without atomics: CubeCL lowers an atomic
 /// load to an atomic add of zero on CUDA, 16 per slab read). Inserts read it too where `plain` (CUDA binds the
@@ -553,17 +596,18 @@ pub fn chained_tile_op(
 // that yield structs).
 #[allow(clippy::too_many_arguments, clippy::collapsible_if)]
 #[cube(launch_unchecked)]
-pub fn chained_kernel(
+pub fn chained_kernel<L: KeyLayout>(
     ops: &Array<u32>,
-    keys: &Array<u32>,
-    values: &Array<u32>,
+    keys: &Array<L::Key>,
+    values: &Array<L::Value>,
     sel: &Array<u32>,
     n: u32,
     slabs: &Array<Atomic<u64>>,
     slabs_plain: &Array<u64>,
+    slab_values: &mut Array<u64>,
     bitmap: &Array<Atomic<u32>>,
     pool: u32,
-    out: &mut Array<u32>,
+    out: &mut Array<L::Value>,
     aux: &mut Array<u32>,
     retry: &mut Array<u32>,
     counters: &Array<Atomic<u32>>,
@@ -571,6 +615,7 @@ pub fn chained_kernel(
     #[comptime] mode: u32,
     #[comptime] indexed: bool,
     #[comptime] plain: bool,
+    #[comptime] phase: u32,
     #[comptime] tw: u32,
 ) {
     let inserts = comptime!(mode == op::INSERT || mode == op::REPLACE || mode == op::MIXED);
@@ -578,10 +623,10 @@ pub fn chained_kernel(
     let tl = tile_lane(tw);
     let t = ABSOLUTE_POS;
     // This thread's operation.
-    let mine = t < n as usize;
+    let mut mine = t < n as usize;
     let mut q = t;
-    let mut key = 0u32;
-    let mut value = 0u32;
+    let mut key = L::Key::new(0);
+    let mut value = L::Value::new(0);
     let mut kind = u32::new(mode as i64);
     let mut at = 0u32;
     if mine {
@@ -599,9 +644,16 @@ pub fn chained_kernel(
             at = aux[q];
         }
     }
-    let a = chained_tile_op(
+    if comptime!(phase == 1) {
+        mine = mine && kind >= op::ERASE;
+    }
+    if comptime!(phase == 2) {
+        mine = mine && kind <= op::REPLACE;
+    }
+    let a = chained_tile_op::<L>(
         slabs,
         slabs_plain,
+        slab_values,
         bitmap,
         pool,
         meta_of(shape),
@@ -620,7 +672,7 @@ pub fn chained_kernel(
             out[q] = a.value;
             aux[q] = a.status;
         } else if comptime!(!inserts && mode != op::GATHER) {
-            out[q] = a.value;
+            aux[q] = a.count;
         }
         if comptime!(inserts) {
             if a.status == status::NO_SLAB {
@@ -651,10 +703,12 @@ pub fn chained_kernel(
 }
 
 /// Compacts bucket `b`'s list (a thread per bucket; nothing else runs meanwhile): its live pairs move to the
-/// front in list order, the slabs left over are emptied and freed (`freed[0]` counts them).
+/// front in list order, the slabs left over are emptied and freed (`freed[0]` counts them). Wide tables move
+/// each pair's value in `slab_values` with its key word.
 #[cube(launch_unchecked)]
-pub fn chained_flush_kernel(
+pub fn chained_flush_kernel<L: KeyLayout>(
     slabs: &mut Array<u64>,
+    slab_values: &mut Array<u64>,
     bitmap: &Array<Atomic<u32>>,
     freed: &Array<Atomic<u32>>,
     buckets: u32,
@@ -666,16 +720,21 @@ pub fn chained_flush_kernel(
         let mut rs = b;
         loop {
             for i in 0..15u32 {
-                let word = slabs[(rs * SLAB_WORDS + i) as usize];
-                // Live: neither empty nor a tombstone (key `u32::MAX - 1`).
-                if word != EMPTY_WORD && (word >> 32u64) as u32 != 4294967294u32 {
+                let from = (rs * SLAB_WORDS + i) as usize;
+                let word = slabs[from];
+                // Live: neither empty nor a tombstone.
+                if word != EMPTY_WORD && !L::is_tomb(word) {
                     if wi == 15u32 {
                         // The write cursor trails the read cursor: its slab's link is still intact.
                         ws =
                             (slabs[(ws * SLAB_WORDS + LINK_SLOT) as usize] & 0xffff_ffffu64) as u32;
                         wi = 0u32;
                     }
-                    slabs[(ws * SLAB_WORDS + wi) as usize] = word;
+                    let to = (ws * SLAB_WORDS + wi) as usize;
+                    slabs[to] = word;
+                    if comptime!(!L::MOVES_PAIRS) {
+                        slab_values[to] = slab_values[from];
+                    }
                     wi += 1u32;
                 }
             }
@@ -748,7 +807,11 @@ pub fn chained_used_kernel(bitmap: &Array<u32>, words: u32, count: &Array<Atomic
 /// not a link: word 15 of each slab) and the occupied slots (live pairs and tombstones) to `count[1]`, one
 /// atomic each per tile.
 #[cube(launch_unchecked)]
-pub fn chained_live_kernel(slabs: &Array<u64>, count: &Array<Atomic<u32>>, #[comptime] tw: u32) {
+pub fn chained_live_kernel<L: KeyLayout>(
+    slabs: &Array<u64>,
+    count: &Array<Atomic<u32>>,
+    #[comptime] tw: u32,
+) {
     let t = ABSOLUTE_POS;
     let tl = tile_lane(tw);
     let mut live = false;
@@ -756,7 +819,7 @@ pub fn chained_live_kernel(slabs: &Array<u64>, count: &Array<Atomic<u32>>, #[com
     if t < slabs.len() {
         let w = slabs[t];
         occupied = (t as u32) % SLAB_WORDS != LINK_SLOT && w != EMPTY_WORD;
-        live = occupied && w >> 32u64 != TOMB_WORD >> 32u64;
+        live = occupied && !L::is_tomb(w);
     }
     let c = tile_ballot(live, tl, tw).count_ones();
     let o = tile_ballot(occupied, tl, tw).count_ones();
@@ -792,13 +855,16 @@ struct Arrays<'a> {
     n: usize,
 }
 
-/// A chained table of 32-bit keys and values on a device.
-pub struct GpuChained<R: Runtime> {
+/// A chained table on a device: 32-bit keys and values packed into the slab words ([`Packed`], the default),
+/// or 64-bit keys in the slab words and 64-bit values in an array beside them ([`Wide`](super::layout::Wide)).
+pub struct GpuChained<R: Runtime, L: KeyLayout = Packed> {
     client: ComputeClient<R>,
     family: HashFamily,
     buckets: u32,
     pool: u32,
     slabs: Handle,
+    /// The values of a wide table, at their key words' indices (a one-word dummy for packed tables).
+    values: Handle,
     bitmap: Handle,
     tile: u32,
     /// Inserts read slabs with plain loads first (CUDA, where the slab array may be bound twice).
@@ -822,6 +888,7 @@ pub struct GpuChained<R: Runtime> {
     /// At most this many tiles run at once on the device (each holds at most one slab not yet in a list).
     resident_tiles: u64,
     stats: QueueStats,
+    _layout: std::marker::PhantomData<L>,
 }
 
 /// How often queued inserts ([`GpuChained::insert_queued`]) had to wait for the device or grow the pool.
@@ -836,7 +903,25 @@ pub struct QueueStats {
     pub pool_grows: u64,
 }
 
-impl<R: Runtime> GpuChained<R> {
+/// A device buffer holding `s` (32- or 64-bit words).
+fn put<R: Runtime, E: hashtile_core::Element>(client: &ComputeClient<R>, s: &[E]) -> Handle {
+    client.create_from_slice(super::layout::bytes_of(s))
+}
+
+/// The first `n` elements of bytes read back.
+fn elements<E: hashtile_core::Element>(bytes: &[u8], n: usize) -> Vec<E> {
+    let w = (E::BITS / 8) as usize;
+    bytes[..n * w]
+        .chunks_exact(w)
+        .map(|c| {
+            let mut b = [0u8; 8];
+            b[..w].copy_from_slice(c);
+            E::narrow(u64::from_le_bytes(b))
+        })
+        .collect()
+}
+
+impl<R: Runtime, L: KeyLayout> GpuChained<R, L> {
     /// `buckets` empty lists and a pool of `pool` free slabs on `client`'s device, read by tiles of 8 lanes
     /// (two slab words per lane, four tiles per plane of 32): on the H100 they build 1.2x and find 1.25x
     /// faster than tiles of 16, as a plane step's control work is shared by four operations instead of two
@@ -878,6 +963,7 @@ impl<R: Runtime> GpuChained<R> {
             buckets,
             pool: 0,
             slabs: client.empty(8),
+            values: client.empty(8),
             bitmap: client.empty(4),
             tile,
             plain_reads: R::name(client) == "cuda",
@@ -889,6 +975,7 @@ impl<R: Runtime> GpuChained<R> {
             outside: 0,
             resident_tiles,
             stats: QueueStats::default(),
+            _layout: std::marker::PhantomData,
         };
         t.resize(pool.max(32))?;
         Ok(t)
@@ -896,6 +983,18 @@ impl<R: Runtime> GpuChained<R> {
 
     fn slab_words(&self, pool: u32) -> usize {
         (self.buckets as usize + pool as usize) * SLAB_WORDS as usize
+    }
+
+    /// Bytes of one value in kernels' inputs and outputs.
+    const VALUE_BYTES: usize = (<L::Value as hashtile_core::Element>::BITS / 8) as usize;
+
+    /// Length of the value array as bound (a one-word dummy for packed tables).
+    fn value_words(&self) -> usize {
+        if L::MOVES_PAIRS {
+            1
+        } else {
+            self.slab_words(self.pool)
+        }
     }
 
     fn bitmap_words(pool: u32) -> usize {
@@ -916,6 +1015,14 @@ impl<R: Runtime> GpuChained<R> {
         let (old_bits, new_bits) = (Self::bitmap_words(self.pool), Self::bitmap_words(pool));
         let bitmap = self.client.empty(new_bits * 4);
         fill_u32(&self.client, &bitmap, new_bits, 0);
+        let wide = !L::MOVES_PAIRS;
+        let values = if wide {
+            let v = self.client.empty(new_words * 8);
+            fill_u64(&self.client, &v, new_words, 0);
+            v
+        } else {
+            self.values.clone()
+        };
         if self.pool > 0 {
             // SAFETY: each copy reads `src.len()` words, at most `dst`'s length.
             unsafe {
@@ -933,9 +1040,19 @@ impl<R: Runtime> GpuChained<R> {
                     ArrayArg::from_raw_parts(self.bitmap.clone(), old_bits),
                     ArrayArg::from_raw_parts(bitmap.clone(), new_bits),
                 );
+                if wide {
+                    copy_u64_kernel::launch_unchecked::<R>(
+                        &self.client,
+                        cube_count(old_words),
+                        CubeDim::new_1d(CUBE_SIZE),
+                        ArrayArg::from_raw_parts(self.values.clone(), old_words),
+                        ArrayArg::from_raw_parts(values.clone(), new_words),
+                    );
+                }
             }
         }
         self.slabs = slabs;
+        self.values = values;
         self.bitmap = bitmap;
         self.pool = pool;
         Ok(())
@@ -947,7 +1064,7 @@ impl<R: Runtime> GpuChained<R> {
     }
 
     /// Inserts the pairs (a further copy, or with `unique` insert-or-overwrite); returns how many were new.
-    pub fn insert(&mut self, keys: &[u32], values: &[u32], unique: bool) -> Result<usize> {
+    pub fn insert(&mut self, keys: &[L::Key], values: &[L::Value], unique: bool) -> Result<usize> {
         if keys.len() != values.len() {
             return Err(Error::LengthMismatch {
                 what: "values",
@@ -958,8 +1075,7 @@ impl<R: Runtime> GpuChained<R> {
         if keys.is_empty() {
             return Ok(0);
         }
-        let kh = self.client.create_from_slice(u32::as_bytes(keys));
-        let vh = self.client.create_from_slice(u32::as_bytes(values));
+        let (kh, vh) = (put(&self.client, keys), put(&self.client, values));
         self.insert_device(&kh, &vh, keys.len(), unique)
     }
 
@@ -1132,12 +1248,37 @@ impl<R: Runtime> GpuChained<R> {
         values: &Handle,
         n: usize,
     ) -> Result<(Handle, Handle)> {
-        let out = self.client.empty(n.max(1) * 4);
+        let out = self.client.empty(n.max(1) * Self::VALUE_BYTES);
         let aux = self.client.empty(n.max(1) * 4);
         self.free_floor = None;
         if n > 0 {
+            let mut erased_first = 0;
+            if !L::MOVES_PAIRS {
+                // Wide tables: the erases and finds first, then the inserts (see `chained_tile_op`).
+                let counters = put(&self.client, &[0u32; COUNTER_WORDS]);
+                let none = self.client.empty(4);
+                self.launch_phase(
+                    op::MIXED,
+                    Arrays {
+                        ops,
+                        keys,
+                        values,
+                        n,
+                    },
+                    None,
+                    n,
+                    (&out, n, &aux, n),
+                    (&none, 1, &counters),
+                    1,
+                );
+                erased_first = counter_lines(
+                    &self.read::<u32>(counters, COUNTER_WORDS)?,
+                    1 + NEW_COUNTERS,
+                );
+            }
             let (added, erased) =
                 self.run_placing(op::MIXED, (ops, keys, values), n, (&out, &aux))?;
+            let erased = erased + erased_first;
             self.len = self.len + added - erased;
             if let Some(o) = &mut self.occupied {
                 *o += added as u64;
@@ -1147,7 +1288,12 @@ impl<R: Runtime> GpuChained<R> {
     }
 
     /// [`GpuChained::apply_device`] from host data: `(value, status)` of each operation.
-    pub fn apply(&mut self, ops: &[u32], keys: &[u32], values: &[u32]) -> Result<Vec<(u32, u32)>> {
+    pub fn apply(
+        &mut self,
+        ops: &[u32],
+        keys: &[L::Key],
+        values: &[L::Value],
+    ) -> Result<Vec<(L::Value, u32)>> {
         for (what, got) in [("ops", ops.len()), ("values", values.len())] {
             if got != keys.len() {
                 return Err(Error::LengthMismatch {
@@ -1166,10 +1312,14 @@ impl<R: Runtime> GpuChained<R> {
         if keys.is_empty() {
             return Ok(Vec::new());
         }
-        let put = |x: &[u32]| self.client.create_from_slice(u32::as_bytes(x));
-        let (oh, kh, vh) = (put(ops), put(keys), put(values));
+        let (oh, kh, vh) = (
+            put(&self.client, ops),
+            put(&self.client, keys),
+            put(&self.client, values),
+        );
         let (out, aux) = self.apply_device(&oh, &kh, &vh, keys.len())?;
-        let (out, aux) = (self.read(out, keys.len())?, self.read(aux, keys.len())?);
+        let out = self.read::<L::Value>(out, keys.len())?;
+        let aux = self.read::<u32>(aux, keys.len())?;
         Ok(out.into_iter().zip(aux).collect())
     }
 
@@ -1224,6 +1374,7 @@ impl<R: Runtime> GpuChained<R> {
 
     /// One launch of [`chained_kernel`] over `m` operations: the first `m` of `arrays`, or those `sel` names.
     /// `outputs`: `out` and `aux` with their lengths; `places`: the retry list and its length (`m` words where inserts may need it) and the counters.
+    /// Mixed batches of wide tables run their inserts here (their erases and finds ran first, in phase 1).
     fn launch(
         &self,
         mode: u32,
@@ -1232,6 +1383,26 @@ impl<R: Runtime> GpuChained<R> {
         m: usize,
         outputs: (&Handle, usize, &Handle, usize),
         places: (&Handle, usize, &Handle),
+    ) {
+        let phase = if mode == op::MIXED && !L::MOVES_PAIRS {
+            2
+        } else {
+            0
+        };
+        self.launch_phase(mode, arrays, sel, m, outputs, places, phase);
+    }
+
+    /// [`GpuChained::launch`] of one `phase` of [`chained_kernel`].
+    #[allow(clippy::too_many_arguments)]
+    fn launch_phase(
+        &self,
+        mode: u32,
+        arrays: Arrays<'_>,
+        sel: Option<&Handle>,
+        m: usize,
+        outputs: (&Handle, usize, &Handle, usize),
+        places: (&Handle, usize, &Handle),
+        phase: u32,
     ) {
         let words = self.slab_words(self.pool);
         // Finds and counts bind the array only without atomics; changes bind it with atomics, and on CUDA
@@ -1257,7 +1428,7 @@ impl<R: Runtime> GpuChained<R> {
         // `aux[q]` (`q < n`), or (GATHER) `out[aux[q]..aux[q + 1]]`, and `retry[< m]`. Slabs are addressed by
         // bucket indices below `buckets` and links below `buckets + pool`.
         unsafe {
-            chained_kernel::launch_unchecked::<R>(
+            chained_kernel::launch_unchecked::<L, R>(
                 &self.client,
                 cube_count(m.max(1)),
                 CubeDim::new_1d(CUBE_SIZE),
@@ -1268,6 +1439,7 @@ impl<R: Runtime> GpuChained<R> {
                 m as u32,
                 ArrayArg::from_raw_parts(atomic, atomic_len),
                 ArrayArg::from_raw_parts(plain_h, plain_len),
+                ArrayArg::from_raw_parts(self.values.clone(), self.value_words()),
                 ArrayArg::from_raw_parts(self.bitmap.clone(), Self::bitmap_words(self.pool)),
                 self.pool,
                 ArrayArg::from_raw_parts(out.clone(), out_len.max(1)),
@@ -1278,6 +1450,7 @@ impl<R: Runtime> GpuChained<R> {
                 mode,
                 sel.is_some(),
                 plain,
+                phase,
                 self.tile,
             )
         }
@@ -1285,23 +1458,24 @@ impl<R: Runtime> GpuChained<R> {
 
     fn walk(
         &self,
-        keys: &[u32],
+        keys: &[L::Key],
         mode: u32,
         out_len: usize,
         aux: Option<Handle>,
     ) -> (Handle, Handle) {
-        let kh = self.client.create_from_slice(u32::as_bytes(keys));
+        let kh = put(&self.client, keys);
         self.walk_device(&kh, keys.len(), mode, out_len, aux)
     }
 
-    /// Queues `find` of `n` keys already on the device: `(values, found)`, a word each per key (`found`:
-    /// [`status::FOUND`] if the key is stored; its value is then the first copy's).
+    /// Queues `find` of `n` keys already on the device: `(values, found)`, a value and a `u32` per key
+    /// (`found`: [`status::FOUND`] if the key is stored; its value is then the first copy's).
     pub fn find_device(&self, keys: &Handle, n: usize) -> (Handle, Handle) {
         self.walk_device(keys, n, op::FIND, n, None)
     }
 
     /// Queues a launch of a walk `mode` ([`op::FIND`], [`op::ERASE`], [`op::COUNT`], [`op::GATHER`],
-    /// [`op::ERASE_ALL`]) over `n` keys on the device; `aux`: the gather's starts (`n + 1`).
+    /// [`op::ERASE_ALL`]) over `n` keys on the device: `(out, aux)`, `out` the values found or gathered
+    /// (`out_len`), `aux` the statuses or counts; `aux` in: the gather's starts (`n + 1`).
     fn walk_device(
         &self,
         keys: &Handle,
@@ -1310,7 +1484,7 @@ impl<R: Runtime> GpuChained<R> {
         out_len: usize,
         aux: Option<Handle>,
     ) -> (Handle, Handle) {
-        let out = self.client.empty(out_len.max(1) * 4);
+        let out = self.client.empty(out_len.max(1) * Self::VALUE_BYTES);
         let aux_len = if aux.is_some() { n + 1 } else { n.max(1) };
         let aux = aux.unwrap_or_else(|| self.client.empty(n.max(1) * 4));
         let none = self.client.empty(4);
@@ -1337,17 +1511,18 @@ impl<R: Runtime> GpuChained<R> {
             .map_err(|e| Error::Device(format!("{e:?}")))
     }
 
-    fn read(&self, h: Handle, n: usize) -> Result<Vec<u32>> {
-        Ok(u32::from_bytes(&self.bytes(h)?)[..n].to_vec())
+    fn read<E: hashtile_core::Element>(&self, h: Handle, n: usize) -> Result<Vec<E>> {
+        Ok(elements(&self.bytes(h)?, n))
     }
 
     /// The first copy's value of each key.
-    pub fn find(&self, keys: &[u32]) -> Result<Vec<Option<u32>>> {
+    pub fn find(&self, keys: &[L::Key]) -> Result<Vec<Option<L::Value>>> {
         if keys.is_empty() {
             return Ok(Vec::new());
         }
         let (v, f) = self.walk(keys, op::FIND, keys.len(), None);
-        let (v, f) = (self.read(v, keys.len())?, self.read(f, keys.len())?);
+        let v = self.read::<L::Value>(v, keys.len())?;
+        let f = self.read::<u32>(f, keys.len())?;
         Ok(v.into_iter()
             .zip(f)
             .map(|(v, f)| (f == 1).then_some(v))
@@ -1355,16 +1530,16 @@ impl<R: Runtime> GpuChained<R> {
     }
 
     /// How many copies of each key are stored.
-    pub fn count(&self, keys: &[u32]) -> Result<Vec<u32>> {
+    pub fn count(&self, keys: &[L::Key]) -> Result<Vec<u32>> {
         if keys.is_empty() {
             return Ok(Vec::new());
         }
-        let (c, _) = self.walk(keys, op::COUNT, keys.len(), None);
+        let (_, c) = self.walk(keys, op::COUNT, keys.len(), None);
         self.read(c, keys.len())
     }
 
     /// Every value of each key: offsets (`keys + 1`) and values, in list order.
-    pub fn find_all(&self, keys: &[u32]) -> Result<(Vec<usize>, Vec<u32>)> {
+    pub fn find_all(&self, keys: &[L::Key]) -> Result<(Vec<usize>, Vec<L::Value>)> {
         let counts = self.count(keys)?;
         let mut offsets = vec![0usize];
         let mut starts = vec![0u32];
@@ -1376,19 +1551,23 @@ impl<R: Runtime> GpuChained<R> {
         if total == 0 {
             return Ok((offsets, Vec::new()));
         }
-        let sh = self.client.create_from_slice(u32::as_bytes(&starts));
+        let sh = put(&self.client, &starts);
         let (vals, _) = self.walk(keys, op::GATHER, total, Some(sh));
         Ok((offsets, self.read(vals, total)?))
     }
 
     /// Erases the first copy of each key (`all == false`) or every copy; returns how many.
-    pub fn erase(&mut self, keys: &[u32], all: bool) -> Result<usize> {
+    pub fn erase(&mut self, keys: &[L::Key], all: bool) -> Result<usize> {
         if keys.is_empty() {
             return Ok(0);
         }
         let mode = if all { op::ERASE_ALL } else { op::ERASE };
-        let (c, _) = self.walk(keys, mode, keys.len(), None);
-        let n: usize = self.read(c, keys.len())?.iter().map(|&c| c as usize).sum();
+        let (_, c) = self.walk(keys, mode, keys.len(), None);
+        let n: usize = self
+            .read::<u32>(c, keys.len())?
+            .iter()
+            .map(|&c| c as usize)
+            .sum();
         self.len -= n;
         Ok(n)
     }
@@ -1396,20 +1575,21 @@ impl<R: Runtime> GpuChained<R> {
     /// Compacts every list and frees the slabs left over; returns how many.
     pub fn flush(&mut self) -> Result<usize> {
         self.settle()?;
-        let freed = self.client.create_from_slice(u32::as_bytes(&[0]));
+        let freed = put(&self.client, &[0u32]);
         // SAFETY: thread `b < buckets` walks bucket `b`'s list: links below `buckets + pool`.
         unsafe {
-            chained_flush_kernel::launch_unchecked::<R>(
+            chained_flush_kernel::launch_unchecked::<L, R>(
                 &self.client,
                 cube_count(self.buckets as usize),
                 CubeDim::new_1d(CUBE_SIZE),
                 ArrayArg::from_raw_parts(self.slabs.clone(), self.slab_words(self.pool)),
+                ArrayArg::from_raw_parts(self.values.clone(), self.value_words()),
                 ArrayArg::from_raw_parts(self.bitmap.clone(), Self::bitmap_words(self.pool)),
                 ArrayArg::from_raw_parts(freed.clone(), 1),
                 self.buckets,
             )
         }
-        let freed = self.read(freed, 1)?[0] as usize;
+        let freed = self.read::<u32>(freed, 1)?[0] as usize;
         // Compacted: no tombstones are left, and every list's slabs but its last are full.
         self.occupied = Some(self.len as u64);
         self.free_floor = None;
@@ -1471,12 +1651,23 @@ impl<R: Runtime> GpuChained<R> {
         self.len == 0
     }
 
-    /// The whole table read back: slab words and the pool bitmap (for the invariant check).
+    /// The whole table read back: slab words and the pool bitmap (for the invariant check). Wide tables'
+    /// values: [`GpuChained::download_values`].
     pub fn download(&self) -> Result<(Vec<u64>, Vec<u32>)> {
-        let words = u64::from_bytes(&self.bytes(self.slabs.clone())?)[..self.slab_words(self.pool)]
-            .to_vec();
+        let words = self.read::<u64>(self.slabs.clone(), self.slab_words(self.pool))?;
         let bits = self.read(self.bitmap.clone(), Self::bitmap_words(self.pool))?;
         Ok((words, bits))
+    }
+
+    /// A wide table's value array read back (at its key words' indices); `None` for packed tables.
+    pub fn download_values(&self) -> Result<Option<Vec<u64>>> {
+        if L::MOVES_PAIRS {
+            return Ok(None);
+        }
+        Ok(Some(self.read::<u64>(
+            self.values.clone(),
+            self.slab_words(self.pool),
+        )?))
     }
 
     /// Lists and pool slabs.
@@ -1495,6 +1686,8 @@ impl<R: Runtime> GpuChained<R> {
         ChainedDeviceRef {
             slabs: self.slabs.clone(),
             slab_words: self.slab_words(self.pool),
+            values: self.values.clone(),
+            value_words: self.value_words(),
             bitmap: self.bitmap.clone(),
             bitmap_words: Self::bitmap_words(self.pool),
             pool: self.pool,
@@ -1525,7 +1718,7 @@ impl<R: Runtime> GpuChained<R> {
         let count = self.client.create_from_slice(u32::as_bytes(&[0u32; 2]));
         // SAFETY: thread `t < words` reads slab word `t` and adds to `count[0]` and `count[1]`.
         unsafe {
-            chained_live_kernel::launch_unchecked::<R>(
+            chained_live_kernel::launch_unchecked::<L, R>(
                 &self.client,
                 cube_count(words),
                 CubeDim::new_1d(CUBE_SIZE),
@@ -1534,7 +1727,7 @@ impl<R: Runtime> GpuChained<R> {
                 self.tile,
             )
         }
-        let c = self.read(count, 2)?;
+        let c = self.read::<u32>(count, 2)?;
         self.len = c[0] as usize;
         self.occupied = Some(c[1] as u64);
         Ok(self.len)
@@ -1552,6 +1745,10 @@ pub struct ChainedDeviceRef {
     pub slabs: Handle,
     /// Length of `slabs`.
     pub slab_words: usize,
+    /// A wide table's values (`slab_values`, `Array<u64>`); a one-word dummy for packed tables.
+    pub values: Handle,
+    /// Length of `values`.
+    pub value_words: usize,
     /// The allocator's bitmap (`Array<Atomic<u32>>`, `bitmap_words` long).
     pub bitmap: Handle,
     /// Length of `bitmap`.
@@ -1566,38 +1763,44 @@ pub struct ChainedDeviceRef {
     pub plain: bool,
 }
 
-/// A chained table's GPU store behind [`crate::chained::ChainedTable`], whatever the runtime: 32-bit keys and
-/// values (the widths the slab layout holds so far).
-pub(crate) trait DeviceChained: Send + Sync {
-    fn insert(&mut self, keys: &[u32], values: &[u32], unique: bool) -> Result<usize>;
-    fn erase(&mut self, keys: &[u32], all: bool) -> Result<usize>;
-    fn find(&self, keys: &[u32]) -> Result<Vec<Option<u32>>>;
-    fn count(&self, keys: &[u32]) -> Result<Vec<u32>>;
-    fn find_all(&self, keys: &[u32]) -> Result<(Vec<usize>, Vec<u32>)>;
-    fn apply(&mut self, ops: &[u32], keys: &[u32], values: &[u32]) -> Result<Vec<(u32, u32)>>;
+/// A GPU table read back: slab words, a wide table's values, the pool bitmap.
+pub(crate) type Slabs = (Vec<u64>, Option<Vec<u64>>, Vec<u32>);
+
+/// A chained table's GPU store behind [`crate::chained::ChainedTable`], whatever the runtime: keys and values
+/// of one word type `W`, `u32` ([`Packed`]) or `u64` ([`Wide`](super::layout::Wide); 32-bit keys or values of a table with a 64-bit
+/// side are widened by the caller).
+pub(crate) trait DeviceChained<W>: Send + Sync {
+    fn insert(&mut self, keys: &[W], values: &[W], unique: bool) -> Result<usize>;
+    fn erase(&mut self, keys: &[W], all: bool) -> Result<usize>;
+    fn find(&self, keys: &[W]) -> Result<Vec<Option<W>>>;
+    fn count(&self, keys: &[W]) -> Result<Vec<u32>>;
+    fn find_all(&self, keys: &[W]) -> Result<(Vec<usize>, Vec<W>)>;
+    fn apply(&mut self, ops: &[u32], keys: &[W], values: &[W]) -> Result<Vec<(W, u32)>>;
     fn flush(&mut self) -> Result<usize>;
     fn len(&self) -> usize;
-    fn download(&self) -> Result<(Vec<u64>, Vec<u32>)>;
+    fn download(&self) -> Result<Slabs>;
     fn shape_of(&self) -> (u32, u32);
 }
 
-impl<R: Runtime> DeviceChained for GpuChained<R> {
-    fn insert(&mut self, keys: &[u32], values: &[u32], unique: bool) -> Result<usize> {
+impl<R: Runtime, W: hashtile_core::Element, L: KeyLayout<Key = W, Value = W>> DeviceChained<W>
+    for GpuChained<R, L>
+{
+    fn insert(&mut self, keys: &[W], values: &[W], unique: bool) -> Result<usize> {
         GpuChained::insert(self, keys, values, unique)
     }
-    fn erase(&mut self, keys: &[u32], all: bool) -> Result<usize> {
+    fn erase(&mut self, keys: &[W], all: bool) -> Result<usize> {
         GpuChained::erase(self, keys, all)
     }
-    fn find(&self, keys: &[u32]) -> Result<Vec<Option<u32>>> {
+    fn find(&self, keys: &[W]) -> Result<Vec<Option<W>>> {
         GpuChained::find(self, keys)
     }
-    fn count(&self, keys: &[u32]) -> Result<Vec<u32>> {
+    fn count(&self, keys: &[W]) -> Result<Vec<u32>> {
         GpuChained::count(self, keys)
     }
-    fn find_all(&self, keys: &[u32]) -> Result<(Vec<usize>, Vec<u32>)> {
+    fn find_all(&self, keys: &[W]) -> Result<(Vec<usize>, Vec<W>)> {
         GpuChained::find_all(self, keys)
     }
-    fn apply(&mut self, ops: &[u32], keys: &[u32], values: &[u32]) -> Result<Vec<(u32, u32)>> {
+    fn apply(&mut self, ops: &[u32], keys: &[W], values: &[W]) -> Result<Vec<(W, u32)>> {
         GpuChained::apply(self, ops, keys, values)
     }
     fn flush(&mut self) -> Result<usize> {
@@ -1606,30 +1809,34 @@ impl<R: Runtime> DeviceChained for GpuChained<R> {
     fn len(&self) -> usize {
         GpuChained::len(self)
     }
-    fn download(&self) -> Result<(Vec<u64>, Vec<u32>)> {
-        GpuChained::download(self)
+    fn download(&self) -> Result<Slabs> {
+        let (words, bits) = GpuChained::download(self)?;
+        Ok((words, self.download_values()?, bits))
     }
     fn shape_of(&self) -> (u32, u32) {
         GpuChained::shape_of(self)
     }
 }
 
-/// An empty GPU store on `backend` (checked available and not the CPU by the caller).
-pub(crate) fn device_chained(
+/// An empty GPU store of layout `L` on `backend` (checked available and not the CPU by the caller).
+pub(crate) fn device_chained<W: hashtile_core::Element, L: KeyLayout<Key = W, Value = W>>(
     backend: crate::select::Backend,
     family: HashFamily,
     buckets: u32,
     pool: u32,
-) -> Result<Box<dyn DeviceChained>> {
-    struct Make {
+) -> Result<Box<dyn DeviceChained<W>>> {
+    struct Make<L> {
         family: HashFamily,
         buckets: u32,
         pool: u32,
+        _layout: std::marker::PhantomData<L>,
     }
-    impl super::csr::OnRuntime for Make {
-        type Out = Box<dyn DeviceChained>;
+    impl<W: hashtile_core::Element, L: KeyLayout<Key = W, Value = W>> super::csr::OnRuntime
+        for Make<L>
+    {
+        type Out = Box<dyn DeviceChained<W>>;
         fn run<R: super::HostTransfer>(self, client: ComputeClient<R>) -> Result<Self::Out> {
-            Ok(Box::new(GpuChained::new(
+            Ok(Box::new(GpuChained::<R, L>::new(
                 &client,
                 self.family,
                 self.buckets,
@@ -1639,10 +1846,11 @@ pub(crate) fn device_chained(
     }
     super::csr::on_backend(
         backend,
-        Make {
+        Make::<L> {
             family,
             buckets,
             pool,
+            _layout: std::marker::PhantomData,
         },
     )
 }

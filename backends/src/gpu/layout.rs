@@ -85,6 +85,13 @@ pub trait KeyLayout: Send + Sync + 'static {
     /// Records the `at`-th pair an insert gave up on in the stash `failed` (dropped when it does not fit:
     /// the count of failures still includes it). `word` is the pair's slot word.
     fn stash(failed: &mut Array<u64>, at: usize, word: u64, key: Self::Key, value: Self::Value);
+    /// The key word of an erased slot (tables that delete: the chained store): the all-ones key minus one,
+    /// which is never a key.
+    fn tomb_word() -> u64;
+    /// `true` when a stored key word is a tombstone.
+    fn is_tomb(word: u64) -> bool;
+    /// The value of a slot whose key word `word` this lane holds, at index `addr` of the key array.
+    fn own_value(word: u64, values: &Array<u64>, addr: usize) -> Self::Value;
 }
 
 /// 32-bit keys and values packed into one `u64` word per slot (see the module docs).
@@ -143,6 +150,19 @@ impl KeyLayout for Packed {
     ) -> u32 {
         // The value is in the slot word the owner lane already holds.
         word_value(slot_word(slots, slot, tl, bucket_size, tile_width))
+    }
+    // A mutable binding makes the literal a runtime value (what a cube function returns).
+    #[allow(unused_mut, clippy::let_and_return)]
+    fn tomb_word() -> u64 {
+        let mut t = 0xffff_fffe_0000_0000u64;
+        t
+    }
+    fn is_tomb(word: u64) -> bool {
+        (word >> 32u64) as u32 == 4294967294u32
+    }
+    #[allow(unused_variables)]
+    fn own_value(word: u64, values: &Array<u64>, addr: usize) -> u32 {
+        word_value(word)
     }
     #[allow(unused_variables)]
     fn stash(failed: &mut Array<u64>, at: usize, word: u64, key: u32, value: u32) {
@@ -210,6 +230,19 @@ impl KeyLayout for Wide {
             v = values[slot_address(bucket, slot, bucket_size)];
         }
         tile_shuffle_u64(v, owner, tl, tile_width)
+    }
+    // A mutable binding makes the literal a runtime value (what a cube function returns).
+    #[allow(unused_mut, clippy::let_and_return)]
+    fn tomb_word() -> u64 {
+        let mut t = 0xffff_ffff_ffff_fffeu64;
+        t
+    }
+    fn is_tomb(word: u64) -> bool {
+        word == 0xffff_ffff_ffff_fffeu64
+    }
+    #[allow(unused_variables)]
+    fn own_value(word: u64, values: &Array<u64>, addr: usize) -> u64 {
+        values[addr]
     }
     #[allow(unused_variables)]
     fn stash(failed: &mut Array<u64>, at: usize, word: u64, key: u64, value: u64) {
