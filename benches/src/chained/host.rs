@@ -3,12 +3,14 @@
 //! included. Timed calls: `insert` (multimap) and `replace` into a fresh table, `find`, `count` and `find_all`
 //! of every key on a filled table, `erase` of every key from a freshly filled one; every answer checked against
 //! the input. The same on the CPU store for reference where 2^k <= 2^22, at 2^(n-4), 2^(n-2) and 2^n keys (so
-//! that a run at SlabHash's 2^24 keys still has CPU references, and the per-call overhead shows).
+//! that a run at SlabHash's 2^24 keys still has CPU references, and the per-call overhead shows). At the
+//! largest size also `ChainedTable<u64, u64>` (the wide slab layout; each key `k` as `k << 32 | k`, so that
+//! both halves vary), rows marked `64/64`.
 
 use super::{Ctx, cell, yes};
 use crate::plot::{Figure, Panel, Series, XAxis};
 use hashtile::chained::ChainedConfig;
-use hashtile::{Backend, BackendChoice, ChainedTable};
+use hashtile::{Backend, BackendChoice, ChainedTable, Key, Value};
 use std::fmt::Write as _;
 use std::time::Instant;
 
@@ -27,6 +29,8 @@ struct Rate {
 /// One row: a call at a size, on the GPU and (where measured) the CPU.
 struct Row {
     log2_keys: u32,
+    /// Key / value bits: `32/32` or `64/64`.
+    widths: &'static str,
     op: &'static str,
     gpu: Rate,
     cpu: Option<Rate>,
@@ -54,18 +58,34 @@ fn timed<T, U>(
     Ok((secs, t, u))
 }
 
-/// Every call of [`OPS`] on `backend` with the first `m` keys, in that order.
-fn calls(ctx: &Ctx, backend: Backend, m: usize) -> Result<Vec<Rate>, String> {
-    let (keys, values) = (&ctx.keys[..m], &ctx.values[..m]);
+/// Every call of [`OPS`] on `backend` with the first `m` keys, in that order, on a table of `K -> V` (the
+/// bench's 32-bit keys and values spread over both halves of 64-bit ones).
+fn calls<K: Key, V: Value>(ctx: &Ctx, backend: Backend, m: usize) -> Result<Vec<Rate>, String> {
+    let spread = |x: u32, bits: u32| {
+        if bits == 64 {
+            (x as u64) << 32 | x as u64
+        } else {
+            x as u64
+        }
+    };
+    let keys: Vec<K> = ctx.keys[..m]
+        .iter()
+        .map(|&k| K::narrow(spread(k, K::BITS)))
+        .collect();
+    let values: Vec<V> = ctx.values[..m]
+        .iter()
+        .map(|&v| V::narrow(spread(v, V::BITS)))
+        .collect();
+    let (keys, values) = (&keys[..], &values[..]);
     let runs = ctx.a.runs;
     let cfg = ChainedConfig::for_keys(m, 0.6).backend(BackendChoice::Exactly(backend));
-    let new = || ChainedTable::<u32, u32>::new(cfg.clone());
+    let new = || ChainedTable::<K, V>::new(cfg.clone());
     let filled = || {
         let mut t = new()?;
         t.replace(keys, values)?;
         Ok(t)
     };
-    let found = |got: &[Option<u32>]| got.iter().zip(values).all(|(g, v)| *g == Some(*v));
+    let found = |got: &[Option<V>]| got.iter().zip(values).all(|(g, v)| *g == Some(*v));
     let r = |secs: &[f64], ok: bool| Rate {
         mkeys: super::rate(m, secs) / 1e6,
         ok,
@@ -104,43 +124,71 @@ pub(super) fn run(ctx: &Ctx) -> Result<bool, String> {
     for &s in &sizes {
         let m = 1usize << s;
         eprintln!("chained: host: 2^{s} keys on {}", ctx.backend);
-        let gpu = calls(ctx, ctx.backend, m)?;
+        let gpu = calls::<u32, u32>(ctx, ctx.backend, m)?;
         let cpu = if s <= CPU_MAX_LOG2 {
             eprintln!("chained: host: 2^{s} keys on the CPU");
-            calls(ctx, Backend::Cpu, m)?.into_iter().map(Some).collect()
+            calls::<u32, u32>(ctx, Backend::Cpu, m)?
+                .into_iter()
+                .map(Some)
+                .collect()
         } else {
             (0..OPS.len()).map(|_| None).collect::<Vec<_>>()
         };
         for ((op, gpu), cpu) in OPS.into_iter().zip(gpu).zip(cpu) {
             rows.push(Row {
                 log2_keys: s,
+                widths: "32/32",
                 op,
                 gpu,
                 cpu,
             });
         }
     }
+    // 64-bit keys and values at the largest size.
+    let m = 1usize << l;
+    eprintln!("chained: host: 2^{l} keys of 64 bits on {}", ctx.backend);
+    let gpu = calls::<u64, u64>(ctx, ctx.backend, m)?;
+    let cpu = if l <= CPU_MAX_LOG2 {
+        calls::<u64, u64>(ctx, Backend::Cpu, m)?
+            .into_iter()
+            .map(Some)
+            .collect()
+    } else {
+        (0..OPS.len()).map(|_| None).collect::<Vec<_>>()
+    };
+    for ((op, gpu), cpu) in OPS.into_iter().zip(gpu).zip(cpu) {
+        rows.push(Row {
+            log2_keys: l,
+            widths: "64/64",
+            op,
+            gpu,
+            cpu,
+        });
+    }
     println!(
-        "\nhost: ChainedTable<u32, u32> calls on host Vecs (load 0.6), M keys/s, median of {} runs; CPU store up to 2^{CPU_MAX_LOG2} keys",
+        "\nhost: ChainedTable<u32, u32> (32/32) and <u64, u64> (64/64) calls on host Vecs (load 0.6), M keys/s, median of {} runs; CPU store up to 2^{CPU_MAX_LOG2} keys",
         ctx.a.runs
     );
     println!(
-        "{:>6} {:<9} {:>10} {:>10} {:>8}  ok",
+        "{:>6} {:>5} {:<9} {:>10} {:>10} {:>8}  ok",
         "keys",
+        "bits",
         "call",
         ctx.backend.to_string(),
         "cpu",
         "gpu/cpu"
     );
-    let mut csv =
-        String::from("gpu_backend,log2_keys,op,gpu_mkeys_s,cpu_mkeys_s,gpu_over_cpu,checked\n");
+    let mut csv = String::from(
+        "gpu_backend,log2_keys,widths,op,gpu_mkeys_s,cpu_mkeys_s,gpu_over_cpu,checked\n",
+    );
     let ok_of = |r: &Row| r.gpu.ok && r.cpu.as_ref().is_none_or(|c| c.ok);
     for r in &rows {
         let cpu = r.cpu.as_ref().map(|c| c.mkeys);
         let over = cpu.filter(|&c| c > 0.0).map(|c| r.gpu.mkeys / c);
         println!(
-            "{:>6} {:<9} {:>10.1} {} {}  {}",
+            "{:>6} {:>5} {:<9} {:>10.1} {} {}  {}",
             format!("2^{}", r.log2_keys),
+            r.widths,
             r.op,
             r.gpu.mkeys,
             super::shown(cpu, 1, 10),
@@ -149,9 +197,10 @@ pub(super) fn run(ctx: &Ctx) -> Result<bool, String> {
         );
         let _ = writeln!(
             csv,
-            "{},{},{},{:.2},{},{},{}",
+            "{},{},{},{},{:.2},{},{},{}",
             ctx.backend,
             r.log2_keys,
+            r.widths,
             r.op,
             r.gpu.mkeys,
             cell(cpu, 2),
@@ -170,7 +219,7 @@ fn figure(ctx: &Ctx, rows: &[Row]) -> Figure {
         .map(|&op| {
             let of = |f: &dyn Fn(&Row) -> Option<f64>| {
                 rows.iter()
-                    .filter(|r| r.op == op)
+                    .filter(|r| r.op == op && r.widths == "32/32")
                     .map(|r| (r.log2_keys as f64, f(r)))
                     .collect()
             };
