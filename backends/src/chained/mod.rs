@@ -31,7 +31,7 @@ pub mod cpu;
 
 use crate::csr::FindAll;
 use crate::gpu::chained::{DeviceChained, device_chained, op, status};
-use crate::gpu::layout::{Packed, Wide, words_of};
+use crate::gpu::layout::{Packed, Wide, same_options_vec, same_words_vec, words_of};
 use crate::select::{Backend, BackendChoice};
 use cpu::{CpuChained, Placed};
 use hashtile_core::{Element, Error, HashFamily, Key, Result, Value};
@@ -155,6 +155,26 @@ enum Store {
 enum Gpu {
     Packed(Box<dyn DeviceChained<u32>>),
     Wide(Box<dyn DeviceChained<u64>>),
+}
+
+/// A GPU store's values as the table's: the same vector when the widths match (no copy), else narrowed.
+fn narrowed<W: Element, V: Element>(v: Vec<W>) -> Vec<V> {
+    if W::BITS == V::BITS {
+        same_words_vec(v).expect("one width, one type")
+    } else {
+        v.into_par_iter().map(|w| V::narrow(w.widen())).collect()
+    }
+}
+
+/// [`narrowed`] of optional values (finds).
+fn narrowed_options<W: Element, V: Element>(v: Vec<Option<W>>) -> Vec<Option<V>> {
+    match same_options_vec(v) {
+        Ok(same) => same,
+        Err(v) => v
+            .into_par_iter()
+            .map(|w| w.map(|w| V::narrow(w.widen())))
+            .collect(),
+    }
 }
 
 /// `$body` with `$d` bound to the GPU store, whichever its word type (the body is compiled for each; keys
@@ -363,11 +383,7 @@ impl<K: Key, V: Value> ChainedTable<K, V> {
                 .par_iter()
                 .map(|k| c.find(k.widen()).map(V::narrow))
                 .collect()),
-            Store::Device(_, g) => on_gpu!(g, d => Ok(d
-                .find(&words_of(keys))?
-                .into_iter()
-                .map(|v| v.map(|v| V::narrow(v.widen())))
-                .collect())),
+            Store::Device(_, g) => on_gpu!(g, d => Ok(narrowed_options(d.find(&words_of(keys))?))),
         }
     }
 
@@ -388,7 +404,7 @@ impl<K: Key, V: Value> ChainedTable<K, V> {
             Store::Device(_, g) => {
                 return on_gpu!(g, d => {
                     let (offsets, values) = d.find_all(&words_of(keys))?;
-                    let values = values.into_iter().map(|v| V::narrow(v.widen())).collect();
+                    let values = narrowed(values);
                     Ok(FindAll { offsets, values })
                 });
             }

@@ -921,6 +921,56 @@ fn elements<E: hashtile_core::Element>(bytes: &[u8], n: usize) -> Vec<E> {
         .collect()
 }
 
+/// Where host data goes in and comes out of the table's host calls: CubeCL's own copies ([`Plain`], what
+/// [`GpuChained`]'s methods use), or the host path's stager ([`Staging`], what `ChainedTable` uses).
+trait HostIo {
+    /// A device buffer holding `s`.
+    fn up<E: hashtile_core::Element>(&self, s: &[E]) -> Result<Handle>;
+    /// The first `n` elements of a device buffer (after every queued kernel).
+    fn down<E: hashtile_core::Element>(&self, h: &Handle, n: usize) -> Result<Vec<E>>;
+}
+
+/// CubeCL's `create_from_slice` / `read_one` (pageable memory, no staging).
+struct Plain<R: Runtime>(ComputeClient<R>);
+
+impl<R: Runtime> HostIo for Plain<R> {
+    fn up<E: hashtile_core::Element>(&self, s: &[E]) -> Result<Handle> {
+        Ok(put(&self.0, s))
+    }
+    fn down<E: hashtile_core::Element>(&self, h: &Handle, n: usize) -> Result<Vec<E>> {
+        let bytes = self
+            .0
+            .read_one(h.clone())
+            .map_err(|e| Error::Device(format!("{e:?}")))?;
+        Ok(elements(&bytes, n))
+    }
+}
+
+/// The runtime's shared host-transfer stager (CUDA: pinned staging buffers and a copy stream;
+/// `gpu/transfer.rs`).
+struct Staging<R: super::HostTransfer> {
+    client: ComputeClient<R>,
+    stager: std::sync::Arc<R::Stager>,
+}
+
+impl<R: super::HostTransfer> HostIo for Staging<R> {
+    fn up<E: hashtile_core::Element>(&self, s: &[E]) -> Result<Handle> {
+        super::csr::upload(&self.client, &self.stager, s)
+    }
+    fn down<E: hashtile_core::Element>(&self, h: &Handle, n: usize) -> Result<Vec<E>> {
+        let mut v = vec![E::zero(); n];
+        if n > 0 {
+            R::download(
+                &self.client,
+                &self.stager,
+                h,
+                super::layout::bytes_of_mut(&mut v),
+            )?;
+        }
+        Ok(v)
+    }
+}
+
 impl<R: Runtime, L: KeyLayout> GpuChained<R, L> {
     /// `buckets` empty lists and a pool of `pool` free slabs on `client`'s device, read by tiles of 8 lanes
     /// (two slab words per lane, four tiles per plane of 32): on the H100 they build 1.2x and find 1.25x
@@ -1065,6 +1115,17 @@ impl<R: Runtime, L: KeyLayout> GpuChained<R, L> {
 
     /// Inserts the pairs (a further copy, or with `unique` insert-or-overwrite); returns how many were new.
     pub fn insert(&mut self, keys: &[L::Key], values: &[L::Value], unique: bool) -> Result<usize> {
+        let io = Plain(self.client.clone());
+        self.insert_via(&io, keys, values, unique)
+    }
+
+    fn insert_via(
+        &mut self,
+        io: &impl HostIo,
+        keys: &[L::Key],
+        values: &[L::Value],
+        unique: bool,
+    ) -> Result<usize> {
         if keys.len() != values.len() {
             return Err(Error::LengthMismatch {
                 what: "values",
@@ -1075,7 +1136,7 @@ impl<R: Runtime, L: KeyLayout> GpuChained<R, L> {
         if keys.is_empty() {
             return Ok(0);
         }
-        let (kh, vh) = (put(&self.client, keys), put(&self.client, values));
+        let (kh, vh) = (io.up(keys)?, io.up(values)?);
         self.insert_device(&kh, &vh, keys.len(), unique)
     }
 
@@ -1294,6 +1355,17 @@ impl<R: Runtime, L: KeyLayout> GpuChained<R, L> {
         keys: &[L::Key],
         values: &[L::Value],
     ) -> Result<Vec<(L::Value, u32)>> {
+        let io = Plain(self.client.clone());
+        self.apply_via(&io, ops, keys, values)
+    }
+
+    fn apply_via(
+        &mut self,
+        io: &impl HostIo,
+        ops: &[u32],
+        keys: &[L::Key],
+        values: &[L::Value],
+    ) -> Result<Vec<(L::Value, u32)>> {
         for (what, got) in [("ops", ops.len()), ("values", values.len())] {
             if got != keys.len() {
                 return Err(Error::LengthMismatch {
@@ -1312,14 +1384,10 @@ impl<R: Runtime, L: KeyLayout> GpuChained<R, L> {
         if keys.is_empty() {
             return Ok(Vec::new());
         }
-        let (oh, kh, vh) = (
-            put(&self.client, ops),
-            put(&self.client, keys),
-            put(&self.client, values),
-        );
+        let (oh, kh, vh) = (io.up(ops)?, io.up(keys)?, io.up(values)?);
         let (out, aux) = self.apply_device(&oh, &kh, &vh, keys.len())?;
-        let out = self.read::<L::Value>(out, keys.len())?;
-        let aux = self.read::<u32>(aux, keys.len())?;
+        let out = io.down::<L::Value>(&out, keys.len())?;
+        let aux = io.down::<u32>(&aux, keys.len())?;
         Ok(out.into_iter().zip(aux).collect())
     }
 
@@ -1458,13 +1526,14 @@ impl<R: Runtime, L: KeyLayout> GpuChained<R, L> {
 
     fn walk(
         &self,
+        io: &impl HostIo,
         keys: &[L::Key],
         mode: u32,
         out_len: usize,
         aux: Option<Handle>,
-    ) -> (Handle, Handle) {
-        let kh = put(&self.client, keys);
-        self.walk_device(&kh, keys.len(), mode, out_len, aux)
+    ) -> Result<(Handle, Handle)> {
+        let kh = io.up(keys)?;
+        Ok(self.walk_device(&kh, keys.len(), mode, out_len, aux))
     }
 
     /// Queues `find` of `n` keys already on the device: `(values, found)`, a value and a `u32` per key
@@ -1517,30 +1586,47 @@ impl<R: Runtime, L: KeyLayout> GpuChained<R, L> {
 
     /// The first copy's value of each key.
     pub fn find(&self, keys: &[L::Key]) -> Result<Vec<Option<L::Value>>> {
+        self.find_via(&Plain(self.client.clone()), keys)
+    }
+
+    fn find_via(&self, io: &impl HostIo, keys: &[L::Key]) -> Result<Vec<Option<L::Value>>> {
         if keys.is_empty() {
             return Ok(Vec::new());
         }
-        let (v, f) = self.walk(keys, op::FIND, keys.len(), None);
-        let v = self.read::<L::Value>(v, keys.len())?;
-        let f = self.read::<u32>(f, keys.len())?;
-        Ok(v.into_iter()
+        let (v, f) = self.walk(io, keys, op::FIND, keys.len(), None)?;
+        let v = io.down::<L::Value>(&v, keys.len())?;
+        let f = io.down::<u32>(&f, keys.len())?;
+        use rayon::prelude::*;
+        Ok(v.into_par_iter()
             .zip(f)
-            .map(|(v, f)| (f == 1).then_some(v))
+            .map(|(v, f)| (f == status::FOUND).then_some(v))
             .collect())
     }
 
     /// How many copies of each key are stored.
     pub fn count(&self, keys: &[L::Key]) -> Result<Vec<u32>> {
+        self.count_via(&Plain(self.client.clone()), keys)
+    }
+
+    fn count_via(&self, io: &impl HostIo, keys: &[L::Key]) -> Result<Vec<u32>> {
         if keys.is_empty() {
             return Ok(Vec::new());
         }
-        let (_, c) = self.walk(keys, op::COUNT, keys.len(), None);
-        self.read(c, keys.len())
+        let (_, c) = self.walk(io, keys, op::COUNT, keys.len(), None)?;
+        io.down(&c, keys.len())
     }
 
     /// Every value of each key: offsets (`keys + 1`) and values, in list order.
     pub fn find_all(&self, keys: &[L::Key]) -> Result<(Vec<usize>, Vec<L::Value>)> {
-        let counts = self.count(keys)?;
+        self.find_all_via(&Plain(self.client.clone()), keys)
+    }
+
+    fn find_all_via(
+        &self,
+        io: &impl HostIo,
+        keys: &[L::Key],
+    ) -> Result<(Vec<usize>, Vec<L::Value>)> {
+        let counts = self.count_via(io, keys)?;
         let mut offsets = vec![0usize];
         let mut starts = vec![0u32];
         for &c in &counts {
@@ -1551,20 +1637,25 @@ impl<R: Runtime, L: KeyLayout> GpuChained<R, L> {
         if total == 0 {
             return Ok((offsets, Vec::new()));
         }
-        let sh = put(&self.client, &starts);
-        let (vals, _) = self.walk(keys, op::GATHER, total, Some(sh));
-        Ok((offsets, self.read(vals, total)?))
+        let sh = io.up(&starts)?;
+        let (vals, _) = self.walk(io, keys, op::GATHER, total, Some(sh))?;
+        Ok((offsets, io.down(&vals, total)?))
     }
 
     /// Erases the first copy of each key (`all == false`) or every copy; returns how many.
     pub fn erase(&mut self, keys: &[L::Key], all: bool) -> Result<usize> {
+        let io = Plain(self.client.clone());
+        self.erase_via(&io, keys, all)
+    }
+
+    fn erase_via(&mut self, io: &impl HostIo, keys: &[L::Key], all: bool) -> Result<usize> {
         if keys.is_empty() {
             return Ok(0);
         }
         let mode = if all { op::ERASE_ALL } else { op::ERASE };
-        let (_, c) = self.walk(keys, mode, keys.len(), None);
-        let n: usize = self
-            .read::<u32>(c, keys.len())?
+        let (_, c) = self.walk(io, keys, mode, keys.len(), None)?;
+        let n: usize = io
+            .down::<u32>(&c, keys.len())?
             .iter()
             .map(|&c| c as usize)
             .sum();
@@ -1782,39 +1873,46 @@ pub(crate) trait DeviceChained<W>: Send + Sync {
     fn shape_of(&self) -> (u32, u32);
 }
 
-impl<R: Runtime, W: hashtile_core::Element, L: KeyLayout<Key = W, Value = W>> DeviceChained<W>
-    for GpuChained<R, L>
+/// The GPU store as [`crate::chained::ChainedTable`] uses it: host data moves through the runtime's shared
+/// host-transfer stager ([`Staging`]), not through CubeCL's pageable `create_from_slice` / `read_one`.
+struct Staged<R: super::HostTransfer, L: KeyLayout> {
+    table: GpuChained<R, L>,
+    io: Staging<R>,
+}
+
+impl<R: super::HostTransfer, W: hashtile_core::Element, L: KeyLayout<Key = W, Value = W>>
+    DeviceChained<W> for Staged<R, L>
 {
     fn insert(&mut self, keys: &[W], values: &[W], unique: bool) -> Result<usize> {
-        GpuChained::insert(self, keys, values, unique)
+        self.table.insert_via(&self.io, keys, values, unique)
     }
     fn erase(&mut self, keys: &[W], all: bool) -> Result<usize> {
-        GpuChained::erase(self, keys, all)
+        self.table.erase_via(&self.io, keys, all)
     }
     fn find(&self, keys: &[W]) -> Result<Vec<Option<W>>> {
-        GpuChained::find(self, keys)
+        self.table.find_via(&self.io, keys)
     }
     fn count(&self, keys: &[W]) -> Result<Vec<u32>> {
-        GpuChained::count(self, keys)
+        self.table.count_via(&self.io, keys)
     }
     fn find_all(&self, keys: &[W]) -> Result<(Vec<usize>, Vec<W>)> {
-        GpuChained::find_all(self, keys)
+        self.table.find_all_via(&self.io, keys)
     }
     fn apply(&mut self, ops: &[u32], keys: &[W], values: &[W]) -> Result<Vec<(W, u32)>> {
-        GpuChained::apply(self, ops, keys, values)
+        self.table.apply_via(&self.io, ops, keys, values)
     }
     fn flush(&mut self) -> Result<usize> {
-        GpuChained::flush(self)
+        self.table.flush()
     }
     fn len(&self) -> usize {
-        GpuChained::len(self)
+        self.table.len()
     }
     fn download(&self) -> Result<Slabs> {
-        let (words, bits) = GpuChained::download(self)?;
-        Ok((words, self.download_values()?, bits))
+        let (words, bits) = self.table.download()?;
+        Ok((words, self.table.download_values()?, bits))
     }
     fn shape_of(&self) -> (u32, u32) {
-        GpuChained::shape_of(self)
+        self.table.shape_of()
     }
 }
 
@@ -1836,12 +1934,11 @@ pub(crate) fn device_chained<W: hashtile_core::Element, L: KeyLayout<Key = W, Va
     {
         type Out = Box<dyn DeviceChained<W>>;
         fn run<R: super::HostTransfer>(self, client: ComputeClient<R>) -> Result<Self::Out> {
-            Ok(Box::new(GpuChained::<R, L>::new(
-                &client,
-                self.family,
-                self.buckets,
-                self.pool,
-            )?))
+            let stager = super::csr::shared_stager(&client)?;
+            Ok(Box::new(Staged {
+                table: GpuChained::<R, L>::new(&client, self.family, self.buckets, self.pool)?,
+                io: Staging { client, stager },
+            }))
         }
     }
     super::csr::on_backend(

@@ -290,6 +290,19 @@ pub(crate) fn same_words_vec<E: Element, W: Element>(v: Vec<E>) -> Option<Vec<W>
     })
 }
 
+/// `v` as a vector of `Option<W>` when `E` and `W` are the same type (no copy), else `Err(v)` unchanged.
+pub(crate) fn same_options_vec<E: Element, W: Element>(
+    v: Vec<Option<E>>,
+) -> std::result::Result<Vec<Option<W>>, Vec<Option<E>>> {
+    if E::BITS != W::BITS {
+        return Err(v);
+    }
+    let mut v = std::mem::ManuallyDrop::new(v);
+    // SAFETY: as in `same_words`: one type, so `Option<E>` and `Option<W>` are one type too, and the
+    // allocation's layout, length and capacity carry over.
+    Ok(unsafe { Vec::from_raw_parts(v.as_mut_ptr().cast::<Option<W>>(), v.len(), v.capacity()) })
+}
+
 /// Mutable [`same_words`].
 pub(crate) fn same_words_mut<E: Element, W: Element>(s: &mut [E]) -> Option<&mut [W]> {
     (E::BITS == W::BITS).then(|| {

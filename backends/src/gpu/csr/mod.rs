@@ -368,7 +368,7 @@ impl<R: HostTransfer, K: CsrKey, V: CsrValue> GpuCsr<R, K, V> {
 /// staging buffers, whose allocation costs about as much as building a table of 2^25 keys (measured on the H100:
 /// 1.1 G keys/s with a stager per table, 8.5 without), so it is made once per runtime and kept for the
 /// process. Its transfers are serialised by its own lock.
-fn shared_stager<R: HostTransfer>(client: &ComputeClient<R>) -> Result<Arc<R::Stager>> {
+pub(crate) fn shared_stager<R: HostTransfer>(client: &ComputeClient<R>) -> Result<Arc<R::Stager>> {
     use std::any::{Any, TypeId};
     use std::collections::HashMap;
     use std::sync::{Mutex, OnceLock};
