@@ -6,10 +6,16 @@
 //! that a run at SlabHash's 2^24 keys still has CPU references, and the per-call overhead shows). At the
 //! largest size also `ChainedTable<u64, u64>` (the wide slab layout; each key `k` as `k << 32 | k`, so that
 //! both halves vary), rows marked `64/64`.
+//!
+//! Each GPU rate is set against the bus measured in the same run with plain driver copies from and into
+//! pageable memory (`measure_copy_ceiling`; the data are `Vec`s): the bytes a call must move per key (an insert
+//! its key and value up; a find its key up and its value down; a count its key up and a `u32` down; a
+//! `find_all` its key up and its value and count down; an erase its key up) at the bus rates.
 
 use super::{Ctx, cell, yes};
 use crate::plot::{Figure, Panel, Series, XAxis};
 use hashtile::chained::ChainedConfig;
+use hashtile::gpu::transfer::{CopyCeiling, measure_copy_ceiling};
 use hashtile::{Backend, BackendChoice, ChainedTable, Key, Value};
 use std::fmt::Write as _;
 use std::time::Instant;
@@ -56,6 +62,24 @@ fn timed<T, U>(
     }
     let (t, u) = last.expect("at least one run");
     Ok((secs, t, u))
+}
+
+/// Bytes one key's call moves up and down at least, for call `op` with keys and values of `kb` and `vb` bytes.
+fn bytes_per_key(op: &str, kb: f64, vb: f64) -> (f64, f64) {
+    match op {
+        "insert" | "replace" => (kb + vb, 0.0),
+        "find" => (kb, vb),
+        "count" => (kb, 4.0),
+        "find_all" => (kb, vb + 4.0),
+        _ => (kb, 0.0), // erase
+    }
+}
+
+/// M keys/s the pageable bus allows for call `op` on `widths` (`32/32` or `64/64`).
+fn bus_rate(c: &CopyCeiling, op: &str, widths: &str) -> f64 {
+    let b = if widths == "64/64" { 8.0 } else { 4.0 };
+    let (up, down) = bytes_per_key(op, b, b);
+    1.0 / (up / (c.h2d_pageable * 1e9) + down / (c.d2h_pageable * 1e9)) / 1e6
 }
 
 /// Every call of [`OPS`] on `backend` with the first `m` keys, in that order, on a table of `K -> V` (the
@@ -115,6 +139,8 @@ fn calls<K: Key, V: Value>(ctx: &Ctx, backend: Backend, m: usize) -> Result<Vec<
 /// Runs the experiment; returns whether every answer was right.
 pub(super) fn run(ctx: &Ctx) -> Result<bool, String> {
     let l = ctx.a.log2_keys;
+    eprintln!("chained: host: measuring the bus with driver copies");
+    let ceiling = measure_copy_ceiling(ctx.backend, 8 << l).map_err(super::lib)?;
     let mut sizes: Vec<u32> = [l.saturating_sub(4), l.saturating_sub(2), l]
         .into_iter()
         .filter(|&s| s >= 10.min(l))
@@ -169,40 +195,58 @@ pub(super) fn run(ctx: &Ctx) -> Result<bool, String> {
         "\nhost: ChainedTable<u32, u32> (32/32) and <u64, u64> (64/64) calls on host Vecs (load 0.6), M keys/s, median of {} runs; CPU store up to 2^{CPU_MAX_LOG2} keys",
         ctx.a.runs
     );
+    if let Some(c) = &ceiling {
+        println!(
+            "bus ({} MB driver copies): host->device {:.1} GB/s pageable ({:.1} pinned), device->host {:.1} ({:.1})",
+            c.bytes >> 20,
+            c.h2d_pageable,
+            c.h2d_pinned,
+            c.d2h_pageable,
+            c.d2h_pinned
+        );
+    }
     println!(
-        "{:>6} {:>5} {:<9} {:>10} {:>10} {:>8}  ok",
+        "{:>6} {:>5} {:<9} {:>10} {:>8} {:>7} {:>10} {:>8}  ok",
         "keys",
         "bits",
         "call",
         ctx.backend.to_string(),
+        "bus",
+        "of bus",
         "cpu",
         "gpu/cpu"
     );
     let mut csv = String::from(
-        "gpu_backend,log2_keys,widths,op,gpu_mkeys_s,cpu_mkeys_s,gpu_over_cpu,checked\n",
+        "gpu_backend,log2_keys,widths,op,gpu_mkeys_s,bus_mkeys_s,of_bus,cpu_mkeys_s,gpu_over_cpu,checked\n",
     );
     let ok_of = |r: &Row| r.gpu.ok && r.cpu.as_ref().is_none_or(|c| c.ok);
     for r in &rows {
         let cpu = r.cpu.as_ref().map(|c| c.mkeys);
         let over = cpu.filter(|&c| c > 0.0).map(|c| r.gpu.mkeys / c);
+        let bus = ceiling.as_ref().map(|c| bus_rate(c, r.op, r.widths));
+        let of_bus = bus.filter(|&b| b > 0.0).map(|b| r.gpu.mkeys / b);
         println!(
-            "{:>6} {:>5} {:<9} {:>10.1} {} {}  {}",
+            "{:>6} {:>5} {:<9} {:>10.1} {} {} {} {}  {}",
             format!("2^{}", r.log2_keys),
             r.widths,
             r.op,
             r.gpu.mkeys,
+            super::shown(bus, 0, 8),
+            super::shown(of_bus, 2, 7),
             super::shown(cpu, 1, 10),
             super::shown(over, 2, 8),
             yes(ok_of(r))
         );
         let _ = writeln!(
             csv,
-            "{},{},{},{},{:.2},{},{},{}",
+            "{},{},{},{},{:.2},{},{},{},{},{}",
             ctx.backend,
             r.log2_keys,
             r.widths,
             r.op,
             r.gpu.mkeys,
+            cell(bus, 1),
+            cell(of_bus, 3),
             cell(cpu, 2),
             cell(over, 3),
             ok_of(r)
