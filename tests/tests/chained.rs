@@ -1091,3 +1091,22 @@ fn cuda_gpu_device_function_from_a_user_kernel() {
         ));
     }
 }
+
+/// Device memory exhaustion is a typed error, not a panic: a table whose pool cannot fit on the GPU (2^31
+/// slabs of 128 bytes: 256 GiB) is refused with `OutOfMemory` (CUDA tells the free memory; Vulkan cannot).
+#[cfg(feature = "cuda")]
+#[test]
+fn cuda_pool_past_device_memory_is_a_typed_error() {
+    if common::present(Backend::Cuda) {
+        let cfg = ChainedConfig::for_keys(1000, 0.5)
+            .pool_slabs(1 << 31)
+            .backend(BackendChoice::Exactly(Backend::Cuda));
+        match ChainedTable::<u32, u32>::new(cfg) {
+            Err(Error::OutOfMemory {
+                needed, available, ..
+            }) => assert!(needed > available),
+            Err(e) => panic!("expected OutOfMemory, got {e}"),
+            Ok(_) => panic!("a 256 GiB pool fitted"),
+        }
+    }
+}

@@ -888,8 +888,14 @@ pub struct GpuChained<R: Runtime, L: KeyLayout = Packed> {
     /// At most this many tiles run at once on the device (each holds at most one slab not yet in a list).
     resident_tiles: u64,
     stats: QueueStats,
+    /// Free device memory in bytes, where the runtime can tell (tables made through `ChainedTable`: the host
+    /// path's stager asks the driver); growth beyond it is a typed [`Error::OutOfMemory`], not a panic.
+    free_memory: Option<FreeMemory>,
     _layout: std::marker::PhantomData<L>,
 }
+
+/// Asks how many bytes of device memory are free.
+type FreeMemory = std::sync::Arc<dyn Fn() -> Option<u64> + Send + Sync>;
 
 /// How often queued inserts ([`GpuChained::insert_queued`]) had to wait for the device or grow the pool.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -995,6 +1001,17 @@ impl<R: Runtime, L: KeyLayout> GpuChained<R, L> {
         pool: u32,
         tile_width: u32,
     ) -> Result<Self> {
+        Self::with_memory_probe(client, family, buckets, pool, tile_width, None)
+    }
+
+    fn with_memory_probe(
+        client: &ComputeClient<R>,
+        family: HashFamily,
+        buckets: u32,
+        pool: u32,
+        tile_width: u32,
+        free_memory: Option<FreeMemory>,
+    ) -> Result<Self> {
         let plane = super::tile_width_for(client, SLAB_WORDS)?;
         if !matches!(tile_width, 8 | 16) || tile_width > plane {
             return Err(Error::InvalidConfig(format!(
@@ -1025,6 +1042,7 @@ impl<R: Runtime, L: KeyLayout> GpuChained<R, L> {
             outside: 0,
             resident_tiles,
             stats: QueueStats::default(),
+            free_memory,
             _layout: std::marker::PhantomData,
         };
         t.resize(pool.max(32))?;
@@ -1060,6 +1078,19 @@ impl<R: Runtime, L: KeyLayout> GpuChained<R, L> {
             )));
         }
         let (old_words, new_words) = (self.slab_words(self.pool), self.slab_words(pool));
+        if let Some(free) = self.free_memory.as_ref().and_then(|f| f()) {
+            // The new arrays live beside the old ones until the copy is done.
+            let arrays = if L::MOVES_PAIRS { 1 } else { 2 };
+            let needed = (arrays * new_words * 8 + Self::bitmap_words(pool) * 4) as u64;
+            if needed > free {
+                return Err(Error::OutOfMemory {
+                    what: "chained table slabs",
+                    device: "device",
+                    needed,
+                    available: free,
+                });
+            }
+        }
         let slabs = self.client.empty(new_words * 8);
         fill_u64(&self.client, &slabs, new_words, EMPTY_WORD);
         let (old_bits, new_bits) = (Self::bitmap_words(self.pool), Self::bitmap_words(pool));
@@ -1153,10 +1184,6 @@ impl<R: Runtime, L: KeyLayout> GpuChained<R, L> {
         let none = self.client.empty(4);
         self.free_floor = None;
         let (added, _) = self.run_placing(mode, (&none, keys, values), n, (&none, &none))?;
-        self.len += added;
-        if let Some(o) = &mut self.occupied {
-            *o += added as u64;
-        }
         Ok(added)
     }
 
@@ -1337,13 +1364,8 @@ impl<R: Runtime, L: KeyLayout> GpuChained<R, L> {
                     1 + NEW_COUNTERS,
                 );
             }
-            let (added, erased) =
-                self.run_placing(op::MIXED, (ops, keys, values), n, (&out, &aux))?;
-            let erased = erased + erased_first;
-            self.len = self.len + added - erased;
-            if let Some(o) = &mut self.occupied {
-                *o += added as u64;
-            }
+            self.len -= erased_first;
+            self.run_placing(op::MIXED, (ops, keys, values), n, (&out, &aux))?;
         }
         Ok((out, aux))
     }
@@ -1430,9 +1452,16 @@ impl<R: Runtime, L: KeyLayout> GpuChained<R, L> {
                 (&retry, m, &counters),
             );
             let c = self.read(counters, COUNTER_WORDS)?;
-            added += counter_lines(&c, 1);
-            erased += counter_lines(&c, 1 + NEW_COUNTERS);
+            // Counted as each pass lands, so that the table's length stays right if growing fails below.
+            let (a, e) = (counter_lines(&c, 1), counter_lines(&c, 1 + NEW_COUNTERS));
+            (added, erased) = (added + a, erased + e);
+            self.len = self.len + a - e;
+            if let Some(o) = &mut self.occupied {
+                *o += a as u64;
+            }
             if c[0] > 0 {
+                // Only real device-memory exhaustion fails here (typed, where the runtime can tell): the
+                // operations still waiting are not done, everything else is, and the table stays valid.
                 self.resize(self.pool.saturating_mul(2).max(self.pool + c[0]))?;
             }
             sel = Some((retry, c[0] as usize));
@@ -1935,8 +1964,18 @@ pub(crate) fn device_chained<W: hashtile_core::Element, L: KeyLayout<Key = W, Va
         type Out = Box<dyn DeviceChained<W>>;
         fn run<R: super::HostTransfer>(self, client: ComputeClient<R>) -> Result<Self::Out> {
             let stager = super::csr::shared_stager(&client)?;
+            let probe = stager.clone();
+            let free: FreeMemory = std::sync::Arc::new(move || R::free_device_memory(&probe));
+            let table = GpuChained::<R, L>::with_memory_probe(
+                &client,
+                self.family,
+                self.buckets,
+                self.pool,
+                DEFAULT_TILE,
+                Some(free),
+            )?;
             Ok(Box::new(Staged {
-                table: GpuChained::<R, L>::new(&client, self.family, self.buckets, self.pool)?,
+                table,
                 io: Staging { client, stager },
             }))
         }
