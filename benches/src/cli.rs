@@ -93,6 +93,10 @@ pub struct ChainedArgs {
     /// Lanes per tile of the GPU store (8 or 16; default: the store's, 8), in every experiment but `host`.
     #[arg(long)]
     pub tile_width: Option<u32>,
+    /// How inserts take pool slabs: `hashed` (the store's default) or `resident` (SlabAlloc's resident blocks),
+    /// in every experiment but `host` and `alloc`.
+    #[arg(long, default_value = "hashed", value_parser = ["hashed", "resident"])]
+    pub allocator: String,
 }
 
 /// Checks the `chained` mode's options (the peer CSV is parsed here, so that a bad one stops the run before

@@ -519,6 +519,7 @@ mod common;
 fn gpu_store_matches_multimap<R: hashtile::cubecl::prelude::Runtime>(
     client: hashtile::cubecl::prelude::ComputeClient<R>,
     tile_width: Option<u32>,
+    allocator: hashtile::gpu::chained::SlabAllocator,
 ) {
     use hashtile::chained::cpu::CpuChained;
     use hashtile::gpu::chained::GpuChained;
@@ -529,6 +530,7 @@ fn gpu_store_matches_multimap<R: hashtile::cubecl::prelude::Runtime>(
         Some(w) => GpuChained::<R>::with_tile_width(&client, family, 40, 8, w).unwrap(),
         None => GpuChained::<R>::new(&client, family, 40, 8).unwrap(),
     };
+    t.set_allocator(allocator);
     let (_, initial_pool) = t.shape_of();
     let mut oracle: HashMap<u32, Vec<u32>> = HashMap::new();
     let universe = 3000u64;
@@ -627,10 +629,11 @@ fn gpu_store_matches_multimap<R: hashtile::cubecl::prelude::Runtime>(
 fn vulkan_gpu_store_matches_multimap() {
     if common::present(Backend::Vulkan) {
         use hashtile::cubecl::prelude::Runtime;
-        gpu_store_matches_multimap(
-            hashtile::cubecl::wgpu::WgpuRuntime::client(&Default::default()),
-            None,
-        );
+        use hashtile::gpu::chained::SlabAllocator;
+        let client = hashtile::cubecl::wgpu::WgpuRuntime::client(&Default::default());
+        gpu_store_matches_multimap(client.clone(), None, SlabAllocator::HashedBitmap);
+        // SlabAlloc's resident blocks (a tile's lanes hold its block's bitmap words).
+        gpu_store_matches_multimap(client, None, SlabAllocator::ResidentBlocks);
     }
 }
 
@@ -640,9 +643,11 @@ fn cuda_gpu_store_matches_multimap() {
     if common::present(Backend::Cuda) {
         use hashtile::cubecl::prelude::Runtime;
         let client = hashtile::cubecl::cuda::CudaRuntime::client(&Default::default());
-        gpu_store_matches_multimap(client.clone(), None);
+        use hashtile::gpu::chained::SlabAllocator;
+        gpu_store_matches_multimap(client.clone(), None, SlabAllocator::HashedBitmap);
+        gpu_store_matches_multimap(client.clone(), None, SlabAllocator::ResidentBlocks);
         // Two tiles of 16 lanes per warp, a slab word per lane.
-        gpu_store_matches_multimap(client, Some(16));
+        gpu_store_matches_multimap(client, Some(16), SlabAllocator::HashedBitmap);
     }
 }
 
@@ -936,6 +941,7 @@ mod user {
         out: &mut Array<u32>,
         status: &mut Array<u32>,
         #[comptime] plain: bool,
+        #[comptime] resident: bool,
         #[comptime] tw: u32,
     ) {
         let meta = hashtile::gpu::device_api::load_meta(shape);
@@ -965,6 +971,7 @@ mod user {
             out,
             hashtile::gpu::chained::op::MIXED,
             plain,
+            resident,
             tw,
         );
         if mine {
@@ -1034,6 +1041,7 @@ fn gpu_device_function_from_a_user_kernel<R: hashtile::cubecl::prelude::Runtime>
             ArrayArg::from_raw_parts(out.clone(), n),
             ArrayArg::from_raw_parts(st.clone(), n),
             r.plain,
+            r.resident,
             r.tile_width,
         )
     };

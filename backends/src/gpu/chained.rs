@@ -174,6 +174,110 @@ fn alloc_slab(bitmap: &Array<Atomic<u32>>, pool: u32, start: u32) -> u32 {
     got
 }
 
+/// A tile's resident allocator block (SlabAlloc's): block `block` of the pool bitmap is `tw` consecutive 32-bit
+/// words, `tw * 32` slabs; lane `i` holds word `block * tw + i` in `word` (set bits: taken, or past the pool's
+/// end) once `loaded`. Kept for the tile's whole life in the kernel, across the operations it serves.
+#[derive(CubeType, Clone, Copy)]
+pub struct ResidentBlock {
+    /// The block's index.
+    pub block: u32,
+    /// This lane's bitmap word of it, as last seen.
+    pub word: u32,
+    /// Whether `word` holds the block's word (false: read it before use).
+    pub loaded: bool,
+}
+
+/// A tile's first resident block: a hash of the tile's index, so that tiles spread over the pool.
+// The hash is a wrapping multiply; `div_ceil` is not a CubeCL operation.
+#[allow(arithmetic_overflow, clippy::manual_div_ceil)]
+#[cube]
+pub fn resident_block(pool: u32, #[comptime] tw: u32) -> ResidentBlock {
+    let blocks = ((pool + 31u32) / 32u32 + tw - 1u32) / tw;
+    let tile = ABSOLUTE_POS as u32 / tw;
+    ResidentBlock {
+        block: (tile * 2654435761u32) % blocks,
+        word: 0u32,
+        loaded: false,
+    }
+}
+
+/// Takes a pool slab for each tile that `wants` one (the same in every lane of a tile; **every lane of the
+/// plane calls it**): SlabAlloc's allocation. The tile's lanes hold their words of the resident block; a ballot
+/// picks the lowest lane with a clear bit, which claims it with one atomic OR (the common case: one atomic per
+/// allocation). A lost bit refreshes that lane's word; a full block moves the tile on to the next block, and a
+/// tile that has seen every block full gets `u32::MAX` (the pool is empty). Returns the pool index in every
+/// lane of a wanting tile.
+#[allow(clippy::manual_div_ceil)]
+#[cube]
+fn tile_alloc_slab(
+    bitmap: &Array<Atomic<u32>>,
+    pool: u32,
+    wants: bool,
+    res: &mut ResidentBlock,
+    tl: TileLane,
+    #[comptime] tw: u32,
+) -> u32 {
+    let words = (pool + 31u32) / 32u32;
+    let blocks = (words + tw - 1u32) / tw;
+    let mut got = 4294967295u32; // u32::MAX, as a literal: a runtime variable
+    let mut pending = wants;
+    let mut moved = 0u32;
+    loop {
+        if !tile_loop_any(pending, tw) {
+            break;
+        }
+        let w = res.block * tw + tl.lane;
+        // Words past the pool's end, and bits past its last slab, read as taken.
+        let mut beyond = 4294967295u32;
+        if w < words {
+            beyond = 0u32;
+            let tail = pool - w * 32u32;
+            if tail < 32u32 {
+                beyond = !((1u32 << tail) - 1u32);
+            }
+        }
+        if pending && !res.loaded {
+            let mut fresh = 4294967295u32;
+            if w < words {
+                fresh = bitmap[w as usize].load() | beyond;
+            }
+            res.word = fresh;
+            res.loaded = true;
+        }
+        let open = tile_ballot(pending && res.word != 4294967295u32, tl, tw);
+        let claimer = open.trailing_zeros() % tw;
+        let mut won = false;
+        let mut mine = 0u32;
+        if pending && open != 0u32 && tl.lane == claimer {
+            let b = (!res.word).trailing_zeros();
+            let bit = 1u32 << b;
+            let before = bitmap[w as usize].fetch_or(bit);
+            res.word = before | bit | beyond;
+            if before & bit == 0u32 {
+                won = true;
+                mine = w * 32u32 + b;
+            }
+        }
+        let winner = tile_ballot(won, tl, tw);
+        let taken = tile_shuffle(mine, claimer, tl, tw);
+        if pending {
+            if winner != 0u32 {
+                got = taken;
+                pending = false;
+            } else if open == 0u32 {
+                // The whole block is taken: the next one, until every block has been seen full.
+                moved += 1u32;
+                res.block = (res.block + 1u32) % blocks;
+                res.loaded = false;
+                if moved > blocks {
+                    pending = false;
+                }
+            }
+        }
+    }
+    got
+}
+
 /// Returns pool slab `p` to the allocator.
 #[cube]
 fn free_slab(bitmap: &Array<Atomic<u32>>, p: u32) {
@@ -235,6 +339,7 @@ pub fn chained_tile_op<L: KeyLayout>(
     out: &mut Array<L::Value>,
     #[comptime] mode: u32,
     #[comptime] plain: bool,
+    #[comptime] resident: bool,
     #[comptime] tw: u32,
 ) -> ChainedAnswer<L::Value> {
     // Which kinds of operation this call can hold (the rest compiles away).
@@ -273,6 +378,8 @@ pub fn chained_tile_op<L: KeyLayout>(
     let mut w = 0usize;
     let mut found_value = L::Value::new(0);
     let mut result = 0u32;
+    // The tile's resident allocator block (SlabAlloc's; used where `resident`).
+    let mut res = resident_block(pool, tw);
     // This lane's answer, set when the tile finishes its operation.
     let mut answer_value = L::Value::new(0);
     let mut answer_count = 0u32;
@@ -398,6 +505,13 @@ pub fn chained_tile_op<L: KeyLayout>(
         // append) or OUT_OF_SLABS.
         let mut linked = 4294967295u32;
         let mut taken = 0xffff_ffff_ffff_ffffu64; // EMPTY_WORD, as a literal: a runtime variable
+        // A new slab for a full list: from the tile's resident block (the whole plane takes part), or from
+        // the hashed bitmap by lane 0 below.
+        let mut p = 4294967295u32;
+        if comptime!(inserts && resident) {
+            let wants = active && is_insert && act == action::APPEND;
+            p = tile_alloc_slab(bitmap, pool, wants, &mut res, tl, tw);
+        }
         if active {
             if comptime!(inserts) {
                 if is_insert && act == action::CLAIM && owner {
@@ -419,7 +533,9 @@ pub fn chained_tile_op<L: KeyLayout>(
                         ok = true;
                     }
                 } else if is_insert && act == action::APPEND && tl.lane == 0u32 {
-                    let p = alloc_slab(bitmap, pool, (L::key_mix(key) ^ serving) * 2654435761u32);
+                    if comptime!(!resident) {
+                        p = alloc_slab(bitmap, pool, (L::key_mix(key) ^ serving) * 2654435761u32);
+                    }
                     if p == 4294967295u32 {
                         linked = OUT_OF_SLABS;
                     } else {
@@ -616,6 +732,7 @@ pub fn chained_kernel<L: KeyLayout>(
     #[comptime] indexed: bool,
     #[comptime] plain: bool,
     #[comptime] phase: u32,
+    #[comptime] resident: bool,
     #[comptime] tw: u32,
 ) {
     let inserts = comptime!(mode == op::INSERT || mode == op::REPLACE || mode == op::MIXED);
@@ -665,6 +782,7 @@ pub fn chained_kernel<L: KeyLayout>(
         out,
         mode,
         plain,
+        resident,
         tw,
     );
     if mine {
@@ -888,6 +1006,8 @@ pub struct GpuChained<R: Runtime, L: KeyLayout = Packed> {
     /// At most this many tiles run at once on the device (each holds at most one slab not yet in a list).
     resident_tiles: u64,
     stats: QueueStats,
+    /// Slabs come from each tile's resident block of the bitmap (SlabAlloc's) rather than hashed words.
+    resident: bool,
     /// Free device memory in bytes, where the runtime can tell (tables made through `ChainedTable`: the host
     /// path's stager asks the driver); growth beyond it is a typed [`Error::OutOfMemory`], not a panic.
     free_memory: Option<FreeMemory>,
@@ -896,6 +1016,18 @@ pub struct GpuChained<R: Runtime, L: KeyLayout = Packed> {
 
 /// Asks how many bytes of device memory are free.
 type FreeMemory = std::sync::Arc<dyn Fn() -> Option<u64> + Send + Sync>;
+
+/// How inserts take a slab from the pool (both: one atomic per slab in the common case).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum SlabAllocator {
+    /// The appending tile's lane 0 reads a bitmap word chosen by a hash of the operation and claims a clear
+    /// bit (the default: on the H100 it built 12% faster than resident blocks with tiles of 16 lanes).
+    #[default]
+    HashedBitmap,
+    /// SlabAlloc's: each tile keeps a resident block of the bitmap in its lanes' registers (a 32-bit word per
+    /// lane), a ballot picks a lane with a clear bit, and that lane claims it; a full block moves the tile on.
+    ResidentBlocks,
+}
 
 /// How often queued inserts ([`GpuChained::insert_queued`]) had to wait for the device or grow the pool.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -1042,6 +1174,7 @@ impl<R: Runtime, L: KeyLayout> GpuChained<R, L> {
             outside: 0,
             resident_tiles,
             stats: QueueStats::default(),
+            resident: false,
             free_memory,
             _layout: std::marker::PhantomData,
         };
@@ -1301,6 +1434,11 @@ impl<R: Runtime, L: KeyLayout> GpuChained<R, L> {
         Ok(self.len)
     }
 
+    /// Chooses how inserts take pool slabs (the default: [`SlabAllocator::HashedBitmap`]).
+    pub fn set_allocator(&mut self, a: SlabAllocator) {
+        self.resident = a == SlabAllocator::ResidentBlocks;
+    }
+
     /// How often [`GpuChained::insert_queued`] waited for the device or grew the pool, since the table was
     /// made.
     pub fn queue_stats(&self) -> QueueStats {
@@ -1548,6 +1686,7 @@ impl<R: Runtime, L: KeyLayout> GpuChained<R, L> {
                 sel.is_some(),
                 plain,
                 phase,
+                self.resident,
                 self.tile,
             )
         }
@@ -1814,6 +1953,7 @@ impl<R: Runtime, L: KeyLayout> GpuChained<R, L> {
             shape: self.client.create_from_slice(u32::as_bytes(&self.shape())),
             tile_width: self.tile,
             plain: self.plain_reads,
+            resident: self.resident,
         }
     }
 
@@ -1881,6 +2021,8 @@ pub struct ChainedDeviceRef {
     pub tile_width: u32,
     /// Whether this runtime may bind the slabs twice (CUDA): the compile-time `plain`.
     pub plain: bool,
+    /// The table's allocator: the compile-time `resident` ([`SlabAllocator::ResidentBlocks`]).
+    pub resident: bool,
 }
 
 /// A GPU table read back: slab words, a wide table's values, the pool bitmap.

@@ -145,9 +145,14 @@ fn experiments<R: HostTransfer>(ctx: &Ctx) -> Result<bool, String> {
 impl Ctx<'_> {
     /// `, tiles of W lanes` where `--tile-width` chose them (for the tables' headers).
     fn tile_note(&self) -> String {
-        self.a
+        let mut note = self
+            .a
             .tile_width
-            .map_or(String::new(), |w| format!(", tiles of {w} lanes"))
+            .map_or(String::new(), |w| format!(", tiles of {w} lanes"));
+        if self.a.allocator == "resident" {
+            note += ", resident allocator blocks";
+        }
+        note
     }
 
     /// A GPU store of `buckets` lists and `pool` slabs, with `--tile-width` if given.
@@ -159,11 +164,15 @@ impl Ctx<'_> {
         pool: u32,
     ) -> Result<hashtile::gpu::chained::GpuChained<R>, String> {
         use hashtile::gpu::chained::GpuChained;
-        match self.a.tile_width {
+        let mut t = match self.a.tile_width {
             Some(w) => GpuChained::with_tile_width(client, family, buckets, pool, w),
             None => GpuChained::new(client, family, buckets, pool),
         }
-        .map_err(lib)
+        .map_err(lib)?;
+        if self.a.allocator == "resident" {
+            t.set_allocator(hashtile::gpu::chained::SlabAllocator::ResidentBlocks);
+        }
+        Ok(t)
     }
 }
 
