@@ -136,6 +136,37 @@ fn calls<K: Key, V: Value>(ctx: &Ctx, backend: Backend, m: usize) -> Result<Vec<
     Ok(out)
 }
 
+/// Every call at `2^s` keys of `K -> V` on the GPU backend, and on the CPU where `s` allows.
+fn rows_at<K: Key, V: Value>(ctx: &Ctx, s: u32, widths: &'static str) -> Result<Vec<Row>, String> {
+    let m = 1usize << s;
+    eprintln!(
+        "chained: host: 2^{s} keys ({widths} bits) on {}",
+        ctx.backend
+    );
+    let gpu = calls::<K, V>(ctx, ctx.backend, m)?;
+    let cpu: Vec<Option<Rate>> = if s <= CPU_MAX_LOG2 {
+        eprintln!("chained: host: 2^{s} keys ({widths} bits) on the CPU");
+        calls::<K, V>(ctx, Backend::Cpu, m)?
+            .into_iter()
+            .map(Some)
+            .collect()
+    } else {
+        (0..OPS.len()).map(|_| None).collect()
+    };
+    Ok(OPS
+        .into_iter()
+        .zip(gpu)
+        .zip(cpu)
+        .map(|((op, gpu), cpu)| Row {
+            log2_keys: s,
+            widths,
+            op,
+            gpu,
+            cpu,
+        })
+        .collect())
+}
+
 /// Runs the experiment; returns whether every answer was right.
 pub(super) fn run(ctx: &Ctx) -> Result<bool, String> {
     let l = ctx.a.log2_keys;
@@ -148,49 +179,10 @@ pub(super) fn run(ctx: &Ctx) -> Result<bool, String> {
     sizes.dedup();
     let mut rows = Vec::new();
     for &s in &sizes {
-        let m = 1usize << s;
-        eprintln!("chained: host: 2^{s} keys on {}", ctx.backend);
-        let gpu = calls::<u32, u32>(ctx, ctx.backend, m)?;
-        let cpu = if s <= CPU_MAX_LOG2 {
-            eprintln!("chained: host: 2^{s} keys on the CPU");
-            calls::<u32, u32>(ctx, Backend::Cpu, m)?
-                .into_iter()
-                .map(Some)
-                .collect()
-        } else {
-            (0..OPS.len()).map(|_| None).collect::<Vec<_>>()
-        };
-        for ((op, gpu), cpu) in OPS.into_iter().zip(gpu).zip(cpu) {
-            rows.push(Row {
-                log2_keys: s,
-                widths: "32/32",
-                op,
-                gpu,
-                cpu,
-            });
-        }
+        rows.extend(rows_at::<u32, u32>(ctx, s, "32/32")?);
     }
     // 64-bit keys and values at the largest size.
-    let m = 1usize << l;
-    eprintln!("chained: host: 2^{l} keys of 64 bits on {}", ctx.backend);
-    let gpu = calls::<u64, u64>(ctx, ctx.backend, m)?;
-    let cpu = if l <= CPU_MAX_LOG2 {
-        calls::<u64, u64>(ctx, Backend::Cpu, m)?
-            .into_iter()
-            .map(Some)
-            .collect()
-    } else {
-        (0..OPS.len()).map(|_| None).collect::<Vec<_>>()
-    };
-    for ((op, gpu), cpu) in OPS.into_iter().zip(gpu).zip(cpu) {
-        rows.push(Row {
-            log2_keys: l,
-            widths: "64/64",
-            op,
-            gpu,
-            cpu,
-        });
-    }
+    rows.extend(rows_at::<u64, u64>(ctx, l, "64/64")?);
     println!(
         "\nhost: ChainedTable<u32, u32> (32/32) and <u64, u64> (64/64) calls on host Vecs (load 0.6), M keys/s, median of {} runs; CPU store up to 2^{CPU_MAX_LOG2} keys",
         ctx.a.runs
