@@ -6,8 +6,9 @@
 //! (`hashtile_probing::Chain`), the same way the static schemes decide for their buckets.
 //!
 //! **Backends.** The CPU store ([`cpu::CpuChained`]) is the oracle and the default without a GPU. The GPU
-//! store (`crate::gpu::chained::GpuChained`) holds 32-bit keys and values so far: a table of 64-bit keys or
-//! values asked for on a GPU is a typed error (`BackendChoice::Auto` picks the CPU for it).
+//! store (`crate::gpu::chained::GpuChained`) holds every width: 32-bit keys and values packed into its slab
+//! words, anything with a 64-bit side widened to 64 bits (keys in the slabs, values beside them); host data
+//! moves through the host path's pinned stager.
 //!
 //! ```
 //! use hashtile_backends::chained::{ChainedConfig, ChainedTable, Op, Outcome};
