@@ -1794,19 +1794,25 @@ impl<R: Runtime, L: KeyLayout> GpuChained<R, L> {
         io: &impl HostIo,
         keys: &[L::Key],
     ) -> Result<(Vec<usize>, Vec<L::Value>)> {
-        let counts = self.count_via(io, keys)?;
-        let mut offsets = vec![0usize];
-        let mut starts = vec![0u32];
-        for &c in &counts {
-            offsets.push(offsets.last().unwrap() + c as usize);
-            starts.push(*offsets.last().unwrap() as u32);
+        let n = keys.len();
+        if n == 0 {
+            return Ok((vec![0], Vec::new()));
         }
-        let total = *offsets.last().unwrap();
+        // The keys go up once; the counts' starts are scanned on the device (one download of the offsets the
+        // caller gets anyway, nothing uploaded back), and the gather walks the same keys.
+        let kh = io.up(keys)?;
+        let (_, counts) = self.walk_device(&kh, n, op::COUNT, n, None);
+        let starts = super::scan::exclusive_scan(&self.client, &counts, n);
+        let offsets: Vec<usize> = io
+            .down::<u32>(&starts, n + 1)?
+            .into_iter()
+            .map(|o| o as usize)
+            .collect();
+        let total = offsets[n];
         if total == 0 {
             return Ok((offsets, Vec::new()));
         }
-        let sh = io.up(&starts)?;
-        let (vals, _) = self.walk(io, keys, op::GATHER, total, Some(sh))?;
+        let (vals, _) = self.walk_device(&kh, n, op::GATHER, total, Some(starts));
         Ok((offsets, io.down(&vals, total)?))
     }
 
