@@ -1,19 +1,22 @@
-//! The GPU store of chained (SlabHash) tables (issue 10), behind `ChainedTable` for 32-bit keys and values:
+//! The GPU store of chained (SlabHash) tables (issue 10), behind `ChainedTable` for every key and value width:
 //! one device function ([`chained_tile_op`]) serves every operation, a thread per operation, each tile serving
 //! its lanes' operations one after another (warp-cooperative work sharing); the batch kernel
 //! ([`chained_kernel`]) and users' kernels call it. Tested against the CPU store (`tests/tests/chained.rs`).
 //!
-//! **Layout.** One slab array of `u64` words, 16 per slab: slots 0..15 hold packed pairs (`key << 32 | value`,
-//! all ones: empty, key `u32::MAX - 1`: tombstone) and word 15 the link (`NO_NEXT` in its low half: none; all
-//! ones until linked). Slab `b < buckets` is bucket `b`'s head; pool slab `p` is slab `buckets + p`. A tile of
-//! 8 lanes (two slab words each; 16 by choice) reads a slab as one bucket (`read_slots` at bucket size 16) and the chaining scheme
+//! **Layout.** One slab array of `u64` words, 16 per slab: slots 0..15 hold key words and word 15 the link
+//! (`NO_NEXT` in its low half: none; all ones until linked). Slab `b < buckets` is bucket `b`'s head; pool slab
+//! `p` is slab `buckets + p`. The key layout `L` says what a key word is: [`Packed`], a 32-bit pair
+//! `key << 32 | value` (all ones: empty, key `u32::MAX - 1`: tombstone); `Wide`, a 64-bit key (all ones minus
+//! one: tombstone) whose value sits in a second array at the same index. A tile of 8 lanes (two slab words
+//! each; 16 by choice) reads a slab as one bucket (`read_slots` at bucket size 16) and the chaining scheme
 //! (`hashtile_probing::Chain`) decides each step from the view, as the static drivers do.
 //!
-//! **Allocation.** A bitmap of pool slabs: a tile's lane 0 reads one word (chosen by a hash of the operation),
-//! takes a clear bit with one atomic OR, and moves to the next word only when its word is full. It links the
-//! slab with one compare-and-swap on the tail's link word, and frees the slab again if another tile linked
-//! first. An operation that finds no free slab is recorded in a retry list. The host grows the pool (a larger
-//! array, the old slabs copied; indices stay valid) and runs the recorded operations again.
+//! **Allocation** ([`SlabAllocator`]). By default a bitmap of pool slabs: a tile's lane 0 reads one word
+//! (chosen by a hash of the operation), takes a clear bit with one atomic OR, and moves to the next word only
+//! when its word is full; or SlabAlloc's resident blocks, a block of the bitmap held in the tile's lanes. The
+//! tile links the slab with one compare-and-swap on the tail's link word, and frees the slab again if another
+//! tile linked first. An operation that finds no free slab is recorded in a retry list. The host grows the
+//! pool (a larger array, the old slabs copied; indices stay valid) and runs the recorded operations again.
 
 use super::device_api::{ShapeScalars, TableMeta, meta_of};
 use super::layout::{KeyLayout, Packed, key_view};
@@ -50,9 +53,6 @@ fn counter_lines(c: &[u32], from: u32) -> usize {
         .map(|i| c[(i * COUNTER_STRIDE) as usize] as usize)
         .sum()
 }
-
-/// An erased slot's word: key `u32::MAX - 1` (never a key), value 0.
-pub const TOMB_WORD: u64 = 0xffff_fffe_0000_0000;
 
 /// Operation codes: each operation of a mixed batch (`ops[q]`, [`op::INSERT`] to [`op::FIND`]), and the kernel's
 /// `mode` when a launch runs one kind of operation.
@@ -1742,14 +1742,9 @@ impl<R: Runtime, L: KeyLayout> GpuChained<R, L> {
         (out, aux)
     }
 
-    fn bytes(&self, h: Handle) -> Result<cubecl::bytes::Bytes> {
-        self.client
-            .read_one(h)
-            .map_err(|e| Error::Device(format!("{e:?}")))
-    }
-
+    /// The first `n` elements of a device buffer, through CubeCL's own copy (counters and small reads).
     fn read<E: hashtile_core::Element>(&self, h: Handle, n: usize) -> Result<Vec<E>> {
-        Ok(elements(&self.bytes(h)?, n))
+        Plain(self.client.clone()).down(&h, n)
     }
 
     /// The first copy's value of each key.
