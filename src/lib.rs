@@ -26,9 +26,12 @@
 
 pub use hashtile_backends::chained::{ChainedConfig, ChainedTable};
 pub use hashtile_backends::csr::{CsrBuild, CsrConfig, CsrJoin, CsrTable, FindAll, JoinMethod};
+pub use hashtile_backends::paged::{
+    DeviceBudget, PagedConfig, PagedTable, PagingStats, Placement, Replacement,
+};
 pub use hashtile_backends::{
     Backend, BackendChoice, DEFAULT_SEED, Engine, HashTable, PinnedBuffer, TableConfig, chained,
-    cpu, csr, default_bucket_size_of, gpu, is_available, resolve,
+    cpu, csr, default_bucket_size_of, gpu, is_available, paged, resolve,
 };
 pub use hashtile_core::scheme::{ProbingScheme, SchemeInfo, SchemeParams};
 pub use hashtile_core::{

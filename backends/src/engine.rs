@@ -57,6 +57,17 @@ pub trait Engine<K: Key, V: Value>: Send + Sync {
     fn alloc_pinned(&self, _bytes: usize) -> Option<crate::gpu::transfer::PinnedAlloc> {
         None
     }
+    /// Paging (device tables larger than the device, `crate::paged`): copies the table to host memory, unless
+    /// the host copy is current, and frees its device memory. Returns the bytes copied. A paged-out table
+    /// answers only [`Engine::page_in`], [`Engine::len`], [`Engine::capacity`] and [`Engine::family`]; its
+    /// other calls return [`hashtile_core::Error::InvalidConfig`].
+    fn page_out(&mut self) -> Result<u64>;
+    /// Brings a paged-out table back to device memory; returns the bytes copied (0 when resident).
+    fn page_in(&mut self) -> Result<u64>;
+    /// `true` when the table's slots are in device memory (always, until [`Engine::page_out`]).
+    fn is_resident(&self) -> bool;
+    /// Device bytes the table occupies while resident (its slot arrays).
+    fn device_bytes(&self) -> u64;
 }
 
 /// `Some(values[i])` where bit `i % 32` of `bits[i / 32]` is set, else `None` (the host API's `find`).

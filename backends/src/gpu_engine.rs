@@ -24,6 +24,8 @@ pub struct GpuSpec {
     pub wide: bool,
     /// Keys per device batch and find chunk of the host path (`None`: the defaults).
     pub batch_keys: Option<usize>,
+    /// Copy through the process's shared stager (paged tables' children) instead of one of the table's own.
+    pub share_stager: bool,
 }
 
 /// A table on runtime `R` with `options`: packed 32-bit pairs, or wide pairs in parallel arrays.
@@ -41,12 +43,20 @@ fn build<R: crate::gpu::transfer::HostTransfer, S: ProbingScheme, K: Key, V: Val
         ..
     } = spec;
     if spec.wide {
-        let mut t = GpuTable::<R, S, Wide>::new(&device, nb, b, fam, p, options)?;
+        let mut t = if spec.share_stager {
+            GpuTable::<R, S, Wide>::new_sharing_stager(&device, nb, b, fam, p, options)?
+        } else {
+            GpuTable::<R, S, Wide>::new(&device, nb, b, fam, p, options)?
+        };
         t.set_count_probes(spec.count_probes);
         t.set_batch_keys(spec.batch_keys);
         Ok(Box::new(t))
     } else {
-        let mut t = GpuTable::<R, S, Packed>::new(&device, nb, b, fam, p, options)?;
+        let mut t = if spec.share_stager {
+            GpuTable::<R, S, Packed>::new_sharing_stager(&device, nb, b, fam, p, options)?
+        } else {
+            GpuTable::<R, S, Packed>::new(&device, nb, b, fam, p, options)?
+        };
         t.set_count_probes(spec.count_probes);
         t.set_batch_keys(spec.batch_keys);
         Ok(Box::new(t))

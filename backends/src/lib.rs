@@ -10,6 +10,8 @@
 //! - [`chained`]: dynamic tables by slab-list chaining (SlabHash): multimap and unique inserts, erase,
 //!   `find_all`, flush, mixed batches.
 //! - [`csr`]: static CSR tables (HashGraph): multimap builds by count / prefix sum / place, `find_all`, joins.
+//! - [`paged`]: tables larger than device memory (Starfish): child tables of any static scheme, paged within a
+//!   device budget, with confined rebuilds and growth.
 
 pub mod chained;
 pub mod cpu;
@@ -17,6 +19,7 @@ pub mod csr;
 mod engine;
 pub mod gpu;
 mod gpu_engine;
+pub mod paged;
 pub mod select;
 pub mod table;
 

@@ -114,7 +114,7 @@ impl TableConfig {
         self
     }
     /// Checks the settings that do not depend on the scheme; `bucket_size` is the resolved bucket size.
-    fn validate(&self, bucket_size: u32) -> Result<()> {
+    pub(crate) fn validate(&self, bucket_size: u32) -> Result<()> {
         if let Some(lf) = self.load_factor
             && !(lf > 0.0 && lf <= 1.0)
         {
@@ -137,7 +137,7 @@ impl TableConfig {
         }
         Ok(())
     }
-    fn num_buckets(&self, bucket_size: u32) -> Result<u32> {
+    pub(crate) fn num_buckets(&self, bucket_size: u32) -> Result<u32> {
         let nb = self.capacity.div_ceil(bucket_size.max(1) as usize).max(1);
         u32::try_from(nb)
             .ok()
@@ -174,21 +174,54 @@ pub fn default_bucket_size_of<S: SchemeInfo>(backend: Backend) -> u32 {
 /// The default master seed of the hash family.
 pub const DEFAULT_SEED: u64 = 0x5eed_0f4a_5117_e000;
 
-struct CpuEngine<S: SchemeInfo> {
-    table: CpuTable<S>,
-    deterministic: bool,
+pub(crate) struct CpuEngine<S: SchemeInfo> {
+    pub(crate) table: CpuTable<S>,
+    pub(crate) deterministic: bool,
+    /// Paging is logical on the CPU (the table stays in memory), but a paged-out table refuses work as a
+    /// device table does, so that the paged table's manager is checked by the CPU oracle tests.
+    pub(crate) resident: bool,
+    /// The "host copy" matches the table (nothing changed since the last page-out): paging out copies nothing.
+    pub(crate) image_current: bool,
+}
+
+impl<S: SchemeInfo> CpuEngine<S> {
+    pub(crate) fn new(table: CpuTable<S>, deterministic: bool) -> Self {
+        Self {
+            table,
+            deterministic,
+            resident: true,
+            image_current: false,
+        }
+    }
+    fn check_resident(&self) -> Result<()> {
+        if self.resident {
+            Ok(())
+        } else {
+            Err(paged_out())
+        }
+    }
+}
+
+/// The error a paged-out table gives for work that needs its slots.
+pub(crate) fn paged_out() -> Error {
+    Error::InvalidConfig("the table is paged out (page_in first)".into())
 }
 
 impl<S: SchemeInfo, K: Key, V: Value> Engine<K, V> for CpuEngine<S> {
     fn upsert(&mut self, keys: &[K], values: &[V]) -> Result<Inserted<K, V>> {
+        self.check_resident()?;
+        self.image_current = false;
         let (stats, unplaced) = self.table.upsert(keys, values, self.deterministic, false);
         Ok(Inserted { stats, unplaced })
     }
     fn insert_distinct(&mut self, keys: &[K], values: &[V]) -> Result<Inserted<K, V>> {
+        self.check_resident()?;
+        self.image_current = false;
         let (stats, unplaced) = self.table.upsert(keys, values, self.deterministic, true);
         Ok(Inserted { stats, unplaced })
     }
     fn count_new(&self, keys: &[K]) -> Result<usize> {
+        self.check_resident()?;
         Ok(self.table.count_new(keys))
     }
     fn find_into(
@@ -197,9 +230,11 @@ impl<S: SchemeInfo, K: Key, V: Value> Engine<K, V> for CpuEngine<S> {
         out: &mut [V],
         found: Option<&mut [u32]>,
     ) -> Result<ProbeStats> {
+        self.check_resident()?;
         Ok(self.table.find_typed(keys, out, found, self.deterministic))
     }
     fn pairs(&self) -> Result<Vec<(K, V)>> {
+        self.check_resident()?;
         Ok(self
             .table
             .pairs()
@@ -208,6 +243,8 @@ impl<S: SchemeInfo, K: Key, V: Value> Engine<K, V> for CpuEngine<S> {
             .collect())
     }
     fn reset(&mut self, family: HashFamily) -> Result<()> {
+        self.check_resident()?;
+        self.image_current = false;
         self.table = self.table.emptied(family);
         Ok(())
     }
@@ -221,12 +258,42 @@ impl<S: SchemeInfo, K: Key, V: Value> Engine<K, V> for CpuEngine<S> {
         self.table.family()
     }
     fn placement(&self) -> Result<Vec<(K, u32)>> {
+        self.check_resident()?;
         Ok(self
             .table
             .placement()
             .into_iter()
             .map(|(k, b)| (K::narrow(k), b))
             .collect())
+    }
+    fn page_out(&mut self) -> Result<u64> {
+        if !self.resident {
+            return Ok(0);
+        }
+        self.resident = false;
+        let copied = if self.image_current {
+            0
+        } else {
+            Engine::<K, V>::device_bytes(self)
+        };
+        self.image_current = true;
+        Ok(copied)
+    }
+    fn page_in(&mut self) -> Result<u64> {
+        if self.resident {
+            return Ok(0);
+        }
+        self.resident = true;
+        Ok(Engine::<K, V>::device_bytes(self))
+    }
+    fn is_resident(&self) -> bool {
+        self.resident
+    }
+    fn device_bytes(&self) -> u64 {
+        // What a device table of these slots holds: one packed word per slot, or a key and a value word (the
+        // wide layout, for any 64-bit element).
+        let per_slot = if K::BITS > 32 || V::BITS > 32 { 16 } else { 8 };
+        self.table.capacity() as u64 * per_slot
     }
 }
 
@@ -287,27 +354,14 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
         }
         let num_buckets = config.num_buckets(bucket_size)?;
         let family = HashFamily::new(config.seed);
-        let gpu_spec = crate::gpu_engine::GpuSpec {
+        let shape = EngineShape {
+            backend,
             num_buckets,
             bucket_size,
-            family,
             params,
-            count_probes: config.count_probes,
-            wide,
-            batch_keys: config.batch_keys,
+            share_stager: false,
         };
-        let engine: Box<dyn Engine<K, V>> = match backend {
-            Backend::Cpu => {
-                let slots = num_buckets as u64 * bucket_size as u64;
-                check_host_memory("the table", slots * 17)?;
-                Box::new(CpuEngine::<S> {
-                    table: CpuTable::new(num_buckets, bucket_size, family, params),
-                    deterministic: config.deterministic,
-                })
-            }
-            Backend::Cuda => crate::gpu_engine::cuda::<S, K, V>(gpu_spec)?,
-            Backend::Vulkan => crate::gpu_engine::vulkan::<S, K, V>(gpu_spec)?,
-        };
+        let engine = make_engine::<S, K, V>(&config, shape, family)?;
         Ok(Self {
             engine,
             backend,
@@ -534,6 +588,57 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
     pub fn pinned_buffer<E: Element>(&self, n: usize) -> PinnedBuffer<E> {
         PinnedBuffer::from_alloc(self.engine.alloc_pinned(n * size_of::<E>()), n)
     }
+}
+
+/// What [`make_engine`] builds: where, and how large.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct EngineShape {
+    /// The resolved, available backend.
+    pub backend: Backend,
+    pub num_buckets: u32,
+    pub bucket_size: u32,
+    /// Checked by the scheme already.
+    pub params: SchemeParams,
+    /// GPUs: copy through the process's shared stager (paged tables' children).
+    pub share_stager: bool,
+}
+
+/// An empty engine of `shape` under `family`, with `config`'s per-backend settings (deterministic CPU mode,
+/// probe counting, batch sizes). Wide pairs need a stable scheme on GPUs (checked by the caller).
+pub(crate) fn make_engine<S: SchemeInfo, K: Key, V: Value>(
+    config: &TableConfig,
+    shape: EngineShape,
+    family: HashFamily,
+) -> Result<Box<dyn Engine<K, V>>> {
+    let EngineShape {
+        backend,
+        num_buckets,
+        bucket_size,
+        params,
+        share_stager,
+    } = shape;
+    let gpu_spec = crate::gpu_engine::GpuSpec {
+        num_buckets,
+        bucket_size,
+        family,
+        params,
+        count_probes: config.count_probes,
+        wide: K::BITS > 32 || V::BITS > 32,
+        batch_keys: config.batch_keys,
+        share_stager,
+    };
+    Ok(match backend {
+        Backend::Cpu => {
+            let slots = num_buckets as u64 * bucket_size as u64;
+            check_host_memory("the table", slots * 17)?;
+            Box::new(CpuEngine::<S>::new(
+                CpuTable::new(num_buckets, bucket_size, family, params),
+                config.deterministic,
+            ))
+        }
+        Backend::Cuda => crate::gpu_engine::cuda::<S, K, V>(gpu_spec)?,
+        Backend::Vulkan => crate::gpu_engine::vulkan::<S, K, V>(gpu_spec)?,
+    })
 }
 
 /// Refuses a host allocation of `needed` bytes beyond the memory Linux reports available.

@@ -154,6 +154,10 @@ impl DeviceCache {
         drop(v);
         client.empty(bytes)
     }
+    /// Frees every cached buffer (a paged-out table keeps no device memory).
+    pub(crate) fn clear(&self) {
+        self.0.lock().expect("cache poisoned").clear();
+    }
     /// Returns a buffer taken for `name` (of `bytes` bytes) to the cache.
     pub(crate) fn give(&self, name: &'static str, h: Handle, bytes: usize) {
         let mut v = self.0.lock().expect("cache poisoned");

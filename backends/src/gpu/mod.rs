@@ -76,8 +76,14 @@ pub struct GpuOptions {
 /// [`Packed`] 32-bit pairs by default, [`Wide`] pairs in parallel `u64` arrays for stable schemes).
 pub struct GpuTable<R: HostTransfer, S: ProbingScheme, L: KeyLayout = Packed> {
     client: ComputeClient<R>,
-    /// Host-path copies (CUDA: a stream of its own and pinned staging buffers).
-    stager: R::Stager,
+    /// Host-path copies (CUDA: a stream and pinned staging buffers; the table's own, or the process's shared
+    /// one for tables that come in numbers: the children of a paged table).
+    stager: std::sync::Arc<R::Stager>,
+    /// Paging (`crate::paged`): the slots' host copy, whether the slots are in device memory, and whether
+    /// the host copy matches them.
+    image: Option<HostImage>,
+    resident: bool,
+    image_current: bool,
     /// How host batches are cut for the device.
     batch: host_path::BatchSizes,
     /// Host-path buffers kept between calls.
@@ -113,6 +119,19 @@ pub struct GpuTable<R: HostTransfer, S: ProbingScheme, L: KeyLayout = Packed> {
     last_insert_probes: ProbeStats,
     counters: Handle,
     _scheme: PhantomData<(S, L)>,
+}
+
+/// Stash pairs of a table of `slots` slots. Failures are rare below the scheme's achievable load; 1/16 of the
+/// slots is far more than a build that can succeed ever hands back, and overflow is counted, never silent.
+fn stash_len_for(slots: usize) -> usize {
+    (slots / 16).clamp(1024.min(slots), slots.max(1))
+}
+
+/// The host copy of a paged-out table's slots: its key words, and its value words where the layout keeps
+/// them apart (pinned memory where the runtime has it, so that swaps run at the full bus rate).
+struct HostImage {
+    keys: transfer::PinnedBuffer<u64>,
+    values: Option<transfer::PinnedBuffer<u64>>,
 }
 
 /// A table's shape words (`[num_buckets, seed0..seed3, num_hashes, max_chain, threshold, upsert,
@@ -216,6 +235,47 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
         params: SchemeParams,
         options: GpuOptions,
     ) -> Result<Self> {
+        Self::build(
+            device,
+            num_buckets,
+            bucket_size,
+            family,
+            params,
+            options,
+            false,
+        )
+    }
+
+    /// [`GpuTable::new`], copying through the process's shared stager instead of a stream and staging ring
+    /// of its own: for tables that come in numbers, such as the children of a paged table.
+    pub fn new_sharing_stager(
+        device: &R::Device,
+        num_buckets: u32,
+        bucket_size: u32,
+        family: HashFamily,
+        params: SchemeParams,
+        options: GpuOptions,
+    ) -> Result<Self> {
+        Self::build(
+            device,
+            num_buckets,
+            bucket_size,
+            family,
+            params,
+            options,
+            true,
+        )
+    }
+
+    fn build(
+        device: &R::Device,
+        num_buckets: u32,
+        bucket_size: u32,
+        family: HashFamily,
+        params: SchemeParams,
+        options: GpuOptions,
+        share_stager: bool,
+    ) -> Result<Self> {
         if !L::MOVES_PAIRS && !options.use_cas {
             return Err(Error::InvalidConfig(format!(
                 "{} are claimed with compare-and-swap; GpuOptions::use_cas must be on",
@@ -225,7 +285,11 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
         let client = R::client(device);
         let tile_width = tile_width_for(&client, bucket_size)?;
         let slots = num_buckets as usize * bucket_size as usize;
-        let stager = R::stager(&client)?;
+        let stager = if share_stager {
+            csr::shared_stager(&client)?
+        } else {
+            std::sync::Arc::new(R::stager(&client)?)
+        };
         let batch = host_path::BatchSizes::DEFAULT;
         let values_len = if L::MOVES_PAIRS { 1 } else { slots.max(1) };
         let table_bytes = (slots + if L::MOVES_PAIRS { 0 } else { slots }) as u64 * 8;
@@ -237,12 +301,15 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
         let find_probes = client.empty(ADDED_COUNTERS as usize * 4);
         // Failures are rare below the scheme's achievable load; 1/16 of the slots is far more than a build
         // that can succeed ever hands back, and overflow is counted, never silent.
-        let stash_len = (slots / 16).clamp(1024.min(slots), slots.max(1));
+        let stash_len = stash_len_for(slots);
         let stash = client.empty(stash_len * 8 * L::STASH_WORDS);
         let dummy = client.empty(8);
         let mut t = Self {
             client,
             stager,
+            image: None,
+            resident: true,
+            image_current: false,
             batch,
             cache: Default::default(),
             keys,
@@ -578,22 +645,118 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
         } else {
             self.read_u64(self.values.clone())
         };
-        keys.into_iter()
-            .enumerate()
-            .filter(|(_, w)| *w != EMPTY_WORD)
-            .map(|(i, w)| {
-                let (k, v) = layout::decode_slot::<L>(w, values.get(i).copied());
-                (i, k, v)
-            })
-            .collect()
+        decode_slots::<L>(&keys, &values)
     }
 
+    fn check_resident(&self) -> Result<()> {
+        if self.resident {
+            Ok(())
+        } else {
+            Err(crate::table::paged_out())
+        }
+    }
+
+    /// Bytes of the slot arrays (what paging moves).
+    fn slot_bytes(&self) -> u64 {
+        (self.capacity() + if L::MOVES_PAIRS { 0 } else { self.values_len }) as u64 * 8
+    }
+
+    /// See [`Engine::page_out`]: the slot words go to the host image (unless it is current) and the slot,
+    /// stash and host-path buffers are freed (one-word stand-ins keep the handles valid).
+    fn page_out_slots(&mut self) -> Result<u64> {
+        if !self.resident {
+            return Ok(0);
+        }
+        let mut copied = 0;
+        if !self.image_current {
+            let slots = self.capacity();
+            let pinned = |n: usize| {
+                transfer::PinnedBuffer::<u64>::from_alloc(R::alloc_pinned(&self.stager, n * 8), n)
+            };
+            let mut image = self.image.take().unwrap_or_else(|| HostImage {
+                keys: pinned(slots),
+                values: (!L::MOVES_PAIRS).then(|| pinned(self.values_len)),
+            });
+            R::download(
+                &self.client,
+                &self.stager,
+                &self.keys,
+                bytes_of_mut(&mut image.keys),
+            )?;
+            if let Some(v) = image.values.as_mut() {
+                R::download(&self.client, &self.stager, &self.values, bytes_of_mut(v))?;
+            }
+            copied = self.slot_bytes();
+            self.image = Some(image);
+            self.image_current = true;
+        }
+        self.keys = self.client.empty(8);
+        if !L::MOVES_PAIRS {
+            self.values = self.client.empty(8);
+        }
+        self.stash = self.client.empty(8);
+        self.cache.clear();
+        self.resident = false;
+        Ok(copied)
+    }
+
+    /// See [`Engine::page_in`].
+    fn page_in_slots(&mut self) -> Result<u64> {
+        if self.resident {
+            return Ok(0);
+        }
+        let image = self
+            .image
+            .as_ref()
+            .expect("a paged-out table has a host image");
+        host_path::check_device_memory::<R>(&self.stager, "a paged-in table", self.slot_bytes())?;
+        let mut srcs: Vec<&[u8]> = vec![bytes_of(&image.keys[..])];
+        let mut dsts = vec![self.client.empty(self.capacity() * 8)];
+        if let Some(v) = image.values.as_ref() {
+            srcs.push(bytes_of(&v[..]));
+            dsts.push(self.client.empty(self.values_len * 8));
+        }
+        let mut up = R::upload_chunked(
+            &self.client,
+            &self.stager,
+            &srcs,
+            &dsts,
+            usize::MAX,
+            &mut |_, _, _, _| {},
+        )?;
+        if !L::MOVES_PAIRS {
+            self.values = up.remove(1);
+        }
+        self.keys = up.remove(0);
+        self.stash = self.client.empty(self.stash_len * 8 * L::STASH_WORDS);
+        self.resident = true;
+        Ok(self.slot_bytes())
+    }
+}
+
+/// Every stored pair of a table's key (and, for layouts that keep them apart, value) words as
+/// `(slot index, key, value)`, widened.
+fn decode_slots<L: KeyLayout>(keys: &[u64], values: &[u64]) -> Vec<(usize, u64, u64)> {
+    keys.iter()
+        .copied()
+        .enumerate()
+        .filter(|(_, w)| *w != EMPTY_WORD)
+        .map(|(i, w)| {
+            let (k, v) = layout::decode_slot::<L>(w, values.get(i).copied());
+            (i, k, v)
+        })
+        .collect()
+}
+
+impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
     fn upsert_typed<K: Key, V: Value>(
         &mut self,
         keys: &[K],
         values: &[V],
         distinct: bool,
     ) -> Result<Inserted<K, V>> {
+        self.check_resident()?;
+        self.image_current = false;
         let k = words_of::<K, L::Key>(keys);
         let v = words_of::<V, L::Value>(values);
         let (stats, lost) = host_path::upsert(self, bytes_of(&k), bytes_of(&v), distinct)?;
@@ -758,6 +921,7 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout, K: Key, V: Value> Engine<K
     }
 
     fn count_new(&self, keys: &[K]) -> Result<usize> {
+        self.check_resident()?;
         host_path::count_new(self, bytes_of(&words_of::<K, L::Key>(keys)))
     }
 
@@ -771,6 +935,7 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout, K: Key, V: Value> Engine<K
         out: &mut [V],
         found: Option<&mut [u32]>,
     ) -> Result<ProbeStats> {
+        self.check_resident()?;
         let k = words_of::<K, L::Key>(keys);
         if let Some(o) = same_words_mut::<V, L::Value>(out) {
             // The caller's slice is the layout's own type: the values land in it directly.
@@ -785,6 +950,7 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout, K: Key, V: Value> Engine<K
     }
 
     fn pairs(&self) -> Result<Vec<(K, V)>> {
+        self.check_resident()?;
         Ok(self
             .stored_slots()
             .into_iter()
@@ -793,6 +959,8 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout, K: Key, V: Value> Engine<K
     }
 
     fn reset(&mut self, family: HashFamily) -> Result<()> {
+        self.check_resident()?;
+        self.image_current = false;
         self.family = family;
         self.upload_shape();
         self.fill_empty();
@@ -812,6 +980,7 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout, K: Key, V: Value> Engine<K
     }
 
     fn placement(&self) -> Result<Vec<(K, u32)>> {
+        self.check_resident()?;
         Ok(self
             .stored_slots()
             .into_iter()
@@ -821,6 +990,22 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout, K: Key, V: Value> Engine<K
 
     fn alloc_pinned(&self, bytes: usize) -> Option<PinnedAlloc> {
         R::alloc_pinned(&self.stager, bytes)
+    }
+
+    fn page_out(&mut self) -> Result<u64> {
+        self.page_out_slots()
+    }
+
+    fn page_in(&mut self) -> Result<u64> {
+        self.page_in_slots()
+    }
+
+    fn is_resident(&self) -> bool {
+        self.resident
+    }
+
+    fn device_bytes(&self) -> u64 {
+        self.slot_bytes()
     }
 }
 

@@ -1,0 +1,1018 @@
+//! Paged tables (Starfish): a table larger than device memory, made of **child tables** of one page each
+//! (64 MB by default), of which only a device budget's worth is resident; the others wait in (pinned) host
+//! memory and are swapped in when a batch needs them.
+//!
+//! A [`PagedTable`] is a composition over any static scheme, not a scheme: each child is the engine's own
+//! table ([`crate::HashTable`]'s engine: BCHT, IHT, P2BHT or 1CHT, any bucket size, 32- or 64-bit keys and
+//! values) on any backend, with a small host **stash** (108 pairs by default, the paper's) for pairs its
+//! build gave up on. Two placement policies:
+//!
+//! - [`Placement::ArrivalOrder`] (the paper's): children fill in turn, the table grows by appending children,
+//!   and a find runs the query batch against the resident children first, carrying the keys not found on to
+//!   the others. An insert first updates the keys some child already holds (a find over every child: the
+//!   price of upserts in this policy), then fills the open child.
+//! - [`Placement::HashRouted`]: a key's child comes from route bits independent of the children's own hash
+//!   families (extendible hashing, `route`), so a find, upsert or erase touches exactly one child, and the
+//!   table grows by splitting the child that passes its load threshold.
+//!
+//! A child that cannot place its pairs keeps up to `stash_pairs` of them in its stash; past that it is
+//! rebuilt **alone** with a new seed ([`PagingStats::rebuilds`]), then grown (split, or its overflow moved to
+//! a new child). Nothing is lost: pairs that no rebuild or growth could place are returned in
+//! [`Error::BuildFailed`].
+//!
+//! Erase removes keys from their child by rebuilding that child without them under its own hash family
+//! (static tables have no per-slot erase; every scheme, cuckoo ones included, is handled the same way): the
+//! cost of one child's rebuild, confined to the children that held the keys.
+//!
+//! The CPU backend runs the same manager over CPU children (residency is logical there: a paged-out child
+//! refuses work exactly as a device child does); it is the oracle of the GPU tests.
+//!
+//! ```
+//! use hashtile_backends::paged::{DeviceBudget, PagedConfig, PagedTable, Placement};
+//! use hashtile_backends::{Backend, BackendChoice};
+//! use hashtile_probing::Bcht;
+//! // Children of 1024 slots filled to 0.8, at most two resident at a time.
+//! let cfg = PagedConfig::with_child_slots(1024)
+//!     .backend(BackendChoice::Exactly(Backend::Cpu))
+//!     .placement(Placement::HashRouted)
+//!     .budget(DeviceBudget::Children(2));
+//! let mut t: PagedTable<Bcht, u32, u32> = PagedTable::new(cfg)?;
+//! let keys: Vec<u32> = (0..10_000).collect();
+//! t.insert(&keys, &keys)?;
+//! assert_eq!(t.len(), 10_000);
+//! assert!(t.children() >= 13);
+//! assert_eq!(t.find(&[7, 20_000])?, vec![Some(7), None]);
+//! assert_eq!(t.erase(&[7, 8, 20_000])?, 2);
+//! assert!(t.resident_children().len() <= 2);
+//! # Ok::<(), hashtile_core::Error>(())
+//! ```
+
+mod residency;
+mod route;
+
+use crate::engine::{Engine, Inserted, bits_from, options_from_bits};
+use crate::select::{Backend, BackendChoice, is_available, resolve};
+use crate::table::{EngineShape, TableConfig, default_bucket_size_of, make_engine, unavailable};
+use hashtile_core::element::first_sentinel;
+use hashtile_core::scheme::{SchemeInfo, SchemeParams};
+use hashtile_core::{Error, HashFamily, Key, Result, Value};
+pub use residency::PagingStats;
+use residency::Residency;
+use route::{Directory, gather, partition, route_hash, scatter};
+use std::collections::{HashMap, HashSet};
+use std::marker::PhantomData;
+
+/// Bytes of one child by default: the paper's page size.
+pub const DEFAULT_PAGE_BYTES: u64 = 64 << 20;
+/// Stash pairs per child by default: the paper's.
+pub const DEFAULT_STASH_PAIRS: usize = 108;
+
+/// Where a key's child is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Placement {
+    /// Children fill in arrival order (the paper's policy); finds consult the resident children first.
+    ArrivalOrder,
+    /// A key's child comes from route bits of its own hash; a batch is partitioned by child.
+    HashRouted,
+}
+
+/// Which resident child pages out when another must come in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Replacement {
+    /// The one resident longest (the paper's).
+    Fifo,
+    /// The one used least recently.
+    Lru,
+}
+
+/// How much device memory the children may hold at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeviceBudget {
+    /// Every child stays resident.
+    Unlimited,
+    /// At most this many bytes of children's slots.
+    Bytes(u64),
+    /// At most this many children.
+    Children(usize),
+}
+
+/// How to build a [`PagedTable`]. Start from [`PagedConfig::with_child_slots`] or [`PagedConfig::default`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct PagedConfig {
+    /// Every child's table settings: backend, bucket size, scheme parameters, master seed, rebuild attempts,
+    /// deterministic CPU mode, probe counting, batch sizes. Its `capacity` is the slots per child (0: one
+    /// [`DEFAULT_PAGE_BYTES`] page).
+    pub child: TableConfig,
+    /// Placement policy (default: hash-routed).
+    pub placement: Placement,
+    /// Load at which a child counts as full (a new child opens, or the child splits), in `(0, 1]`.
+    pub max_load: f64,
+    /// Device memory for resident children (default: unlimited).
+    pub budget: DeviceBudget,
+    /// Replacement policy (default: LRU).
+    pub replacement: Replacement,
+    /// Pairs a child may keep in its stash before it is rebuilt.
+    pub stash_pairs: usize,
+    /// Children of the empty table (hash-routed: rounded up to a power of two).
+    pub initial_children: usize,
+    /// At most this many children (`None`: as many as the host holds); an insert that could need more is
+    /// refused with [`Error::CapacityExceeded`].
+    pub max_children: Option<usize>,
+}
+
+impl Default for PagedConfig {
+    fn default() -> Self {
+        Self::with_child_slots(0)
+    }
+}
+
+impl PagedConfig {
+    /// Children of at least `slots` slots each (0: one [`DEFAULT_PAGE_BYTES`] page of the layout's slots).
+    pub fn with_child_slots(slots: usize) -> Self {
+        Self {
+            child: TableConfig::with_capacity(slots),
+            placement: Placement::HashRouted,
+            max_load: 0.8,
+            budget: DeviceBudget::Unlimited,
+            replacement: Replacement::Lru,
+            stash_pairs: DEFAULT_STASH_PAIRS,
+            initial_children: 1,
+            max_children: None,
+        }
+    }
+    /// Sets the backend.
+    pub fn backend(mut self, backend: BackendChoice) -> Self {
+        self.child.backend = backend;
+        self
+    }
+    /// Sets the placement policy.
+    pub fn placement(mut self, p: Placement) -> Self {
+        self.placement = p;
+        self
+    }
+    /// Sets the load at which a child is full.
+    pub fn max_load(mut self, load: f64) -> Self {
+        self.max_load = load;
+        self
+    }
+    /// Sets the device budget.
+    pub fn budget(mut self, b: DeviceBudget) -> Self {
+        self.budget = b;
+        self
+    }
+    /// Sets the replacement policy.
+    pub fn replacement(mut self, r: Replacement) -> Self {
+        self.replacement = r;
+        self
+    }
+    /// Sets the stash size per child.
+    pub fn stash_pairs(mut self, n: usize) -> Self {
+        self.stash_pairs = n;
+        self
+    }
+    /// Sets the children of the empty table.
+    pub fn initial_children(mut self, n: usize) -> Self {
+        self.initial_children = n;
+        self
+    }
+    /// Sets the most children the table may grow to.
+    pub fn max_children(mut self, n: usize) -> Self {
+        self.max_children = Some(n);
+        self
+    }
+    /// Sets the children's bucket size.
+    pub fn bucket_size(mut self, b: u32) -> Self {
+        self.child.bucket_size = Some(b);
+        self
+    }
+    /// Sets the children's scheme parameters.
+    pub fn params(mut self, p: SchemeParams) -> Self {
+        self.child.params = Some(p);
+        self
+    }
+    /// Sets the master seed (children's families and the route hash derive from it).
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.child.seed = seed;
+        self
+    }
+    /// Sets the re-seeded rebuilds a failing child tries before it grows.
+    pub fn max_rebuilds(mut self, n: u32) -> Self {
+        self.child.max_rebuilds = n;
+        self
+    }
+    /// CPU backend: sequential, reproducible children.
+    pub fn deterministic(mut self, on: bool) -> Self {
+        self.child.deterministic = on;
+        self
+    }
+    /// GPU backends: keys per device batch of a child's calls.
+    pub fn batch_keys(mut self, keys: usize) -> Self {
+        self.child.batch_keys = Some(keys);
+        self
+    }
+}
+
+/// Per-child state the host keeps beside the child's table.
+struct ChildMeta<K, V> {
+    /// Pairs the child's build gave up on (at most `stash_pairs`).
+    stash: HashMap<K, V>,
+    /// Local depth in the route directory (hash-routed).
+    depth: u32,
+}
+
+/// A table of `K -> V` larger than device memory: children of scheme `S`, paged within a device budget.
+/// See the [module docs](self).
+pub struct PagedTable<S: SchemeInfo, K: Key, V: Value> {
+    children: Vec<Box<dyn Engine<K, V>>>,
+    meta: Vec<ChildMeta<K, V>>,
+    residency: Residency,
+    directory: Option<Directory>,
+    config: PagedConfig,
+    backend: Backend,
+    shape: EngineShape,
+    /// Children made so far (the seed of the next child's family).
+    made: u64,
+    _scheme: PhantomData<S>,
+}
+
+/// Pairs split into keys and values.
+type Batch<K, V> = (Vec<K>, Vec<V>);
+/// Pairs.
+type Pairs<K, V> = Vec<(K, V)>;
+
+impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
+    /// Builds an empty table. Bad settings (a load outside `(0, 1]`, a budget that cannot hold one child,
+    /// no initial children, anything [`crate::HashTable::new`] rejects for the children) are
+    /// [`Error::InvalidConfig`].
+    pub fn new(config: PagedConfig) -> Result<Self> {
+        let wide = K::BITS > 32 || V::BITS > 32;
+        let gpu_ok = !wide || S::STABLE;
+        let backend = match config.child.backend {
+            BackendChoice::Auto if !gpu_ok => Backend::Cpu,
+            choice => resolve(choice),
+        };
+        if !is_available(backend) {
+            return Err(unavailable(backend));
+        }
+        if backend != Backend::Cpu && !gpu_ok {
+            return Err(Error::InvalidConfig(format!(
+                "{} moves pairs, which GPUs do for pairs of up to 64 bits; use a stable scheme for {}-bit keys \
+                 with {}-bit values",
+                S::NAME,
+                K::BITS,
+                V::BITS
+            )));
+        }
+        if !(config.max_load > 0.0 && config.max_load <= 1.0) {
+            return Err(Error::InvalidConfig(format!(
+                "max_load must be in (0, 1], got {}",
+                config.max_load
+            )));
+        }
+        if config.initial_children == 0 || config.max_children.is_some_and(|m| m == 0) {
+            return Err(Error::InvalidConfig(
+                "a paged table needs at least one child".into(),
+            ));
+        }
+        let bucket_size = config
+            .child
+            .bucket_size
+            .unwrap_or_else(|| default_bucket_size_of::<S>(backend));
+        let mut child = config.child.clone();
+        if child.capacity == 0 {
+            let per_slot = if wide { 16 } else { 8 };
+            child.capacity = (DEFAULT_PAGE_BYTES / per_slot) as usize;
+        }
+        child.validate(bucket_size)?;
+        let params = child
+            .params
+            .unwrap_or_else(|| S::default_params(bucket_size));
+        S::validate(bucket_size, &params).map_err(Error::InvalidConfig)?;
+        let shape = EngineShape {
+            backend,
+            num_buckets: child.num_buckets(bucket_size)?,
+            bucket_size,
+            params,
+            share_stager: true,
+        };
+        let bytes = shape.num_buckets as u64 * bucket_size as u64 * if wide { 16 } else { 8 };
+        let fits_one = match config.budget {
+            DeviceBudget::Unlimited => true,
+            DeviceBudget::Bytes(b) => b >= bytes,
+            DeviceBudget::Children(n) => n >= 1,
+        };
+        if !fits_one {
+            return Err(Error::InvalidConfig(format!(
+                "the device budget {:?} cannot hold one child of {bytes} bytes",
+                config.budget
+            )));
+        }
+        let mut t = Self {
+            children: Vec::new(),
+            meta: Vec::new(),
+            residency: Residency::new(config.budget, config.replacement),
+            directory: None,
+            config: PagedConfig { child, ..config },
+            backend,
+            shape,
+            made: 0,
+            _scheme: PhantomData,
+        };
+        t.start()?;
+        Ok(t)
+    }
+
+    /// Makes the empty table's children (and the route directory).
+    fn start(&mut self) -> Result<()> {
+        let n = match self.config.placement {
+            Placement::ArrivalOrder => self.config.initial_children,
+            Placement::HashRouted => self.config.initial_children.next_power_of_two(),
+        };
+        let n = n.min(self.config.max_children.unwrap_or(usize::MAX).max(1));
+        let n = if self.config.placement == Placement::HashRouted {
+            // A power of two at most max_children.
+            1 << n.ilog2()
+        } else {
+            n
+        };
+        if self.config.placement == Placement::HashRouted {
+            self.directory = Some(Directory::new(
+                route_hash(self.config.child.seed, 0x726f_7574_6520_7365),
+                n,
+            ));
+        }
+        for _ in 0..n {
+            self.new_child(n.trailing_zeros(), &[])?;
+        }
+        Ok(())
+    }
+
+    /// Appends an empty, resident child of route depth `depth` (paging others out as the budget needs, never
+    /// one in `keep`); returns its index.
+    fn new_child(&mut self, depth: u32, keep: &[usize]) -> Result<usize> {
+        let c = self.children.len();
+        if !self.children.is_empty() {
+            let need = self.children[0].device_bytes();
+            self.residency.make_room(&mut self.children, need, keep)?;
+        }
+        let family = HashFamily::new(route_hash(self.made, self.config.child.seed));
+        self.made += 1;
+        let engine = make_engine::<S, K, V>(&self.config.child, self.shape, family)?;
+        self.residency.admitted_new(c, engine.device_bytes());
+        self.children.push(engine);
+        self.meta.push(ChildMeta {
+            stash: HashMap::new(),
+            depth,
+        });
+        Ok(c)
+    }
+
+    fn can_grow(&self) -> bool {
+        self.config
+            .max_children
+            .is_none_or(|m| self.children.len() < m)
+    }
+
+    /// Pairs a child holds before it counts as full.
+    fn limit(&self) -> usize {
+        (self.child_capacity() as f64 * self.config.max_load).floor() as usize
+    }
+
+    /// Slots of one child.
+    pub fn child_capacity(&self) -> usize {
+        self.shape.num_buckets as usize * self.shape.bucket_size as usize
+    }
+
+    /// The backend the children run on.
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+    /// Children's bucket size.
+    pub fn bucket_size(&self) -> u32 {
+        self.shape.bucket_size
+    }
+    /// The placement policy.
+    pub fn placement(&self) -> Placement {
+        self.config.placement
+    }
+    /// Stored pairs (children and stashes).
+    pub fn len(&self) -> usize {
+        self.children.iter().map(|c| c.len()).sum::<usize>() + self.stash_len()
+    }
+    /// `true` when no pair is stored.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Slots of all children.
+    pub fn capacity(&self) -> usize {
+        self.children.len() * self.child_capacity()
+    }
+    /// Children.
+    pub fn children(&self) -> usize {
+        self.children.len()
+    }
+    /// Pairs in each child (stash included).
+    pub fn child_lens(&self) -> Vec<usize> {
+        self.children
+            .iter()
+            .zip(&self.meta)
+            .map(|(c, m)| c.len() + m.stash.len())
+            .collect()
+    }
+    /// Pairs held in stashes.
+    pub fn stash_len(&self) -> usize {
+        self.meta.iter().map(|m| m.stash.len()).sum()
+    }
+    /// Resident children, in the order the policy would page them out.
+    pub fn resident_children(&self) -> Vec<usize> {
+        self.residency.resident()
+    }
+    /// Device bytes the resident children hold.
+    pub fn resident_bytes(&self) -> u64 {
+        self.residency.resident_bytes()
+    }
+    /// Device bytes of one child.
+    pub fn child_bytes(&self) -> u64 {
+        self.children[0].device_bytes()
+    }
+    /// Swaps, bytes moved, confined rebuilds and growth so far.
+    pub fn paging(&self) -> PagingStats {
+        self.residency.stats.clone()
+    }
+
+    fn admit(&mut self, c: usize, keep: &[usize]) -> Result<()> {
+        self.residency.admit(&mut self.children, c, keep)
+    }
+
+    /// `wanted` children, the resident ones first (they cost no swap), then the others in index order.
+    fn visit_order(&self, wanted: impl Iterator<Item = usize>) -> Vec<usize> {
+        let (mut now, later): (Vec<usize>, Vec<usize>) =
+            wanted.partition(|&c| self.children[c].is_resident());
+        now.extend(later);
+        now
+    }
+
+    /// Children that hold anything.
+    fn occupied(&self) -> impl Iterator<Item = usize> + '_ {
+        (0..self.children.len()).filter(|&c| self.children[c].len() + self.meta[c].stash.len() > 0)
+    }
+
+    /// Inserts (upserts) pairs: the **last** occurrence of a key in the batch wins, and a stored key gets the
+    /// new value. Full children grow the table (a split, or a new child) and failing children are rebuilt
+    /// alone; the other children are untouched.
+    ///
+    /// Errors: [`Error::LengthMismatch`], [`Error::SentinelKey`] and [`Error::CapacityExceeded`] (with
+    /// `max_children`, checked conservatively: every key of the batch counts as new) leave the table
+    /// unchanged. [`Error::BuildFailed`] returns the pairs that no rebuild or growth could place; every other
+    /// pair is stored.
+    pub fn insert(&mut self, keys: &[K], values: &[V]) -> Result<()> {
+        if keys.len() != values.len() {
+            return Err(Error::LengthMismatch {
+                what: "values",
+                got: values.len(),
+                expected: keys.len(),
+            });
+        }
+        if let Some(index) = first_sentinel(keys) {
+            return Err(Error::SentinelKey { index });
+        }
+        if let Some(m) = self.config.max_children {
+            let most = m * self.limit();
+            if self.len() + keys.len() > most {
+                return Err(Error::CapacityExceeded {
+                    len: self.len(),
+                    incoming: keys.len(),
+                    capacity: most,
+                });
+            }
+        }
+        if keys.is_empty() {
+            return Ok(());
+        }
+        let mut failed = Vec::new();
+        match self.config.placement {
+            Placement::HashRouted => self.insert_routed(keys, values, &mut failed)?,
+            Placement::ArrivalOrder => {
+                self.insert_arrival(keys.to_vec(), values.to_vec(), &mut failed)?
+            }
+        }
+        if failed.is_empty() {
+            Ok(())
+        } else {
+            Err(Error::BuildFailed {
+                attempts: 1 + self.config.child.max_rebuilds,
+                unplaced: failed
+                    .into_iter()
+                    .map(|(k, v)| (k.widen(), v.widen()))
+                    .collect(),
+            })
+        }
+    }
+
+    /// Hash-routed insert: partition by child, then each child's part (resident children first).
+    fn insert_routed(&mut self, keys: &[K], values: &[V], failed: &mut Vec<(K, V)>) -> Result<()> {
+        let dir = self.directory.as_ref().expect("hash-routed");
+        let part = partition(keys.len(), self.children.len(), |i| {
+            dir.child_of(keys[i].widen())
+        });
+        let parts = self.children.len();
+        for c in self.visit_order((0..parts).filter(|&c| !part.of(c).is_empty())) {
+            let pos = part.of(c);
+            self.insert_into(c, gather(keys, pos), gather(values, pos), failed)?;
+        }
+        Ok(())
+    }
+
+    /// Upserts pairs that all route to child `c`, splitting it first when they would pass its load.
+    fn insert_into(
+        &mut self,
+        c: usize,
+        keys: Vec<K>,
+        values: Vec<V>,
+        failed: &mut Vec<(K, V)>,
+    ) -> Result<()> {
+        self.admit(c, &[])?;
+        let (keys, values) = self.take_stash_updates(&[c], keys, values);
+        if keys.is_empty() {
+            return Ok(());
+        }
+        let len = self.children[c].len();
+        let limit = self.limit();
+        if len + keys.len() > limit {
+            let new = self.children[c].count_new(&keys)?;
+            if len + new > limit && self.split(c, failed)? {
+                return self.insert_routed(&keys, &values, failed);
+            }
+        }
+        let Inserted { unplaced, .. } = self.children[c].upsert(&keys, &values)?;
+        self.place_unplaced(c, unplaced, failed)
+    }
+
+    /// Splits hash-routed child `c` in two: its pairs whose next route bit is set move to a new child.
+    /// `false` when the table may not grow.
+    fn split(&mut self, c: usize, failed: &mut Vec<(K, V)>) -> Result<bool> {
+        if !self.can_grow() {
+            return Ok(false);
+        }
+        let d = self.meta[c].depth;
+        let c2 = self.children.len();
+        let dir = self.directory.as_mut().expect("hash-routed");
+        if !dir.split(c as u32, d, c2 as u32) {
+            return Ok(false);
+        }
+        self.admit(c, &[])?;
+        let mut all = self.children[c].pairs()?;
+        all.extend(self.meta[c].stash.drain());
+        let dir = self.directory.as_ref().expect("hash-routed");
+        let (high, low): (Pairs<K, V>, Pairs<K, V>) = all
+            .into_iter()
+            .partition(|(k, _)| dir.goes_high(k.widen(), d));
+        self.meta[c].depth = d + 1;
+        self.residency.stats.grown += 1;
+        let family = self.children[c].family();
+        self.refill(c, family, low, failed)?;
+        let n = self.new_child(d + 1, &[])?;
+        debug_assert_eq!(n, c2);
+        let family = self.children[c2].family();
+        self.refill(c2, family, high, failed).map(|()| true)
+    }
+
+    /// Empties child `c` under `family` and inserts `pairs` (distinct keys, none stored elsewhere).
+    fn refill(
+        &mut self,
+        c: usize,
+        family: HashFamily,
+        pairs: Vec<(K, V)>,
+        failed: &mut Vec<(K, V)>,
+    ) -> Result<()> {
+        self.admit(c, &[])?;
+        self.children[c].reset(family)?;
+        if pairs.is_empty() {
+            return Ok(());
+        }
+        let (k, v): Batch<K, V> = pairs.into_iter().unzip();
+        let Inserted { unplaced, .. } = self.children[c].insert_distinct(&k, &v)?;
+        self.place_unplaced(c, unplaced, failed)
+    }
+
+    /// Keeps pairs child `c` could not place: in its stash while it has room, else by a confined rebuild
+    /// (re-seeded, up to `max_rebuilds` times), else by growing the table; what nothing places goes to
+    /// `failed`.
+    fn place_unplaced(
+        &mut self,
+        c: usize,
+        unplaced: Vec<(K, V)>,
+        failed: &mut Vec<(K, V)>,
+    ) -> Result<()> {
+        if unplaced.is_empty() {
+            return Ok(());
+        }
+        let cap = self.config.stash_pairs;
+        if self.meta[c].stash.len() + unplaced.len() <= cap {
+            self.meta[c].stash.extend(unplaced);
+            return Ok(());
+        }
+        self.admit(c, &[])?;
+        let mut all = self.children[c].pairs()?;
+        all.extend(self.meta[c].stash.drain());
+        all.extend(unplaced);
+        let (k, v): Batch<K, V> = all.into_iter().unzip();
+        let mut family = self.children[c].family();
+        let mut last = Vec::new();
+        for _ in 0..self.config.child.max_rebuilds.max(1) {
+            family = family.reseeded();
+            self.children[c].reset(family)?;
+            self.residency.stats.rebuilds += 1;
+            last = self.children[c].insert_distinct(&k, &v)?.unplaced;
+            if last.len() <= cap {
+                self.meta[c].stash.extend(last);
+                return Ok(());
+            }
+        }
+        // The rebuild budget is spent: the child keeps what it placed, and the rest goes to more children.
+        match self.config.placement {
+            Placement::HashRouted => {
+                if self.split(c, failed)? {
+                    let (k, v): Batch<K, V> = last.into_iter().unzip();
+                    self.insert_routed(&k, &v, failed)
+                } else {
+                    failed.extend(last);
+                    Ok(())
+                }
+            }
+            Placement::ArrivalOrder => {
+                if self.can_grow() {
+                    self.residency.stats.grown += 1;
+                    let n = self.new_child(0, &[])?;
+                    let family = self.children[n].family();
+                    self.refill(n, family, last, failed)
+                } else {
+                    failed.extend(last);
+                    Ok(())
+                }
+            }
+        }
+    }
+
+    /// Applies the batch's updates of keys held in the stashes of `among` (in batch order, so the last
+    /// occurrence wins) and returns the rest of the batch.
+    fn take_stash_updates(&mut self, among: &[usize], keys: Vec<K>, values: Vec<V>) -> Batch<K, V> {
+        if among.iter().all(|&c| self.meta[c].stash.is_empty()) {
+            return (keys, values);
+        }
+        let owner: HashMap<K, usize> = among
+            .iter()
+            .flat_map(|&c| self.meta[c].stash.keys().map(move |&k| (k, c)))
+            .collect();
+        let mut rest = (
+            Vec::with_capacity(keys.len()),
+            Vec::with_capacity(keys.len()),
+        );
+        for (k, v) in keys.into_iter().zip(values) {
+            match owner.get(&k) {
+                Some(&c) => {
+                    self.meta[c].stash.insert(k, v);
+                }
+                None => {
+                    rest.0.push(k);
+                    rest.1.push(v);
+                }
+            }
+        }
+        rest
+    }
+
+    /// Presence bits of `keys` in resident child `c`.
+    fn presence(&self, c: usize, keys: &[K]) -> Result<(Vec<V>, Vec<u32>)> {
+        let mut out = vec![V::zero(); keys.len()];
+        let mut bits = vec![0u32; keys.len().div_ceil(32)];
+        self.children[c].find_into(keys, &mut out, Some(&mut bits))?;
+        Ok((out, bits))
+    }
+
+    /// Updates the keys of the batch that children `among` (or their stashes) hold, in those children, and
+    /// returns the rest of the batch (arrival order: a key is stored in at most one child).
+    fn update_held(
+        &mut self,
+        among: &[usize],
+        keys: Vec<K>,
+        values: Vec<V>,
+        failed: &mut Vec<(K, V)>,
+    ) -> Result<Batch<K, V>> {
+        let (mut keys, mut values) = self.take_stash_updates(among, keys, values);
+        let wanted: Vec<usize> = among
+            .iter()
+            .copied()
+            .filter(|&c| !self.children[c].is_empty())
+            .collect();
+        for c in self.visit_order(wanted.into_iter()) {
+            if keys.is_empty() {
+                break;
+            }
+            self.admit(c, &[])?;
+            let (_, bits) = self.presence(c, &keys)?;
+            if bits.iter().all(|&w| w == 0) {
+                continue;
+            }
+            let held = |i: usize| bits[i / 32] >> (i % 32) & 1 == 1;
+            let (mut hk, mut hv, mut rk, mut rv) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+            for (i, (k, v)) in keys.into_iter().zip(values).enumerate() {
+                if held(i) {
+                    hk.push(k);
+                    hv.push(v);
+                } else {
+                    rk.push(k);
+                    rv.push(v);
+                }
+            }
+            // Every key is stored: the child's load does not change.
+            let Inserted { unplaced, .. } = self.children[c].upsert(&hk, &hv)?;
+            self.place_unplaced(c, unplaced, failed)?;
+            keys = rk;
+            values = rv;
+        }
+        Ok((keys, values))
+    }
+
+    /// Arrival-order insert: update what is stored, then fill the open (last) child, opening new ones.
+    fn insert_arrival(
+        &mut self,
+        keys: Vec<K>,
+        values: Vec<V>,
+        failed: &mut Vec<(K, V)>,
+    ) -> Result<()> {
+        let all: Vec<usize> = (0..self.children.len()).collect();
+        let (mut keys, mut values) = self.update_held(&all, keys, values, failed)?;
+        let limit = self.limit();
+        while !keys.is_empty() {
+            let mut open = self.children.len() - 1;
+            if self.children[open].len() + self.meta[open].stash.len() >= limit {
+                if !self.can_grow() {
+                    failed.extend(last_occurrences(keys, values));
+                    return Ok(());
+                }
+                self.residency.stats.grown += 1;
+                open = self.new_child(0, &[])?;
+            }
+            self.admit(open, &[])?;
+            let room =
+                limit.saturating_sub(self.children[open].len() + self.meta[open].stash.len());
+            let take = room.clamp(1, keys.len());
+            let first_new = self.children.len();
+            let rest_k = keys.split_off(take);
+            let rest_v = values.split_off(take);
+            let Inserted { unplaced, .. } = self.children[open].upsert(&keys, &values)?;
+            self.place_unplaced(open, unplaced, failed)?;
+            if rest_k.is_empty() {
+                break;
+            }
+            // Later occurrences of keys just stored are updates now: in the open child, or in children its
+            // growth made.
+            let touched: Vec<usize> = std::iter::once(open)
+                .chain(first_new..self.children.len())
+                .collect();
+            (keys, values) = self.update_held(&touched, rest_k, rest_v, failed)?;
+        }
+        Ok(())
+    }
+
+    /// Looks keys up: `Some(value)` if present, `None` if absent.
+    pub fn find(&mut self, keys: &[K]) -> Result<Vec<Option<V>>> {
+        let mut out = vec![V::zero(); keys.len()];
+        let mut bits = vec![0u32; keys.len().div_ceil(32)];
+        self.find_bits(keys, &mut out, &mut bits)?;
+        Ok(options_from_bits(&out, &bits))
+    }
+
+    /// Looks keys up into `out`: the value, or [`Value::ABSENT`] (all ones) for absent keys.
+    pub fn find_into(&mut self, keys: &[K], out: &mut [V]) -> Result<()> {
+        if out.len() != keys.len() {
+            return Err(Error::LengthMismatch {
+                what: "out",
+                got: out.len(),
+                expected: keys.len(),
+            });
+        }
+        let mut bits = vec![0u32; keys.len().div_ceil(32)];
+        self.find_bits(keys, out, &mut bits)
+    }
+
+    /// `true` for each key that is present.
+    pub fn contains(&mut self, keys: &[K]) -> Result<Vec<bool>> {
+        Ok(self.find(keys)?.into_iter().map(|o| o.is_some()).collect())
+    }
+
+    /// Finds into `out` (ABSENT where absent) and presence bits. Finds page children in, so they take
+    /// `&mut self`.
+    fn find_bits(&mut self, keys: &[K], out: &mut [V], bits: &mut [u32]) -> Result<()> {
+        out.fill(V::ABSENT);
+        let mut present = vec![0u8; keys.len()];
+        match self.config.placement {
+            Placement::HashRouted => {
+                let dir = self.directory.as_ref().expect("hash-routed");
+                let part = partition(keys.len(), self.children.len(), |i| {
+                    dir.child_of(keys[i].widen())
+                });
+                let n = self.children.len();
+                for c in self.visit_order((0..n).filter(|&c| !part.of(c).is_empty())) {
+                    let pos = part.of(c);
+                    let k = gather(keys, pos);
+                    let (mut vals, mut found) = self.find_in(c, &k)?;
+                    self.stash_lookup(&[c], &k, &mut vals, &mut found);
+                    scatter(out, pos, &vals);
+                    scatter(&mut present, pos, &found);
+                }
+            }
+            Placement::ArrivalOrder => {
+                let mut pos: Vec<u32> = (0..keys.len() as u32).collect();
+                let mut k = keys.to_vec();
+                let wanted: Vec<usize> = self.occupied().collect();
+                for c in self.visit_order(wanted.into_iter()) {
+                    if k.is_empty() {
+                        break;
+                    }
+                    let (vals, found) = self.find_in(c, &k)?;
+                    let (mut np, mut nk) = (Vec::new(), Vec::new());
+                    for j in 0..k.len() {
+                        if found[j] == 1 {
+                            out[pos[j] as usize] = vals[j];
+                            present[pos[j] as usize] = 1;
+                        } else {
+                            np.push(pos[j]);
+                            nk.push(k[j]);
+                        }
+                    }
+                    pos = np;
+                    k = nk;
+                }
+                if !k.is_empty() {
+                    let all: Vec<usize> = (0..self.children.len()).collect();
+                    let mut vals = vec![V::ABSENT; k.len()];
+                    let mut found = vec![0u8; k.len()];
+                    self.stash_lookup(&all, &k, &mut vals, &mut found);
+                    scatter(out, &pos, &vals);
+                    scatter(&mut present, &pos, &found);
+                }
+            }
+        }
+        bits_from(bits, keys.len(), |i| present[i] == 1);
+        Ok(())
+    }
+
+    /// Finds `keys` in child `c` (paged in): values (ABSENT where absent) and presence flags.
+    fn find_in(&mut self, c: usize, keys: &[K]) -> Result<(Vec<V>, Vec<u8>)> {
+        if self.children[c].is_empty() {
+            return Ok((vec![V::ABSENT; keys.len()], vec![0; keys.len()]));
+        }
+        self.admit(c, &[])?;
+        let (vals, bits) = self.presence(c, keys)?;
+        let found = (0..keys.len())
+            .map(|i| (bits[i / 32] >> (i % 32) & 1) as u8)
+            .collect();
+        Ok((vals, found))
+    }
+
+    /// Fills in keys not found that the stashes of `among` hold.
+    fn stash_lookup(&self, among: &[usize], keys: &[K], vals: &mut [V], found: &mut [u8]) {
+        if among.iter().all(|&c| self.meta[c].stash.is_empty()) {
+            return;
+        }
+        for (i, k) in keys.iter().enumerate() {
+            if found[i] == 0
+                && let Some(v) = among.iter().find_map(|&c| self.meta[c].stash.get(k))
+            {
+                vals[i] = *v;
+                found[i] = 1;
+            }
+        }
+    }
+
+    /// Removes `keys` (absent keys are skipped; repeats count once) and returns how many pairs were removed.
+    /// Each child that held some of them is rebuilt without them under its own family (confined to it).
+    pub fn erase(&mut self, keys: &[K]) -> Result<usize> {
+        let mut failed = Vec::new();
+        let mut erased = 0;
+        match self.config.placement {
+            Placement::HashRouted => {
+                let dir = self.directory.as_ref().expect("hash-routed");
+                let part = partition(keys.len(), self.children.len(), |i| {
+                    dir.child_of(keys[i].widen())
+                });
+                let n = self.children.len();
+                for c in self.visit_order((0..n).filter(|&c| !part.of(c).is_empty())) {
+                    let k = gather(keys, part.of(c));
+                    erased += self.erase_from(c, &k, &mut failed)?.0;
+                }
+            }
+            Placement::ArrivalOrder => {
+                let mut k: Vec<K> = keys.to_vec();
+                let wanted: Vec<usize> = self.occupied().collect();
+                for c in self.visit_order(wanted.into_iter()) {
+                    if k.is_empty() {
+                        break;
+                    }
+                    let (n, rest) = self.erase_from(c, &k, &mut failed)?;
+                    erased += n;
+                    k = rest;
+                }
+            }
+        }
+        if failed.is_empty() {
+            Ok(erased)
+        } else {
+            Err(Error::BuildFailed {
+                attempts: 1 + self.config.child.max_rebuilds,
+                unplaced: failed
+                    .into_iter()
+                    .map(|(k, v)| (k.widen(), v.widen()))
+                    .collect(),
+            })
+        }
+    }
+
+    /// Erases from child `c` the keys it holds; returns how many pairs went and the keys it did not hold.
+    fn erase_from(
+        &mut self,
+        c: usize,
+        keys: &[K],
+        failed: &mut Vec<(K, V)>,
+    ) -> Result<(usize, Vec<K>)> {
+        let mut erased = 0;
+        let mut keys: Vec<K> = if self.meta[c].stash.is_empty() {
+            keys.to_vec()
+        } else {
+            keys.iter()
+                .copied()
+                .filter(|k| match self.meta[c].stash.remove(k) {
+                    Some(_) => {
+                        erased += 1;
+                        false
+                    }
+                    None => true,
+                })
+                .collect()
+        };
+        if self.children[c].is_empty() || keys.is_empty() {
+            return Ok((erased, keys));
+        }
+        let (_, found) = self.find_in(c, &keys)?;
+        let mut gone = HashSet::new();
+        let mut rest = Vec::new();
+        for (k, f) in keys.drain(..).zip(found) {
+            if f == 1 {
+                gone.insert(k);
+            } else {
+                rest.push(k);
+            }
+        }
+        if !gone.is_empty() {
+            let kept: Vec<(K, V)> = self.children[c]
+                .pairs()?
+                .into_iter()
+                .filter(|(k, _)| !gone.contains(k))
+                .collect();
+            erased += gone.len();
+            let family = self.children[c].family();
+            self.refill(c, family, kept, failed)?;
+        }
+        Ok((erased, rest))
+    }
+
+    /// Every stored pair (order unspecified). Pages every child in, in turn.
+    pub fn pairs(&mut self) -> Result<Vec<(K, V)>> {
+        let mut all = Vec::with_capacity(self.len());
+        let wanted: Vec<usize> = self.occupied().collect();
+        for c in self.visit_order(wanted.into_iter()) {
+            if !self.children[c].is_empty() {
+                self.admit(c, &[])?;
+                all.extend(self.children[c].pairs()?);
+            }
+            all.extend(self.meta[c].stash.iter().map(|(&k, &v)| (k, v)));
+        }
+        Ok(all)
+    }
+
+    /// Removes every pair: the table goes back to its initial children (the paging counters stay).
+    pub fn clear(&mut self) -> Result<()> {
+        self.children.clear();
+        self.meta.clear();
+        self.residency.forget_all();
+        self.start()
+    }
+}
+
+/// The last occurrence of each key, in first-occurrence order.
+fn last_occurrences<K: Key, V: Value>(keys: Vec<K>, values: Vec<V>) -> Vec<(K, V)> {
+    let mut at: HashMap<K, usize> = HashMap::new();
+    let mut out: Vec<(K, V)> = Vec::new();
+    for (k, v) in keys.into_iter().zip(values) {
+        match at.get(&k) {
+            Some(&i) => out[i].1 = v,
+            None => {
+                at.insert(k, out.len());
+                out.push((k, v));
+            }
+        }
+    }
+    out
+}

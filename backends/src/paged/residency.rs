@@ -1,0 +1,124 @@
+//! The residency manager of a paged table: which children hold device memory, within a budget, and which
+//! one to page out when another must come in.
+
+use super::{DeviceBudget, Replacement};
+use crate::engine::Engine;
+use hashtile_core::{Error, Key, Result, Value};
+use std::collections::VecDeque;
+
+/// What the manager has done so far (cumulative over the table's life).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PagingStats {
+    /// Children paged in (swapped from host memory to the device).
+    pub swaps_in: u64,
+    /// Children paged out (their device memory freed).
+    pub swaps_out: u64,
+    /// Bytes copied by swaps, both directions (a clean child pages out without a copy).
+    pub bytes_moved: u64,
+    /// Confined rebuilds: one child re-seeded and rebuilt.
+    pub rebuilds: u64,
+    /// Children split in two (hash-routed growth) or appended (arrival-order growth).
+    pub grown: u64,
+}
+
+/// Resident children, in the order the policy evicts them (front first).
+pub(crate) struct Residency {
+    budget: DeviceBudget,
+    policy: Replacement,
+    order: VecDeque<usize>,
+    bytes: u64,
+    pub stats: PagingStats,
+}
+
+impl Residency {
+    pub fn new(budget: DeviceBudget, policy: Replacement) -> Self {
+        Self {
+            budget,
+            policy,
+            order: VecDeque::new(),
+            bytes: 0,
+            stats: PagingStats::default(),
+        }
+    }
+
+    /// Resident children, in eviction order.
+    pub fn resident(&self) -> Vec<usize> {
+        self.order.iter().copied().collect()
+    }
+
+    /// Device bytes of the resident children.
+    pub fn resident_bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    fn fits(&self, children: usize, bytes: u64) -> bool {
+        match self.budget {
+            DeviceBudget::Unlimited => true,
+            DeviceBudget::Children(n) => children <= n,
+            DeviceBudget::Bytes(b) => bytes <= b,
+        }
+    }
+
+    /// Pages children out (in policy order, never one in `keep`) until one more child of `need` bytes fits.
+    pub fn make_room<K: Key, V: Value>(
+        &mut self,
+        children: &mut [Box<dyn Engine<K, V>>],
+        need: u64,
+        keep: &[usize],
+    ) -> Result<()> {
+        while !self.fits(self.order.len() + 1, self.bytes + need) {
+            let Some(at) = self.order.iter().position(|c| !keep.contains(c)) else {
+                return Err(Error::InvalidConfig(format!(
+                    "the device budget ({:?}) cannot hold {} children of {need} bytes at once",
+                    self.budget,
+                    keep.len() + 1
+                )));
+            };
+            let victim = self.order.remove(at).expect("position is in range");
+            let copied = children[victim].page_out()?;
+            self.bytes -= children[victim].device_bytes();
+            self.stats.swaps_out += 1;
+            self.stats.bytes_moved += copied;
+        }
+        Ok(())
+    }
+
+    /// Records a child that became resident without a swap (a new child).
+    pub fn admitted_new(&mut self, c: usize, bytes: u64) {
+        self.order.push_back(c);
+        self.bytes += bytes;
+    }
+
+    /// Makes child `c` resident (paging others out first as the budget needs), keeping `keep` resident too,
+    /// and marks it used (LRU).
+    pub fn admit<K: Key, V: Value>(
+        &mut self,
+        children: &mut [Box<dyn Engine<K, V>>],
+        c: usize,
+        keep: &[usize],
+    ) -> Result<()> {
+        if children[c].is_resident() {
+            if self.policy == Replacement::Lru
+                && let Some(at) = self.order.iter().position(|&x| x == c)
+            {
+                self.order.remove(at);
+                self.order.push_back(c);
+            }
+            return Ok(());
+        }
+        let need = children[c].device_bytes();
+        self.make_room(children, need, keep)?;
+        let copied = children[c].page_in()?;
+        self.order.push_back(c);
+        self.bytes += need;
+        self.stats.swaps_in += 1;
+        self.stats.bytes_moved += copied;
+        Ok(())
+    }
+
+    /// Forgets every child (the table was cleared; their memory is gone with them).
+    pub fn forget_all(&mut self) {
+        self.order.clear();
+        self.bytes = 0;
+    }
+}

@@ -1,0 +1,223 @@
+//! Hash routing of a paged table (extendible hashing over children) and the stable partition of a batch by
+//! child.
+//!
+//! A key's route is a 64-bit hash from a seed of its own, so it is independent of every child's hash family
+//! (a child's buckets would otherwise see only the keys whose route bits agree, and fill unevenly). The
+//! directory holds `2^depth` entries indexed by the route's top `depth` bits; a child of local depth `d` owns
+//! the `2^(depth - d)` consecutive entries that share its top `d` bits. Splitting a child moves the keys whose
+//! next route bit is set to a new child and touches no other child: a hash-routed table grows one child at a
+//! time.
+
+use rayon::prelude::*;
+
+/// The route hash of `key` (a splitmix64 finaliser of the key under `seed`).
+pub(crate) fn route_hash(key: u64, seed: u64) -> u64 {
+    let mut z = key ^ seed;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// The directory of a hash-routed table.
+#[derive(Debug, Clone)]
+pub(crate) struct Directory {
+    /// Route seed.
+    pub seed: u64,
+    /// Global depth: the directory has `2^depth` entries.
+    pub depth: u32,
+    /// Child of each entry.
+    pub entries: Vec<u32>,
+}
+
+/// The deepest directory (2^24 entries, 64 MB): far past any table a host can hold in 64 MB children.
+const MAX_DEPTH: u32 = 24;
+
+impl Directory {
+    /// One entry per child of `children` (a power of two), each child at depth `log2(children)`.
+    pub fn new(seed: u64, children: usize) -> Self {
+        debug_assert!(children.is_power_of_two());
+        let depth = children.trailing_zeros();
+        Self {
+            seed,
+            depth,
+            entries: (0..children as u32).collect(),
+        }
+    }
+
+    /// The child that owns `key`.
+    pub fn child_of(&self, key: u64) -> u32 {
+        self.entries[self.entry_of(route_hash(key, self.seed))]
+    }
+
+    fn entry_of(&self, route: u64) -> usize {
+        if self.depth == 0 {
+            0
+        } else {
+            (route >> (64 - self.depth)) as usize
+        }
+    }
+
+    /// `true` when `key`'s route bit below the top `local_depth` bits is set: the key moves to the new child
+    /// when its child of depth `local_depth` splits.
+    pub fn goes_high(&self, key: u64, local_depth: u32) -> bool {
+        route_hash(key, self.seed) >> (63 - local_depth) & 1 == 1
+    }
+
+    /// Splits `child` (of local depth `local_depth`) into itself and `new_child`, doubling the directory when
+    /// the child is as deep as it. Returns `false` (and changes nothing) when the directory is at its maximum
+    /// depth.
+    pub fn split(&mut self, child: u32, local_depth: u32, new_child: u32) -> bool {
+        if local_depth == self.depth {
+            if self.depth >= MAX_DEPTH {
+                return false;
+            }
+            self.entries = self.entries.iter().flat_map(|&c| [c, c]).collect();
+            self.depth += 1;
+        }
+        // The child's entries are consecutive; the upper half (next route bit set) goes to the new child.
+        let first = self
+            .entries
+            .iter()
+            .position(|&c| c == child)
+            .expect("a split child owns directory entries");
+        let span = 1usize << (self.depth - local_depth);
+        for e in &mut self.entries[first + span / 2..first + span] {
+            *e = new_child;
+        }
+        true
+    }
+}
+
+/// A stable partition of positions `0..n` by child: `order[offsets[c]..offsets[c + 1]]` are the positions of
+/// child `c`, in input order (so "the last occurrence wins" survives partitioning).
+pub(crate) struct Partition {
+    pub offsets: Vec<usize>,
+    pub order: Vec<u32>,
+}
+
+impl Partition {
+    /// Positions of child `c`.
+    pub fn of(&self, c: usize) -> &[u32] {
+        &self.order[self.offsets[c]..self.offsets[c + 1]]
+    }
+}
+
+/// Partitions positions by `child_of` (values below `children`): a counting sort in parallel pieces, each
+/// piece counting, then writing its positions at its own offsets.
+pub(crate) fn partition(
+    n: usize,
+    children: usize,
+    child_of: impl Fn(usize) -> u32 + Sync,
+) -> Partition {
+    let of: Vec<u32> = (0..n).into_par_iter().map(&child_of).collect();
+    let pieces = rayon::current_num_threads().clamp(1, n.div_ceil(1 << 14).max(1));
+    let piece = n.div_ceil(pieces).max(1);
+    let counts: Vec<Vec<usize>> = of
+        .par_chunks(piece)
+        .map(|chunk| {
+            let mut c = vec![0usize; children];
+            for &x in chunk {
+                c[x as usize] += 1;
+            }
+            c
+        })
+        .collect();
+    // Offsets by child, then by piece within a child: stable.
+    let mut offsets = vec![0usize; children + 1];
+    let mut starts = vec![vec![0usize; children]; counts.len()];
+    let mut at = 0;
+    for c in 0..children {
+        offsets[c] = at;
+        for (p, pc) in counts.iter().enumerate() {
+            starts[p][c] = at;
+            at += pc[c];
+        }
+    }
+    offsets[children] = at;
+    let mut order = vec![0u32; n];
+    let out = SharedSlice(order.as_mut_ptr());
+    of.par_chunks(piece)
+        .zip(starts.into_par_iter())
+        .enumerate()
+        .for_each(|(p, (chunk, mut next))| {
+            for (i, &x) in chunk.iter().enumerate() {
+                // SAFETY: the offsets give every position its own index below `n`.
+                unsafe { out.write(next[x as usize], (p * piece + i) as u32) };
+                next[x as usize] += 1;
+            }
+        });
+    Partition { offsets, order }
+}
+
+/// `src[pos[i]]` for each `i`.
+pub(crate) fn gather<T: Copy + Send + Sync>(src: &[T], pos: &[u32]) -> Vec<T> {
+    pos.par_iter().map(|&p| src[p as usize]).collect()
+}
+
+/// `dst[pos[i]] = vals[i]` for each `i`; `pos` holds distinct positions below `dst.len()`.
+pub(crate) fn scatter<T: Copy + Send + Sync>(dst: &mut [T], pos: &[u32], vals: &[T]) {
+    assert_eq!(pos.len(), vals.len());
+    let n = dst.len();
+    let out = SharedSlice(dst.as_mut_ptr());
+    pos.par_iter().zip(vals.par_iter()).for_each(|(&p, &v)| {
+        assert!((p as usize) < n);
+        // SAFETY: positions are distinct and in bounds (checked), so no two writes meet.
+        unsafe { out.write(p as usize, v) };
+    });
+}
+
+/// A raw pointer that parallel writers share, each writing positions no other writes.
+struct SharedSlice<T>(*mut T);
+// SAFETY: writers touch disjoint positions (the callers' contract).
+unsafe impl<T: Send> Sync for SharedSlice<T> {}
+// SAFETY: as above.
+unsafe impl<T: Send> Send for SharedSlice<T> {}
+impl<T> SharedSlice<T> {
+    /// # Safety
+    /// `i` is in bounds and no other thread writes or reads position `i` meanwhile.
+    unsafe fn write(&self, i: usize, v: T) {
+        // SAFETY: the caller's contract.
+        unsafe { self.0.add(i).write(v) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn partition_is_stable_and_complete() {
+        let n = 100_003;
+        let p = partition(n, 7, |i| ((i * 31) % 7) as u32);
+        assert_eq!(p.offsets[7], n);
+        let mut seen = vec![false; n];
+        for c in 0..7 {
+            let part = p.of(c);
+            assert!(part.windows(2).all(|w| w[0] < w[1]), "stable");
+            for &i in part {
+                assert_eq!((i as usize * 31) % 7, c);
+                assert!(!seen[i as usize]);
+                seen[i as usize] = true;
+            }
+        }
+        assert!(seen.iter().all(|&s| s));
+    }
+
+    #[test]
+    fn splits_move_only_the_split_childs_keys() {
+        let mut d = Directory::new(42, 2);
+        let keys: Vec<u64> = (0..10_000).collect();
+        let before: Vec<u32> = keys.iter().map(|&k| d.child_of(k)).collect();
+        // Split child 0 (depth 1) into 0 and 2.
+        assert!(d.split(0, 1, 2));
+        assert_eq!(d.depth, 2);
+        for (&k, &b) in keys.iter().zip(&before) {
+            let a = d.child_of(k);
+            match b {
+                1 => assert_eq!(a, 1),
+                _ => assert_eq!(a, if d.goes_high(k, 1) { 2 } else { 0 }),
+            }
+        }
+        assert!(keys.iter().any(|&k| d.child_of(k) == 2));
+    }
+}

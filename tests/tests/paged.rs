@@ -1,0 +1,434 @@
+//! Paged tables (Starfish) against a `HashMap` oracle on every backend present (CPU always; Vulkan on lavapipe
+//! in CI; CUDA where there is one), with device budgets so small that children swap on every batch.
+//!
+//! Covered: random batches of inserts (with repeats and updates), finds and erases under both placement
+//! policies and both replacement policies; forced child failures (tiny children at high load, tiny stashes);
+//! growth past 8x the initial capacity; 64-bit pairs. After every batch: every key of the oracle is found with
+//! its value, absent keys are absent, `pairs` holds each key once, and `len` agrees with the oracle.
+
+use hashtile::{
+    Backend, BackendChoice, Bcht, Cht1, DeviceBudget, Error, Iht, Key, P2bht, PagedConfig,
+    PagedTable, Placement, Replacement, SchemeInfo, SchemeParams, Value,
+};
+use rand::{Rng, SeedableRng, rngs::StdRng};
+use std::collections::{HashMap, HashSet};
+
+mod common;
+use common::present;
+
+const BACKENDS: [Backend; 3] = [Backend::Cpu, Backend::Vulkan, Backend::Cuda];
+const PLACEMENTS: [Placement; 2] = [Placement::HashRouted, Placement::ArrivalOrder];
+
+/// Checks the table against the oracle: every stored key, `absent` keys, pairs (each key once), len.
+fn check<S: SchemeInfo, K: Key, V: Value>(
+    t: &mut PagedTable<S, K, V>,
+    oracle: &HashMap<K, V>,
+    absent: &[K],
+    what: &str,
+) {
+    assert_eq!(t.len(), oracle.len(), "{what}: len");
+    let q: Vec<K> = oracle.keys().chain(absent).copied().collect();
+    let got = t.find(&q).unwrap();
+    for (k, g) in q.iter().zip(&got) {
+        assert_eq!(*g, oracle.get(k).copied(), "{what}: find({k})");
+    }
+    let mut into = vec![V::zero(); q.len()];
+    t.find_into(&q, &mut into).unwrap();
+    for (k, g) in q.iter().zip(&into) {
+        assert_eq!(
+            *g,
+            oracle.get(k).copied().unwrap_or(V::ABSENT),
+            "{what}: find_into({k})"
+        );
+    }
+    let pairs = t.pairs().unwrap();
+    assert_eq!(
+        pairs.len(),
+        oracle.len(),
+        "{what}: pairs stored twice or lost"
+    );
+    let mut seen = HashSet::new();
+    for (k, v) in pairs {
+        assert!(seen.insert(k), "{what}: key {k} stored twice");
+        assert_eq!(oracle.get(&k), Some(&v), "{what}: pair ({k}, {v})");
+    }
+}
+
+fn random_keys<K: Key>(rng: &mut StdRng, n: usize, range: u64) -> Vec<K> {
+    (0..n)
+        .map(|_| K::narrow(rng.random_range(0..range)))
+        .collect()
+}
+
+/// Random batches of upserts (repeats inside and across batches), finds and erases, checked after each.
+#[allow(clippy::too_many_arguments)]
+fn random_batches<S: SchemeInfo, K: Key, V: Value>(
+    backend: Backend,
+    placement: Placement,
+    replacement: Replacement,
+    child_slots: usize,
+    budget: DeviceBudget,
+    batches: usize,
+    batch: usize,
+    seed: u64,
+) -> PagedTable<S, K, V> {
+    let cfg = PagedConfig::with_child_slots(child_slots)
+        .backend(BackendChoice::Exactly(backend))
+        .placement(placement)
+        .replacement(replacement)
+        .budget(budget)
+        .seed(seed);
+    let mut t: PagedTable<S, K, V> = PagedTable::new(cfg).unwrap();
+    let mut oracle = HashMap::new();
+    let mut rng = StdRng::seed_from_u64(seed);
+    let range = (batches * batch) as u64;
+    for b in 0..batches {
+        let what = format!(
+            "{} {backend} {placement:?} {replacement:?} batch {b}",
+            S::NAME
+        );
+        let keys: Vec<K> = random_keys(&mut rng, batch, range);
+        let values: Vec<V> = (0..batch)
+            .map(|_| V::narrow(rng.random::<u32>() as u64))
+            .collect();
+        t.insert(&keys, &values).unwrap();
+        for (k, v) in keys.iter().zip(&values) {
+            oracle.insert(*k, *v);
+        }
+        if b % 3 == 2 {
+            let gone: Vec<K> = random_keys(&mut rng, batch / 4, range);
+            let want: HashSet<K> = gone
+                .iter()
+                .filter(|k| oracle.contains_key(k))
+                .copied()
+                .collect();
+            let n = t.erase(&gone).unwrap();
+            assert_eq!(n, want.len(), "{what}: erased count");
+            for k in &gone {
+                oracle.remove(k);
+            }
+        }
+        let absent: Vec<K> = (0..64).map(|i| K::narrow(range + i)).collect();
+        check(&mut t, &oracle, &absent, &what);
+    }
+    t
+}
+
+fn both_policies<S: SchemeInfo>(backend: Backend) {
+    if !present(backend) {
+        return;
+    }
+    for placement in PLACEMENTS {
+        for replacement in [Replacement::Lru, Replacement::Fifo] {
+            // Children of 512 slots, one resident at a time: every batch swaps.
+            let t = random_batches::<S, u32, u32>(
+                backend,
+                placement,
+                replacement,
+                512,
+                DeviceBudget::Children(1),
+                8,
+                600,
+                11,
+            );
+            let stats = t.paging();
+            assert!(t.children() > 1, "{placement:?}: grew");
+            assert!(stats.swaps_in >= 8, "{placement:?}: swapped ({stats:?})");
+            assert!(stats.bytes_moved > 0);
+            assert_eq!(t.resident_children().len(), 1);
+        }
+    }
+}
+
+#[test]
+fn bcht_random_batches_swap_every_batch() {
+    for b in BACKENDS {
+        both_policies::<Bcht>(b);
+    }
+}
+
+#[test]
+fn iht_random_batches_swap_every_batch() {
+    for b in BACKENDS {
+        both_policies::<Iht>(b);
+    }
+}
+
+#[test]
+fn p2bht_and_cht1_random_batches() {
+    for backend in BACKENDS {
+        if !present(backend) {
+            continue;
+        }
+        for placement in PLACEMENTS {
+            random_batches::<P2bht, u32, u32>(
+                backend,
+                placement,
+                Replacement::Lru,
+                512,
+                DeviceBudget::Children(2),
+                5,
+                500,
+                5,
+            );
+            random_batches::<Cht1, u32, u32>(
+                backend,
+                placement,
+                Replacement::Fifo,
+                512,
+                DeviceBudget::Children(2),
+                5,
+                500,
+                6,
+            );
+        }
+    }
+}
+
+#[test]
+fn wide_pairs() {
+    for backend in BACKENDS {
+        if !present(backend) {
+            continue;
+        }
+        for placement in PLACEMENTS {
+            random_batches::<Iht, u64, u64>(
+                backend,
+                placement,
+                Replacement::Lru,
+                256,
+                DeviceBudget::Children(1),
+                4,
+                400,
+                8,
+            );
+        }
+    }
+}
+
+/// A byte budget of two children's slots: at most two resident.
+#[test]
+fn byte_budget() {
+    for backend in BACKENDS {
+        if !present(backend) {
+            continue;
+        }
+        let cfg = PagedConfig::with_child_slots(1024)
+            .backend(BackendChoice::Exactly(backend))
+            .bucket_size(16)
+            .budget(DeviceBudget::Bytes(2 * 1024 * 8));
+        let mut t: PagedTable<Bcht, u32, u32> = PagedTable::new(cfg).unwrap();
+        let keys: Vec<u32> = (0..20_000).collect();
+        t.insert(&keys, &keys).unwrap();
+        assert!(t.resident_bytes() <= 2 * 1024 * 8);
+        assert!(t.resident_children().len() <= 2);
+        let oracle: HashMap<u32, u32> = keys.iter().map(|&k| (k, k)).collect();
+        check(
+            &mut t,
+            &oracle,
+            &[20_000, 30_000],
+            &format!("{backend} bytes"),
+        );
+        // Too small for one child.
+        let cfg = PagedConfig::with_child_slots(1024)
+            .backend(BackendChoice::Exactly(backend))
+            .budget(DeviceBudget::Bytes(100));
+        assert!(matches!(
+            PagedTable::<Bcht, u32, u32>::new(cfg),
+            Err(Error::InvalidConfig(_))
+        ));
+    }
+}
+
+/// Tiny children at high load with tiny stashes: children fail, are rebuilt alone, and grow; nothing is
+/// lost or stored twice.
+#[test]
+fn forced_child_failures() {
+    for backend in BACKENDS {
+        if !present(backend) {
+            continue;
+        }
+        for placement in PLACEMENTS {
+            let cfg = PagedConfig::with_child_slots(64)
+                .backend(BackendChoice::Exactly(backend))
+                .placement(placement)
+                .max_load(1.0)
+                // Two hash functions and short eviction chains: 1CHT children fail well below full.
+                .params(SchemeParams {
+                    num_hashes: 2,
+                    max_chain: 4,
+                    threshold: 0,
+                    upsert: 1,
+                })
+                .stash_pairs(2)
+                .max_rebuilds(2)
+                .budget(DeviceBudget::Children(1));
+            let mut t: PagedTable<Cht1, u32, u32> = PagedTable::new(cfg).unwrap();
+            let mut oracle = HashMap::new();
+            let mut rng = StdRng::seed_from_u64(3);
+            for b in 0..6 {
+                let keys: Vec<u32> = random_keys(&mut rng, 300, 5000);
+                let values: Vec<u32> = (0..300).map(|_| rng.random()).collect();
+                t.insert(&keys, &values).unwrap();
+                for (k, v) in keys.iter().zip(&values) {
+                    oracle.insert(*k, *v);
+                }
+                check(
+                    &mut t,
+                    &oracle,
+                    &[9000, 9001],
+                    &format!("{backend} {placement:?} failures {b}"),
+                );
+            }
+            let stats = t.paging();
+            assert!(
+                stats.rebuilds > 0,
+                "{placement:?}: children failed and were rebuilt ({stats:?})"
+            );
+            assert!(t.stash_len() <= 2 * t.children());
+        }
+    }
+}
+
+/// Growth past 8x the initial capacity by batches, both policies.
+#[test]
+fn growth_past_eight_times() {
+    for backend in BACKENDS {
+        if !present(backend) {
+            continue;
+        }
+        for placement in PLACEMENTS {
+            let cfg = PagedConfig::with_child_slots(1024)
+                .backend(BackendChoice::Exactly(backend))
+                .placement(placement)
+                .initial_children(2)
+                .budget(DeviceBudget::Children(3));
+            let mut t: PagedTable<Bcht, u32, u32> = PagedTable::new(cfg).unwrap();
+            let initial = t.capacity();
+            let mut oracle = HashMap::new();
+            let mut next = 0u32;
+            while t.len() <= 8 * initial {
+                let keys: Vec<u32> = (next..next + 1500)
+                    .map(|k| k.wrapping_mul(2_654_435_761))
+                    .collect();
+                next += 1500;
+                t.insert(&keys, &keys).unwrap();
+                for k in keys {
+                    oracle.insert(k, k);
+                }
+                assert_eq!(t.len(), oracle.len());
+            }
+            check(
+                &mut t,
+                &oracle,
+                &[],
+                &format!("{backend} {placement:?} growth"),
+            );
+            assert!(t.capacity() >= 8 * initial);
+            assert!(t.paging().grown > 0);
+            let loads: Vec<usize> = t.child_lens();
+            let limit = (0.8 * t.child_capacity() as f64) as usize;
+            assert!(loads.iter().all(|&l| l <= limit + 108), "{loads:?}");
+        }
+    }
+}
+
+#[test]
+fn typed_errors_and_clear() {
+    for backend in BACKENDS {
+        if !present(backend) {
+            continue;
+        }
+        for placement in PLACEMENTS {
+            let cfg = PagedConfig::with_child_slots(256)
+                .backend(BackendChoice::Exactly(backend))
+                .placement(placement)
+                .max_children(2);
+            let mut t: PagedTable<Bcht, u32, u32> = PagedTable::new(cfg).unwrap();
+            assert!(matches!(
+                t.insert(&[1, 2], &[1]),
+                Err(Error::LengthMismatch { .. })
+            ));
+            assert!(matches!(
+                t.insert(&[1, u32::MAX], &[1, 2]),
+                Err(Error::SentinelKey { index: 1 })
+            ));
+            assert!(t.is_empty());
+            let keys: Vec<u32> = (0..1000).collect();
+            assert!(matches!(
+                t.insert(&keys, &keys),
+                Err(Error::CapacityExceeded { .. })
+            ));
+            assert!(t.is_empty());
+            t.insert(&keys[..300], &keys[..300]).unwrap();
+            assert_eq!(t.len(), 300);
+            let mut out = vec![0u32; 3];
+            assert!(matches!(
+                t.find_into(&[1, 2], &mut out),
+                Err(Error::LengthMismatch { .. })
+            ));
+            assert_eq!(t.contains(&[5, 700]).unwrap(), vec![true, false]);
+            t.clear().unwrap();
+            assert!(t.is_empty());
+            assert_eq!(t.find(&[5]).unwrap(), vec![None]);
+            // Empty batches.
+            t.insert(&[], &[]).unwrap();
+            assert_eq!(t.erase(&[]).unwrap(), 0);
+            assert_eq!(t.find(&[]).unwrap(), vec![]);
+        }
+        let bad = PagedConfig::with_child_slots(256)
+            .backend(BackendChoice::Exactly(backend))
+            .max_load(0.0);
+        assert!(matches!(
+            PagedTable::<Bcht, u32, u32>::new(bad),
+            Err(Error::InvalidConfig(_))
+        ));
+    }
+}
+
+/// Adversarial: one key repeated across a batch that spans several new children (arrival order), and
+/// updates of keys that sit in stashes.
+#[test]
+fn repeats_across_children() {
+    for backend in BACKENDS {
+        if !present(backend) {
+            continue;
+        }
+        for placement in PLACEMENTS {
+            let cfg = PagedConfig::with_child_slots(128)
+                .backend(BackendChoice::Exactly(backend))
+                .placement(placement)
+                .budget(DeviceBudget::Children(1));
+            let mut t: PagedTable<Iht, u32, u32> = PagedTable::new(cfg).unwrap();
+            let mut keys: Vec<u32> = (0..2000).collect();
+            let mut values: Vec<u32> = (0..2000).collect();
+            for i in (0..2000).step_by(97) {
+                keys[i] = 42;
+                values[i] = 100_000 + i as u32;
+            }
+            t.insert(&keys, &values).unwrap();
+            let mut oracle = HashMap::new();
+            for (k, v) in keys.iter().zip(&values) {
+                oracle.insert(*k, *v);
+            }
+            check(
+                &mut t,
+                &oracle,
+                &[5000],
+                &format!("{backend} {placement:?} repeats"),
+            );
+            // Update every key again, reversed.
+            let vals2: Vec<u32> = keys.iter().map(|k| k ^ 0xdead).collect();
+            t.insert(&keys, &vals2).unwrap();
+            for (k, v) in keys.iter().zip(&vals2) {
+                oracle.insert(*k, *v);
+            }
+            check(
+                &mut t,
+                &oracle,
+                &[5000],
+                &format!("{backend} {placement:?} updates"),
+            );
+        }
+    }
+}
