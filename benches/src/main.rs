@@ -18,6 +18,7 @@ mod chained;
 mod cli;
 mod csr;
 mod host;
+mod paged;
 mod plot;
 mod scan;
 mod sweep;
@@ -170,6 +171,7 @@ fn run() -> Result<i32, BenchError> {
         Some(Cmd::Csr(args)) => csr::run(&cli::csr(args)?).map_err(BenchError::Run),
         Some(Cmd::Scan(args)) => scan::run(&cli::scan(args)?).map_err(BenchError::Run),
         Some(Cmd::Chained(args)) => chained::run(&cli::chained(args)?).map_err(BenchError::Run),
+        Some(Cmd::Paged(args)) => paged::run(&cli::paged(args)?).map_err(BenchError::Run),
         None => rates(cli::rates(cli.rates)?),
     }
 }

@@ -978,6 +978,43 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
         Ok((erased, rest))
     }
 
+    /// The child a key routes to (hash-routed tables; `None` in arrival order, where any child may hold it).
+    pub fn child_of(&self, key: K) -> Option<usize> {
+        self.directory
+            .as_ref()
+            .map(|d| d.child_of(key.widen()) as usize)
+    }
+
+    /// Re-seeds child `c` and rebuilds it alone from its pairs and stash (what a failing child does by itself;
+    /// exposed to refresh a child and to measure a confined rebuild). Out-of-range `c` is
+    /// [`Error::InvalidConfig`]; pairs the rebuild cannot place are returned in [`Error::BuildFailed`].
+    pub fn rebuild_child(&mut self, c: usize) -> Result<()> {
+        if c >= self.children.len() {
+            return Err(Error::InvalidConfig(format!(
+                "child {c} does not exist (the table has {})",
+                self.children.len()
+            )));
+        }
+        self.admit(c, &[])?;
+        let mut all = self.children[c].pairs()?;
+        all.extend(self.meta[c].stash.drain());
+        let family = self.children[c].family().reseeded();
+        self.residency.stats.rebuilds += 1;
+        let mut failed = Vec::new();
+        self.refill(c, family, all, &mut failed)?;
+        if failed.is_empty() {
+            Ok(())
+        } else {
+            Err(Error::BuildFailed {
+                attempts: 1 + self.config.child.max_rebuilds,
+                unplaced: failed
+                    .into_iter()
+                    .map(|(k, v)| (k.widen(), v.widen()))
+                    .collect(),
+            })
+        }
+    }
+
     /// Every stored pair (order unspecified). Pages every child in, in turn.
     pub fn pairs(&mut self) -> Result<Vec<(K, V)>> {
         let mut all = Vec::with_capacity(self.len());
