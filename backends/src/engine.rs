@@ -15,6 +15,29 @@ pub struct Inserted<K, V> {
     pub unplaced: Vec<(K, V)>,
 }
 
+/// A split of [`Engine::rebuild_split`]: the pairs whose route bit `63 - depth` of
+/// `paged::route_hash(key, seed)` is set move to a new table built under `family`.
+#[derive(Debug, Clone, Copy)]
+pub struct SplitSpec {
+    /// Route seed.
+    pub seed: u64,
+    /// The splitting table's route depth.
+    pub depth: u32,
+    /// Hash family of the new table.
+    pub family: HashFamily,
+}
+
+/// What [`Engine::rebuild_split`] did.
+pub struct Rebuilt<K: Key, V: Value> {
+    /// Pairs the table's rebuild could not place (no longer in it).
+    pub lost: Vec<(K, V)>,
+    /// The split's new table, and the pairs its build could not place (in neither table).
+    pub split: Option<SplitTable<K, V>>,
+}
+
+/// A split's new table and the pairs its build could not place.
+pub type SplitTable<K, V> = (Box<dyn Engine<K, V>>, Vec<(K, V)>);
+
 /// One backend's table of `K -> V`.
 pub trait Engine<K: Key, V: Value>: Send + Sync {
     /// Upserts a batch of equal lengths. The **last** occurrence of a key in the batch wins; a stored key gets
@@ -57,6 +80,14 @@ pub trait Engine<K: Key, V: Value>: Send + Sync {
     fn alloc_pinned(&self, _bytes: usize) -> Option<crate::gpu::transfer::PinnedAlloc> {
         None
     }
+    /// Rebuilds the table from its own pairs under `family` where they live (GPU tables: unpacked and
+    /// re-inserted on the device, nothing crosses the bus); with `split`, the pairs whose route bit is set go
+    /// to a new table of the same kind instead. Paged tables' confined rebuilds and splits.
+    fn rebuild_split(
+        &mut self,
+        family: HashFamily,
+        split: Option<SplitSpec>,
+    ) -> Result<Rebuilt<K, V>>;
     /// Paging (device tables larger than the device, `crate::paged`): copies the table to host memory, unless
     /// the host copy is current, and frees its device memory. Returns the bytes copied. A paged-out table
     /// answers only [`Engine::page_in`], [`Engine::len`], [`Engine::capacity`] and [`Engine::family`]; its

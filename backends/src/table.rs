@@ -202,6 +202,9 @@ impl<S: SchemeInfo> CpuEngine<S> {
     }
 }
 
+/// Pairs.
+type Pairs<K, V> = Vec<(K, V)>;
+
 /// The error a paged-out table gives for work that needs its slots.
 pub(crate) fn paged_out() -> Error {
     Error::InvalidConfig("the table is paged out (page_in first)".into())
@@ -265,6 +268,33 @@ impl<S: SchemeInfo, K: Key, V: Value> Engine<K, V> for CpuEngine<S> {
             .into_iter()
             .map(|(k, b)| (K::narrow(k), b))
             .collect())
+    }
+    fn rebuild_split(
+        &mut self,
+        family: HashFamily,
+        split: Option<crate::engine::SplitSpec>,
+    ) -> Result<crate::engine::Rebuilt<K, V>> {
+        self.check_resident()?;
+        let all = Engine::<K, V>::pairs(self)?;
+        let (high, low): (Pairs<K, V>, Pairs<K, V>) = match split {
+            Some(sp) => all.into_iter().partition(|(k, _)| {
+                crate::paged::route::route_hash(k.widen(), sp.seed) >> (63 - sp.depth) & 1 == 1
+            }),
+            None => (Vec::new(), all),
+        };
+        Engine::<K, V>::reset(self, family)?;
+        let (k, v): (Vec<K>, Vec<V>) = low.into_iter().unzip();
+        let lost = Engine::<K, V>::insert_distinct(self, &k, &v)?.unplaced;
+        let split = match split {
+            Some(sp) => {
+                let mut other = Self::new(self.table.emptied(sp.family), self.deterministic);
+                let (k, v): (Vec<K>, Vec<V>) = high.into_iter().unzip();
+                let lost = Engine::<K, V>::insert_distinct(&mut other, &k, &v)?.unplaced;
+                Some((Box::new(other) as Box<dyn Engine<K, V>>, lost))
+            }
+            None => None,
+        };
+        Ok(crate::engine::Rebuilt { lost, split })
     }
     fn page_out(&mut self) -> Result<u64> {
         if !self.resident {

@@ -30,8 +30,9 @@ use std::time::Instant;
 
 /// Stored values are the key with these bits flipped.
 const VALUE_MASK: u32 = 0x5555_5555;
-/// Absent keys come from counters at and above this one (stored keys from below it).
-const ABSENT_FROM: u64 = 1 << 62;
+/// Absent keys come from counters at and above this one (stored keys from below it): `key` is a bijection of
+/// 32-bit counters, so the two sets are disjoint.
+const ABSENT_FROM: u64 = 3 << 30;
 
 /// The experiments, in the order they run.
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,10 +59,16 @@ pub struct PagedSetup {
     pub out_dir: String,
 }
 
-/// Key `i` of the stored set (distinct for distinct `i` below 2^32, never the sentinel).
+/// Key of counter `i` (below 2^32 - 1): a bijection of 32-bit counters, so distinct counters give distinct
+/// keys; the one counter that would give the sentinel takes the key of counter 2^32 - 1, which is never used.
 fn key(i: u64) -> u32 {
-    let k = fmix32((i as u32) ^ 0x6a09_e667 ^ ((i >> 32) as u32).wrapping_mul(0x9e37_79b9));
-    if k == u32::MAX { 0x7fff_ffff } else { k }
+    debug_assert!(i < u32::MAX as u64);
+    let k = fmix32(i as u32 ^ 0x6a09_e667);
+    if k == u32::MAX {
+        fmix32(u32::MAX ^ 0x6a09_e667)
+    } else {
+        k
+    }
 }
 
 /// Keys `from..from + n` and their values.

@@ -324,6 +324,22 @@ fn growth_past_eight_times() {
                 &[],
                 &format!("{backend} {placement:?} growth"),
             );
+            // A confined rebuild of each child keeps every pair.
+            let rebuilds = t.paging().rebuilds;
+            for c in 0..t.children() {
+                t.rebuild_child(c).unwrap();
+            }
+            assert_eq!(t.paging().rebuilds, rebuilds + t.children() as u64);
+            check(
+                &mut t,
+                &oracle,
+                &[],
+                &format!("{backend} {placement:?} rebuilt"),
+            );
+            assert!(matches!(
+                t.rebuild_child(t.children()),
+                Err(Error::InvalidConfig(_))
+            ));
             assert!(t.capacity() >= 8 * initial);
             assert!(t.paging().grown > 0);
             let loads: Vec<usize> = t.child_lens();

@@ -39,6 +39,7 @@ pub mod device_api;
 pub(crate) mod host_path;
 pub mod kernels;
 pub mod layout;
+pub mod paging;
 pub mod scan;
 pub mod transfer;
 pub mod upsert;
@@ -236,7 +237,7 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
         options: GpuOptions,
     ) -> Result<Self> {
         Self::build(
-            device,
+            R::client(device),
             num_buckets,
             bucket_size,
             family,
@@ -257,7 +258,7 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
         options: GpuOptions,
     ) -> Result<Self> {
         Self::build(
-            device,
+            R::client(device),
             num_buckets,
             bucket_size,
             family,
@@ -268,7 +269,7 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
     }
 
     fn build(
-        device: &R::Device,
+        client: ComputeClient<R>,
         num_buckets: u32,
         bucket_size: u32,
         family: HashFamily,
@@ -282,7 +283,6 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
                 L::NAME
             )));
         }
-        let client = R::client(device);
         let tile_width = tile_width_for(&client, bucket_size)?;
         let slots = num_buckets as usize * bucket_size as usize;
         let stager = if share_stager {
@@ -700,6 +700,77 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
         Ok(copied)
     }
 
+    /// See [`Engine::rebuild_split`]: unpacks the slots on the device, empties the table under `family`, and
+    /// re-inserts the pairs (mask 1) into it and, with a split, the moving ones (mask 2) into a new table.
+    #[allow(clippy::type_complexity)]
+    fn rebuild_split_device(
+        &mut self,
+        family: HashFamily,
+        split: Option<crate::engine::SplitSpec>,
+    ) -> Result<(Vec<(u64, u64)>, Option<(Self, Vec<(u64, u64)>)>)> {
+        self.check_resident()?;
+        let n = self.capacity();
+        let keys = self.client.empty(n * size_of::<L::Key>());
+        let values = self.client.empty(n * size_of::<L::Value>());
+        let mask = self.client.empty(n * 4);
+        let (seed, depth) = split.map_or((0, 0), |s| (s.seed, s.depth));
+        // SAFETY: the kernel guards its index against the slot array's length; the outputs have `n` elements.
+        unsafe {
+            paging::unpack_slots_kernel::launch_unchecked::<L, R>(
+                &self.client,
+                cube_count(n),
+                CubeDim::new_1d(CUBE_SIZE),
+                ArrayArg::from_raw_parts(self.keys.clone(), n),
+                ArrayArg::from_raw_parts(self.values.clone(), self.values_len),
+                ArrayArg::from_raw_parts(keys.clone(), n),
+                ArrayArg::from_raw_parts(values.clone(), n),
+                ArrayArg::from_raw_parts(mask.clone(), n),
+                seed,
+                depth,
+                split.is_some(),
+            )
+        };
+        self.image_current = false;
+        self.family = family;
+        self.upload_shape();
+        self.fill_empty();
+        self.reset_counters();
+        self.launch_insert(&keys, &values, Selection::Mask(&mask, 1), n, Some(false));
+        let lost = self.settle_all()?;
+        let other = match split {
+            Some(sp) => {
+                let mut t = Self::build(
+                    self.client.clone(),
+                    self.num_buckets,
+                    self.bucket_size,
+                    sp.family,
+                    self.params,
+                    self.options,
+                    true,
+                )?;
+                t.count_probes = self.count_probes;
+                t.batch = self.batch;
+                t.launch_insert(&keys, &values, Selection::Mask(&mask, 2), n, Some(false));
+                let lost = t.settle_all()?;
+                Some((t, lost))
+            }
+            None => None,
+        };
+        Ok((lost, other))
+    }
+
+    /// [`GpuTable::settle`], with an overflowed stash as the typed error.
+    fn settle_all(&mut self) -> Result<Vec<(u64, u64)>> {
+        let lost = self.settle()?;
+        if lost.untracked > 0 {
+            return Err(Error::StashOverflow {
+                untracked: lost.untracked,
+                unplaced: lost.pairs,
+            });
+        }
+        Ok(lost.pairs)
+    }
+
     /// See [`Engine::page_in`].
     fn page_in_slots(&mut self) -> Result<u64> {
         if self.resident {
@@ -990,6 +1061,23 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout, K: Key, V: Value> Engine<K
 
     fn alloc_pinned(&self, bytes: usize) -> Option<PinnedAlloc> {
         R::alloc_pinned(&self.stager, bytes)
+    }
+
+    fn rebuild_split(
+        &mut self,
+        family: HashFamily,
+        split: Option<crate::engine::SplitSpec>,
+    ) -> Result<crate::engine::Rebuilt<K, V>> {
+        let narrow = |v: Vec<(u64, u64)>| -> Vec<(K, V)> {
+            v.into_iter()
+                .map(|(k, v)| (K::narrow(k), V::narrow(v)))
+                .collect()
+        };
+        let (lost, other) = self.rebuild_split_device(family, split)?;
+        Ok(crate::engine::Rebuilt {
+            lost: narrow(lost),
+            split: other.map(|(t, l)| (Box::new(t) as Box<dyn Engine<K, V>>, narrow(l))),
+        })
     }
 
     fn page_out(&mut self) -> Result<u64> {

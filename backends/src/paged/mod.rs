@@ -48,9 +48,9 @@
 //! ```
 
 mod residency;
-mod route;
+pub(crate) mod route;
 
-use crate::engine::{Engine, Inserted, bits_from, options_from_bits};
+use crate::engine::{Engine, Inserted, Rebuilt, SplitSpec, bits_from, options_from_bits};
 use crate::select::{Backend, BackendChoice, is_available, resolve};
 use crate::table::{EngineShape, TableConfig, default_bucket_size_of, make_engine, unavailable};
 use hashtile_core::element::first_sentinel;
@@ -355,8 +355,7 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
             let need = self.children[0].device_bytes();
             self.residency.make_room(&mut self.children, need, keep)?;
         }
-        let family = HashFamily::new(route_hash(self.made, self.config.child.seed));
-        self.made += 1;
+        let family = self.next_family();
         let engine = make_engine::<S, K, V>(&self.config.child, self.shape, family)?;
         self.residency.admitted_new(c, engine.device_bytes());
         self.children.push(engine);
@@ -365,6 +364,12 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
             depth,
         });
         Ok(c)
+    }
+
+    /// The hash family of the next child (each child's own, derived from the master seed).
+    fn next_family(&mut self) -> HashFamily {
+        self.made += 1;
+        HashFamily::new(route_hash(self.made - 1, self.config.child.seed))
     }
 
     fn can_grow(&self) -> bool {
@@ -561,14 +566,47 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
             return Ok(false);
         }
         self.admit(c, &[])?;
+        self.meta[c].depth = d + 1;
+        self.residency.stats.grown += 1;
+        let bytes = self.children[c].device_bytes();
+        if self
+            .residency
+            .make_room(&mut self.children, bytes, &[c])
+            .is_ok()
+        {
+            // Both halves fit the budget at once: the child splits where it lives (on a device: no pair
+            // crosses the bus), and its stash and whatever the two builds could not place are routed again.
+            let seed = self.directory.as_ref().expect("hash-routed").seed;
+            let family = self.children[c].family();
+            let new_family = self.next_family();
+            let split = SplitSpec {
+                seed,
+                depth: d,
+                family: new_family,
+            };
+            let Rebuilt { lost, split } = self.children[c].rebuild_split(family, Some(split))?;
+            let (engine, lost_new) = split.expect("asked for a split");
+            self.residency.admitted_new(c2, engine.device_bytes());
+            self.children.push(engine);
+            self.meta.push(ChildMeta {
+                stash: HashMap::new(),
+                depth: d + 1,
+            });
+            let mut pending: Pairs<K, V> = self.meta[c].stash.drain().collect();
+            pending.extend(lost);
+            pending.extend(lost_new);
+            if !pending.is_empty() {
+                let (k, v): Batch<K, V> = pending.into_iter().unzip();
+                self.insert_routed(&k, &v, failed)?;
+            }
+            return Ok(true);
+        }
         let mut all = self.children[c].pairs()?;
         all.extend(self.meta[c].stash.drain());
         let dir = self.directory.as_ref().expect("hash-routed");
         let (high, low): (Pairs<K, V>, Pairs<K, V>) = all
             .into_iter()
             .partition(|(k, _)| dir.goes_high(k.widen(), d));
-        self.meta[c].depth = d + 1;
-        self.residency.stats.grown += 1;
         let family = self.children[c].family();
         self.refill(c, family, low, failed)?;
         let n = self.new_child(d + 1, &[])?;
@@ -613,17 +651,20 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
             return Ok(());
         }
         self.admit(c, &[])?;
-        let mut all = self.children[c].pairs()?;
-        all.extend(self.meta[c].stash.drain());
-        all.extend(unplaced);
-        let (k, v): Batch<K, V> = all.into_iter().unzip();
+        let mut last: Pairs<K, V> = self.meta[c].stash.drain().collect();
+        last.extend(unplaced);
         let mut family = self.children[c].family();
-        let mut last = Vec::new();
         for _ in 0..self.config.child.max_rebuilds.max(1) {
+            // Re-seeded where the pairs live (on a device: no pair crosses the bus), then the pairs it did
+            // not hold are inserted again.
             family = family.reseeded();
-            self.children[c].reset(family)?;
             self.residency.stats.rebuilds += 1;
-            last = self.children[c].insert_distinct(&k, &v)?.unplaced;
+            let Rebuilt { mut lost, .. } = self.children[c].rebuild_split(family, None)?;
+            if !last.is_empty() {
+                let (k, v): Batch<K, V> = last.into_iter().unzip();
+                lost.extend(self.children[c].insert_distinct(&k, &v)?.unplaced);
+            }
+            last = lost;
             if last.len() <= cap {
                 self.meta[c].stash.extend(last);
                 return Ok(());
@@ -996,12 +1037,13 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
             )));
         }
         self.admit(c, &[])?;
-        let mut all = self.children[c].pairs()?;
-        all.extend(self.meta[c].stash.drain());
         let family = self.children[c].family().reseeded();
         self.residency.stats.rebuilds += 1;
+        let Rebuilt { lost, .. } = self.children[c].rebuild_split(family, None)?;
+        let mut pending: Pairs<K, V> = self.meta[c].stash.drain().collect();
+        pending.extend(lost);
         let mut failed = Vec::new();
-        self.refill(c, family, all, &mut failed)?;
+        self.place_unplaced(c, pending, &mut failed)?;
         if failed.is_empty() {
             Ok(())
         } else {
