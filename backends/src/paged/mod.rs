@@ -56,6 +56,7 @@ use crate::table::{EngineShape, TableConfig, default_bucket_size_of, make_engine
 use hashtile_core::element::first_sentinel;
 use hashtile_core::scheme::{SchemeInfo, SchemeParams};
 use hashtile_core::{Error, HashFamily, Key, Result, Value};
+use rayon::prelude::*;
 pub use residency::PagingStats;
 use residency::Residency;
 use route::{Directory, gather, partition, route_hash, scatter};
@@ -516,15 +517,21 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
 
     /// Hash-routed insert: partition by child, then each child's part (resident children first).
     fn insert_routed(&mut self, keys: &[K], values: &[V], failed: &mut Vec<(K, V)>) -> Result<()> {
+        let mut trace = Trace::start();
         let dir = self.directory.as_ref().expect("hash-routed");
         let part = partition(keys.len(), self.children.len(), |i| {
             dir.child_of(keys[i].widen())
         });
+        trace.lap("partition");
         let parts = self.children.len();
         for c in self.visit_order((0..parts).filter(|&c| !part.of(c).is_empty())) {
             let pos = part.of(c);
-            self.insert_into(c, gather(keys, pos), gather(values, pos), failed)?;
+            let (k, v) = (gather(keys, pos), gather(values, pos));
+            trace.lap("gather");
+            self.insert_into(c, k, v, failed)?;
+            trace.lap("children");
         }
+        trace.report("insert", keys.len());
         Ok(())
     }
 
@@ -855,14 +862,19 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
                     dir.child_of(keys[i].widen())
                 });
                 let n = self.children.len();
+                let mut trace = Trace::start();
                 for c in self.visit_order((0..n).filter(|&c| !part.of(c).is_empty())) {
                     let pos = part.of(c);
                     let k = gather(keys, pos);
+                    trace.lap("gather");
                     let (mut vals, mut found) = self.find_in(c, &k)?;
+                    trace.lap("children");
                     self.stash_lookup(&[c], &k, &mut vals, &mut found);
                     scatter(out, pos, &vals);
                     scatter(&mut present, pos, &found);
+                    trace.lap("scatter");
                 }
+                trace.report("find", keys.len());
             }
             Placement::ArrivalOrder => {
                 let mut pos: Vec<u32> = (0..keys.len() as u32).collect();
@@ -908,6 +920,7 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
         self.admit(c, &[])?;
         let (vals, bits) = self.presence(c, keys)?;
         let found = (0..keys.len())
+            .into_par_iter()
             .map(|i| (bits[i / 32] >> (i % 32) & 1) as u8)
             .collect();
         Ok((vals, found))
@@ -1077,6 +1090,44 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
         self.meta.clear();
         self.residency.forget_all();
         self.start()
+    }
+}
+
+/// Per-phase host times of one call, printed when `HASHTILE_TRACE` is set (diagnosis of the paged calls).
+struct Trace {
+    on: bool,
+    at: std::time::Instant,
+    laps: Vec<(&'static str, f64)>,
+}
+
+impl Trace {
+    fn start() -> Self {
+        static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        Self {
+            on: *ON.get_or_init(|| std::env::var_os("HASHTILE_TRACE").is_some()),
+            at: std::time::Instant::now(),
+            laps: Vec::new(),
+        }
+    }
+    fn lap(&mut self, what: &'static str) {
+        if self.on {
+            let t = self.at.elapsed().as_secs_f64();
+            self.at = std::time::Instant::now();
+            match self.laps.iter_mut().find(|l| l.0 == what) {
+                Some(l) => l.1 += t,
+                None => self.laps.push((what, t)),
+            }
+        }
+    }
+    fn report(&self, call: &str, n: usize) {
+        if self.on {
+            let laps: Vec<String> = self
+                .laps
+                .iter()
+                .map(|(w, t)| format!("{w} {:.2} ms", t * 1e3))
+                .collect();
+            eprintln!("trace paged {call} of {n}: {}", laps.join(", "));
+        }
     }
 }
 
