@@ -191,17 +191,31 @@ fn wide_pairs() {
         if !present(backend) {
             continue;
         }
-        for placement in PLACEMENTS {
-            random_batches::<Iht, u64, u64>(
-                backend,
-                placement,
-                Replacement::Lru,
-                256,
-                DeviceBudget::Children(1),
-                4,
-                400,
-                8,
-            );
+        // One resident child: splits go through the host; three: splits and rebuilds run on the device (the
+        // wide layout's unpack reads the value array).
+        for budget in [DeviceBudget::Children(1), DeviceBudget::Children(3)] {
+            for placement in PLACEMENTS {
+                let mut t = random_batches::<Iht, u64, u64>(
+                    backend,
+                    placement,
+                    Replacement::Lru,
+                    256,
+                    budget,
+                    4,
+                    400,
+                    8,
+                );
+                let oracle: HashMap<u64, u64> = t.pairs().unwrap().into_iter().collect();
+                for c in 0..t.children() {
+                    t.rebuild_child(c).unwrap();
+                }
+                check(
+                    &mut t,
+                    &oracle,
+                    &[1 << 40],
+                    &format!("{backend} wide rebuilt"),
+                );
+            }
         }
     }
 }
