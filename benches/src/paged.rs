@@ -161,6 +161,22 @@ fn queries(pick: &[u32], absent: usize) -> Vec<u32> {
     q
 }
 
+/// A figure of one panel.
+fn one_panel(caption: String, x: &str, y: &str, x_axis: XAxis, series: Vec<Series>) -> Figure {
+    Figure {
+        caption,
+        x_label: x.into(),
+        y_label: y.into(),
+        x_axis,
+        y_range: None,
+        cols: 1,
+        panels: vec![Panel {
+            title: String::new(),
+            series,
+        }],
+    }
+}
+
 fn csv_line(csv: &mut String, fields: &[String]) {
     let _ = writeln!(csv, "{}", fields.join(","));
 }
@@ -355,23 +371,18 @@ fn residency(s: &PagedSetup) -> Result<bool, String> {
         n as f64 / secs / 1e6,
         q.len() as f64 / times[times.len() / 2] / 1e6
     );
-    let fig = Figure {
-        caption: format!(
+    let fig = one_panel(
+        format!(
             "Paged BCHT: {c} children of {} MiB, 2^{:.1} keys, rates vs resident children, {}",
             s.child_mib,
             (n as f64).log2(),
             s.backend
         ),
-        x_label: "resident children".into(),
-        y_label: "M keys/s (host data)".into(),
-        x_axis: XAxis::Linear,
-        y_range: None,
-        cols: 1,
-        panels: vec![Panel {
-            title: String::new(),
-            series,
-        }],
-    };
+        "resident children",
+        "M keys/s (host data)",
+        XAxis::Linear,
+        series,
+    );
     save(s, "residency", &csv, Some(fig))?;
     Ok(all_ok)
 }
@@ -444,21 +455,16 @@ fn skew(s: &PagedSetup) -> Result<bool, String> {
             points: pts,
         });
     }
-    let fig = Figure {
-        caption: format!(
+    let fig = one_panel(
+        format!(
             "Paged finds, {x} of {c} children resident: concentrated (x = 0) vs uniform (x = 1) queries, {}",
             s.backend
         ),
-        x_label: "0 = queries on resident children, 1 = uniform".into(),
-        y_label: "M keys/s".into(),
-        x_axis: XAxis::Linear,
-        y_range: None,
-        cols: 1,
-        panels: vec![Panel {
-            title: String::new(),
-            series,
-        }],
-    };
+        "0 = queries on resident children, 1 = uniform",
+        "M keys/s",
+        XAxis::Linear,
+        series,
+    );
     save(s, "skew", &csv, Some(fig))?;
     Ok(all_ok)
 }
@@ -572,30 +578,25 @@ fn growth(s: &PagedSetup) -> Result<bool, String> {
         sc / pc
     );
     let _ = writeln!(csv, "# speedup {:.2}, ok {ok}", sc / pc);
-    let fig = Figure {
-        caption: format!(
+    let fig = one_panel(
+        format!(
             "Growth by batches of 2^{}: paged table vs static table rebuilt per batch, {}",
             s.log2_batch, s.backend
         ),
-        x_label: "keys stored".into(),
-        y_label: "cumulative seconds".into(),
-        x_axis: XAxis::Log2,
-        y_range: None,
-        cols: 1,
-        panels: vec![Panel {
-            title: String::new(),
-            series: vec![
-                Series {
-                    name: "paged (hash-routed, splits)".into(),
-                    points: pts_p,
-                },
-                Series {
-                    name: "static, rebuilt per batch".into(),
-                    points: pts_s,
-                },
-            ],
-        }],
-    };
+        "keys stored",
+        "cumulative seconds",
+        XAxis::Log2,
+        vec![
+            Series {
+                name: "paged (hash-routed, splits)".into(),
+                points: pts_p,
+            },
+            Series {
+                name: "static, rebuilt per batch".into(),
+                points: pts_s,
+            },
+        ],
+    );
     save(s, &format!("growth_{}mib", s.child_mib), &csv, Some(fig))?;
     Ok(ok)
 }

@@ -502,17 +502,7 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
                 self.insert_arrival(keys.to_vec(), values.to_vec(), &mut failed)?
             }
         }
-        if failed.is_empty() {
-            Ok(())
-        } else {
-            Err(Error::BuildFailed {
-                attempts: 1 + self.config.child.max_rebuilds,
-                unplaced: failed
-                    .into_iter()
-                    .map(|(k, v)| (k.widen(), v.widen()))
-                    .collect(),
-            })
-        }
+        self.settled((), failed)
     }
 
     /// Hash-routed insert: partition by child, then each child's part (resident children first).
@@ -971,17 +961,7 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
                 }
             }
         }
-        if failed.is_empty() {
-            Ok(erased)
-        } else {
-            Err(Error::BuildFailed {
-                attempts: 1 + self.config.child.max_rebuilds,
-                unplaced: failed
-                    .into_iter()
-                    .map(|(k, v)| (k.widen(), v.widen()))
-                    .collect(),
-            })
-        }
+        self.settled(erased, failed)
     }
 
     /// Erases from child `c` the keys it holds; returns how many pairs went and the keys it did not hold.
@@ -1032,6 +1012,20 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
         Ok((erased, rest))
     }
 
+    /// `value`, or [`Error::BuildFailed`] with the pairs nothing could place (every other pair is stored).
+    fn settled<T>(&self, value: T, failed: Vec<(K, V)>) -> Result<T> {
+        if failed.is_empty() {
+            return Ok(value);
+        }
+        Err(Error::BuildFailed {
+            attempts: 1 + self.config.child.max_rebuilds,
+            unplaced: failed
+                .into_iter()
+                .map(|(k, v)| (k.widen(), v.widen()))
+                .collect(),
+        })
+    }
+
     /// The child a key routes to (hash-routed tables; `None` in arrival order, where any child may hold it).
     pub fn child_of(&self, key: K) -> Option<usize> {
         self.directory
@@ -1057,17 +1051,7 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
         pending.extend(lost);
         let mut failed = Vec::new();
         self.place_unplaced(c, pending, &mut failed)?;
-        if failed.is_empty() {
-            Ok(())
-        } else {
-            Err(Error::BuildFailed {
-                attempts: 1 + self.config.child.max_rebuilds,
-                unplaced: failed
-                    .into_iter()
-                    .map(|(k, v)| (k.widen(), v.widen()))
-                    .collect(),
-            })
-        }
+        self.settled((), failed)
     }
 
     /// Every stored pair (order unspecified). Pages every child in, in turn.
