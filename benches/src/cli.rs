@@ -95,6 +95,9 @@ pub struct PagedArgs {
     /// Device budget of the `big` table, GiB.
     #[arg(long, default_value_t = 4)]
     pub big_budget_gib: u64,
+    /// Key (and value) bits of the `big` table: 32 (BCHT children) or 64 (IHT children, 16-byte slots).
+    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(32..=64))]
+    pub big_keys: u32,
     /// Output directory (created).
     #[arg(long, default_value = ".")]
     pub out_dir: String,
@@ -116,6 +119,9 @@ pub fn paged(a: PagedArgs) -> Result<crate::paged::PagedSetup, String> {
     if a.log2_batch == 0 || a.log2_batch > log2_keys {
         return Err(format!("--log2-batch {}: 1..=--log2-keys", a.log2_batch));
     }
+    if a.big_keys != 32 && a.big_keys != 64 {
+        return Err(format!("--big-keys {}: 32 or 64", a.big_keys));
+    }
     if a.big_gib == 0 || a.big_budget_gib == 0 || a.big_budget_gib > a.big_gib {
         return Err(
             "--big-gib and --big-budget-gib: at least 1, and the budget at most the table".into(),
@@ -131,6 +137,7 @@ pub fn paged(a: PagedArgs) -> Result<crate::paged::PagedSetup, String> {
         runs,
         big_gib: a.big_gib,
         big_budget_gib: a.big_budget_gib,
+        big_keys: a.big_keys,
         out_dir: a.out_dir,
     })
 }
