@@ -404,3 +404,63 @@ fn scan_mode_refuses_bad_input() {
     assert_refused(&["scan", "--log2-words", "40"], "--log2-words 40");
     assert_refused(&["scan", "--runs", "0"], "--runs 0: must be at least 1");
 }
+
+#[test]
+fn paged_mode_refuses_bad_input_and_checks_its_answers() {
+    assert_refused(
+        &["paged", "--children", "6"],
+        "--children 6: a power of two",
+    );
+    assert_refused(&["paged", "--child-mib", "0"], "--child-mib 0");
+    assert_refused(
+        &["paged", "--log2-keys", "12", "--log2-batch", "13"],
+        "--log2-batch 13",
+    );
+    assert_refused(
+        &["paged", "--big-gib", "2", "--big-budget-gib", "3"],
+        "the budget at most the table",
+    );
+    assert_refused(&["paged", "--runs", "0"], "--runs 0: must be at least 1");
+    // A small run of every experiment on the CPU: every answer checked (exit 0), one CSV each.
+    let dir = scratch("paged");
+    let out = run_in(
+        &dir,
+        &[
+            "paged",
+            "--backend",
+            "cpu",
+            "--children",
+            "4",
+            "--child-mib",
+            "1",
+            "--log2-keys",
+            "15",
+            "--log2-batch",
+            "12",
+            "--runs",
+            "1",
+            "--big-gib",
+            "1",
+            "--big-budget-gib",
+            "1",
+            "--experiments",
+            "residency,skew,rebuild,growth",
+            "--out-dir",
+            "out",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for name in ["residency", "skew", "rebuild", "growth_1mib"] {
+        let csv = std::fs::read_to_string(dir.join(format!("out/paged_{name}.csv"))).unwrap();
+        assert!(csv.lines().count() >= 2, "{name}: {csv}");
+        assert!(!csv.contains("false"), "{name}: {csv}");
+    }
+    let svg = std::fs::read_to_string(dir.join("out/paged_residency.svg")).unwrap();
+    assert!(svg.contains("<svg") && svg.contains("plain table"), "{svg}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
