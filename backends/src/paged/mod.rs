@@ -59,7 +59,7 @@ use hashtile_core::{Error, HashFamily, Key, Result, Value};
 use rayon::prelude::*;
 pub use residency::PagingStats;
 use residency::Residency;
-use route::{Directory, gather, partition, route_hash, scatter};
+use route::{Directory, partition, route_hash, scatter};
 use std::collections::{HashMap, HashSet};
 use std::marker::PhantomData;
 
@@ -509,14 +509,14 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
     fn insert_routed(&mut self, keys: &[K], values: &[V], failed: &mut Vec<(K, V)>) -> Result<()> {
         let mut trace = Trace::start();
         let dir = self.directory.as_ref().expect("hash-routed");
-        let part = partition(keys.len(), self.children.len(), |i| {
-            dir.child_of(keys[i].widen())
+        let part = partition(keys, values, false, self.children.len(), |k| {
+            dir.child_of(k.widen())
         });
         trace.lap("partition");
         let parts = self.children.len();
-        for c in self.visit_order((0..parts).filter(|&c| !part.of(c).is_empty())) {
-            let pos = part.of(c);
-            let (k, v) = (gather(keys, pos), gather(values, pos));
+        for c in self.visit_order((0..parts).filter(|&c| !part.range(c).is_empty())) {
+            let r = part.range(c);
+            let (k, v) = (part.keys[r.clone()].to_vec(), part.values[r].to_vec());
             trace.lap("gather");
             self.insert_into(c, k, v, failed)?;
             trace.lap("children");
@@ -848,18 +848,18 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
         match self.config.placement {
             Placement::HashRouted => {
                 let dir = self.directory.as_ref().expect("hash-routed");
-                let part = partition(keys.len(), self.children.len(), |i| {
-                    dir.child_of(keys[i].widen())
-                });
-                let n = self.children.len();
                 let mut trace = Trace::start();
-                for c in self.visit_order((0..n).filter(|&c| !part.of(c).is_empty())) {
+                let part = partition::<K, V>(keys, &[], true, self.children.len(), |k| {
+                    dir.child_of(k.widen())
+                });
+                trace.lap("partition");
+                let n = self.children.len();
+                for c in self.visit_order((0..n).filter(|&c| !part.range(c).is_empty())) {
                     let pos = part.of(c);
-                    let k = gather(keys, pos);
-                    trace.lap("gather");
-                    let (mut vals, mut found) = self.find_in(c, &k)?;
+                    let k = &part.keys[part.range(c)];
+                    let (mut vals, mut found) = self.find_in(c, k)?;
                     trace.lap("children");
-                    self.stash_lookup(&[c], &k, &mut vals, &mut found);
+                    self.stash_lookup(&[c], k, &mut vals, &mut found);
                     scatter(out, pos, &vals);
                     scatter(&mut present, pos, &found);
                     trace.lap("scatter");
@@ -939,12 +939,12 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
         match self.config.placement {
             Placement::HashRouted => {
                 let dir = self.directory.as_ref().expect("hash-routed");
-                let part = partition(keys.len(), self.children.len(), |i| {
-                    dir.child_of(keys[i].widen())
+                let part = partition::<K, V>(keys, &[], false, self.children.len(), |k| {
+                    dir.child_of(k.widen())
                 });
                 let n = self.children.len();
-                for c in self.visit_order((0..n).filter(|&c| !part.of(c).is_empty())) {
-                    let k = gather(keys, part.of(c));
+                for c in self.visit_order((0..n).filter(|&c| !part.range(c).is_empty())) {
+                    let k = part.keys[part.range(c)].to_vec();
                     erased += self.erase_from(c, &k, &mut failed)?.0;
                 }
             }

@@ -88,28 +88,39 @@ impl Directory {
     }
 }
 
-/// A stable partition of positions `0..n` by child: `order[offsets[c]..offsets[c + 1]]` are the positions of
-/// child `c`, in input order (so "the last occurrence wins" survives partitioning).
-pub(crate) struct Partition {
+/// A stable partition of a batch by child: child `c`'s part is `offsets[c]..offsets[c + 1]` of `keys`, `values`
+/// (when the batch has values) and `order` (when asked for: the input positions), in input order, so that "the
+/// last occurrence wins" survives partitioning.
+pub(crate) struct Partition<K, V> {
     pub offsets: Vec<usize>,
     pub order: Vec<u32>,
+    pub keys: Vec<K>,
+    pub values: Vec<V>,
 }
 
-impl Partition {
-    /// Positions of child `c`.
+impl<K, V> Partition<K, V> {
+    /// The range of child `c`'s part.
+    pub fn range(&self, c: usize) -> std::ops::Range<usize> {
+        self.offsets[c]..self.offsets[c + 1]
+    }
+    /// Input positions of child `c`'s part (when the order was asked for).
     pub fn of(&self, c: usize) -> &[u32] {
-        &self.order[self.offsets[c]..self.offsets[c + 1]]
+        &self.order[self.range(c)]
     }
 }
 
-/// Partitions positions by `child_of` (values below `children`): a counting sort in parallel pieces, each
-/// piece counting, then writing its positions at its own offsets.
-pub(crate) fn partition(
-    n: usize,
+/// Partitions a batch by `child_of` (child below `children` for each key) in one pass over the data: a counting
+/// sort in parallel pieces, each piece counting, then writing its keys, values (if `values` is not empty) and
+/// positions (if `keep_order`) at its own offsets.
+pub(crate) fn partition<K: Copy + Default + Send + Sync, V: Copy + Default + Send + Sync>(
+    keys: &[K],
+    values: &[V],
+    keep_order: bool,
     children: usize,
-    child_of: impl Fn(usize) -> u32 + Sync,
-) -> Partition {
-    let of: Vec<u32> = (0..n).into_par_iter().map(&child_of).collect();
+    child_of: impl Fn(&K) -> u32 + Sync,
+) -> Partition<K, V> {
+    let n = keys.len();
+    let of: Vec<u32> = keys.par_iter().map(&child_of).collect();
     let pieces = rayon::current_num_threads().clamp(1, n.div_ceil(1 << 14).max(1));
     let piece = n.div_ceil(pieces).max(1);
     let counts: Vec<Vec<usize>> = of
@@ -134,24 +145,41 @@ pub(crate) fn partition(
         }
     }
     offsets[children] = at;
-    let mut order = vec![0u32; n];
-    let out = SharedSlice(order.as_mut_ptr());
+    let with_values = !values.is_empty();
+    let mut order = vec![0u32; if keep_order { n } else { 0 }];
+    let mut out_keys = vec![K::default(); n];
+    let mut out_values = vec![V::default(); if with_values { n } else { 0 }];
+    let (o, k, v) = (
+        SharedSlice(order.as_mut_ptr()),
+        SharedSlice(out_keys.as_mut_ptr()),
+        SharedSlice(out_values.as_mut_ptr()),
+    );
     of.par_chunks(piece)
         .zip(starts.into_par_iter())
         .enumerate()
         .for_each(|(p, (chunk, mut next))| {
             for (i, &x) in chunk.iter().enumerate() {
-                // SAFETY: the offsets give every position its own index below `n`.
-                unsafe { out.write(next[x as usize], (p * piece + i) as u32) };
+                let at = next[x as usize];
+                let from = p * piece + i;
+                // SAFETY: the offsets give every input position its own output index below `n`.
+                unsafe {
+                    k.write(at, keys[from]);
+                    if with_values {
+                        v.write(at, values[from]);
+                    }
+                    if keep_order {
+                        o.write(at, from as u32);
+                    }
+                }
                 next[x as usize] += 1;
             }
         });
-    Partition { offsets, order }
-}
-
-/// `src[pos[i]]` for each `i`.
-pub(crate) fn gather<T: Copy + Send + Sync>(src: &[T], pos: &[u32]) -> Vec<T> {
-    pos.par_iter().map(|&p| src[p as usize]).collect()
+    Partition {
+        offsets,
+        order,
+        keys: out_keys,
+        values: out_values,
+    }
 }
 
 /// `dst[pos[i]] = vals[i]` for each `i`; `pos` holds distinct positions below `dst.len()`.
@@ -188,19 +216,26 @@ mod tests {
     #[test]
     fn partition_is_stable_and_complete() {
         let n = 100_003;
-        let p = partition(n, 7, |i| ((i * 31) % 7) as u32);
+        let keys: Vec<u64> = (0..n as u64).collect();
+        let values: Vec<u32> = (0..n as u32).map(|i| i ^ 77).collect();
+        let p = partition(&keys, &values, true, 7, |&k| ((k * 31) % 7) as u32);
         assert_eq!(p.offsets[7], n);
         let mut seen = vec![false; n];
         for c in 0..7 {
             let part = p.of(c);
             assert!(part.windows(2).all(|w| w[0] < w[1]), "stable");
-            for &i in part {
+            for (j, &i) in part.iter().enumerate() {
                 assert_eq!((i as usize * 31) % 7, c);
+                assert_eq!(p.keys[p.offsets[c] + j], i as u64);
+                assert_eq!(p.values[p.offsets[c] + j], i ^ 77);
                 assert!(!seen[i as usize]);
                 seen[i as usize] = true;
             }
         }
         assert!(seen.iter().all(|&s| s));
+        let bare = partition::<u64, u32>(&keys, &[], false, 7, |&k| ((k * 31) % 7) as u32);
+        assert_eq!(bare.keys, p.keys);
+        assert!(bare.order.is_empty() && bare.values.is_empty());
     }
 
     #[test]
