@@ -74,6 +74,9 @@ pub struct PagedArgs {
         default_value = "residency,skew,rebuild,growth"
     )]
     pub experiments: Vec<crate::paged::Experiment>,
+    /// Placements of `residency` and `skew`, comma separated: hash, arrival.
+    #[arg(long, value_delimiter = ',', default_value = "hash,arrival", value_parser = ["hash", "arrival"])]
+    pub placements: Vec<String>,
     /// Children of the `residency` and `skew` tables (a power of two, at least 4).
     #[arg(long, default_value_t = 16)]
     pub children: usize,
@@ -138,6 +141,17 @@ pub fn paged(a: PagedArgs) -> Result<crate::paged::PagedSetup, String> {
         big_gib: a.big_gib,
         big_budget_gib: a.big_budget_gib,
         big_keys: a.big_keys,
+        placements: a
+            .placements
+            .iter()
+            .map(|p| {
+                if p == "hash" {
+                    hashtile::Placement::HashRouted
+                } else {
+                    hashtile::Placement::ArrivalOrder
+                }
+            })
+            .collect(),
         out_dir: a.out_dir,
     })
 }

@@ -57,6 +57,7 @@ pub struct PagedSetup {
     pub big_gib: u64,
     pub big_budget_gib: u64,
     pub big_keys: u32,
+    pub placements: Vec<Placement>,
     pub out_dir: String,
 }
 
@@ -253,7 +254,7 @@ fn residency(s: &PagedSetup) -> Result<bool, String> {
     let (stored, _) = batch(0, n);
     let q = queries(&stored, n / 8);
     let mut series = Vec::new();
-    for placement in [Placement::HashRouted, Placement::ArrivalOrder] {
+    for &placement in &s.placements {
         let mut build_pts = Vec::new();
         let mut find_pts = Vec::new();
         for x in [c / 4, c / 2, 3 * c / 4, c] {
@@ -395,7 +396,7 @@ fn skew(s: &PagedSetup) -> Result<bool, String> {
     let mut csv = String::from("placement,queries,keys,seconds,M_keys_per_s,swap_GB,ok\n");
     let mut all_ok = true;
     let mut series = Vec::new();
-    for placement in [Placement::HashRouted, Placement::ArrivalOrder] {
+    for &placement in &s.placements {
         let mut t: PagedTable<Bcht, u32, u32> =
             PagedTable::new(paged_config(s, placement, c, x)).map_err(lib)?;
         fill(&mut t, n, (n / 8).max(1))?;
