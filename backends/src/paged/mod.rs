@@ -233,6 +233,8 @@ pub struct PagedTable<S: SchemeInfo, K: Key, V: Value> {
     shape: EngineShape,
     /// Children made so far (the seed of the next child's family).
     made: u64,
+    /// The last host partition's buffers, filled again by the next (no fresh pages per call).
+    scratch: Option<route::Partition<K, V>>,
     _scheme: PhantomData<S>,
 }
 
@@ -317,6 +319,7 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
             backend,
             shape,
             made: 0,
+            scratch: None,
             _scheme: PhantomData,
         };
         t.start()?;
@@ -509,18 +512,23 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
     fn insert_routed(&mut self, keys: &[K], values: &[V], failed: &mut Vec<(K, V)>) -> Result<()> {
         let mut trace = Trace::start();
         let dir = self.directory.as_ref().expect("hash-routed");
-        let part = partition(keys, values, false, self.children.len(), |k| {
-            dir.child_of(k.widen())
-        });
+        let reuse = self.scratch.take().unwrap_or_default();
+        let part = partition(
+            keys,
+            values,
+            false,
+            self.children.len(),
+            |k| dir.child_of(k.widen()),
+            reuse,
+        );
         trace.lap("partition");
         let parts = self.children.len();
         for c in self.visit_order((0..parts).filter(|&c| !part.range(c).is_empty())) {
             let r = part.range(c);
-            let (k, v) = (part.keys[r.clone()].to_vec(), part.values[r].to_vec());
-            trace.lap("gather");
-            self.insert_into(c, k, v, failed)?;
+            self.insert_into(c, &part.keys[r.clone()], &part.values[r], failed)?;
             trace.lap("children");
         }
+        self.scratch = Some(part);
         trace.report("insert", keys.len());
         Ok(())
     }
@@ -529,24 +537,28 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
     fn insert_into(
         &mut self,
         c: usize,
-        keys: Vec<K>,
-        values: Vec<V>,
+        keys: &[K],
+        values: &[V],
         failed: &mut Vec<(K, V)>,
     ) -> Result<()> {
         self.admit(c, &[])?;
-        let (keys, values) = self.take_stash_updates(&[c], keys, values);
+        let rest = self.stash_updates(&[c], keys, values);
+        let (keys, values) = match &rest {
+            Some((k, v)) => (&k[..], &v[..]),
+            None => (keys, values),
+        };
         if keys.is_empty() {
             return Ok(());
         }
         let len = self.children[c].len();
         let limit = self.limit();
         if len + keys.len() > limit {
-            let new = self.children[c].count_new(&keys)?;
+            let new = self.children[c].count_new(keys)?;
             if len + new > limit && self.split(c, failed)? {
-                return self.insert_routed(&keys, &values, failed);
+                return self.insert_routed(keys, values, failed);
             }
         }
-        let Inserted { unplaced, .. } = self.children[c].upsert(&keys, &values)?;
+        let Inserted { unplaced, .. } = self.children[c].upsert(keys, values)?;
         self.place_unplaced(c, unplaced, failed)
     }
 
@@ -695,8 +707,17 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
     /// Applies the batch's updates of keys held in the stashes of `among` (in batch order, so the last
     /// occurrence wins) and returns the rest of the batch.
     fn take_stash_updates(&mut self, among: &[usize], keys: Vec<K>, values: Vec<V>) -> Batch<K, V> {
+        match self.stash_updates(among, &keys, &values) {
+            Some(rest) => rest,
+            None => (keys, values),
+        }
+    }
+
+    /// [`Self::take_stash_updates`] on borrowed pairs: `None` when no stash of `among` holds anything (the
+    /// batch is unchanged; nothing is copied).
+    fn stash_updates(&mut self, among: &[usize], keys: &[K], values: &[V]) -> Option<Batch<K, V>> {
         if among.iter().all(|&c| self.meta[c].stash.is_empty()) {
-            return (keys, values);
+            return None;
         }
         let owner: HashMap<K, usize> = among
             .iter()
@@ -706,7 +727,7 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
             Vec::with_capacity(keys.len()),
             Vec::with_capacity(keys.len()),
         );
-        for (k, v) in keys.into_iter().zip(values) {
+        for (&k, &v) in keys.iter().zip(values) {
             match owner.get(&k) {
                 Some(&c) => {
                     self.meta[c].stash.insert(k, v);
@@ -717,7 +738,7 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
                 }
             }
         }
-        rest
+        Some(rest)
     }
 
     /// Presence bits of `keys` in resident child `c`.
@@ -849,9 +870,15 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
             Placement::HashRouted => {
                 let dir = self.directory.as_ref().expect("hash-routed");
                 let mut trace = Trace::start();
-                let part = partition::<K, V>(keys, &[], true, self.children.len(), |k| {
-                    dir.child_of(k.widen())
-                });
+                let reuse = self.scratch.take().unwrap_or_default();
+                let part = partition::<K, V>(
+                    keys,
+                    &[],
+                    true,
+                    self.children.len(),
+                    |k| dir.child_of(k.widen()),
+                    reuse,
+                );
                 trace.lap("partition");
                 let n = self.children.len();
                 for c in self.visit_order((0..n).filter(|&c| !part.range(c).is_empty())) {
@@ -864,6 +891,7 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
                     scatter(&mut present, pos, &found);
                     trace.lap("scatter");
                 }
+                self.scratch = Some(part);
                 trace.report("find", keys.len());
             }
             Placement::ArrivalOrder => {
@@ -939,9 +967,14 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
         match self.config.placement {
             Placement::HashRouted => {
                 let dir = self.directory.as_ref().expect("hash-routed");
-                let part = partition::<K, V>(keys, &[], false, self.children.len(), |k| {
-                    dir.child_of(k.widen())
-                });
+                let part = partition::<K, V>(
+                    keys,
+                    &[],
+                    false,
+                    self.children.len(),
+                    |k| dir.child_of(k.widen()),
+                    Default::default(),
+                );
                 let n = self.children.len();
                 for c in self.visit_order((0..n).filter(|&c| !part.range(c).is_empty())) {
                     let k = part.keys[part.range(c)].to_vec();

@@ -91,11 +91,14 @@ impl Directory {
 /// A stable partition of a batch by child: child `c`'s part is `offsets[c]..offsets[c + 1]` of `keys`, `values`
 /// (when the batch has values) and `order` (when asked for: the input positions), in input order, so that "the
 /// last occurrence wins" survives partitioning.
+#[derive(Default)]
 pub(crate) struct Partition<K, V> {
     pub offsets: Vec<usize>,
     pub order: Vec<u32>,
     pub keys: Vec<K>,
     pub values: Vec<V>,
+    /// Each input key's child (scratch).
+    of: Vec<u32>,
 }
 
 impl<K, V> Partition<K, V> {
@@ -111,16 +114,27 @@ impl<K, V> Partition<K, V> {
 
 /// Partitions a batch by `child_of` (child below `children` for each key) in one pass over the data: a counting
 /// sort in parallel pieces, each piece counting, then writing its keys, values (if `values` is not empty) and
-/// positions (if `keep_order`) at its own offsets.
+/// positions (if `keep_order`) at its own offsets. The buffers of `reuse` (a previous partition) are filled
+/// again instead of new ones: fresh memory costs a page fault per 4 KiB on first touch, which at 2^26 keys cost
+/// more than the copies themselves (H100 host, `HASHTILE_TRACE`).
 pub(crate) fn partition<K: Copy + Default + Send + Sync, V: Copy + Default + Send + Sync>(
     keys: &[K],
     values: &[V],
     keep_order: bool,
     children: usize,
     child_of: impl Fn(&K) -> u32 + Sync,
+    reuse: Partition<K, V>,
 ) -> Partition<K, V> {
     let n = keys.len();
-    let of: Vec<u32> = keys.par_iter().map(&child_of).collect();
+    let Partition {
+        mut order,
+        keys: mut out_keys,
+        values: mut out_values,
+        mut of,
+        ..
+    } = reuse;
+    of.clear();
+    keys.par_iter().map(&child_of).collect_into_vec(&mut of);
     let pieces = rayon::current_num_threads().clamp(1, n.div_ceil(1 << 14).max(1));
     let piece = n.div_ceil(pieces).max(1);
     let counts: Vec<Vec<usize>> = of
@@ -146,9 +160,15 @@ pub(crate) fn partition<K: Copy + Default + Send + Sync, V: Copy + Default + Sen
     }
     offsets[children] = at;
     let with_values = !values.is_empty();
-    let mut order = vec![0u32; if keep_order { n } else { 0 }];
-    let mut out_keys = vec![K::default(); n];
-    let mut out_values = vec![V::default(); if with_values { n } else { 0 }];
+    let refill = |v: &mut Vec<_>, len, x| {
+        v.clear();
+        v.resize(len, x);
+    };
+    refill(&mut order, if keep_order { n } else { 0 }, 0u32);
+    out_keys.clear();
+    out_keys.resize(n, K::default());
+    out_values.clear();
+    out_values.resize(if with_values { n } else { 0 }, V::default());
     let (o, k, v) = (
         SharedSlice(order.as_mut_ptr()),
         SharedSlice(out_keys.as_mut_ptr()),
@@ -179,6 +199,7 @@ pub(crate) fn partition<K: Copy + Default + Send + Sync, V: Copy + Default + Sen
         order,
         keys: out_keys,
         values: out_values,
+        of,
     }
 }
 
@@ -218,7 +239,14 @@ mod tests {
         let n = 100_003;
         let keys: Vec<u64> = (0..n as u64).collect();
         let values: Vec<u32> = (0..n as u32).map(|i| i ^ 77).collect();
-        let p = partition(&keys, &values, true, 7, |&k| ((k * 31) % 7) as u32);
+        let p = partition(
+            &keys,
+            &values,
+            true,
+            7,
+            |&k| ((k * 31) % 7) as u32,
+            Default::default(),
+        );
         assert_eq!(p.offsets[7], n);
         let mut seen = vec![false; n];
         for c in 0..7 {
@@ -233,9 +261,15 @@ mod tests {
             }
         }
         assert!(seen.iter().all(|&s| s));
-        let bare = partition::<u64, u32>(&keys, &[], false, 7, |&k| ((k * 31) % 7) as u32);
-        assert_eq!(bare.keys, p.keys);
+        let bare = partition::<u64, u32>(&keys, &[], false, 7, |&k| ((k * 31) % 7) as u32, p);
+        assert_eq!(bare.keys, keys_in_order(&keys));
         assert!(bare.order.is_empty() && bare.values.is_empty());
+    }
+
+    fn keys_in_order(keys: &[u64]) -> Vec<u64> {
+        let mut by: Vec<u64> = keys.to_vec();
+        by.sort_by_key(|&k| ((k * 31) % 7, k));
+        by
     }
 
     #[test]
