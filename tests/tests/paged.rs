@@ -462,3 +462,84 @@ fn repeats_across_children() {
         }
     }
 }
+
+/// Review findings of 2026-11-25: nested splits through the host (one resident child, empty stashes, children
+/// that fail at once) keep every pair once; the sequential CPU mode's failures keep the last occurrence.
+#[test]
+fn nested_splits_through_the_host() {
+    for backend in BACKENDS {
+        if !present(backend) {
+            continue;
+        }
+        for deterministic in [false, true] {
+            if deterministic && backend != Backend::Cpu {
+                continue;
+            }
+            let cfg = PagedConfig::with_child_slots(64)
+                .backend(BackendChoice::Exactly(backend))
+                .params(SchemeParams {
+                    num_hashes: 2,
+                    max_chain: 1,
+                    threshold: 0,
+                    upsert: 1,
+                })
+                .stash_pairs(0)
+                .deterministic(deterministic)
+                .budget(DeviceBudget::Children(1));
+            let mut t: PagedTable<Cht1, u32, u32> = PagedTable::new(cfg).unwrap();
+            let mut oracle = HashMap::new();
+            let mut rng = StdRng::seed_from_u64(17);
+            for b in 0..3 {
+                let keys: Vec<u32> = random_keys(&mut rng, 3000, 6000);
+                let values: Vec<u32> = (0..3000).map(|_| rng.random()).collect();
+                t.insert(&keys, &values).unwrap();
+                for (k, v) in keys.iter().zip(&values) {
+                    oracle.insert(*k, *v);
+                }
+                let what = format!("{backend} deterministic={deterministic} nested {b}");
+                check(&mut t, &oracle, &[7000], &what);
+            }
+        }
+    }
+}
+
+/// A child that may not split (max_children) takes what its slots hold; the rest comes back in BuildFailed,
+/// and nothing is lost or both stored and returned.
+#[test]
+fn full_children_return_what_they_cannot_hold() {
+    for backend in BACKENDS {
+        if !present(backend) {
+            continue;
+        }
+        let cfg = PagedConfig::with_child_slots(1024)
+            .backend(BackendChoice::Exactly(backend))
+            .bucket_size(16)
+            .max_children(3);
+        let mut t: PagedTable<Bcht, u32, u32> = PagedTable::new(cfg).unwrap();
+        let keys: Vec<u32> = (0..2300u32)
+            .map(|k| k.wrapping_mul(2_654_435_761))
+            .collect();
+        let returned: Vec<(u64, u64)> = match t.insert(&keys, &keys) {
+            Ok(()) => Vec::new(),
+            Err(Error::BuildFailed { unplaced, .. }) => unplaced,
+            Err(e) => panic!("{backend}: {e}"),
+        };
+        let stored: HashMap<u32, u32> = t.pairs().unwrap().into_iter().collect();
+        assert_eq!(stored.len(), t.len());
+        assert_eq!(
+            stored.len() + returned.len(),
+            keys.len(),
+            "{backend}: every key stored or returned"
+        );
+        for (k, v) in &returned {
+            assert!(
+                !stored.contains_key(&(*k as u32)),
+                "{backend}: {k} stored and returned"
+            );
+            assert_eq!(k, v);
+        }
+        for (k, v) in &stored {
+            assert_eq!(k, v);
+        }
+    }
+}

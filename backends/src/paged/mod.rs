@@ -505,6 +505,22 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
                 self.insert_arrival(keys.to_vec(), values.to_vec(), &mut failed)?
             }
         }
+        if !failed.is_empty() {
+            // A pair given up on may have a later occurrence that was stored after all (in a child with room):
+            // report each key once, and only keys the table does not hold.
+            let (k, v): Batch<K, V> = failed.into_iter().unzip();
+            let mut out = vec![V::zero(); k.len()];
+            let mut bits = vec![0u32; k.len().div_ceil(32)];
+            self.find_bits(&k, &mut out, &mut bits)?;
+            let (k, v): Batch<K, V> = k
+                .into_iter()
+                .zip(v)
+                .enumerate()
+                .filter(|(i, _)| bits[i / 32] >> (i % 32) & 1 == 0)
+                .map(|(_, p)| p)
+                .unzip();
+            failed = last_occurrences(k, v);
+        }
         self.settled((), failed)
     }
 
@@ -554,53 +570,82 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
         let limit = self.limit();
         if len + keys.len() > limit {
             let new = self.children[c].count_new(keys)?;
-            if len + new > limit && self.split(c, failed)? {
-                return self.insert_routed(keys, values, failed);
+            if len + new > limit {
+                if self.split(c, failed)? {
+                    return self.insert_routed(keys, values, failed);
+                }
+                // The table may not grow: the child takes what its slots hold, the rest is returned.
+                let room = self.child_capacity().saturating_sub(len);
+                if new > room {
+                    return self.insert_up_to(c, keys, values, room, failed);
+                }
             }
         }
         let Inserted { unplaced, .. } = self.children[c].upsert(keys, values)?;
         self.place_unplaced(c, unplaced, failed)
     }
 
+    /// Upserts into child `c` the batch's updates of stored keys and its first `room` new keys (their last
+    /// occurrences); the other new keys go to `failed`.
+    fn insert_up_to(
+        &mut self,
+        c: usize,
+        keys: &[K],
+        values: &[V],
+        room: usize,
+        failed: &mut Vec<(K, V)>,
+    ) -> Result<()> {
+        let (_, bits) = self.presence(c, keys)?;
+        let (mut uk, mut uv, mut nk, mut nv) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for (i, (&k, &v)) in keys.iter().zip(values).enumerate() {
+            if bits[i / 32] >> (i % 32) & 1 == 1 {
+                uk.push(k);
+                uv.push(v);
+            } else {
+                nk.push(k);
+                nv.push(v);
+            }
+        }
+        let mut fresh = last_occurrences(nk, nv);
+        failed.extend(fresh.split_off(room.min(fresh.len())));
+        for (k, v) in fresh {
+            uk.push(k);
+            uv.push(v);
+        }
+        let Inserted { unplaced, .. } = self.children[c].upsert(&uk, &uv)?;
+        self.place_unplaced(c, unplaced, failed)
+    }
+
     /// Splits hash-routed child `c` in two: its pairs whose next route bit is set move to a new child.
     /// `false` when the table may not grow.
     fn split(&mut self, c: usize, failed: &mut Vec<(K, V)>) -> Result<bool> {
-        if !self.can_grow() {
-            return Ok(false);
-        }
         let d = self.meta[c].depth;
-        let c2 = self.children.len();
-        let dir = self.directory.as_mut().expect("hash-routed");
-        if !dir.split(c as u32, d, c2 as u32) {
+        if !self.can_grow() || !self.directory.as_ref().expect("hash-routed").can_split(d) {
             return Ok(false);
         }
         self.admit(c, &[])?;
-        self.meta[c].depth = d + 1;
-        self.residency.stats.grown += 1;
         let bytes = self.children[c].device_bytes();
-        if self
-            .residency
-            .make_room(&mut self.children, bytes, &[c])
-            .is_ok()
-        {
+        if self.residency.holds(2, 2 * bytes) {
             // Both halves fit the budget at once: the child splits where it lives (on a device: no pair
-            // crosses the bus), and its stash and whatever the two builds could not place are routed again.
-            let seed = self.directory.as_ref().expect("hash-routed").seed;
-            let family = self.children[c].family();
-            let new_family = self.next_family();
+            // crosses the bus). The directory changes only once the new child exists, then the stash and
+            // whatever the two builds could not place are routed again.
+            self.residency.make_room(&mut self.children, bytes, &[c])?;
             let split = SplitSpec {
-                seed,
+                seed: self.directory.as_ref().expect("hash-routed").seed,
                 depth: d,
-                family: new_family,
+                family: self.next_family(),
             };
+            let family = self.children[c].family();
             let Rebuilt { lost, split } = self.children[c].rebuild_split(family, Some(split))?;
             let (engine, lost_new) = split.expect("asked for a split");
+            let c2 = self.children.len();
             self.residency.admitted_new(c2, engine.device_bytes());
             self.children.push(engine);
             self.meta.push(ChildMeta {
                 stash: HashMap::new(),
                 depth: d + 1,
             });
+            self.link_split(c, d, c2);
             let mut pending: Pairs<K, V> = self.meta[c].stash.drain().collect();
             pending.extend(lost);
             pending.extend(lost_new);
@@ -610,18 +655,29 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
             }
             return Ok(true);
         }
+        // Through the host: the pairs are read back and split there; the new child exists and the directory
+        // names it before either half is inserted, so a nested split of either half sees a consistent table.
         let mut all = self.children[c].pairs()?;
         all.extend(self.meta[c].stash.drain());
         let dir = self.directory.as_ref().expect("hash-routed");
         let (high, low): (Pairs<K, V>, Pairs<K, V>) = all
             .into_iter()
             .partition(|(k, _)| dir.goes_high(k.widen(), d));
+        let c2 = self.new_child(d + 1, &[])?;
+        self.link_split(c, d, c2);
         let family = self.children[c].family();
         self.refill(c, family, low, failed)?;
-        let n = self.new_child(d + 1, &[])?;
-        debug_assert_eq!(n, c2);
         let family = self.children[c2].family();
         self.refill(c2, family, high, failed).map(|()| true)
+    }
+
+    /// Points the upper half of child `c`'s directory entries (depth `d`) at new child `c2`.
+    fn link_split(&mut self, c: usize, d: u32, c2: usize) {
+        let dir = self.directory.as_mut().expect("hash-routed");
+        let linked = dir.split(c as u32, d, c2 as u32);
+        debug_assert!(linked, "can_split was checked");
+        self.meta[c].depth = d + 1;
+        self.residency.stats.grown += 1;
     }
 
     /// Empties child `c` under `family` and inserts `pairs` (distinct keys, none stored elsewhere).
@@ -651,6 +707,23 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
         unplaced: Vec<(K, V)>,
         failed: &mut Vec<(K, V)>,
     ) -> Result<()> {
+        if unplaced.is_empty() {
+            return Ok(());
+        }
+        // Engines hand back distinct keys that are not stored; a sequential (deterministic) CPU build may hand
+        // back an early occurrence of a key whose later occurrence it stored: keep each key's last pair, and
+        // none that the child holds.
+        self.admit(c, &[])?;
+        let (k, v): Batch<K, V> = unplaced.into_iter().unzip();
+        let (_, bits) = self.presence(c, &k)?;
+        let (k, v): Batch<K, V> = k
+            .into_iter()
+            .zip(v)
+            .enumerate()
+            .filter(|(i, _)| bits[i / 32] >> (i % 32) & 1 == 0)
+            .map(|(_, p)| p)
+            .unzip();
+        let unplaced = last_occurrences(k, v);
         if unplaced.is_empty() {
             return Ok(());
         }

@@ -51,6 +51,11 @@ impl Residency {
         self.bytes
     }
 
+    /// `true` when the budget can hold `children` children of `bytes` bytes in all at once.
+    pub fn holds(&self, children: usize, bytes: u64) -> bool {
+        self.fits(children, bytes)
+    }
+
     fn fits(&self, children: usize, bytes: u64) -> bool {
         match self.budget {
             DeviceBudget::Unlimited => true,
@@ -74,8 +79,10 @@ impl Residency {
                     keep.len() + 1
                 )));
             };
-            let victim = self.order.remove(at).expect("position is in range");
+            let victim = self.order[at];
+            // Only a child that did page out leaves the resident list (a failed copy leaves it tracked).
             let copied = children[victim].page_out()?;
+            self.order.remove(at);
             self.bytes -= children[victim].device_bytes();
             self.stats.swaps_out += 1;
             self.stats.bytes_moved += copied;

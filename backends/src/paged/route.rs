@@ -63,6 +63,11 @@ impl Directory {
         route_hash(key, self.seed) >> (63 - local_depth) & 1 == 1
     }
 
+    /// `true` when a child of local depth `local_depth` can split (the directory can double if it must).
+    pub fn can_split(&self, local_depth: u32) -> bool {
+        local_depth < self.depth || self.depth < MAX_DEPTH
+    }
+
     /// Splits `child` (of local depth `local_depth`) into itself and `new_child`, doubling the directory when
     /// the child is as deep as it. Returns `false` (and changes nothing) when the directory is at its maximum
     /// depth.
