@@ -512,13 +512,7 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
             let mut out = vec![V::zero(); k.len()];
             let mut bits = vec![0u32; k.len().div_ceil(32)];
             self.find_bits(&k, &mut out, &mut bits)?;
-            let (k, v): Batch<K, V> = k
-                .into_iter()
-                .zip(v)
-                .enumerate()
-                .filter(|(i, _)| bits[i / 32] >> (i % 32) & 1 == 0)
-                .map(|(_, p)| p)
-                .unzip();
+            let (k, v) = unmarked(k, v, &bits);
             failed = last_occurrences(k, v);
         }
         self.settled((), failed)
@@ -527,16 +521,7 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
     /// Hash-routed insert: partition by child, then each child's part (resident children first).
     fn insert_routed(&mut self, keys: &[K], values: &[V], failed: &mut Vec<(K, V)>) -> Result<()> {
         let mut trace = Trace::start();
-        let dir = self.directory.as_ref().expect("hash-routed");
-        let reuse = self.scratch.take().unwrap_or_default();
-        let part = partition(
-            keys,
-            values,
-            false,
-            self.children.len(),
-            |k| dir.child_of(k.widen()),
-            reuse,
-        );
+        let part = self.route(keys, values, false);
         trace.lap("partition");
         let parts = self.children.len();
         for c in self.visit_order((0..parts).filter(|&c| !part.range(c).is_empty())) {
@@ -547,6 +532,21 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
         self.scratch = Some(part);
         trace.report("insert", keys.len());
         Ok(())
+    }
+
+    /// Partitions a batch by the route directory (hash-routed), refilling the last partition's buffers; give
+    /// the result back to `self.scratch` when done.
+    fn route(&mut self, keys: &[K], values: &[V], keep_order: bool) -> route::Partition<K, V> {
+        let reuse = self.scratch.take().unwrap_or_default();
+        let dir = self.directory.as_ref().expect("hash-routed");
+        partition(
+            keys,
+            values,
+            keep_order,
+            self.children.len(),
+            |k| dir.child_of(k.widen()),
+            reuse,
+        )
     }
 
     /// Upserts pairs that all route to child `c`, splitting it first when they would pass its load.
@@ -716,13 +716,7 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
         self.admit(c, &[])?;
         let (k, v): Batch<K, V> = unplaced.into_iter().unzip();
         let (_, bits) = self.presence(c, &k)?;
-        let (k, v): Batch<K, V> = k
-            .into_iter()
-            .zip(v)
-            .enumerate()
-            .filter(|(i, _)| bits[i / 32] >> (i % 32) & 1 == 0)
-            .map(|(_, p)| p)
-            .unzip();
+        let (k, v) = unmarked(k, v, &bits);
         let unplaced = last_occurrences(k, v);
         if unplaced.is_empty() {
             return Ok(());
@@ -941,17 +935,8 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
         let mut present = vec![0u8; keys.len()];
         match self.config.placement {
             Placement::HashRouted => {
-                let dir = self.directory.as_ref().expect("hash-routed");
                 let mut trace = Trace::start();
-                let reuse = self.scratch.take().unwrap_or_default();
-                let part = partition::<K, V>(
-                    keys,
-                    &[],
-                    true,
-                    self.children.len(),
-                    |k| dir.child_of(k.widen()),
-                    reuse,
-                );
+                let part = self.route(keys, &[], true);
                 trace.lap("partition");
                 let n = self.children.len();
                 for c in self.visit_order((0..n).filter(|&c| !part.range(c).is_empty())) {
@@ -1039,20 +1024,14 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
         let mut erased = 0;
         match self.config.placement {
             Placement::HashRouted => {
-                let dir = self.directory.as_ref().expect("hash-routed");
-                let part = partition::<K, V>(
-                    keys,
-                    &[],
-                    false,
-                    self.children.len(),
-                    |k| dir.child_of(k.widen()),
-                    Default::default(),
-                );
+                let part = self.route(keys, &[], false);
                 let n = self.children.len();
                 for c in self.visit_order((0..n).filter(|&c| !part.range(c).is_empty())) {
-                    let k = part.keys[part.range(c)].to_vec();
-                    erased += self.erase_from(c, &k, &mut failed)?.0;
+                    erased += self
+                        .erase_from(c, &part.keys[part.range(c)], &mut failed)?
+                        .0;
                 }
+                self.scratch = Some(part);
             }
             Placement::ArrivalOrder => {
                 let mut k: Vec<K> = keys.to_vec();
@@ -1219,6 +1198,16 @@ impl Trace {
             eprintln!("trace paged {call} of {n}: {}", laps.join(", "));
         }
     }
+}
+
+/// The pairs whose bit (bit `i % 32` of `bits[i / 32]`) is clear: the keys a presence check did not find.
+fn unmarked<K, V>(keys: Vec<K>, values: Vec<V>, bits: &[u32]) -> (Vec<K>, Vec<V>) {
+    keys.into_iter()
+        .zip(values)
+        .enumerate()
+        .filter(|(i, _)| bits[i / 32] >> (i % 32) & 1 == 0)
+        .map(|(_, p)| p)
+        .unzip()
 }
 
 /// The last occurrence of each key, in first-occurrence order.
