@@ -128,19 +128,45 @@ fn paged_config(
         .budget(DeviceBudget::Children(budget))
 }
 
-/// Inserts keys `0..n` in batches of `b` (generated outside the timed region); returns seconds.
-fn fill(t: &mut PagedTable<Bcht, u32, u32>, n: usize, b: usize) -> Result<f64, String> {
+/// Inserts keys `0..n` in batches of `b` (generated outside the timed region) with `insert` (a paged or a
+/// plain table's); returns seconds.
+fn fill(
+    n: usize,
+    b: usize,
+    mut insert: impl FnMut(&[u32], &[u32]) -> hashtile::Result<()>,
+) -> Result<f64, String> {
     let mut secs = 0.0;
     let mut at = 0;
     while at < n {
         let m = b.min(n - at);
         let (k, v) = batch(at as u64, m);
         let t0 = Instant::now();
-        t.insert(&k, &v).map_err(lib)?;
+        insert(&k, &v).map_err(lib)?;
         secs += t0.elapsed().as_secs_f64();
         at += m;
     }
     Ok(secs)
+}
+
+/// Finds `q` (the first `present` stored) `runs` times: the median seconds, the GB swapped by the last run,
+/// and whether every run's answers were right.
+fn find_runs(
+    t: &mut PagedTable<Bcht, u32, u32>,
+    q: &[u32],
+    present: usize,
+    runs: usize,
+) -> Result<(f64, f64, bool), String> {
+    let mut times = Vec::with_capacity(runs);
+    let mut ok = true;
+    let mut moved = 0.0;
+    for _ in 0..runs {
+        let before = t.paging().bytes_moved;
+        let (fs, o) = find_timed(t, q, present)?;
+        moved = (t.paging().bytes_moved - before) as f64 / 1e9;
+        times.push(fs);
+        ok &= o;
+    }
+    Ok((crate::median(&mut times), moved, ok))
 }
 
 /// Finds `q` (the first `present` stored) into a buffer; returns (seconds, ok).
@@ -262,7 +288,7 @@ fn residency(s: &PagedSetup) -> Result<bool, String> {
             let mut t: PagedTable<Bcht, u32, u32> =
                 PagedTable::new(paged_config(s, placement, c, x)).map_err(lib)?;
             let before = t.paging().bytes_moved;
-            let secs = fill(&mut t, n, b)?;
+            let secs = fill(n, b, |k, v| t.insert(k, v))?;
             let moved = (t.paging().bytes_moved - before) as f64 / 1e9;
             let ok = t.len() == n;
             let rate = n as f64 / secs / 1e6;
@@ -285,18 +311,7 @@ fn residency(s: &PagedSetup) -> Result<bool, String> {
                 ]
             };
             csv_line(&mut csv, &row("insert", n, secs, moved, ok));
-            let mut times = Vec::new();
-            let mut fok = true;
-            let mut fmoved = 0.0;
-            for _ in 0..s.runs {
-                let before = t.paging().bytes_moved;
-                let (fs, o) = find_timed(&mut t, &q, n)?;
-                fmoved = (t.paging().bytes_moved - before) as f64 / 1e9;
-                times.push(fs);
-                fok &= o;
-            }
-            times.sort_by(f64::total_cmp);
-            let fs = times[times.len() / 2];
+            let (fs, fmoved, fok) = find_runs(&mut t, &q, n, s.runs)?;
             csv_line(&mut csv, &row("find", q.len(), fs, fmoved, fok));
             find_pts.push((x as f64, fok.then_some(q.len() as f64 / fs / 1e6)));
             all_ok &= ok && fok;
@@ -318,16 +333,7 @@ fn residency(s: &PagedSetup) -> Result<bool, String> {
     let slots = (s.child_mib << 20) as usize / 8 * c;
     let cfg = TableConfig::with_capacity(slots).backend(BackendChoice::Exactly(s.backend));
     let mut plain: HashTable<Bcht, u32, u32> = HashTable::new(cfg).map_err(lib)?;
-    let mut secs = 0.0;
-    let mut at = 0;
-    while at < n {
-        let m = b.min(n - at);
-        let (k, v) = batch(at as u64, m);
-        let t0 = Instant::now();
-        plain.insert(&k, &v).map_err(lib)?;
-        secs += t0.elapsed().as_secs_f64();
-        at += m;
-    }
+    let secs = fill(n, b, |k, v| plain.insert(k, v))?;
     let mut out = vec![0u32; q.len()];
     let mut times = Vec::new();
     for _ in 0..s.runs {
@@ -335,13 +341,10 @@ fn residency(s: &PagedSetup) -> Result<bool, String> {
         plain.find_into(&q, &mut out).map_err(lib)?;
         times.push(t0.elapsed().as_secs_f64());
     }
-    times.sort_by(f64::total_cmp);
+    let find_s = crate::median(&mut times);
     let fok = answers_ok(&q, &out, n) && plain.len() == n;
     all_ok &= fok;
-    for (op, keys, secs) in [
-        ("insert", n, secs),
-        ("find", q.len(), times[times.len() / 2]),
-    ] {
+    for (op, keys, secs) in [("insert", n, secs), ("find", q.len(), find_s)] {
         csv_line(
             &mut csv,
             &[
@@ -371,7 +374,7 @@ fn residency(s: &PagedSetup) -> Result<bool, String> {
     eprintln!(
         "  plain table: insert {:.1} M keys/s, find {:.1} M keys/s; pinned ceiling {pinned:.1} GB/s",
         n as f64 / secs / 1e6,
-        q.len() as f64 / times[times.len() / 2] / 1e6
+        q.len() as f64 / find_s / 1e6
     );
     let fig = one_panel(
         format!(
@@ -399,7 +402,7 @@ fn skew(s: &PagedSetup) -> Result<bool, String> {
     for &placement in &s.placements {
         let mut t: PagedTable<Bcht, u32, u32> =
             PagedTable::new(paged_config(s, placement, c, x)).map_err(lib)?;
-        fill(&mut t, n, (n / 8).max(1))?;
+        fill(n, (n / 8).max(1), |k, v| t.insert(k, v))?;
         let (stored, _) = batch(0, n);
         let m = n / 4;
         let hot: Vec<u32> = match placement {
@@ -418,18 +421,7 @@ fn skew(s: &PagedSetup) -> Result<bool, String> {
         let uniform: Vec<u32> = (0..m).map(|i| stored[(i * 4 + 1) % n]).collect();
         let mut pts = Vec::new();
         for (name, q) in [("concentrated", &hot), ("uniform", &uniform)] {
-            let mut times = Vec::new();
-            let mut ok = true;
-            let mut moved = 0.0;
-            for _ in 0..s.runs {
-                let before = t.paging().bytes_moved;
-                let (fs, o) = find_timed(&mut t, q, q.len())?;
-                moved = (t.paging().bytes_moved - before) as f64 / 1e9;
-                times.push(fs);
-                ok &= o;
-            }
-            times.sort_by(f64::total_cmp);
-            let fs = times[times.len() / 2];
+            let (fs, moved, ok) = find_runs(&mut t, q, q.len(), s.runs)?;
             let rate = q.len() as f64 / fs / 1e6;
             csv_line(
                 &mut csv,
@@ -506,9 +498,7 @@ fn rebuild(s: &PagedSetup) -> Result<bool, String> {
     let mut out = vec![0u32; q.len()];
     plain.find_into(&q, &mut out).map_err(lib)?;
     let ok2 = answers_ok(&q, &out, n) && plain.len() == n;
-    child_t.sort_by(f64::total_cmp);
-    whole_t.sort_by(f64::total_cmp);
-    let (ct, wt) = (child_t[child_t.len() / 2], whole_t[whole_t.len() / 2]);
+    let (ct, wt) = (crate::median(&mut child_t), crate::median(&mut whole_t));
     let csv = format!(
         "keys,children,child_keys,child_rebuild_s,whole_rebuild_s,speedup,ok\n{n},{},{},{ct:.5},{wt:.5},{:.1},{}\n",
         t.children(),

@@ -967,14 +967,8 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> BatchTable<R> for GpuTable
         GpuTable::note_queued(self, ops);
     }
     fn settle_batch(&mut self) -> Result<(ProbeStats, Vec<(u64, u64)>)> {
-        let lost = self.settle()?;
-        if lost.untracked > 0 {
-            return Err(Error::StashOverflow {
-                untracked: lost.untracked,
-                unplaced: lost.pairs,
-            });
-        }
-        Ok((self.last_insert_probes, lost.pairs))
+        let lost = self.settle_all()?;
+        Ok((self.last_insert_probes, lost))
     }
 }
 

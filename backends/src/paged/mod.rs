@@ -299,12 +299,8 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
             share_stager: true,
         };
         let bytes = shape.num_buckets as u64 * bucket_size as u64 * if wide { 16 } else { 8 };
-        let fits_one = match config.budget {
-            DeviceBudget::Unlimited => true,
-            DeviceBudget::Bytes(b) => b >= bytes,
-            DeviceBudget::Children(n) => n >= 1,
-        };
-        if !fits_one {
+        let residency = Residency::new(config.budget, config.replacement);
+        if !residency.holds(1, bytes) {
             return Err(Error::InvalidConfig(format!(
                 "the device budget {:?} cannot hold one child of {bytes} bytes",
                 config.budget
@@ -313,7 +309,7 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
         let mut t = Self {
             children: Vec::new(),
             meta: Vec::new(),
-            residency: Residency::new(config.budget, config.replacement),
+            residency,
             directory: None,
             config: PagedConfig { child, ..config },
             backend,
@@ -328,16 +324,15 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
 
     /// Makes the empty table's children (and the route directory).
     fn start(&mut self) -> Result<()> {
+        let most = self.config.max_children.unwrap_or(usize::MAX);
         let n = match self.config.placement {
-            Placement::ArrivalOrder => self.config.initial_children,
-            Placement::HashRouted => self.config.initial_children.next_power_of_two(),
-        };
-        let n = n.min(self.config.max_children.unwrap_or(usize::MAX).max(1));
-        let n = if self.config.placement == Placement::HashRouted {
-            // A power of two at most max_children.
-            1 << n.ilog2()
-        } else {
-            n
+            Placement::ArrivalOrder => self.config.initial_children.min(most),
+            // A power of two (the directory's), at most max_children.
+            Placement::HashRouted => self
+                .config
+                .initial_children
+                .next_power_of_two()
+                .min(1 << most.ilog2()),
         };
         if self.config.placement == Placement::HashRouted {
             self.directory = Some(Directory::new(
@@ -512,7 +507,7 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
             let mut out = vec![V::zero(); k.len()];
             let mut bits = vec![0u32; k.len().div_ceil(32)];
             self.find_bits(&k, &mut out, &mut bits)?;
-            let (k, v) = unmarked(k, v, &bits);
+            let (_, (k, v)) = split_by_bits(k, v, &bits);
             failed = last_occurrences(k, v);
         }
         self.settled((), failed)
@@ -596,16 +591,7 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
         failed: &mut Vec<(K, V)>,
     ) -> Result<()> {
         let (_, bits) = self.presence(c, keys)?;
-        let (mut uk, mut uv, mut nk, mut nv) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-        for (i, (&k, &v)) in keys.iter().zip(values).enumerate() {
-            if bits[i / 32] >> (i % 32) & 1 == 1 {
-                uk.push(k);
-                uv.push(v);
-            } else {
-                nk.push(k);
-                nv.push(v);
-            }
-        }
+        let ((mut uk, mut uv), (nk, nv)) = split_by_bits(keys.to_vec(), values.to_vec(), &bits);
         let mut fresh = last_occurrences(nk, nv);
         failed.extend(fresh.split_off(room.min(fresh.len())));
         for (k, v) in fresh {
@@ -716,7 +702,7 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
         self.admit(c, &[])?;
         let (k, v): Batch<K, V> = unplaced.into_iter().unzip();
         let (_, bits) = self.presence(c, &k)?;
-        let (k, v) = unmarked(k, v, &bits);
+        let (_, (k, v)) = split_by_bits(k, v, &bits);
         let unplaced = last_occurrences(k, v);
         if unplaced.is_empty() {
             return Ok(());
@@ -840,17 +826,7 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
             if bits.iter().all(|&w| w == 0) {
                 continue;
             }
-            let held = |i: usize| bits[i / 32] >> (i % 32) & 1 == 1;
-            let (mut hk, mut hv, mut rk, mut rv) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-            for (i, (k, v)) in keys.into_iter().zip(values).enumerate() {
-                if held(i) {
-                    hk.push(k);
-                    hv.push(v);
-                } else {
-                    rk.push(k);
-                    rv.push(v);
-                }
-            }
+            let ((hk, hv), (rk, rv)) = split_by_bits(keys, values, &bits);
             // Every key is stored: the child's load does not change.
             let Inserted { unplaced, .. } = self.children[c].upsert(&hk, &hv)?;
             self.place_unplaced(c, unplaced, failed)?;
@@ -1200,14 +1176,21 @@ impl Trace {
     }
 }
 
-/// The pairs whose bit (bit `i % 32` of `bits[i / 32]`) is clear: the keys a presence check did not find.
-fn unmarked<K, V>(keys: Vec<K>, values: Vec<V>, bits: &[u32]) -> (Vec<K>, Vec<V>) {
-    keys.into_iter()
+/// A batch split by presence bits (bit `i % 32` of `bits[i / 32]` for pair `i`): the pairs whose bit is set
+/// (the keys a presence check found), then the others, each in batch order.
+#[allow(clippy::type_complexity)]
+fn split_by_bits<K, V>(
+    keys: Vec<K>,
+    values: Vec<V>,
+    bits: &[u32],
+) -> ((Vec<K>, Vec<V>), (Vec<K>, Vec<V>)) {
+    let (set, clear): (Vec<_>, Vec<_>) = keys
+        .into_iter()
         .zip(values)
         .enumerate()
-        .filter(|(i, _)| bits[i / 32] >> (i % 32) & 1 == 0)
-        .map(|(_, p)| p)
-        .unzip()
+        .partition(|(i, _)| bits[i / 32] >> (i % 32) & 1 == 1);
+    let unzip = |v: Vec<(usize, (K, V))>| v.into_iter().map(|(_, p)| p).unzip();
+    (unzip(set), unzip(clear))
 }
 
 /// The last occurrence of each key, in first-occurrence order.

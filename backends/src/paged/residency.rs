@@ -53,10 +53,6 @@ impl Residency {
 
     /// `true` when the budget can hold `children` children of `bytes` bytes in all at once.
     pub fn holds(&self, children: usize, bytes: u64) -> bool {
-        self.fits(children, bytes)
-    }
-
-    fn fits(&self, children: usize, bytes: u64) -> bool {
         match self.budget {
             DeviceBudget::Unlimited => true,
             DeviceBudget::Children(n) => children <= n,
@@ -71,7 +67,7 @@ impl Residency {
         need: u64,
         keep: &[usize],
     ) -> Result<()> {
-        while !self.fits(self.order.len() + 1, self.bytes + need) {
+        while !self.holds(self.order.len() + 1, self.bytes + need) {
             let Some(at) = self.order.iter().position(|c| !keep.contains(c)) else {
                 return Err(Error::InvalidConfig(format!(
                     "the device budget ({:?}) cannot hold {} children of {need} bytes at once",
