@@ -4,7 +4,8 @@
 //! table of 32-bit pairs hands the caller's `&[u32]` to its copies as is ([`hashtile_core::Element::as_u32s`]).
 //! Duplicates and updates are settled inside each engine (on GPUs by device passes, `gpu::upsert`).
 
-use hashtile_core::{HashFamily, Key, ProbeStats, Result, Value};
+use cubecl::server::Handle;
+use hashtile_core::{Error, HashFamily, Key, ProbeStats, Result, Value};
 
 /// What an insert did: probe statistics and the pairs it could not place (normally none).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -99,6 +100,106 @@ pub trait Engine<K: Key, V: Value>: Send + Sync {
     fn is_resident(&self) -> bool;
     /// Device bytes the table occupies while resident (its slot arrays).
     fn device_bytes(&self) -> u64;
+    /// A router of batches to tables of this engine's kind on the device ([`Router`]), or `None` where the
+    /// engine has no device (CPU): paged tables then partition on the host.
+    fn router(&self) -> Option<Box<dyn Router<K, V>>> {
+        None
+    }
+    /// Upserts child `c`'s part of a batch routed by this engine's [`Engine::router`] (its keys are distinct;
+    /// the caller has checked that they fit): stored keys are updated, the others inserted.
+    fn upsert_routed(&mut self, _batch: &RoutedBatch, _c: usize) -> Result<Inserted<K, V>> {
+        Err(no_device_batches())
+    }
+    /// Looks child `c`'s part of a routed find batch up, into the batch's routed values and presence bits.
+    fn find_routed(&self, _batch: &RoutedBatch, _c: usize) -> Result<()> {
+        Err(no_device_batches())
+    }
+}
+
+fn no_device_batches() -> Error {
+    Error::InvalidConfig("this backend has no device batches".into())
+}
+
+/// A paged table's route directory as the device sees it: a key goes to child `entries[route >> (64 - depth)]`
+/// (`entries[0]` at depth 0), `route` being `paged::route::route_hash(key, seed)`.
+#[derive(Debug, Clone, Copy)]
+pub struct RouteMap<'a> {
+    /// Route seed.
+    pub seed: u64,
+    /// Global depth: `entries` has `2^depth` entries.
+    pub depth: u32,
+    /// Child of each directory entry.
+    pub entries: &'a [u32],
+    /// Children (every entry is below it).
+    pub children: usize,
+}
+
+/// A batch copied to the device and partitioned by child there (`gpu::routing`): child `c`'s part is
+/// `counts[c]` consecutive elements from `starts[c]` (a multiple of 2048, so every part is a valid buffer
+/// binding) of the routed buffers. The buffers belong to the router that made the batch; give it back with
+/// [`Router::release`].
+pub struct RoutedBatch {
+    /// Input keys.
+    pub n: usize,
+    /// First routed position of each child's part.
+    pub starts: Vec<usize>,
+    /// Keys in each child's part.
+    pub counts: Vec<usize>,
+    /// Bytes of a key and of a value on the device.
+    pub widths: (usize, usize),
+    /// Routed keys.
+    pub keys: Handle,
+    /// Upserts: routed values, and a mask of `MASK_NEW` at every routed position (the classify pass marks the
+    /// stored keys). Finds: routed values out (all ones until found), and presence bits.
+    pub values: Handle,
+    /// See `values`.
+    pub aux: Handle,
+    /// Finds: the routed position of each input key.
+    pub positions: Option<Handle>,
+}
+
+impl RoutedBatch {
+    /// Child `c`'s part of the routed keys.
+    pub fn keys_of(&self, c: usize) -> Handle {
+        self.keys
+            .clone()
+            .offset_start((self.starts[c] * self.widths.0) as u64)
+    }
+    /// Child `c`'s part of the routed values.
+    pub fn values_of(&self, c: usize) -> Handle {
+        self.values
+            .clone()
+            .offset_start((self.starts[c] * self.widths.1) as u64)
+    }
+    /// Child `c`'s part of the insert mask (one `u32` per key) or of the presence bits (one bit per key; parts
+    /// start on a multiple of 2048 keys, so on a whole word).
+    pub fn aux_of(&self, c: usize, bits: bool) -> Handle {
+        let bytes = if bits {
+            self.starts[c] / 8
+        } else {
+            self.starts[c] * 4
+        };
+        self.aux.clone().offset_start(bytes as u64)
+    }
+}
+
+/// Moves host batches to the device partitioned by child, and finds' answers back (hash-routed paged tables on
+/// a GPU: the host never touches the keys, `gpu::routing`). One router serves every child of a table, since
+/// all share one runtime.
+pub trait Router<K: Key, V: Value>: Send + Sync {
+    /// The most keys one routed batch holds (larger host batches go as several, in order).
+    fn batch_keys(&self) -> usize;
+    /// Copies an upsert batch in, keeps each key's last occurrence, and partitions the kept pairs by child.
+    fn upsert(&self, keys: &[K], values: &[V], route: RouteMap<'_>) -> Result<RoutedBatch>;
+    /// Copies a find batch in and partitions it by child; each child's [`Engine::find_routed`] fills its part.
+    fn find(&self, keys: &[K], route: RouteMap<'_>) -> Result<RoutedBatch>;
+    /// Puts a find batch's answers back in input order and copies them out: `out[i]` the value or all ones,
+    /// bit `i % 32` of `bits[i / 32]` for present keys. Releases the batch.
+    fn finish_find(&self, batch: RoutedBatch, out: &mut [V], bits: &mut [u32]) -> Result<()>;
+    /// Child `c`'s part of an upsert batch, copied out.
+    fn download(&self, batch: &RoutedBatch, c: usize) -> Result<(Vec<K>, Vec<V>)>;
+    /// Gives the batch's buffers back for the next batch.
+    fn release(&self, batch: RoutedBatch);
 }
 
 /// `Some(values[i])` where bit `i % 32` of `bits[i / 32]` is set, else `None` (the host API's `find`).

@@ -216,10 +216,10 @@ fn add(a: &mut ProbeStats, b: ProbeStats) {
 }
 
 /// The duplicate pass's device buffers for a batch of `n` keys (see `super::upsert`).
-struct Dedup {
+pub(super) struct Dedup {
     n: usize,
     wide: bool,
-    slots: usize,
+    pub(super) slots: usize,
     scratch: Handle,
     last: (Handle, usize),
     slot_of: Handle,
@@ -228,7 +228,7 @@ struct Dedup {
 }
 
 impl Dedup {
-    fn new<R: HostTransfer>(
+    pub(super) fn new<R: HostTransfer>(
         client: &ComputeClient<R>,
         cache: &DeviceCache,
         n: usize,
@@ -292,7 +292,7 @@ impl Dedup {
 
     /// Returns the buffers to `cache` (after the kernels that use them were queued; the cache's next user
     /// queues after them on the same stream, and copies wait for that stream).
-    fn release(self, cache: &DeviceCache) {
+    pub(super) fn release(self, cache: &DeviceCache) {
         cache.give("dedup scratch", self.scratch, self.slots * 8);
         if self.wide {
             cache.give("dedup last", self.last.0, self.slots * 4);
@@ -301,7 +301,7 @@ impl Dedup {
     }
 
     /// Queues the clearing of the first `slots` slots of the scratch table (before the first claim).
-    fn clear<R: HostTransfer>(&self, client: &ComputeClient<R>, slots: usize) {
+    pub(super) fn clear<R: HostTransfer>(&self, client: &ComputeClient<R>, slots: usize) {
         fill_u64(
             client,
             &self.scratch,
@@ -342,7 +342,7 @@ impl Dedup {
     }
 
     /// Queues phase 1 for the keys at positions `base..base + m` (`keys` holds the whole batch).
-    fn claim<R: HostTransfer>(
+    pub(super) fn claim<R: HostTransfer>(
         &self,
         client: &ComputeClient<R>,
         keys: &Handle,
@@ -388,7 +388,11 @@ impl Dedup {
     }
 
     /// Queues phase 2 (after every claim): the mask, 1 = insert (last occurrence), 0 = skip.
-    fn mark<R: HostTransfer>(&self, client: &ComputeClient<R>, cache: &DeviceCache) -> Handle {
+    pub(super) fn mark<R: HostTransfer>(
+        &self,
+        client: &ComputeClient<R>,
+        cache: &DeviceCache,
+    ) -> Handle {
         let mask = cache.take(client, "dedup mask", self.n * 4);
         self.launch_mark(client, self.n, &mask, self.slots);
         mask

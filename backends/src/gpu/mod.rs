@@ -40,6 +40,7 @@ pub(crate) mod host_path;
 pub mod kernels;
 pub mod layout;
 pub mod paging;
+pub mod routing;
 pub mod scan;
 pub mod transfer;
 pub mod upsert;
@@ -1088,6 +1089,58 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout, K: Key, V: Value> Engine<K
 
     fn device_bytes(&self) -> u64 {
         self.slot_bytes()
+    }
+
+    fn router(&self) -> Option<Box<dyn crate::engine::Router<K, V>>> {
+        Some(Box::new(routing::DeviceRouter::<R, L>::new(
+            self.client.clone(),
+            self.stager.clone(),
+            self.batch,
+        )))
+    }
+
+    fn upsert_routed(
+        &mut self,
+        batch: &crate::engine::RoutedBatch,
+        c: usize,
+    ) -> Result<Inserted<K, V>> {
+        self.check_resident()?;
+        let n = batch.counts[c];
+        if n == 0 {
+            return Ok(Inserted::default());
+        }
+        // The keys are distinct: at most `n` of them are new.
+        if self.len + n > self.capacity() {
+            return Err(Error::CapacityExceeded {
+                len: self.len,
+                incoming: n,
+                capacity: self.capacity(),
+            });
+        }
+        self.image_current = false;
+        let (kh, vh, mask) = (batch.keys_of(c), batch.values_of(c), batch.aux_of(c, false));
+        // As a segment of the host path: stored keys are updated in place by the classify pass, then the new
+        // ones go in without the duplicate check.
+        if self.len > 0 {
+            BatchTable::classify(self, &kh, Some(&vh), &mask, n);
+        }
+        self.insert_queued(&kh, &vh, Some((&mask, upsert::MASK_NEW)), n, false);
+        let (stats, lost) = self.settle_batch()?;
+        Ok(Inserted {
+            stats,
+            unplaced: lost
+                .into_iter()
+                .map(|(k, v)| (K::narrow(k), V::narrow(v)))
+                .collect(),
+        })
+    }
+
+    fn find_routed(&self, batch: &crate::engine::RoutedBatch, c: usize) -> Result<()> {
+        self.check_resident()?;
+        let n = batch.counts[c];
+        let (kh, out, bits) = (batch.keys_of(c), batch.values_of(c), batch.aux_of(c, true));
+        self.launch_find(&kh, &out, Some(&bits), found_mode::BITS, n);
+        Ok(())
     }
 }
 

@@ -50,7 +50,10 @@
 mod residency;
 pub(crate) mod route;
 
-use crate::engine::{Engine, Inserted, Rebuilt, SplitSpec, bits_from, options_from_bits};
+use crate::engine::{
+    Engine, Inserted, Rebuilt, RouteMap, Router, SplitSpec, bits_from, options_from_bits,
+};
+use crate::gpu::routing::MAX_ROUTED_CHILDREN;
 use crate::select::{Backend, BackendChoice, is_available, resolve};
 use crate::table::{EngineShape, TableConfig, default_bucket_size_of, make_engine, unavailable};
 use hashtile_core::element::first_sentinel;
@@ -119,6 +122,9 @@ pub struct PagedConfig {
     /// At most this many children (`None`: as many as the host holds); an insert that could need more is
     /// refused with [`Error::CapacityExceeded`].
     pub max_children: Option<usize>,
+    /// Hash-routed tables on a GPU partition their batches on the device (default: on; off partitions on
+    /// the host, as the CPU backend always does: the A/B of the device routing).
+    pub device_routing: bool,
 }
 
 impl Default for PagedConfig {
@@ -139,7 +145,13 @@ impl PagedConfig {
             stash_pairs: DEFAULT_STASH_PAIRS,
             initial_children: 1,
             max_children: None,
+            device_routing: true,
         }
+    }
+    /// Partitions hash-routed batches on the device (GPU children; default on).
+    pub fn device_routing(mut self, on: bool) -> Self {
+        self.device_routing = on;
+        self
     }
     /// Sets the backend.
     pub fn backend(mut self, backend: BackendChoice) -> Self {
@@ -235,6 +247,11 @@ pub struct PagedTable<S: SchemeInfo, K: Key, V: Value> {
     made: u64,
     /// The last host partition's buffers, filled again by the next (no fresh pages per call).
     scratch: Option<route::Partition<K, V>>,
+    /// The device router of hash-routed GPU tables (made on first use; taken out while a call uses it, so
+    /// that the calls it makes, splits say, partition on the host).
+    router: Option<Box<dyn Router<K, V>>>,
+    /// A call holds the router.
+    routing: bool,
     _scheme: PhantomData<S>,
 }
 
@@ -316,6 +333,8 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
             shape,
             made: 0,
             scratch: None,
+            router: None,
+            routing: false,
             _scheme: PhantomData,
         };
         t.start()?;
@@ -515,6 +534,11 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
 
     /// Hash-routed insert: partition by child, then each child's part (resident children first).
     fn insert_routed(&mut self, keys: &[K], values: &[V], failed: &mut Vec<(K, V)>) -> Result<()> {
+        if let Some(router) = self.take_router() {
+            let done = self.insert_on_device(&*router, keys, values, failed);
+            self.give_router(router);
+            return done;
+        }
         let mut trace = Trace::start();
         let part = self.route(keys, values, false);
         trace.lap("partition");
@@ -526,6 +550,132 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
         }
         self.scratch = Some(part);
         trace.report("insert", keys.len());
+        Ok(())
+    }
+
+    /// The device router, when this table routes on the device (hash-routed GPU children, device routing
+    /// on, at most [`MAX_ROUTED_CHILDREN`] children, and no call using it already); give it back to
+    /// `self.router` when done.
+    fn take_router(&mut self) -> Option<Box<dyn Router<K, V>>> {
+        if !self.config.device_routing
+            || self.backend == Backend::Cpu
+            || self.directory.is_none()
+            || self.children.len() > MAX_ROUTED_CHILDREN
+        {
+            return None;
+        }
+        if self.routing {
+            return None;
+        }
+        if self.router.is_none() {
+            self.router = self.children[0].router();
+        }
+        let router = self.router.take();
+        self.routing = router.is_some();
+        router
+    }
+
+    /// Gives the router back after a call.
+    fn give_router(&mut self, router: Box<dyn Router<K, V>>) {
+        self.router = Some(router);
+        self.routing = false;
+    }
+
+    /// The route directory as the device sees it.
+    fn route_map(&self) -> RouteMap<'_> {
+        let dir = self.directory.as_ref().expect("hash-routed");
+        RouteMap {
+            seed: dir.seed,
+            depth: dir.depth,
+            entries: &dir.entries,
+            children: self.children.len(),
+        }
+    }
+
+    /// Hash-routed insert on the device: each device batch is copied in and partitioned by child there
+    /// (keeping each key's last occurrence), and each child upserts its part in place. A child whose part
+    /// could pass its load, or whose stash holds pairs, gets its part copied out and inserted as on the host
+    /// (`insert_into`: a split, the stash's updates).
+    fn insert_on_device(
+        &mut self,
+        router: &dyn Router<K, V>,
+        keys: &[K],
+        values: &[V],
+        failed: &mut Vec<(K, V)>,
+    ) -> Result<()> {
+        let mut trace = Trace::start();
+        let step = router.batch_keys();
+        for start in (0..keys.len()).step_by(step) {
+            let end = (start + step).min(keys.len());
+            let batch = router.upsert(&keys[start..end], &values[start..end], self.route_map())?;
+            trace.lap("route on the device");
+            let limit = self.limit();
+            let parts = batch.counts.len();
+            let mut on_host = Vec::new();
+            for c in self.visit_order((0..parts).filter(|&c| batch.counts[c] > 0)) {
+                if !self.meta[c].stash.is_empty()
+                    || self.children[c].len() + batch.counts[c] > limit
+                {
+                    on_host.push(c);
+                    continue;
+                }
+                self.admit(c, &[])?;
+                let Inserted { unplaced, .. } = self.children[c].upsert_routed(&batch, c)?;
+                self.place_unplaced(c, unplaced, failed)?;
+            }
+            trace.lap("children");
+            for c in on_host {
+                let (k, v) = router.download(&batch, c)?;
+                self.insert_into(c, &k, &v, failed)?;
+            }
+            router.release(batch);
+            trace.lap("children through the host");
+        }
+        trace.report("insert (device routing)", keys.len());
+        Ok(())
+    }
+
+    /// Hash-routed find on the device: each device batch is copied in and partitioned there, each child
+    /// looks its part up (resident children first), and the answers come back in input order. Keys that the
+    /// children lack are then looked up in their child's stash (only when some stash holds pairs).
+    fn find_on_device(
+        &mut self,
+        router: &dyn Router<K, V>,
+        keys: &[K],
+        out: &mut [V],
+        bits: &mut [u32],
+    ) -> Result<()> {
+        let mut trace = Trace::start();
+        // Device batches are multiples of 2048 keys, so each starts on a whole word of `bits`.
+        let step = router.batch_keys();
+        for start in (0..keys.len()).step_by(step) {
+            let end = (start + step).min(keys.len());
+            let batch = router.find(&keys[start..end], self.route_map())?;
+            trace.lap("route on the device");
+            let parts = batch.counts.len();
+            let wanted =
+                (0..parts).filter(|&c| batch.counts[c] > 0 && !self.children[c].is_empty());
+            for c in self.visit_order(wanted) {
+                self.admit(c, &[])?;
+                self.children[c].find_routed(&batch, c)?;
+            }
+            trace.lap("children");
+            let words = start / 32..end.div_ceil(32);
+            router.finish_find(batch, &mut out[start..end], &mut bits[words])?;
+            trace.lap("answers back");
+        }
+        if self.stash_len() > 0 {
+            for (i, k) in keys.iter().enumerate() {
+                if bits[i / 32] >> (i % 32) & 1 == 0
+                    && let Some(c) = self.child_of(*k)
+                    && let Some(v) = self.meta[c].stash.get(k)
+                {
+                    out[i] = *v;
+                    bits[i / 32] |= 1 << (i % 32);
+                }
+            }
+        }
+        trace.report("find (device routing)", keys.len());
         Ok(())
     }
 
@@ -907,6 +1057,14 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
     /// Finds into `out` (ABSENT where absent) and presence bits. Finds page children in, so they take
     /// `&mut self`.
     fn find_bits(&mut self, keys: &[K], out: &mut [V], bits: &mut [u32]) -> Result<()> {
+        if self.config.placement == Placement::HashRouted
+            && !keys.is_empty()
+            && let Some(router) = self.take_router()
+        {
+            let done = self.find_on_device(&*router, keys, out, bits);
+            self.give_router(router);
+            return done;
+        }
         out.fill(V::ABSENT);
         let mut present = vec![0u8; keys.len()];
         match self.config.placement {

@@ -1,0 +1,547 @@
+//! Routing a host batch to a paged table's children on the device (hash-routed [`crate::paged`] tables): the
+//! batch crosses the bus once, is partitioned by child on the device, and each child's kernels run on its part
+//! (a sub-range of the routed buffers); finds' answers are put back in input order on the device and copied
+//! out once. The host never touches the keys (partitioning, gathering and scattering them on the host cost
+//! 2-4x a plain table's whole call on the H100, `docs/PERFORMANCE.md`).
+//!
+//! An upsert batch is copied in while the duplicate pass's claims run on each landed chunk (the host path's
+//! [`Dedup`], over the whole batch: a key's occurrences may route to one child but sit in different copy
+//! chunks), so only each key's last occurrence is routed: the parts hold distinct keys and the partition need
+//! not be stable. Then:
+//!
+//! 1. [`route_count_kernel`]: each cube counts its tile's keys per child in shared memory and adds its counts
+//!    to the global ones (one atomic per cube and child, not per key: a few hot counters would serialise);
+//! 2. the counts are read back (one small read) and each child's part starts at a multiple of 2048 keys
+//!    (`CHUNK_ALIGN`: every part is then a valid buffer binding, Vulkan's offset alignment);
+//! 3. [`route_scatter_kernel`]: each cube ranks its tile's keys per child in shared memory, claims one range
+//!    per child from the global cursors, and writes its keys there.
+//!
+//! A find batch is counted chunk by chunk as it lands, scattered the same way (remembering each key's routed
+//! position), looked up child by child, and gathered back by [`route_gather_kernel`].
+
+use super::host_path::{BatchSizes, CHUNK_ALIGN, Dedup, DeviceCache};
+use super::layout::{KeyLayout, bytes_of, bytes_of_mut, same_words_mut, words_of};
+use super::paging::route_hash;
+use super::transfer::HostTransfer;
+use super::upsert::MASK_NEW;
+use super::{CUBE_SIZE, cube_count, fill_u32};
+use crate::engine::{RouteMap, RoutedBatch, Router};
+use cubecl::prelude::*;
+use cubecl::server::Handle;
+use hashtile_core::{Element, Key, Result, Value};
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+/// Units per cube, as a compile-time constant.
+const CUBE: usize = CUBE_SIZE as usize;
+/// Keys each unit of the count and scatter kernels routes (positions `CUBE` apart, so loads coalesce).
+const PER_UNIT: usize = 8;
+/// Keys per cube of the count and scatter kernels.
+const TILE: usize = CUBE * PER_UNIT;
+/// The most children a table can route on the device (the shared-memory counters of one cube: 16 KB, twice in
+/// the scatter kernel). Larger tables partition on the host.
+pub const MAX_ROUTED_CHILDREN: usize = 4096;
+
+/// The child of a key under the route directory (`paged::route::Directory::child_of`, on the device).
+#[cube]
+fn route_child<L: KeyLayout>(key: L::Key, entries: &Array<u32>, seed: u64, depth: u32) -> u32 {
+    let h = route_hash(L::key_bits(key), seed);
+    let mut e = 0u64;
+    if depth > 0u32 {
+        e = h >> u64::cast_from(64u32 - depth);
+    }
+    entries[e as usize]
+}
+
+/// Counts keys per child into `counts` (`width` counters, zeroed before the first launch; launches over
+/// several chunks add up). With `masked`, only keys whose `mask` is [`MASK_NEW`] count (an upsert's last
+/// occurrences).
+#[cube(launch_unchecked)]
+#[allow(clippy::too_many_arguments)]
+pub fn route_count_kernel<L: KeyLayout>(
+    keys: &Array<L::Key>,
+    mask: &Array<u32>,
+    entries: &Array<u32>,
+    counts: &Array<Atomic<u32>>,
+    seed: u64,
+    depth: u32,
+    #[comptime] masked: bool,
+    #[comptime] width: u32,
+) {
+    let t = UNIT_POS as usize;
+    let w = comptime!(width as usize);
+    let hist = SharedMemory::<Atomic<u32>>::new(w);
+    let mut i = t;
+    while i < w {
+        hist[i].store(0u32);
+        i += CUBE;
+    }
+    sync_cube();
+    let first = CUBE_POS * TILE + t;
+    #[unroll]
+    for k in 0..PER_UNIT {
+        let pos = first + k * CUBE;
+        if pos < keys.len() {
+            let mut take = true;
+            if comptime!(masked) {
+                take = mask[pos] == MASK_NEW;
+            }
+            if take {
+                let c = route_child::<L>(keys[pos], entries, seed, depth);
+                hist[c as usize].fetch_add(1u32);
+            }
+        }
+    }
+    sync_cube();
+    i = t;
+    while i < w {
+        let v = hist[i].load();
+        if v > 0u32 {
+            counts[i].fetch_add(v);
+        }
+        i += CUBE;
+    }
+}
+
+/// Writes each routed key (with `upsert`: each key whose `mask` is [`MASK_NEW`], its value, and a
+/// [`MASK_NEW`] mask entry; else every key, and its routed position into `positions`) into its child's part:
+/// `cursor[c]` starts at the part's first position and hands out ranges to cubes. The order within a part is
+/// the atomics' (an upsert's routed keys are distinct, and a find's answers go back by position).
+#[cube(launch_unchecked)]
+#[allow(clippy::too_many_arguments)]
+pub fn route_scatter_kernel<L: KeyLayout>(
+    keys: &Array<L::Key>,
+    values: &Array<L::Value>,
+    mask: &Array<u32>,
+    entries: &Array<u32>,
+    cursor: &Array<Atomic<u32>>,
+    routed_keys: &mut Array<L::Key>,
+    routed_values: &mut Array<L::Value>,
+    routed_mask: &mut Array<u32>,
+    positions: &mut Array<u32>,
+    seed: u64,
+    depth: u32,
+    #[comptime] upsert: bool,
+    #[comptime] width: u32,
+) {
+    let t = UNIT_POS as usize;
+    let w = comptime!(width as usize);
+    let hist = SharedMemory::<Atomic<u32>>::new(w);
+    let mut base = SharedMemory::<u32>::new(w);
+    let mut i = t;
+    while i < w {
+        hist[i].store(0u32);
+        i += CUBE;
+    }
+    sync_cube();
+    let first = CUBE_POS * TILE + t;
+    let mut child = Array::<u32>::new(PER_UNIT);
+    let mut rank = Array::<u32>::new(PER_UNIT);
+    #[unroll]
+    for k in 0..PER_UNIT {
+        let pos = first + k * CUBE;
+        child[k] = 0xffff_ffffu32;
+        if pos < keys.len() {
+            let mut take = true;
+            if comptime!(upsert) {
+                take = mask[pos] == MASK_NEW;
+            }
+            if take {
+                let c = route_child::<L>(keys[pos], entries, seed, depth);
+                child[k] = c;
+                rank[k] = hist[c as usize].fetch_add(1u32);
+            }
+        }
+    }
+    sync_cube();
+    i = t;
+    while i < w {
+        let v = hist[i].load();
+        if v > 0u32 {
+            base[i] = cursor[i].fetch_add(v);
+        }
+        i += CUBE;
+    }
+    sync_cube();
+    #[unroll]
+    for k in 0..PER_UNIT {
+        let pos = first + k * CUBE;
+        let c = child[k];
+        if c != 0xffff_ffffu32 {
+            let to = (base[c as usize] + rank[k]) as usize;
+            routed_keys[to] = keys[pos];
+            if comptime!(upsert) {
+                routed_values[to] = values[pos];
+                routed_mask[to] = MASK_NEW;
+            } else {
+                positions[pos] = to as u32;
+            }
+        }
+    }
+}
+
+/// Puts a routed find's answers back in input order: `out[i]` = the routed value of key `i`, and bit `i % 32`
+/// of `bits[i / 32]` (zeroed first) set where its routed presence bit is. Each plane ORs its bits together
+/// (distinct bits: their sum) and sets them with one atomic (planes of 8 or 32 lanes never straddle a word).
+#[cube(launch_unchecked)]
+pub fn route_gather_kernel<L: KeyLayout>(
+    positions: &Array<u32>,
+    routed_out: &Array<L::Value>,
+    routed_bits: &Array<u32>,
+    out: &mut Array<L::Value>,
+    bits: &Array<Atomic<u32>>,
+) {
+    let i = ABSOLUTE_POS;
+    let mut hit = 0u32;
+    if i < positions.len() {
+        let p = positions[i];
+        out[i] = routed_out[p as usize];
+        let f = (routed_bits[(p / 32u32) as usize] >> (p % 32u32)) & 1u32;
+        hit = f << ((i % 32) as u32);
+    }
+    let word = plane_sum(hit);
+    if UNIT_POS_PLANE == 0u32 && word != 0u32 {
+        bits[i / 32].fetch_or(word);
+    }
+}
+
+/// The [`Router`] of GPU tables of runtime `R` and layout `L` (see the module docs). It keeps its batch buffers
+/// between calls, like a table's host path.
+pub struct DeviceRouter<R: HostTransfer, L: KeyLayout> {
+    client: ComputeClient<R>,
+    stager: Arc<R::Stager>,
+    cache: DeviceCache,
+    sizes: BatchSizes,
+    /// Distinct one-word buffers for unused kernel arguments (wgpu mis-binds a buffer bound twice).
+    dummies: [Handle; 3],
+    _layout: PhantomData<L>,
+}
+
+/// Bytes of a key and of a value of layout `L` on the device.
+fn widths<L: KeyLayout>() -> (usize, usize) {
+    (size_of::<L::Key>(), size_of::<L::Value>())
+}
+
+/// Routed positions a batch's parts span (each part rounded up to [`CHUNK_ALIGN`]).
+fn routed_len(batch: &RoutedBatch) -> usize {
+    match (batch.starts.last(), batch.counts.last()) {
+        (Some(s), Some(c)) => s + c.next_multiple_of(CHUNK_ALIGN),
+        _ => 0,
+    }
+}
+
+impl<R: HostTransfer, L: KeyLayout> DeviceRouter<R, L> {
+    /// A router on `client`'s device, copying through `stager` in `sizes`' chunks.
+    pub fn new(client: ComputeClient<R>, stager: Arc<R::Stager>, sizes: BatchSizes) -> Self {
+        let dummies = std::array::from_fn(|_| client.empty(8));
+        Self {
+            client,
+            stager,
+            cache: DeviceCache::default(),
+            sizes,
+            dummies,
+            _layout: PhantomData,
+        }
+    }
+
+    /// The counters' width for `children` children (a power of two, at least a cube: one pass of its units
+    /// clears them).
+    fn width(children: usize) -> u32 {
+        children.next_power_of_two().max(CUBE) as u32
+    }
+
+    /// The directory and zeroed counters of one batch.
+    fn start(&self, route: RouteMap<'_>) -> (Handle, Handle) {
+        let entries = self.client.create_from_slice(bytes_of(route.entries));
+        let w = Self::width(route.children) as usize;
+        let counts = self.client.empty(w * 4);
+        fill_u32(&self.client, &counts, w, 0);
+        (entries, counts)
+    }
+
+    /// Queues the count of `n` keys (with `mask`: those marked [`MASK_NEW`]).
+    fn count(
+        &self,
+        keys: &Handle,
+        mask: Option<&Handle>,
+        n: usize,
+        (entries, counts): (&Handle, &Handle),
+        route: RouteMap<'_>,
+    ) {
+        let w = Self::width(route.children);
+        let (mh, ml) = mask.map_or((self.dummies[0].clone(), 1), |m| (m.clone(), n));
+        // SAFETY: positions are bounded by `n`, children by the directory's entries (all below `children`,
+        // within the `w` counters), directory indices by its `2^depth` entries.
+        unsafe {
+            route_count_kernel::launch_unchecked::<L, R>(
+                &self.client,
+                cube_count(n.div_ceil(TILE) * CUBE),
+                CubeDim::new_1d(CUBE_SIZE),
+                ArrayArg::from_raw_parts(keys.clone(), n),
+                ArrayArg::from_raw_parts(mh, ml),
+                ArrayArg::from_raw_parts(entries.clone(), route.entries.len()),
+                ArrayArg::from_raw_parts(counts.clone(), w as usize),
+                route.seed,
+                route.depth,
+                mask.is_some(),
+                w,
+            )
+        }
+    }
+
+    /// Reads the counts back (waiting for the counts) and lays the parts out: their starts and lengths, and
+    /// the routed length.
+    fn layout(&self, counts: Handle, children: usize) -> (Vec<usize>, Vec<usize>, usize) {
+        let bytes = self.client.read_one_unchecked(counts);
+        let counts: Vec<usize> = u32::from_bytes(&bytes)[..children]
+            .iter()
+            .map(|&c| c as usize)
+            .collect();
+        let mut starts = Vec::with_capacity(children);
+        let mut at = 0usize;
+        for &c in &counts {
+            starts.push(at);
+            at += c.next_multiple_of(CHUNK_ALIGN);
+        }
+        (starts, counts, at)
+    }
+
+    /// Queues the scatter of `n` keys into parts laid out from `starts` (upserts: `values` and the dedup `mask`
+    /// given, into `routed.1` values and `routed.2` mask; finds: positions into `positions`).
+    #[allow(clippy::too_many_arguments)]
+    fn scatter(
+        &self,
+        (keys, values, mask): (&Handle, Option<&Handle>, Option<&Handle>),
+        n: usize,
+        (entries, starts): (&Handle, &[usize]),
+        routed: (&Handle, Option<&Handle>, Option<&Handle>),
+        positions: Option<&Handle>,
+        total: usize,
+        route: RouteMap<'_>,
+    ) {
+        let w = Self::width(route.children);
+        let mut cursor: Vec<u32> = starts.iter().map(|&s| s as u32).collect();
+        cursor.resize(w as usize, 0);
+        let cursor = self.client.create_from_slice(bytes_of(&cursor));
+        let upsert = values.is_some();
+        let arg = |h: Option<&Handle>, len: usize, d: usize| {
+            let (h, len) = h.map_or((self.dummies[d].clone(), 1), |h| (h.clone(), len));
+            // SAFETY: the kernel reads an argument only in its mode, within the length given here.
+            unsafe { ArrayArg::from_raw_parts(h, len) }
+        };
+        // SAFETY: positions are bounded by `n`; routed positions by the parts' layout (each cube's range is
+        // claimed from its child's cursor, and a part holds exactly its child's count); children and directory
+        // indices as in `count`.
+        unsafe {
+            route_scatter_kernel::launch_unchecked::<L, R>(
+                &self.client,
+                cube_count(n.div_ceil(TILE) * CUBE),
+                CubeDim::new_1d(CUBE_SIZE),
+                ArrayArg::from_raw_parts(keys.clone(), n),
+                arg(values, n, 0),
+                arg(mask, n, 1),
+                ArrayArg::from_raw_parts(entries.clone(), route.entries.len()),
+                ArrayArg::from_raw_parts(cursor, w as usize),
+                ArrayArg::from_raw_parts(routed.0.clone(), total),
+                arg(routed.1, total, 0),
+                arg(routed.2, total, 1),
+                arg(positions, n, 2),
+                route.seed,
+                route.depth,
+                upsert,
+                w,
+            )
+        }
+    }
+}
+
+impl<R: HostTransfer, L: KeyLayout, K: Key, V: Value> Router<K, V> for DeviceRouter<R, L> {
+    fn batch_keys(&self) -> usize {
+        self.sizes.insert
+    }
+
+    fn upsert(&self, keys: &[K], values: &[V], route: RouteMap<'_>) -> Result<RoutedBatch> {
+        let (client, cache) = (&self.client, &self.cache);
+        let (kb, vb) = widths::<L>();
+        let n = keys.len();
+        let k = words_of::<K, L::Key>(keys);
+        let v = words_of::<V, L::Value>(values);
+        let dedup = Dedup::new(client, cache, n, kb == 8);
+        let dsts = [
+            cache.take(client, "route keys in", n * kb),
+            cache.take(client, "route values in", n * vb),
+        ];
+        // The claims run on each key chunk as it lands (the values' copy overlaps the last ones).
+        let mut uploaded = R::upload_chunked(
+            client,
+            &self.stager,
+            &[bytes_of(&k), bytes_of(&v)],
+            &dsts,
+            self.sizes.chunk * kb,
+            &mut |src, off, len, h| {
+                if src == 0 {
+                    if off == 0 {
+                        dedup.clear(client, dedup.slots);
+                    }
+                    dedup.claim(client, h, off / kb, len / kb);
+                }
+            },
+        )?;
+        let (kh, vh) = (uploaded.remove(0), uploaded.remove(0));
+        let mask = dedup.mark(client, cache);
+        dedup.release(cache);
+        let (entries, counts) = self.start(route);
+        self.count(&kh, Some(&mask), n, (&entries, &counts), route);
+        let (starts, counts, total) = self.layout(counts, route.children);
+        let rk = cache.take(client, "routed keys", total.max(1) * kb);
+        let rv = cache.take(client, "routed values", total.max(1) * vb);
+        let rm = cache.take(client, "routed aux", total.max(1) * 4);
+        self.scatter(
+            (&kh, Some(&vh), Some(&mask)),
+            n,
+            (&entries, &starts),
+            (&rk, Some(&rv), Some(&rm)),
+            None,
+            total,
+            route,
+        );
+        cache.give("route keys in", kh, n * kb);
+        cache.give("route values in", vh, n * vb);
+        cache.give("dedup mask", mask, n * 4);
+        Ok(RoutedBatch {
+            n,
+            starts,
+            counts,
+            widths: (kb, vb),
+            keys: rk,
+            values: rv,
+            aux: rm,
+            positions: None,
+        })
+    }
+
+    fn find(&self, keys: &[K], route: RouteMap<'_>) -> Result<RoutedBatch> {
+        let (client, cache) = (&self.client, &self.cache);
+        let (kb, vb) = widths::<L>();
+        let n = keys.len();
+        let k = words_of::<K, L::Key>(keys);
+        let (entries, counts) = self.start(route);
+        let dst = cache.take(client, "route keys in", n * kb);
+        // Each chunk is counted as it lands.
+        let mut uploaded = R::upload_chunked(
+            client,
+            &self.stager,
+            &[bytes_of(&k)],
+            &[dst],
+            self.sizes.chunk * kb,
+            &mut |_, off, len, h| {
+                let chunk = h.clone().offset_start(off as u64);
+                self.count(&chunk, None, len / kb, (&entries, &counts), route);
+            },
+        )?;
+        let kh = uploaded.remove(0);
+        let (starts, counts, total) = self.layout(counts, route.children);
+        let rk = cache.take(client, "routed keys", total.max(1) * kb);
+        // Values start as all ones (absent: the parts of empty children are never looked up), bits as 0.
+        let out = cache.take(client, "routed values", total.max(1) * vb);
+        fill_u32(client, &out, total * vb / 4, u32::MAX);
+        let bits = cache.take(client, "routed aux", total.max(1) * 4);
+        fill_u32(client, &bits, total / 32, 0);
+        let positions = cache.take(client, "route positions", n.max(1) * 4);
+        self.scatter(
+            (&kh, None, None),
+            n,
+            (&entries, &starts),
+            (&rk, None, None),
+            Some(&positions),
+            total,
+            route,
+        );
+        cache.give("route keys in", kh, n * kb);
+        Ok(RoutedBatch {
+            n,
+            starts,
+            counts,
+            widths: (kb, vb),
+            keys: rk,
+            values: out,
+            aux: bits,
+            positions: Some(positions),
+        })
+    }
+
+    fn finish_find(&self, batch: RoutedBatch, out: &mut [V], bits: &mut [u32]) -> Result<()> {
+        let (client, cache) = (&self.client, &self.cache);
+        let (_, vb) = widths::<L>();
+        let n = batch.n;
+        let words = n.div_ceil(32);
+        let total = routed_len(&batch);
+        let oh = cache.take(client, "route out", n.max(1) * vb);
+        let bh = cache.take(client, "route bits", words.max(1) * 4);
+        fill_u32(client, &bh, words, 0);
+        let positions = batch.positions.clone().expect("a find batch");
+        // SAFETY: positions are bounded by `n`; routed positions by the layout (`total`); bit words by `n`.
+        unsafe {
+            route_gather_kernel::launch_unchecked::<L, R>(
+                client,
+                cube_count(n),
+                CubeDim::new_1d(CUBE_SIZE),
+                ArrayArg::from_raw_parts(positions, n),
+                ArrayArg::from_raw_parts(batch.values.clone(), total.max(1)),
+                ArrayArg::from_raw_parts(batch.aux.clone(), (total / 32).max(1)),
+                ArrayArg::from_raw_parts(oh.clone(), n),
+                ArrayArg::from_raw_parts(bh.clone(), words),
+            )
+        }
+        if let Some(o) = same_words_mut::<V, L::Value>(out) {
+            R::download(client, &self.stager, &oh, bytes_of_mut(o))?;
+        } else {
+            let mut wide = vec![L::Value::default(); n];
+            R::download(client, &self.stager, &oh, bytes_of_mut(&mut wide))?;
+            for (o, w) in out.iter_mut().zip(&wide) {
+                *o = V::narrow(w.widen());
+            }
+        }
+        R::download(client, &self.stager, &bh, bytes_of_mut(&mut bits[..words]))?;
+        cache.give("route out", oh, n * vb);
+        cache.give("route bits", bh, words * 4);
+        Router::<K, V>::release(self, batch);
+        Ok(())
+    }
+
+    fn download(&self, batch: &RoutedBatch, c: usize) -> Result<(Vec<K>, Vec<V>)> {
+        let n = batch.counts[c];
+        let mut k = vec![L::Key::default(); n];
+        let mut v = vec![L::Value::default(); n];
+        if n > 0 {
+            R::download(
+                &self.client,
+                &self.stager,
+                &batch.keys_of(c),
+                bytes_of_mut(&mut k),
+            )?;
+            R::download(
+                &self.client,
+                &self.stager,
+                &batch.values_of(c),
+                bytes_of_mut(&mut v),
+            )?;
+        }
+        Ok((
+            k.into_iter().map(|w| K::narrow(w.widen())).collect(),
+            v.into_iter().map(|w| V::narrow(w.widen())).collect(),
+        ))
+    }
+
+    fn release(&self, batch: RoutedBatch) {
+        let total = routed_len(&batch).max(1);
+        let (kb, vb) = batch.widths;
+        let cache = &self.cache;
+        cache.give("routed keys", batch.keys, total * kb);
+        cache.give("routed values", batch.values, total * vb);
+        cache.give("routed aux", batch.aux, total * 4);
+        if let Some(p) = batch.positions {
+            cache.give("route positions", p, batch.n.max(1) * 4);
+        }
+    }
+}
