@@ -105,9 +105,14 @@ pub trait Engine<K: Key, V: Value>: Send + Sync {
     fn router(&self) -> Option<Box<dyn Router<K, V>>> {
         None
     }
-    /// Upserts child `c`'s part of a batch routed by this engine's [`Engine::router`] (its keys are distinct;
-    /// the caller has checked that they fit): stored keys are updated, the others inserted.
-    fn upsert_routed(&mut self, _batch: &RoutedBatch, _c: usize) -> Result<Inserted<K, V>> {
+    /// Queues the upsert of child `c`'s part of a batch routed by this engine's [`Engine::router`] (its keys
+    /// are distinct; the caller has checked that they fit): stored keys are updated, the others inserted.
+    /// [`Engine::settle_routed`] waits for it, so that several children's kernels queue back to back.
+    fn upsert_routed(&mut self, _batch: &RoutedBatch, _c: usize) -> Result<()> {
+        Err(no_device_batches())
+    }
+    /// Waits for the queued [`Engine::upsert_routed`] and returns what it could not place.
+    fn settle_routed(&mut self) -> Result<Inserted<K, V>> {
         Err(no_device_batches())
     }
     /// Looks child `c`'s part of a routed find batch up, into the batch's routed values and presence bits.

@@ -77,6 +77,9 @@ pub struct PagedArgs {
     /// Placements of `residency` and `skew`, comma separated: hash, arrival.
     #[arg(long, value_delimiter = ',', default_value = "hash,arrival", value_parser = ["hash", "arrival"])]
     pub placements: Vec<String>,
+    /// Partition hash-routed batches on the host instead of the device (the A/B of the device routing).
+    #[arg(long)]
+    pub host_routing: bool,
     /// Children of the `residency` and `skew` tables (a power of two, at least 4).
     #[arg(long, default_value_t = 16)]
     pub children: usize,
@@ -152,6 +155,7 @@ pub fn paged(a: PagedArgs) -> Result<crate::paged::PagedSetup, String> {
                 }
             })
             .collect(),
+        host_routing: a.host_routing,
         out_dir: a.out_dir,
     })
 }

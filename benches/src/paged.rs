@@ -58,6 +58,8 @@ pub struct PagedSetup {
     pub big_budget_gib: u64,
     pub big_keys: u32,
     pub placements: Vec<Placement>,
+    /// Hash-routed batches are partitioned on the host (`PagedConfig::device_routing` off).
+    pub host_routing: bool,
     pub out_dir: String,
 }
 
@@ -126,6 +128,7 @@ fn paged_config(
             1
         })
         .budget(DeviceBudget::Children(budget))
+        .device_routing(!s.host_routing)
 }
 
 /// Inserts keys `0..n` in batches of `b` (generated outside the timed region) with `insert` (a paged or a
@@ -159,9 +162,12 @@ fn find_runs(
     let mut times = Vec::with_capacity(runs);
     let mut ok = true;
     let mut moved = 0.0;
+    // One answer buffer for every run, as the plain table's runs have (fresh pages would be faulted in by
+    // the copy out, inside the timed call).
+    let mut out = vec![0u32; q.len()];
     for _ in 0..runs {
         let before = t.paging().bytes_moved;
-        let (fs, o) = find_timed(t, q, present)?;
+        let (fs, o) = find_timed(t, q, present, &mut out)?;
         moved = (t.paging().bytes_moved - before) as f64 / 1e9;
         times.push(fs);
         ok &= o;
@@ -174,12 +180,12 @@ fn find_timed(
     t: &mut PagedTable<Bcht, u32, u32>,
     q: &[u32],
     present: usize,
+    out: &mut [u32],
 ) -> Result<(f64, bool), String> {
-    let mut out = vec![0u32; q.len()];
     let t0 = Instant::now();
-    t.find_into(q, &mut out).map_err(lib)?;
+    t.find_into(q, out).map_err(lib)?;
     let s = t0.elapsed().as_secs_f64();
-    Ok((s, answers_ok(q, &out, present)))
+    Ok((s, answers_ok(q, out, present)))
 }
 
 /// Queries: `present` stored keys from `pick`, then `absent` absent ones.
@@ -483,7 +489,7 @@ fn rebuild(s: &PagedSetup) -> Result<bool, String> {
         child_t.push(t0.elapsed().as_secs_f64());
     }
     let q = queries(&k, n / 8);
-    let (_, ok1) = find_timed(&mut t, &q, n)?;
+    let (_, ok1) = find_timed(&mut t, &q, n, &mut vec![0u32; q.len()])?;
     let ok1 = ok1 && t.len() == n;
     let cfg = TableConfig::for_keys(n, 0.75).backend(BackendChoice::Exactly(s.backend));
     let mut plain: HashTable<Bcht, u32, u32> = HashTable::new(cfg).map_err(lib)?;
@@ -559,7 +565,7 @@ fn growth(s: &PagedSetup) -> Result<bool, String> {
         pts_s.push(((at as f64).log2(), Some(sc)));
     }
     let q = queries(&all_k, n / 8);
-    let (_, ok) = find_timed(&mut t, &q, n)?;
+    let (_, ok) = find_timed(&mut t, &q, n, &mut vec![0u32; q.len()])?;
     let ok = ok && t.len() == n;
     eprintln!(
         "  growth to 2^{} by 2^{}: paged {pc:.2} s ({} children, {} splits), static rebuilt per batch {sc:.2} s ({:.1}x)",
@@ -661,7 +667,8 @@ fn big_of<S: hashtile::SchemeInfo, K: BigKey>(s: &PagedSetup) -> Result<bool, St
         .backend(BackendChoice::Exactly(s.backend))
         .placement(Placement::HashRouted)
         .initial_children(children)
-        .budget(DeviceBudget::Children(budget));
+        .budget(DeviceBudget::Children(budget))
+        .device_routing(!s.host_routing);
     let mut t: PagedTable<S, K, K> = PagedTable::new(cfg).map_err(lib)?;
     let n = child_slots * children * 3 / 4;
     let b = 1usize << 27;

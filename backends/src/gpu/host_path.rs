@@ -185,19 +185,23 @@ pub(crate) fn check_device_memory<R: HostTransfer>(
 
 /// Phase timings of the host path on stderr when `HASHTILE_TRACE` is set (each mark waits for the device, so
 /// tracing changes the overlap it measures: for diagnosis only).
-struct Trace {
+pub(super) struct Trace {
     on: bool,
     t0: std::time::Instant,
 }
 
 impl Trace {
     fn new() -> Self {
+        Self::when(std::env::var_os("HASHTILE_TRACE").is_some())
+    }
+    /// A trace that marks only when `on`.
+    pub(super) fn when(on: bool) -> Self {
         Self {
-            on: std::env::var_os("HASHTILE_TRACE").is_some(),
+            on,
             t0: std::time::Instant::now(),
         }
     }
-    fn mark<R: HostTransfer>(&mut self, client: &ComputeClient<R>, what: &str) {
+    pub(super) fn mark<R: HostTransfer>(&mut self, client: &ComputeClient<R>, what: &str) {
         if self.on {
             let _ = cubecl::future::block_on(client.sync());
             eprintln!(

@@ -1103,11 +1103,11 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout, K: Key, V: Value> Engine<K
         &mut self,
         batch: &crate::engine::RoutedBatch,
         c: usize,
-    ) -> Result<Inserted<K, V>> {
+    ) -> Result<()> {
         self.check_resident()?;
         let n = batch.counts[c];
         if n == 0 {
-            return Ok(Inserted::default());
+            return Ok(());
         }
         // The keys are distinct: at most `n` of them are new.
         if self.len + n > self.capacity() {
@@ -1125,6 +1125,10 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout, K: Key, V: Value> Engine<K
             BatchTable::classify(self, &kh, Some(&vh), &mask, n);
         }
         self.insert_queued(&kh, &vh, Some((&mask, upsert::MASK_NEW)), n, false);
+        Ok(())
+    }
+
+    fn settle_routed(&mut self) -> Result<Inserted<K, V>> {
         let (stats, lost) = self.settle_batch()?;
         Ok(Inserted {
             stats,

@@ -19,7 +19,7 @@
 //! A find batch is counted chunk by chunk as it lands, scattered the same way (remembering each key's routed
 //! position), looked up child by child, and gathered back by [`route_gather_kernel`].
 
-use super::host_path::{BatchSizes, CHUNK_ALIGN, Dedup, DeviceCache};
+use super::host_path::{BatchSizes, CHUNK_ALIGN, Dedup, DeviceCache, Trace};
 use super::layout::{KeyLayout, bytes_of, bytes_of_mut, same_words_mut, words_of};
 use super::paging::route_hash;
 use super::transfer::HostTransfer;
@@ -217,6 +217,13 @@ pub struct DeviceRouter<R: HostTransfer, L: KeyLayout> {
     _layout: PhantomData<L>,
 }
 
+/// Phase timings of the router on stderr when `HASHTILE_TRACE_ROUTE` is set (each mark waits for the device:
+/// diagnosis only).
+fn trace() -> Trace {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    Trace::when(*ON.get_or_init(|| std::env::var_os("HASHTILE_TRACE_ROUTE").is_some()))
+}
+
 /// Bytes of a key and of a value of layout `L` on the device.
 fn widths<L: KeyLayout>() -> (usize, usize) {
     (size_of::<L::Key>(), size_of::<L::Value>())
@@ -362,6 +369,7 @@ impl<R: HostTransfer, L: KeyLayout, K: Key, V: Value> Router<K, V> for DeviceRou
 
     fn upsert(&self, keys: &[K], values: &[V], route: RouteMap<'_>) -> Result<RoutedBatch> {
         let (client, cache) = (&self.client, &self.cache);
+        let mut trace = trace();
         let (kb, vb) = widths::<L>();
         let n = keys.len();
         let k = words_of::<K, L::Key>(keys);
@@ -388,11 +396,13 @@ impl<R: HostTransfer, L: KeyLayout, K: Key, V: Value> Router<K, V> for DeviceRou
             },
         )?;
         let (kh, vh) = (uploaded.remove(0), uploaded.remove(0));
+        trace.mark(client, "route upsert: copied, claims done");
         let mask = dedup.mark(client, cache);
         dedup.release(cache);
         let (entries, counts) = self.start(route);
         self.count(&kh, Some(&mask), n, (&entries, &counts), route);
         let (starts, counts, total) = self.layout(counts, route.children);
+        trace.mark(client, "route upsert: marked, counted, counts read");
         let rk = cache.take(client, "routed keys", total.max(1) * kb);
         let rv = cache.take(client, "routed values", total.max(1) * vb);
         let rm = cache.take(client, "routed aux", total.max(1) * 4);
@@ -405,6 +415,7 @@ impl<R: HostTransfer, L: KeyLayout, K: Key, V: Value> Router<K, V> for DeviceRou
             total,
             route,
         );
+        trace.mark(client, "route upsert: scattered");
         cache.give("route keys in", kh, n * kb);
         cache.give("route values in", vh, n * vb);
         cache.give("dedup mask", mask, n * 4);
@@ -422,6 +433,7 @@ impl<R: HostTransfer, L: KeyLayout, K: Key, V: Value> Router<K, V> for DeviceRou
 
     fn find(&self, keys: &[K], route: RouteMap<'_>) -> Result<RoutedBatch> {
         let (client, cache) = (&self.client, &self.cache);
+        let mut trace = trace();
         let (kb, vb) = widths::<L>();
         let n = keys.len();
         let k = words_of::<K, L::Key>(keys);
@@ -441,6 +453,7 @@ impl<R: HostTransfer, L: KeyLayout, K: Key, V: Value> Router<K, V> for DeviceRou
         )?;
         let kh = uploaded.remove(0);
         let (starts, counts, total) = self.layout(counts, route.children);
+        trace.mark(client, "route find: copied, counted, counts read");
         let rk = cache.take(client, "routed keys", total.max(1) * kb);
         // Values start as all ones (absent: the parts of empty children are never looked up), bits as 0.
         let out = cache.take(client, "routed values", total.max(1) * vb);
@@ -457,6 +470,7 @@ impl<R: HostTransfer, L: KeyLayout, K: Key, V: Value> Router<K, V> for DeviceRou
             total,
             route,
         );
+        trace.mark(client, "route find: scattered");
         cache.give("route keys in", kh, n * kb);
         Ok(RoutedBatch {
             n,
@@ -472,6 +486,8 @@ impl<R: HostTransfer, L: KeyLayout, K: Key, V: Value> Router<K, V> for DeviceRou
 
     fn finish_find(&self, batch: RoutedBatch, out: &mut [V], bits: &mut [u32]) -> Result<()> {
         let (client, cache) = (&self.client, &self.cache);
+        let mut trace = trace();
+        trace.mark(client, "route find: children's finds");
         let (_, vb) = widths::<L>();
         let n = batch.n;
         let words = n.div_ceil(32);
@@ -493,6 +509,7 @@ impl<R: HostTransfer, L: KeyLayout, K: Key, V: Value> Router<K, V> for DeviceRou
                 ArrayArg::from_raw_parts(bh.clone(), words),
             )
         }
+        trace.mark(client, "route find: gathered");
         if let Some(o) = same_words_mut::<V, L::Value>(out) {
             R::download(client, &self.stager, &oh, bytes_of_mut(o))?;
         } else {
@@ -502,7 +519,9 @@ impl<R: HostTransfer, L: KeyLayout, K: Key, V: Value> Router<K, V> for DeviceRou
                 *o = V::narrow(w.widen());
             }
         }
+        trace.mark(client, "route find: values copied out");
         R::download(client, &self.stager, &bh, bytes_of_mut(&mut bits[..words]))?;
+        trace.mark(client, "route find: bits copied out");
         cache.give("route out", oh, n * vb);
         cache.give("route bits", bh, words * 4);
         Router::<K, V>::release(self, batch);

@@ -252,6 +252,8 @@ pub struct PagedTable<S: SchemeInfo, K: Key, V: Value> {
     router: Option<Box<dyn Router<K, V>>>,
     /// A call holds the router.
     routing: bool,
+    /// `find_into`'s presence bits, kept between calls.
+    bits: Vec<u32>,
     _scheme: PhantomData<S>,
 }
 
@@ -335,6 +337,7 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
             scratch: None,
             router: None,
             routing: false,
+            bits: Vec::new(),
             _scheme: PhantomData,
         };
         t.start()?;
@@ -612,6 +615,9 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
             let limit = self.limit();
             let parts = batch.counts.len();
             let mut on_host = Vec::new();
+            // Resident children's upserts queue back to back and settle together; a child that must be paged
+            // in first settles the queued ones (paging it in may page one of them out).
+            let mut queued = Vec::new();
             for c in self.visit_order((0..parts).filter(|&c| batch.counts[c] > 0)) {
                 if !self.meta[c].stash.is_empty()
                     || self.children[c].len() + batch.counts[c] > limit
@@ -619,10 +625,14 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
                     on_host.push(c);
                     continue;
                 }
+                if !self.children[c].is_resident() {
+                    self.settle_queued(&mut queued, failed)?;
+                }
                 self.admit(c, &[])?;
-                let Inserted { unplaced, .. } = self.children[c].upsert_routed(&batch, c)?;
-                self.place_unplaced(c, unplaced, failed)?;
+                self.children[c].upsert_routed(&batch, c)?;
+                queued.push(c);
             }
+            self.settle_queued(&mut queued, failed)?;
             trace.lap("children");
             for c in on_host {
                 let (k, v) = router.download(&batch, c)?;
@@ -632,6 +642,18 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
             trace.lap("children through the host");
         }
         trace.report("insert (device routing)", keys.len());
+        Ok(())
+    }
+
+    /// Settles the routed upserts queued on `queued` (emptied), then keeps what each could not place.
+    fn settle_queued(&mut self, queued: &mut Vec<usize>, failed: &mut Vec<(K, V)>) -> Result<()> {
+        let mut settled = Vec::with_capacity(queued.len());
+        for c in queued.drain(..) {
+            settled.push((c, self.children[c].settle_routed()?));
+        }
+        for (c, Inserted { unplaced, .. }) in settled {
+            self.place_unplaced(c, unplaced, failed)?;
+        }
         Ok(())
     }
 
@@ -1045,8 +1067,13 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
                 expected: keys.len(),
             });
         }
-        let mut bits = vec![0u32; keys.len().div_ceil(32)];
-        self.find_bits(keys, out, &mut bits)
+        // The presence bits go to a buffer kept between calls (fresh pages cost a fault each).
+        let mut bits = std::mem::take(&mut self.bits);
+        bits.clear();
+        bits.resize(keys.len().div_ceil(32), 0);
+        let done = self.find_bits(keys, out, &mut bits);
+        self.bits = bits;
+        done
     }
 
     /// `true` for each key that is present.
