@@ -141,8 +141,7 @@ pub struct RouteMap<'a> {
 
 /// A batch copied to the device and partitioned by child there (`gpu::routing`): child `c`'s part is
 /// `counts[c]` consecutive elements from `starts[c]` (a multiple of 2048, so every part is a valid buffer
-/// binding) of the routed buffers. The buffers belong to the router that made the batch; give it back with
-/// [`Router::release`].
+/// binding) of the routed buffers, which belong to the router (valid while it hands the part over).
 pub struct RoutedBatch {
     /// Input keys.
     pub n: usize,
@@ -192,19 +191,36 @@ impl RoutedBatch {
 /// a GPU: the host never touches the keys, `gpu::routing`). One router serves every child of a table, since
 /// all share one runtime.
 pub trait Router<K: Key, V: Value>: Send + Sync {
-    /// The most keys one routed batch holds (larger host batches go as several, in order).
+    /// The most keys one call takes (larger host batches go as several calls, in order).
     fn batch_keys(&self) -> usize;
-    /// Copies an upsert batch in, keeps each key's last occurrence, and partitions the kept pairs by child.
-    fn upsert(&self, keys: &[K], values: &[V], route: RouteMap<'_>) -> Result<RoutedBatch>;
-    /// Copies a find batch in and partitions it by child; each child's [`Engine::find_routed`] fills its part.
-    fn find(&self, keys: &[K], route: RouteMap<'_>) -> Result<RoutedBatch>;
-    /// Puts a find batch's answers back in input order and copies them out: `out[i]` the value or all ones,
-    /// bit `i % 32` of `bits[i / 32]` for present keys. Releases the batch.
-    fn finish_find(&self, batch: RoutedBatch, out: &mut [V], bits: &mut [u32]) -> Result<()>;
-    /// Child `c`'s part of an upsert batch, copied out.
+    /// Copies an upsert batch in, keeps each key's last occurrence, partitions the kept pairs by child, and
+    /// hands each part to `on_part` (which queues its children's [`Engine::upsert_routed`]). `pipelined`: in
+    /// parts of a copy chunk, each routed as it lands and handed over from inside the copy (`on_part` must then
+    /// not page children, whose copies share the copy stream: every child it touches must be resident);
+    /// otherwise in one part after the whole copy. A key repeated in a later part is stored by that part: the
+    /// last occurrence wins.
+    fn upsert(
+        &self,
+        keys: &[K],
+        values: &[V],
+        route: RouteMap<'_>,
+        pipelined: bool,
+        on_part: &mut dyn FnMut(&RoutedBatch) -> Result<()>,
+    ) -> Result<()>;
+    /// Copies a find batch in, partitions it by child, hands each part to `on_part` (which queues its
+    /// children's [`Engine::find_routed`]), and copies the answers out in input order: `out[i]` the value or
+    /// all ones, bit `i % 32` of `bits[i / 32]` for present keys. `pipelined` as for [`Router::upsert`].
+    fn find(
+        &self,
+        keys: &[K],
+        route: RouteMap<'_>,
+        pipelined: bool,
+        on_part: &mut dyn FnMut(&RoutedBatch) -> Result<()>,
+        out: &mut [V],
+        bits: &mut [u32],
+    ) -> Result<()>;
+    /// Child `c`'s part of an upsert part, copied out (callable from inside `on_part`).
     fn download(&self, batch: &RoutedBatch, c: usize) -> Result<(Vec<K>, Vec<V>)>;
-    /// Gives the batch's buffers back for the next batch.
-    fn release(&self, batch: RoutedBatch);
 }
 
 /// `Some(values[i])` where bit `i % 32` of `bits[i / 32]` is set, else `None` (the host API's `find`).

@@ -322,7 +322,7 @@ impl Dedup {
     /// segment of a pinned copy's 2^20 keys then works in the GPU's L2 cache), the claims, and the mark into
     /// `mask` at the same positions. Each segment's mask thus keeps its own keys' last occurrences; duplicates
     /// across segments are the caller's to settle (see [`upload_and_plan_checked`]).
-    fn segment<R: HostTransfer>(
+    pub(super) fn segment<R: HostTransfer>(
         &self,
         client: &ComputeClient<R>,
         keys: &Handle,

@@ -1099,11 +1099,7 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout, K: Key, V: Value> Engine<K
         )))
     }
 
-    fn upsert_routed(
-        &mut self,
-        batch: &crate::engine::RoutedBatch,
-        c: usize,
-    ) -> Result<()> {
+    fn upsert_routed(&mut self, batch: &crate::engine::RoutedBatch, c: usize) -> Result<()> {
         self.check_resident()?;
         let n = batch.counts[c];
         if n == 0 {
@@ -1119,9 +1115,9 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout, K: Key, V: Value> Engine<K
         }
         self.image_current = false;
         let (kh, vh, mask) = (batch.keys_of(c), batch.values_of(c), batch.aux_of(c, false));
-        // As a segment of the host path: stored keys are updated in place by the classify pass, then the new
-        // ones go in without the duplicate check.
-        if self.len > 0 {
+        // As a segment of the host path: stored keys (settled, or queued by an earlier part of the batch) are
+        // updated in place by the classify pass, then the new ones go in without the duplicate check.
+        if self.len > 0 || self.unsettled {
             BatchTable::classify(self, &kh, Some(&vh), &mask, n);
         }
         self.insert_queued(&kh, &vh, Some((&mask, upsert::MASK_NEW)), n, false);

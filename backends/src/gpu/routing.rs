@@ -257,13 +257,12 @@ impl<R: HostTransfer, L: KeyLayout> DeviceRouter<R, L> {
         children.next_power_of_two().max(CUBE) as u32
     }
 
-    /// The directory and zeroed counters of one batch.
-    fn start(&self, route: RouteMap<'_>) -> (Handle, Handle) {
-        let entries = self.client.create_from_slice(bytes_of(route.entries));
+    /// Zeroed counters of one part.
+    fn zeroed_counts(&self, route: RouteMap<'_>) -> Handle {
         let w = Self::width(route.children) as usize;
         let counts = self.client.empty(w * 4);
         fill_u32(&self.client, &counts, w, 0);
-        (entries, counts)
+        counts
     }
 
     /// Queues the count of `n` keys (with `mask`: those marked [`MASK_NEW`]).
@@ -362,197 +361,83 @@ impl<R: HostTransfer, L: KeyLayout> DeviceRouter<R, L> {
     }
 }
 
-impl<R: HostTransfer, L: KeyLayout, K: Key, V: Value> Router<K, V> for DeviceRouter<R, L> {
-    fn batch_keys(&self) -> usize {
-        self.sizes.insert
-    }
-
-    fn upsert(&self, keys: &[K], values: &[V], route: RouteMap<'_>) -> Result<RoutedBatch> {
+impl<R: HostTransfer, L: KeyLayout> DeviceRouter<R, L> {
+    /// Partitions the `n` keys of `keys` (upserts: with their `values` and the duplicate pass's `mask`; finds:
+    /// all of them) by child: counts them, reads the counts back (waiting for the device), and scatters them
+    /// into parts laid out from the counts.
+    fn route_part(
+        &self,
+        (keys, values, mask): (&Handle, Option<&Handle>, Option<&Handle>),
+        n: usize,
+        entries: &Handle,
+        route: RouteMap<'_>,
+    ) -> RoutedBatch {
         let (client, cache) = (&self.client, &self.cache);
         let mut trace = trace();
         let (kb, vb) = widths::<L>();
-        let n = keys.len();
-        let k = words_of::<K, L::Key>(keys);
-        let v = words_of::<V, L::Value>(values);
-        let dedup = Dedup::new(client, cache, n, kb == 8);
-        let dsts = [
-            cache.take(client, "route keys in", n * kb),
-            cache.take(client, "route values in", n * vb),
-        ];
-        // The claims run on each key chunk as it lands (the values' copy overlaps the last ones).
-        let mut uploaded = R::upload_chunked(
-            client,
-            &self.stager,
-            &[bytes_of(&k), bytes_of(&v)],
-            &dsts,
-            self.sizes.chunk * kb,
-            &mut |src, off, len, h| {
-                if src == 0 {
-                    if off == 0 {
-                        dedup.clear(client, dedup.slots);
-                    }
-                    dedup.claim(client, h, off / kb, len / kb);
-                }
-            },
-        )?;
-        let (kh, vh) = (uploaded.remove(0), uploaded.remove(0));
-        trace.mark(client, "route upsert: copied, claims done");
-        let mask = dedup.mark(client, cache);
-        dedup.release(cache);
-        let (entries, counts) = self.start(route);
-        self.count(&kh, Some(&mask), n, (&entries, &counts), route);
+        let counts = self.zeroed_counts(route);
+        self.count(keys, mask, n, (entries, &counts), route);
         let (starts, counts, total) = self.layout(counts, route.children);
-        trace.mark(client, "route upsert: marked, counted, counts read");
+        trace.mark(client, "route: counted, counts read");
         let rk = cache.take(client, "routed keys", total.max(1) * kb);
         let rv = cache.take(client, "routed values", total.max(1) * vb);
-        let rm = cache.take(client, "routed aux", total.max(1) * 4);
+        let aux = cache.take(client, "routed aux", total.max(1) * 4);
+        let positions = values.is_none().then(|| {
+            // Finds: values start as all ones (absent: the parts of empty children are never looked up),
+            // presence bits as 0.
+            fill_u32(client, &rv, total * vb / 4, u32::MAX);
+            fill_u32(client, &aux, total / 32, 0);
+            cache.take(client, "route positions", n.max(1) * 4)
+        });
+        let upsert = values.is_some();
         self.scatter(
-            (&kh, Some(&vh), Some(&mask)),
+            (keys, values, mask),
             n,
-            (&entries, &starts),
-            (&rk, Some(&rv), Some(&rm)),
-            None,
+            (entries, &starts),
+            (&rk, upsert.then_some(&rv), upsert.then_some(&aux)),
+            positions.as_ref(),
             total,
             route,
         );
-        trace.mark(client, "route upsert: scattered");
-        cache.give("route keys in", kh, n * kb);
-        cache.give("route values in", vh, n * vb);
-        cache.give("dedup mask", mask, n * 4);
-        Ok(RoutedBatch {
+        trace.mark(client, "route: scattered");
+        RoutedBatch {
             n,
             starts,
             counts,
             widths: (kb, vb),
             keys: rk,
             values: rv,
-            aux: rm,
-            positions: None,
-        })
+            aux,
+            positions,
+        }
     }
 
-    fn find(&self, keys: &[K], route: RouteMap<'_>) -> Result<RoutedBatch> {
-        let (client, cache) = (&self.client, &self.cache);
-        let mut trace = trace();
-        let (kb, vb) = widths::<L>();
-        let n = keys.len();
-        let k = words_of::<K, L::Key>(keys);
-        let (entries, counts) = self.start(route);
-        let dst = cache.take(client, "route keys in", n * kb);
-        // Each chunk is counted as it lands.
-        let mut uploaded = R::upload_chunked(
-            client,
-            &self.stager,
-            &[bytes_of(&k)],
-            &[dst],
-            self.sizes.chunk * kb,
-            &mut |_, off, len, h| {
-                let chunk = h.clone().offset_start(off as u64);
-                self.count(&chunk, None, len / kb, (&entries, &counts), route);
-            },
-        )?;
-        let kh = uploaded.remove(0);
-        let (starts, counts, total) = self.layout(counts, route.children);
-        trace.mark(client, "route find: copied, counted, counts read");
-        let rk = cache.take(client, "routed keys", total.max(1) * kb);
-        // Values start as all ones (absent: the parts of empty children are never looked up), bits as 0.
-        let out = cache.take(client, "routed values", total.max(1) * vb);
-        fill_u32(client, &out, total * vb / 4, u32::MAX);
-        let bits = cache.take(client, "routed aux", total.max(1) * 4);
-        fill_u32(client, &bits, total / 32, 0);
-        let positions = cache.take(client, "route positions", n.max(1) * 4);
-        self.scatter(
-            (&kh, None, None),
-            n,
-            (&entries, &starts),
-            (&rk, None, None),
-            Some(&positions),
-            total,
-            route,
-        );
-        trace.mark(client, "route find: scattered");
-        cache.give("route keys in", kh, n * kb);
-        Ok(RoutedBatch {
-            n,
-            starts,
-            counts,
-            widths: (kb, vb),
-            keys: rk,
-            values: out,
-            aux: bits,
-            positions: Some(positions),
-        })
-    }
-
-    fn finish_find(&self, batch: RoutedBatch, out: &mut [V], bits: &mut [u32]) -> Result<()> {
-        let (client, cache) = (&self.client, &self.cache);
-        let mut trace = trace();
-        trace.mark(client, "route find: children's finds");
+    /// Queues the gather of a routed find's answers into `out` and `bits` (zeroed) from position `at` of the
+    /// call's batch (a multiple of 2048, so on a whole word of `bits`).
+    fn gather(&self, batch: &RoutedBatch, (out, bits): (&Handle, &Handle), at: usize) {
         let (_, vb) = widths::<L>();
         let n = batch.n;
-        let words = n.div_ceil(32);
-        let total = routed_len(&batch);
-        let oh = cache.take(client, "route out", n.max(1) * vb);
-        let bh = cache.take(client, "route bits", words.max(1) * 4);
-        fill_u32(client, &bh, words, 0);
+        let total = routed_len(batch);
         let positions = batch.positions.clone().expect("a find batch");
+        let out = out.clone().offset_start((at * vb) as u64);
+        let bits = bits.clone().offset_start((at / 8) as u64);
         // SAFETY: positions are bounded by `n`; routed positions by the layout (`total`); bit words by `n`.
         unsafe {
             route_gather_kernel::launch_unchecked::<L, R>(
-                client,
+                &self.client,
                 cube_count(n),
                 CubeDim::new_1d(CUBE_SIZE),
                 ArrayArg::from_raw_parts(positions, n),
                 ArrayArg::from_raw_parts(batch.values.clone(), total.max(1)),
                 ArrayArg::from_raw_parts(batch.aux.clone(), (total / 32).max(1)),
-                ArrayArg::from_raw_parts(oh.clone(), n),
-                ArrayArg::from_raw_parts(bh.clone(), words),
+                ArrayArg::from_raw_parts(out, n),
+                ArrayArg::from_raw_parts(bits, n.div_ceil(32)),
             )
         }
-        trace.mark(client, "route find: gathered");
-        if let Some(o) = same_words_mut::<V, L::Value>(out) {
-            R::download(client, &self.stager, &oh, bytes_of_mut(o))?;
-        } else {
-            let mut wide = vec![L::Value::default(); n];
-            R::download(client, &self.stager, &oh, bytes_of_mut(&mut wide))?;
-            for (o, w) in out.iter_mut().zip(&wide) {
-                *o = V::narrow(w.widen());
-            }
-        }
-        trace.mark(client, "route find: values copied out");
-        R::download(client, &self.stager, &bh, bytes_of_mut(&mut bits[..words]))?;
-        trace.mark(client, "route find: bits copied out");
-        cache.give("route out", oh, n * vb);
-        cache.give("route bits", bh, words * 4);
-        Router::<K, V>::release(self, batch);
-        Ok(())
     }
 
-    fn download(&self, batch: &RoutedBatch, c: usize) -> Result<(Vec<K>, Vec<V>)> {
-        let n = batch.counts[c];
-        let mut k = vec![L::Key::default(); n];
-        let mut v = vec![L::Value::default(); n];
-        if n > 0 {
-            R::download(
-                &self.client,
-                &self.stager,
-                &batch.keys_of(c),
-                bytes_of_mut(&mut k),
-            )?;
-            R::download(
-                &self.client,
-                &self.stager,
-                &batch.values_of(c),
-                bytes_of_mut(&mut v),
-            )?;
-        }
-        Ok((
-            k.into_iter().map(|w| K::narrow(w.widen())).collect(),
-            v.into_iter().map(|w| V::narrow(w.widen())).collect(),
-        ))
-    }
-
-    fn release(&self, batch: RoutedBatch) {
+    /// Gives a routed batch's buffers back to the cache.
+    fn give_back(&self, batch: RoutedBatch) {
         let total = routed_len(&batch).max(1);
         let (kb, vb) = batch.widths;
         let cache = &self.cache;
@@ -562,5 +447,234 @@ impl<R: HostTransfer, L: KeyLayout, K: Key, V: Value> Router<K, V> for DeviceRou
         if let Some(p) = batch.positions {
             cache.give("route positions", p, batch.n.max(1) * 4);
         }
+    }
+
+    /// Keys per part of a pipelined call: a copy chunk.
+    fn part_keys(&self) -> usize {
+        self.sizes.chunk
+    }
+}
+
+/// The parts of a pipelined call of `n` keys in parts of `part` keys: `(first, len)` each.
+fn parts(n: usize, part: usize) -> Vec<(usize, usize)> {
+    (0..n)
+        .step_by(part.max(1))
+        .map(|a| (a, part.min(n - a)))
+        .collect()
+}
+
+impl<R: HostTransfer, L: KeyLayout, K: Key, V: Value> Router<K, V> for DeviceRouter<R, L> {
+    fn batch_keys(&self) -> usize {
+        self.sizes.insert
+    }
+
+    fn upsert(
+        &self,
+        keys: &[K],
+        values: &[V],
+        route: RouteMap<'_>,
+        pipelined: bool,
+        on_part: &mut dyn FnMut(&RoutedBatch) -> Result<()>,
+    ) -> Result<()> {
+        let (client, cache) = (&self.client, &self.cache);
+        let mut trace = trace();
+        let (kb, vb) = widths::<L>();
+        let n = keys.len();
+        let k = words_of::<K, L::Key>(keys);
+        let v = words_of::<V, L::Value>(values);
+        let entries = self.client.create_from_slice(bytes_of(route.entries));
+        let kh = cache.take(client, "route keys in", n * kb);
+        let vh = cache.take(client, "route values in", n * vb);
+        if !pipelined {
+            // One part after the whole copy, so that `on_part` may page children in (the copies' stager is
+            // free then). The duplicate pass runs over the whole batch (a key's occurrences may sit in
+            // different copy chunks), its claims on each key chunk as it lands.
+            let dedup = Dedup::new(client, cache, n, kb == 8);
+            let mut uploaded = R::upload_chunked(
+                client,
+                &self.stager,
+                &[bytes_of(&k), bytes_of(&v)],
+                &[kh, vh],
+                self.sizes.chunk * kb,
+                &mut |src, off, len, h| {
+                    if src == 0 {
+                        if off == 0 {
+                            dedup.clear(client, dedup.slots);
+                        }
+                        dedup.claim(client, h, off / kb, len / kb);
+                    }
+                },
+            )?;
+            let (kh, vh) = (uploaded.remove(0), uploaded.remove(0));
+            trace.mark(client, "route upsert: copied, claims done");
+            let mask = dedup.mark(client, cache);
+            dedup.release(cache);
+            let batch = self.route_part((&kh, Some(&vh), Some(&mask)), n, &entries, route);
+            let done = on_part(&batch);
+            self.give_back(batch);
+            cache.give("route keys in", kh, n * kb);
+            cache.give("route values in", vh, n * vb);
+            cache.give("dedup mask", mask, n * 4);
+            return done;
+        }
+        // Pipelined: each part's keys and values are sources of one chunked copy, in turn. As a part's keys
+        // land, its duplicate pass is queued (a scratch table of the part's size, in the L2 cache); as its
+        // values land, it is routed and handed to `on_part`, whose kernels then run while the next parts are
+        // copied. A key repeated in a later part is found stored by that part's classify pass (queued after
+        // this part's inserts): the last occurrence wins, as in the host path's segments.
+        let part = self.part_keys();
+        let cuts = parts(n, part);
+        let dedup = Dedup::new(client, cache, part.min(n), kb == 8);
+        let mask = cache.take(client, "dedup mask", n * 4);
+        let mut srcs: Vec<&[u8]> = Vec::with_capacity(2 * cuts.len());
+        let mut dsts = Vec::with_capacity(2 * cuts.len());
+        for &(a, m) in &cuts {
+            srcs.push(bytes_of(&k[a..a + m]));
+            srcs.push(bytes_of(&v[a..a + m]));
+            dsts.push(kh.clone().offset_start((a * kb) as u64));
+            dsts.push(vh.clone().offset_start((a * vb) as u64));
+        }
+        // The landed buffer of each part's keys (on Vulkan, the copy's own).
+        let mut part_keys: Option<Handle> = None;
+        let mut failed: Option<hashtile_core::Error> = None;
+        let uploaded = R::upload_chunked(
+            client,
+            &self.stager,
+            &srcs,
+            &dsts,
+            part * kb.max(vb),
+            &mut |src, _, _, h| {
+                let (a, m) = cuts[src / 2];
+                let mk = mask.clone().offset_start((a * 4) as u64);
+                if src % 2 == 0 {
+                    dedup.segment(client, h, 0, m, &mk);
+                    part_keys = Some(h.clone());
+                } else if failed.is_none() {
+                    let pk = part_keys
+                        .take()
+                        .expect("a part's keys land before its values");
+                    let batch = self.route_part((&pk, Some(h), Some(&mk)), m, &entries, route);
+                    if let Err(e) = on_part(&batch) {
+                        failed = Some(e);
+                    }
+                    self.give_back(batch);
+                }
+            },
+        )?;
+        // The copy's buffers are `kh` and `vh`'s parts (CUDA), or its own (Vulkan: dropped).
+        drop(uploaded);
+        dedup.release(cache);
+        cache.give("route keys in", kh, n * kb);
+        cache.give("route values in", vh, n * vb);
+        cache.give("dedup mask", mask, n * 4);
+        failed.map_or(Ok(()), Err)
+    }
+
+    fn find(
+        &self,
+        keys: &[K],
+        route: RouteMap<'_>,
+        pipelined: bool,
+        on_part: &mut dyn FnMut(&RoutedBatch) -> Result<()>,
+        out: &mut [V],
+        bits: &mut [u32],
+    ) -> Result<()> {
+        let (client, cache) = (&self.client, &self.cache);
+        let mut trace = trace();
+        let (kb, vb) = widths::<L>();
+        let n = keys.len();
+        let words = n.div_ceil(32);
+        let k = words_of::<K, L::Key>(keys);
+        let entries = self.client.create_from_slice(bytes_of(route.entries));
+        let kh = cache.take(client, "route keys in", n * kb);
+        let oh = cache.take(client, "route out", n.max(1) * vb);
+        let bh = cache.take(client, "route bits", words.max(1) * 4);
+        fill_u32(client, &bh, words, 0);
+        let mut failed: Option<hashtile_core::Error> = None;
+        let mut run = |keys: &Handle, m: usize, at: usize| {
+            if failed.is_some() {
+                return;
+            }
+            let batch = self.route_part((keys, None, None), m, &entries, route);
+            match on_part(&batch) {
+                Ok(()) => self.gather(&batch, (&oh, &bh), at),
+                Err(e) => failed = Some(e),
+            }
+            self.give_back(batch);
+        };
+        let cuts = if pipelined {
+            parts(n, self.part_keys())
+        } else {
+            vec![(0, n)]
+        };
+        let srcs: Vec<&[u8]> = cuts.iter().map(|&(a, m)| bytes_of(&k[a..a + m])).collect();
+        let dsts: Vec<Handle> = cuts
+            .iter()
+            .map(|&(a, _)| kh.clone().offset_start((a * kb) as u64))
+            .collect();
+        // Pipelined: each part is routed, looked up and gathered as it lands, while the next is copied.
+        // Otherwise after the whole copy, so that `on_part` may page children in.
+        let mut landed = Vec::new();
+        let uploaded = R::upload_chunked(
+            client,
+            &self.stager,
+            &srcs,
+            &dsts,
+            if pipelined {
+                self.part_keys() * kb
+            } else {
+                usize::MAX
+            },
+            &mut |src, _, _, h| {
+                if pipelined {
+                    let (a, m) = cuts[src];
+                    run(h, m, a);
+                } else {
+                    landed.push(h.clone());
+                }
+            },
+        )?;
+        if !pipelined {
+            run(&landed[0], n, 0);
+        }
+        trace.mark(client, "route find: parts routed, looked up, gathered");
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        if let Some(o) = same_words_mut::<V, L::Value>(out) {
+            R::download(client, &self.stager, &oh, bytes_of_mut(o))?;
+        } else {
+            let mut wide = vec![L::Value::default(); n];
+            R::download(client, &self.stager, &oh, bytes_of_mut(&mut wide))?;
+            for (o, w) in out.iter_mut().zip(&wide) {
+                *o = V::narrow(w.widen());
+            }
+        }
+        R::download(client, &self.stager, &bh, bytes_of_mut(&mut bits[..words]))?;
+        trace.mark(client, "route find: answers copied out");
+        drop(uploaded);
+        cache.give("route keys in", kh, n * kb);
+        cache.give("route out", oh, n * vb);
+        cache.give("route bits", bh, words * 4);
+        Ok(())
+    }
+
+    fn download(&self, batch: &RoutedBatch, c: usize) -> Result<(Vec<K>, Vec<V>)> {
+        // A plain read (not the stager's copies): this runs inside a pipelined call's copy.
+        let n = batch.counts[c];
+        if n == 0 {
+            return Ok((Vec::new(), Vec::new()));
+        }
+        let read = |h: Handle, out: &mut [u8]| {
+            let all = self.client.read_one_unchecked(h);
+            out.copy_from_slice(&all[..out.len()]);
+        };
+        let mut k = vec![L::Key::default(); n];
+        let mut v = vec![L::Value::default(); n];
+        read(batch.keys_of(c), bytes_of_mut(&mut k));
+        read(batch.values_of(c), bytes_of_mut(&mut v));
+        let k: Vec<K> = k.iter().map(|w| K::narrow(w.widen())).collect();
+        let v: Vec<V> = v.iter().map(|w| V::narrow(w.widen())).collect();
+        Ok((k, v))
     }
 }

@@ -51,7 +51,8 @@ mod residency;
 pub(crate) mod route;
 
 use crate::engine::{
-    Engine, Inserted, Rebuilt, RouteMap, Router, SplitSpec, bits_from, options_from_bits,
+    Engine, Inserted, Rebuilt, RouteMap, RoutedBatch, Router, SplitSpec, bits_from,
+    options_from_bits,
 };
 use crate::gpu::routing::MAX_ROUTED_CHILDREN;
 use crate::select::{Backend, BackendChoice, is_available, resolve};
@@ -584,21 +585,13 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
         self.routing = false;
     }
 
-    /// The route directory as the device sees it.
-    fn route_map(&self) -> RouteMap<'_> {
-        let dir = self.directory.as_ref().expect("hash-routed");
-        RouteMap {
-            seed: dir.seed,
-            depth: dir.depth,
-            entries: &dir.entries,
-            children: self.children.len(),
-        }
-    }
-
     /// Hash-routed insert on the device: each device batch is copied in and partitioned by child there
-    /// (keeping each key's last occurrence), and each child upserts its part in place. A child whose part
-    /// could pass its load, or whose stash holds pairs, gets its part copied out and inserted as on the host
-    /// (`insert_into`: a split, the stash's updates).
+    /// (keeping each key's last occurrence), and each child upserts its part in place. When every child is
+    /// resident the parts are pipelined with the copy (see [`Router::upsert`]) and the children settle once, at
+    /// the end; otherwise each child is paged in as its part comes, settling the queued ones first. A child
+    /// whose part could pass its load, or whose stash holds pairs, gets that part and its later ones copied
+    /// out, and they are routed and inserted on the host after the batch (`insert_into`: a split, the stash's
+    /// updates).
     fn insert_on_device(
         &mut self,
         router: &dyn Router<K, V>,
@@ -610,45 +603,86 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
         let step = router.batch_keys();
         for start in (0..keys.len()).step_by(step) {
             let end = (start + step).min(keys.len());
-            let batch = router.upsert(&keys[start..end], &values[start..end], self.route_map())?;
-            trace.lap("route on the device");
+            let dir = self.directory.clone().expect("hash-routed");
+            let children = self.children.len();
+            let pipelined = self.children.iter().all(|c| c.is_resident());
             let limit = self.limit();
-            let parts = batch.counts.len();
-            let mut on_host = Vec::new();
-            // Resident children's upserts queue back to back and settle together; a child that must be paged
-            // in first settles the queued ones (paging it in may page one of them out).
-            let mut queued = Vec::new();
-            for c in self.visit_order((0..parts).filter(|&c| batch.counts[c] > 0)) {
-                if !self.meta[c].stash.is_empty()
-                    || self.children[c].len() + batch.counts[c] > limit
-                {
-                    on_host.push(c);
-                    continue;
+            // Per child: keys queued since it last settled, and whether its parts go through the host in this
+            // call; the queued children; the parts that go through the host, in order.
+            let mut pending = vec![0usize; children];
+            let mut later = vec![false; children];
+            let mut queued: Vec<usize> = Vec::new();
+            let mut on_host: Vec<Batch<K, V>> = Vec::new();
+            let route = RouteMap {
+                seed: dir.seed,
+                depth: dir.depth,
+                entries: &dir.entries,
+                children,
+            };
+            let mut on_part = |batch: &RoutedBatch| -> Result<()> {
+                let wanted = (0..children).filter(|&c| batch.counts[c] > 0);
+                for c in self.visit_order(wanted) {
+                    let n = batch.counts[c];
+                    if later[c]
+                        || !self.meta[c].stash.is_empty()
+                        || self.children[c].len() + pending[c] + n > limit
+                    {
+                        later[c] = true;
+                        let (k, v) = router.download(batch, c)?;
+                        on_host.push((k, v));
+                        continue;
+                    }
+                    if !self.children[c].is_resident() {
+                        self.settle_queued(&mut queued, &mut pending, failed)?;
+                    }
+                    self.admit(c, &[])?;
+                    self.children[c].upsert_routed(batch, c)?;
+                    if pending[c] == 0 {
+                        queued.push(c);
+                    }
+                    pending[c] += n;
                 }
-                if !self.children[c].is_resident() {
-                    self.settle_queued(&mut queued, failed)?;
-                }
-                self.admit(c, &[])?;
-                self.children[c].upsert_routed(&batch, c)?;
-                queued.push(c);
+                Ok(())
+            };
+            let routed = router.upsert(
+                &keys[start..end],
+                &values[start..end],
+                route,
+                pipelined,
+                &mut on_part,
+            );
+            trace.lap("routed, children queued");
+            // Settle what was queued even when a part failed (the children's counters stay consistent).
+            let settled = self.settle_queued(&mut queued, &mut pending, failed);
+            routed?;
+            settled?;
+            trace.lap("children settled");
+            if !on_host.is_empty() {
+                // Routed again on the host, in part order: a split of one child while inserting its first
+                // part would move keys of its later parts to the new child.
+                let (k, v): Batch<K, V> = on_host
+                    .into_iter()
+                    .flat_map(|(k, v)| k.into_iter().zip(v))
+                    .unzip();
+                self.insert_routed(&k, &v, failed)?;
             }
-            self.settle_queued(&mut queued, failed)?;
-            trace.lap("children");
-            for c in on_host {
-                let (k, v) = router.download(&batch, c)?;
-                self.insert_into(c, &k, &v, failed)?;
-            }
-            router.release(batch);
             trace.lap("children through the host");
         }
         trace.report("insert (device routing)", keys.len());
         Ok(())
     }
 
-    /// Settles the routed upserts queued on `queued` (emptied), then keeps what each could not place.
-    fn settle_queued(&mut self, queued: &mut Vec<usize>, failed: &mut Vec<(K, V)>) -> Result<()> {
+    /// Settles the routed upserts queued on `queued` (emptied; `pending` zeroed for them), then keeps what
+    /// each could not place.
+    fn settle_queued(
+        &mut self,
+        queued: &mut Vec<usize>,
+        pending: &mut [usize],
+        failed: &mut Vec<(K, V)>,
+    ) -> Result<()> {
         let mut settled = Vec::with_capacity(queued.len());
         for c in queued.drain(..) {
+            pending[c] = 0;
             settled.push((c, self.children[c].settle_routed()?));
         }
         for (c, Inserted { unplaced, .. }) in settled {
@@ -658,8 +692,9 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
     }
 
     /// Hash-routed find on the device: each device batch is copied in and partitioned there, each child
-    /// looks its part up (resident children first), and the answers come back in input order. Keys that the
-    /// children lack are then looked up in their child's stash (only when some stash holds pairs).
+    /// looks its part up (resident children first; pipelined with the copy when all are resident), and the
+    /// answers come back in input order. Keys that the children lack are then looked up in their child's
+    /// stash (only when some stash holds pairs).
     fn find_on_device(
         &mut self,
         router: &dyn Router<K, V>,
@@ -672,19 +707,34 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
         let step = router.batch_keys();
         for start in (0..keys.len()).step_by(step) {
             let end = (start + step).min(keys.len());
-            let batch = router.find(&keys[start..end], self.route_map())?;
-            trace.lap("route on the device");
-            let parts = batch.counts.len();
-            let wanted =
-                (0..parts).filter(|&c| batch.counts[c] > 0 && !self.children[c].is_empty());
-            for c in self.visit_order(wanted) {
-                self.admit(c, &[])?;
-                self.children[c].find_routed(&batch, c)?;
-            }
-            trace.lap("children");
+            let dir = self.directory.clone().expect("hash-routed");
+            let children = self.children.len();
+            let pipelined = self.children.iter().all(|c| c.is_resident());
+            let route = RouteMap {
+                seed: dir.seed,
+                depth: dir.depth,
+                entries: &dir.entries,
+                children,
+            };
+            let mut on_part = |batch: &RoutedBatch| -> Result<()> {
+                let wanted =
+                    (0..children).filter(|&c| batch.counts[c] > 0 && !self.children[c].is_empty());
+                for c in self.visit_order(wanted) {
+                    self.admit(c, &[])?;
+                    self.children[c].find_routed(batch, c)?;
+                }
+                Ok(())
+            };
             let words = start / 32..end.div_ceil(32);
-            router.finish_find(batch, &mut out[start..end], &mut bits[words])?;
-            trace.lap("answers back");
+            router.find(
+                &keys[start..end],
+                route,
+                pipelined,
+                &mut on_part,
+                &mut out[start..end],
+                &mut bits[words],
+            )?;
+            trace.lap("routed, looked up, answers back");
         }
         if self.stash_len() > 0 {
             for (i, k) in keys.iter().enumerate() {
