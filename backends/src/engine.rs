@@ -194,32 +194,27 @@ pub trait Router<K: Key, V: Value>: Send + Sync {
     /// The most keys one call takes (larger host batches go as several calls, in order).
     fn batch_keys(&self) -> usize;
     /// Copies an upsert batch in, keeps each key's last occurrence, partitions the kept pairs by child, and
-    /// hands each part to `on_part` (which queues its children's [`Engine::upsert_routed`]). `pipelined`: in
-    /// parts of a copy chunk, each routed as it lands and handed over from inside the copy (`on_part` must then
-    /// not page children, whose copies share the copy stream: every child it touches must be resident);
-    /// otherwise in one part after the whole copy. A key repeated in a later part is stored by that part: the
-    /// last occurrence wins.
+    /// hands the partition to `on_part` (which queues its children's [`Engine::upsert_routed`]) after the
+    /// copy, so that `on_part` may page children in.
     fn upsert(
         &self,
         keys: &[K],
         values: &[V],
         route: RouteMap<'_>,
-        pipelined: bool,
         on_part: &mut dyn FnMut(&RoutedBatch) -> Result<()>,
     ) -> Result<()>;
-    /// Copies a find batch in, partitions it by child, hands each part to `on_part` (which queues its
+    /// Copies a find batch in, partitions it by child, hands the partition to `on_part` (which queues its
     /// children's [`Engine::find_routed`]), and copies the answers out in input order: `out[i]` the value or
-    /// all ones, bit `i % 32` of `bits[i / 32]` for present keys. `pipelined` as for [`Router::upsert`].
+    /// all ones, bit `i % 32` of `bits[i / 32]` for present keys.
     fn find(
         &self,
         keys: &[K],
         route: RouteMap<'_>,
-        pipelined: bool,
         on_part: &mut dyn FnMut(&RoutedBatch) -> Result<()>,
         out: &mut [V],
         bits: &mut [u32],
     ) -> Result<()>;
-    /// Child `c`'s part of an upsert part, copied out (callable from inside `on_part`).
+    /// Child `c`'s part of a routed upsert, copied out.
     fn download(&self, batch: &RoutedBatch, c: usize) -> Result<(Vec<K>, Vec<V>)>;
 }
 

@@ -544,12 +544,12 @@ fn full_children_return_what_they_cannot_hold() {
     }
 }
 
-/// Device routing pipelined in parts (every child resident; `batch_keys` small, so a batch spans many parts):
-/// keys repeated across parts keep their last occurrence, children that fill up in the middle of a batch go
-/// through the host from that part on (and split after it), and the answers agree with the oracle and with
-/// the same table partitioned on the host.
+/// Device routing over many device batches per call (`batch_keys` small): keys repeated across device batches
+/// keep their last occurrence, children that fill up in the middle of a call go through the host from that
+/// device batch on (and split), and the answers agree with the oracle and with the same table partitioned
+/// on the host.
 #[test]
-fn device_routing_in_parts() {
+fn device_routing_across_device_batches() {
     for backend in BACKENDS {
         if !present(backend) {
             continue;

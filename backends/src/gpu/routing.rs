@@ -363,20 +363,24 @@ impl<R: HostTransfer, L: KeyLayout> DeviceRouter<R, L> {
 
 impl<R: HostTransfer, L: KeyLayout> DeviceRouter<R, L> {
     /// Partitions the `n` keys of `keys` (upserts: with their `values` and the duplicate pass's `mask`; finds:
-    /// all of them) by child: counts them, reads the counts back (waiting for the device), and scatters them
-    /// into parts laid out from the counts.
+    /// all of them) by child: counts them (unless `counted` holds their counts), reads the counts back (waiting
+    /// for the device), and scatters them into parts laid out from the counts.
     fn route_part(
         &self,
         (keys, values, mask): (&Handle, Option<&Handle>, Option<&Handle>),
         n: usize,
         entries: &Handle,
+        counted: Option<Handle>,
         route: RouteMap<'_>,
     ) -> RoutedBatch {
         let (client, cache) = (&self.client, &self.cache);
         let mut trace = trace();
         let (kb, vb) = widths::<L>();
-        let counts = self.zeroed_counts(route);
-        self.count(keys, mask, n, (entries, &counts), route);
+        let counts = counted.unwrap_or_else(|| {
+            let counts = self.zeroed_counts(route);
+            self.count(keys, mask, n, (entries, &counts), route);
+            counts
+        });
         let (starts, counts, total) = self.layout(counts, route.children);
         trace.mark(client, "route: counted, counts read");
         let rk = cache.take(client, "routed keys", total.max(1) * kb);
@@ -448,19 +452,6 @@ impl<R: HostTransfer, L: KeyLayout> DeviceRouter<R, L> {
             cache.give("route positions", p, batch.n.max(1) * 4);
         }
     }
-
-    /// Keys per part of a pipelined call: a copy chunk.
-    fn part_keys(&self) -> usize {
-        self.sizes.chunk
-    }
-}
-
-/// The parts of a pipelined call of `n` keys in parts of `part` keys: `(first, len)` each.
-fn parts(n: usize, part: usize) -> Vec<(usize, usize)> {
-    (0..n)
-        .step_by(part.max(1))
-        .map(|a| (a, part.min(n - a)))
-        .collect()
 }
 
 impl<R: HostTransfer, L: KeyLayout, K: Key, V: Value> Router<K, V> for DeviceRouter<R, L> {
@@ -473,7 +464,6 @@ impl<R: HostTransfer, L: KeyLayout, K: Key, V: Value> Router<K, V> for DeviceRou
         keys: &[K],
         values: &[V],
         route: RouteMap<'_>,
-        pipelined: bool,
         on_part: &mut dyn FnMut(&RoutedBatch) -> Result<()>,
     ) -> Result<()> {
         let (client, cache) = (&self.client, &self.cache);
@@ -483,98 +473,45 @@ impl<R: HostTransfer, L: KeyLayout, K: Key, V: Value> Router<K, V> for DeviceRou
         let k = words_of::<K, L::Key>(keys);
         let v = words_of::<V, L::Value>(values);
         let entries = self.client.create_from_slice(bytes_of(route.entries));
-        let kh = cache.take(client, "route keys in", n * kb);
-        let vh = cache.take(client, "route values in", n * vb);
-        if !pipelined {
-            // One part after the whole copy, so that `on_part` may page children in (the copies' stager is
-            // free then). The duplicate pass runs over the whole batch (a key's occurrences may sit in
-            // different copy chunks), its claims on each key chunk as it lands.
-            let dedup = Dedup::new(client, cache, n, kb == 8);
-            let mut uploaded = R::upload_chunked(
-                client,
-                &self.stager,
-                &[bytes_of(&k), bytes_of(&v)],
-                &[kh, vh],
-                self.sizes.chunk * kb,
-                &mut |src, off, len, h| {
-                    if src == 0 {
-                        if off == 0 {
-                            dedup.clear(client, dedup.slots);
-                        }
-                        dedup.claim(client, h, off / kb, len / kb);
-                    }
-                },
-            )?;
-            let (kh, vh) = (uploaded.remove(0), uploaded.remove(0));
-            trace.mark(client, "route upsert: copied, claims done");
-            let mask = dedup.mark(client, cache);
-            dedup.release(cache);
-            let batch = self.route_part((&kh, Some(&vh), Some(&mask)), n, &entries, route);
-            let done = on_part(&batch);
-            self.give_back(batch);
-            cache.give("route keys in", kh, n * kb);
-            cache.give("route values in", vh, n * vb);
-            cache.give("dedup mask", mask, n * 4);
-            return done;
-        }
-        // Pipelined: each part's keys and values are sources of one chunked copy, in turn. As a part's keys
-        // land, its duplicate pass is queued (a scratch table of the part's size, in the L2 cache); as its
-        // values land, it is routed and handed to `on_part`, whose kernels then run while the next parts are
-        // copied. A key repeated in a later part is found stored by that part's classify pass (queued after
-        // this part's inserts): the last occurrence wins, as in the host path's segments.
-        let part = self.part_keys();
-        let cuts = parts(n, part);
-        let dedup = Dedup::new(client, cache, part.min(n), kb == 8);
-        let mask = cache.take(client, "dedup mask", n * 4);
-        let mut srcs: Vec<&[u8]> = Vec::with_capacity(2 * cuts.len());
-        let mut dsts = Vec::with_capacity(2 * cuts.len());
-        for &(a, m) in &cuts {
-            srcs.push(bytes_of(&k[a..a + m]));
-            srcs.push(bytes_of(&v[a..a + m]));
-            dsts.push(kh.clone().offset_start((a * kb) as u64));
-            dsts.push(vh.clone().offset_start((a * vb) as u64));
-        }
-        // The landed buffer of each part's keys (on Vulkan, the copy's own).
-        let mut part_keys: Option<Handle> = None;
-        let mut failed: Option<hashtile_core::Error> = None;
-        let uploaded = R::upload_chunked(
+        let dsts = [
+            cache.take(client, "route keys in", n * kb),
+            cache.take(client, "route values in", n * vb),
+        ];
+        // The duplicate pass runs over the whole batch (a key's occurrences may sit in different copy chunks),
+        // its claims on each key chunk as it lands.
+        let dedup = Dedup::new(client, cache, n, kb == 8);
+        let mut uploaded = R::upload_chunked(
             client,
             &self.stager,
-            &srcs,
+            &[bytes_of(&k), bytes_of(&v)],
             &dsts,
-            part * kb.max(vb),
-            &mut |src, _, _, h| {
-                let (a, m) = cuts[src / 2];
-                let mk = mask.clone().offset_start((a * 4) as u64);
-                if src % 2 == 0 {
-                    dedup.segment(client, h, 0, m, &mk);
-                    part_keys = Some(h.clone());
-                } else if failed.is_none() {
-                    let pk = part_keys
-                        .take()
-                        .expect("a part's keys land before its values");
-                    let batch = self.route_part((&pk, Some(h), Some(&mk)), m, &entries, route);
-                    if let Err(e) = on_part(&batch) {
-                        failed = Some(e);
+            self.sizes.chunk * kb,
+            &mut |src, off, len, h| {
+                if src == 0 {
+                    if off == 0 {
+                        dedup.clear(client, dedup.slots);
                     }
-                    self.give_back(batch);
+                    dedup.claim(client, h, off / kb, len / kb);
                 }
             },
         )?;
-        // The copy's buffers are `kh` and `vh`'s parts (CUDA), or its own (Vulkan: dropped).
-        drop(uploaded);
+        let (kh, vh) = (uploaded.remove(0), uploaded.remove(0));
+        trace.mark(client, "route upsert: copied, claims done");
+        let mask = dedup.mark(client, cache);
         dedup.release(cache);
+        let batch = self.route_part((&kh, Some(&vh), Some(&mask)), n, &entries, None, route);
+        let done = on_part(&batch);
+        self.give_back(batch);
         cache.give("route keys in", kh, n * kb);
         cache.give("route values in", vh, n * vb);
         cache.give("dedup mask", mask, n * 4);
-        failed.map_or(Ok(()), Err)
+        done
     }
 
     fn find(
         &self,
         keys: &[K],
         route: RouteMap<'_>,
-        pipelined: bool,
         on_part: &mut dyn FnMut(&RoutedBatch) -> Result<()>,
         out: &mut [V],
         bits: &mut [u32],
@@ -586,61 +523,32 @@ impl<R: HostTransfer, L: KeyLayout, K: Key, V: Value> Router<K, V> for DeviceRou
         let words = n.div_ceil(32);
         let k = words_of::<K, L::Key>(keys);
         let entries = self.client.create_from_slice(bytes_of(route.entries));
-        let kh = cache.take(client, "route keys in", n * kb);
-        let oh = cache.take(client, "route out", n.max(1) * vb);
-        let bh = cache.take(client, "route bits", words.max(1) * 4);
-        fill_u32(client, &bh, words, 0);
-        let mut failed: Option<hashtile_core::Error> = None;
-        let mut run = |keys: &Handle, m: usize, at: usize| {
-            if failed.is_some() {
-                return;
-            }
-            let batch = self.route_part((keys, None, None), m, &entries, route);
-            match on_part(&batch) {
-                Ok(()) => self.gather(&batch, (&oh, &bh), at),
-                Err(e) => failed = Some(e),
-            }
-            self.give_back(batch);
-        };
-        let cuts = if pipelined {
-            parts(n, self.part_keys())
-        } else {
-            vec![(0, n)]
-        };
-        let srcs: Vec<&[u8]> = cuts.iter().map(|&(a, m)| bytes_of(&k[a..a + m])).collect();
-        let dsts: Vec<Handle> = cuts
-            .iter()
-            .map(|&(a, _)| kh.clone().offset_start((a * kb) as u64))
-            .collect();
-        // Pipelined: each part is routed, looked up and gathered as it lands, while the next is copied.
-        // Otherwise after the whole copy, so that `on_part` may page children in.
-        let mut landed = Vec::new();
-        let uploaded = R::upload_chunked(
+        // Each chunk is counted as it lands.
+        let counts = self.zeroed_counts(route);
+        let mut uploaded = R::upload_chunked(
             client,
             &self.stager,
-            &srcs,
-            &dsts,
-            if pipelined {
-                self.part_keys() * kb
-            } else {
-                usize::MAX
-            },
-            &mut |src, _, _, h| {
-                if pipelined {
-                    let (a, m) = cuts[src];
-                    run(h, m, a);
-                } else {
-                    landed.push(h.clone());
-                }
+            &[bytes_of(&k)],
+            &[cache.take(client, "route keys in", n * kb)],
+            self.sizes.chunk * kb,
+            &mut |_, off, len, h| {
+                let chunk = h.clone().offset_start(off as u64);
+                self.count(&chunk, None, len / kb, (&entries, &counts), route);
             },
         )?;
-        if !pipelined {
-            run(&landed[0], n, 0);
+        let kh = uploaded.remove(0);
+        let batch = self.route_part((&kh, None, None), n, &entries, Some(counts), route);
+        cache.give("route keys in", kh, n * kb);
+        let looked_up = on_part(&batch);
+        let oh = cache.take(client, "route out", n.max(1) * vb);
+        let bh = cache.take(client, "route bits", words.max(1) * 4);
+        if looked_up.is_ok() {
+            fill_u32(client, &bh, words, 0);
+            self.gather(&batch, (&oh, &bh), 0);
         }
-        trace.mark(client, "route find: parts routed, looked up, gathered");
-        if let Some(e) = failed {
-            return Err(e);
-        }
+        self.give_back(batch);
+        looked_up?;
+        trace.mark(client, "route find: looked up, gathered");
         if let Some(o) = same_words_mut::<V, L::Value>(out) {
             R::download(client, &self.stager, &oh, bytes_of_mut(o))?;
         } else {
@@ -652,15 +560,12 @@ impl<R: HostTransfer, L: KeyLayout, K: Key, V: Value> Router<K, V> for DeviceRou
         }
         R::download(client, &self.stager, &bh, bytes_of_mut(&mut bits[..words]))?;
         trace.mark(client, "route find: answers copied out");
-        drop(uploaded);
-        cache.give("route keys in", kh, n * kb);
         cache.give("route out", oh, n * vb);
         cache.give("route bits", bh, words * 4);
         Ok(())
     }
 
     fn download(&self, batch: &RoutedBatch, c: usize) -> Result<(Vec<K>, Vec<V>)> {
-        // A plain read (not the stager's copies): this runs inside a pipelined call's copy.
         let n = batch.counts[c];
         if n == 0 {
             return Ok((Vec::new(), Vec::new()));

@@ -586,9 +586,9 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
     }
 
     /// Hash-routed insert on the device: each device batch is copied in and partitioned by child there
-    /// (keeping each key's last occurrence), and each child upserts its part in place. When every child is
-    /// resident the parts are pipelined with the copy (see [`Router::upsert`]) and the children settle once, at
-    /// the end; otherwise each child is paged in as its part comes, settling the queued ones first. A child
+    /// (keeping each key's last occurrence), and each child upserts its part in place: the resident children's
+    /// upserts queue back to back and settle once; a child that must be paged in first settles the queued ones
+    /// (paging may page one of them out). A child
     /// whose part could pass its load, or whose stash holds pairs, gets that part and its later ones copied
     /// out, and they are routed and inserted on the host after the batch (`insert_into`: a split, the stash's
     /// updates).
@@ -605,7 +605,6 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
             let end = (start + step).min(keys.len());
             let dir = self.directory.clone().expect("hash-routed");
             let children = self.children.len();
-            let pipelined = self.children.iter().all(|c| c.is_resident());
             let limit = self.limit();
             // Per child: keys queued since it last settled, and whether its parts go through the host in this
             // call; the queued children; the parts that go through the host, in order.
@@ -644,13 +643,7 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
                 }
                 Ok(())
             };
-            let routed = router.upsert(
-                &keys[start..end],
-                &values[start..end],
-                route,
-                pipelined,
-                &mut on_part,
-            );
+            let routed = router.upsert(&keys[start..end], &values[start..end], route, &mut on_part);
             trace.lap("routed, children queued");
             // Settle what was queued even when a part failed (the children's counters stay consistent).
             let settled = self.settle_queued(&mut queued, &mut pending, failed);
@@ -692,8 +685,7 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
     }
 
     /// Hash-routed find on the device: each device batch is copied in and partitioned there, each child
-    /// looks its part up (resident children first; pipelined with the copy when all are resident), and the
-    /// answers come back in input order. Keys that the children lack are then looked up in their child's
+    /// looks its part up (resident children first), and the answers come back in input order. Keys that the children lack are then looked up in their child's
     /// stash (only when some stash holds pairs).
     fn find_on_device(
         &mut self,
@@ -709,7 +701,6 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
             let end = (start + step).min(keys.len());
             let dir = self.directory.clone().expect("hash-routed");
             let children = self.children.len();
-            let pipelined = self.children.iter().all(|c| c.is_resident());
             let route = RouteMap {
                 seed: dir.seed,
                 depth: dir.depth,
@@ -729,7 +720,6 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
             router.find(
                 &keys[start..end],
                 route,
-                pipelined,
                 &mut on_part,
                 &mut out[start..end],
                 &mut bits[words],
