@@ -36,6 +36,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 /// The empty key word.
 pub const EMPTY_KEY: u64 = u64::MAX;
+/// The key word of an erased slot ([`CpuTable::erase_stored`]): never a 32-bit key, and neither empty nor a
+/// match for any key, so lookups probe past it and inserts do not claim it (the slot stays taken until the
+/// next rebuild).
+pub const ERASED_KEY: u64 = u64::MAX - 1;
 
 /// How a bucket is read (`view_as`'s `VECTOR`): one atomic load per slot, ...
 const SCALAR: u8 = 0;
@@ -669,7 +673,9 @@ impl<S: SchemeInfo> CpuTable<S> {
             state,
             bucket: self.bucket_of(key, state.hash_index),
             slot: NO_SLOT,
-            done: false,
+            // The sentinel (all ones, the empty key word) is never stored: absent without a probe (a bucket
+            // read would match its empty slots).
+            done: key == EMPTY_KEY,
             probes: 0,
         }
     }
@@ -1337,9 +1343,33 @@ impl<S: SchemeInfo> CpuTable<S> {
             .zip(self.values.iter())
             .filter_map(|(k, v)| {
                 let k = k.load(Ordering::Acquire);
-                (k != EMPTY_KEY).then(|| (k, v.load(Ordering::Acquire)))
+                (k != EMPTY_KEY && k != ERASED_KEY).then(|| (k, v.load(Ordering::Acquire)))
             })
             .collect()
+    }
+
+    /// Tombstone erase (stable schemes, 32-bit keys: [`ERASED_KEY`] is then never a key): marks the slot of
+    /// each stored key of `keys` erased and returns how many were. The slots stay taken until the next rebuild.
+    pub fn erase_stored(&self, keys: &[u64]) -> usize {
+        debug_assert!(
+            S::STABLE,
+            "erased slots of a moving scheme could be evicted into"
+        );
+        let erased = keys
+            .par_iter()
+            .with_min_len(CHUNK)
+            .filter(|&&key| {
+                let mut probes = 0;
+                self.find_slot(key, &mut probes).is_some_and(|i| {
+                    // Only one of two equal keys erases the slot.
+                    self.keys[i]
+                        .compare_exchange(key, ERASED_KEY, Ordering::AcqRel, Ordering::Relaxed)
+                        .is_ok()
+                })
+            })
+            .count();
+        self.len.fetch_sub(erased, Ordering::Relaxed);
+        erased
     }
 
     /// Removes every pair.
@@ -1364,7 +1394,8 @@ impl<S: SchemeInfo> CpuTable<S> {
             .enumerate()
             .filter_map(|(i, k)| {
                 let k = k.load(Ordering::Acquire);
-                (k != EMPTY_KEY).then(|| (k, (i / self.bucket_size as usize) as u32))
+                (k != EMPTY_KEY && k != ERASED_KEY)
+                    .then(|| (k, (i / self.bucket_size as usize) as u32))
             })
             .collect()
     }

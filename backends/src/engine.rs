@@ -100,6 +100,14 @@ pub trait Engine<K: Key, V: Value>: Send + Sync {
     fn is_resident(&self) -> bool;
     /// Device bytes the table occupies while resident (its slot arrays).
     fn device_bytes(&self) -> u64;
+    /// Tombstone erase, for stable schemes only (`SchemeInfo::STABLE`: the caller checks; a cuckoo eviction
+    /// would move the mark): marks the slots of the stored keys among `keys` (distinct) erased in place and
+    /// returns how many were; `None` where the table cannot (64-bit keys leave no key word to spare for the
+    /// mark), leaving it unchanged. An erased slot stays taken (lookups probe past it, inserts do
+    /// not reuse it) until the table is rebuilt ([`Engine::reset`], [`Engine::rebuild_split`]).
+    fn erase_stored(&mut self, _keys: &[K]) -> Result<Option<usize>> {
+        Ok(None)
+    }
     /// A router of batches to tables of this engine's kind on the device ([`Router`]), or `None` where the
     /// engine has no device (CPU): paged tables then partition on the host.
     fn router(&self) -> Option<Box<dyn Router<K, V>>> {

@@ -269,6 +269,15 @@ impl<S: SchemeInfo, K: Key, V: Value> Engine<K, V> for CpuEngine<S> {
             .map(|(k, b)| (K::narrow(k), b))
             .collect())
     }
+    fn erase_stored(&mut self, keys: &[K]) -> Result<Option<usize>> {
+        if !S::STABLE || K::BITS > 32 {
+            return Ok(None);
+        }
+        self.check_resident()?;
+        self.image_current = false;
+        let wide: Vec<u64> = keys.iter().map(|k| k.widen()).collect();
+        Ok(Some(self.table.erase_stored(&wide)))
+    }
     fn rebuild_split(
         &mut self,
         family: HashFamily,

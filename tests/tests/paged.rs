@@ -598,3 +598,78 @@ fn device_routing_across_device_batches() {
         }
     }
 }
+
+/// Tombstone erase: stable children (IHT, P2BHT) with 32-bit keys mark erased slots in place (counted by
+/// `tombstones`, purged by a rebuild when they would push a child past its load); cuckoo children and 64-bit
+/// keys rebuild without the keys instead (no tombstones). After every step: the oracle, and a lookup of the
+/// sentinel key (which an erased packed slot holds) is absent.
+#[test]
+fn tombstone_erase() {
+    fn run<S: SchemeInfo, K: Key, V: Value>(backend: Backend, expect_tombstones: bool) {
+        let what = format!("{backend} {} {}-bit keys", S::NAME, K::BITS);
+        let cfg = PagedConfig::with_child_slots(2048)
+            .backend(BackendChoice::Exactly(backend))
+            .placement(Placement::HashRouted)
+            .initial_children(2)
+            .budget(DeviceBudget::Children(1));
+        let mut t: PagedTable<S, K, V> = PagedTable::new(cfg).unwrap();
+        let mut oracle = HashMap::new();
+        let mut rng = StdRng::seed_from_u64(7);
+        for round in 0..6u64 {
+            let keys: Vec<K> = random_keys(&mut rng, 1500, 6000);
+            let values: Vec<V> = (0..1500u64)
+                .map(|i| V::narrow(i + round * 10_000))
+                .collect();
+            t.insert(&keys, &values).unwrap();
+            for (k, v) in keys.iter().zip(&values) {
+                oracle.insert(*k, *v);
+            }
+            let gone: Vec<K> = random_keys(&mut rng, 700, 6000);
+            let erased = t.erase(&gone).unwrap();
+            let expected = gone
+                .iter()
+                .collect::<HashSet<_>>()
+                .into_iter()
+                .filter(|k| oracle.remove(k).is_some())
+                .count();
+            assert_eq!(erased, expected, "{what}: erased in round {round}");
+            if expect_tombstones && round == 0 {
+                assert!(t.tombstones() > 0, "{what}: no tombstones after an erase");
+            }
+            if !expect_tombstones {
+                assert_eq!(t.tombstones(), 0, "{what}: tombstones");
+            }
+            check(
+                &mut t,
+                &oracle,
+                &gone[..20],
+                &format!("{what}, round {round}"),
+            );
+            let sentinel = K::narrow(u64::MAX);
+            assert_eq!(t.find(&[sentinel]).unwrap(), vec![None], "{what}: sentinel");
+        }
+        // Erased keys come back with new values.
+        let back: Vec<K> = (0..6000u64).map(K::narrow).collect();
+        let vals: Vec<V> = back.iter().map(|k| V::narrow(k.widen() ^ 0x5555)).collect();
+        t.insert(&back, &vals).unwrap();
+        for (k, v) in back.iter().zip(&vals) {
+            oracle.insert(*k, *v);
+        }
+        check(
+            &mut t,
+            &oracle,
+            &[K::narrow(7000)],
+            &format!("{what}: refilled"),
+        );
+    }
+    for backend in BACKENDS {
+        if !present(backend) {
+            continue;
+        }
+        run::<Iht, u32, u32>(backend, true);
+        run::<P2bht, u32, u32>(backend, true);
+        run::<Iht, u32, u64>(backend, true);
+        run::<Bcht, u32, u32>(backend, false);
+        run::<Iht, u64, u64>(backend, false);
+    }
+}

@@ -111,6 +111,9 @@ pub struct GpuTable<R: HostTransfer, S: ProbingScheme, L: KeyLayout = Packed> {
     unsettled: bool,
     /// A one-word buffer passed where a kernel argument is unused.
     dummy: Handle,
+    /// The key word of erased slots while the table may hold some (`Engine::erase_stored`), else
+    /// `EMPTY_WORD` (a no-op wherever slots are scanned).
+    erased: u64,
     /// Count probes on the device (compiled in only when on).
     count_probes: bool,
     /// Spread-out probe counters of the last counted find.
@@ -327,6 +330,7 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
             stash,
             stash_len,
             unsettled: false,
+            erased: EMPTY_WORD,
             dummy,
             count_probes: false,
             find_probes,
@@ -348,6 +352,7 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
     }
 
     fn fill_empty(&mut self) {
+        self.erased = EMPTY_WORD;
         fill_u64(&self.client, &self.keys, self.capacity(), EMPTY_WORD);
         self.len = 0;
     }
@@ -640,7 +645,13 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
 
     /// Every stored pair as `(slot index, key, value)`, widened (reads the table back).
     fn stored_slots(&self) -> Vec<(usize, u64, u64)> {
-        let keys = self.read_u64(self.keys.clone());
+        let mut keys = self.read_u64(self.keys.clone());
+        if self.erased != EMPTY_WORD {
+            // Erased slots hold no pair.
+            for w in keys.iter_mut().filter(|w| **w == self.erased) {
+                *w = EMPTY_WORD;
+            }
+        }
         let values = if L::MOVES_PAIRS {
             Vec::new()
         } else {
@@ -728,6 +739,7 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
                 ArrayArg::from_raw_parts(mask.clone(), n),
                 seed,
                 depth,
+                self.erased,
                 split.is_some(),
             )
         };
@@ -1089,6 +1101,45 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout, K: Key, V: Value> Engine<K
 
     fn device_bytes(&self) -> u64 {
         self.slot_bytes()
+    }
+
+    fn erase_stored(&mut self, keys: &[K]) -> Result<Option<usize>> {
+        // Packed pairs, and wide slots of 32-bit keys, have a key word to spare for the mark. The scheme is
+        // stable (the caller's promise: `ProbingScheme` does not say; a cuckoo eviction could move the mark).
+        if size_of::<K>() > 4 {
+            return Ok(None);
+        }
+        self.check_resident()?;
+        if keys.is_empty() {
+            return Ok(Some(0));
+        }
+        self.image_current = false;
+        let k = words_of::<K, L::Key>(keys);
+        let kh = R::upload(&self.client, &self.stager, bytes_of(&k))?;
+        let count = self.client.empty(4);
+        fill_u32(&self.client, &count, 1, 0);
+        let erased = paging::erased_word::<L>();
+        // SAFETY: indices are bounded by the keys' length and by the table's shape.
+        unsafe {
+            paging::erase_kernel::launch_unchecked::<S, L, R>(
+                &self.client,
+                cube_count(keys.len()),
+                CubeDim::new_1d(CUBE_SIZE),
+                ArrayArg::from_raw_parts(kh, keys.len()),
+                ArrayArg::from_raw_parts(self.keys.clone(), self.capacity()),
+                ArrayArg::from_raw_parts(self.values.clone(), self.values_len),
+                ArrayArg::from_raw_parts(count.clone(), 1),
+                self.shape_arg(),
+                erased,
+                self.bucket_size,
+                self.tile_width,
+            )
+        }
+        let bytes = self.client.read_one_unchecked(count);
+        let n = u32::from_bytes(&bytes)[0] as usize;
+        self.len -= n;
+        self.erased = erased;
+        Ok(Some(n))
     }
 
     fn router(&self) -> Option<Box<dyn crate::engine::Router<K, V>>> {

@@ -232,6 +232,8 @@ struct ChildMeta<K, V> {
     stash: HashMap<K, V>,
     /// Local depth in the route directory (hash-routed).
     depth: u32,
+    /// Erased slots (tombstones) since the child's last rebuild: they take slots until it is rebuilt.
+    tombstones: usize,
 }
 
 /// A table of `K -> V` larger than device memory: children of scheme `S`, paged within a device budget.
@@ -384,6 +386,7 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
         self.meta.push(ChildMeta {
             stash: HashMap::new(),
             depth,
+            tombstones: 0,
         });
         Ok(c)
     }
@@ -403,6 +406,16 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
     /// Pairs a child holds before it counts as full.
     fn limit(&self) -> usize {
         (self.child_capacity() as f64 * self.config.max_load).floor() as usize
+    }
+
+    /// Slots child `c` takes: its pairs, its stash and its erased slots.
+    fn load(&self, c: usize) -> usize {
+        self.children[c].len() + self.meta[c].stash.len() + self.meta[c].tombstones
+    }
+
+    /// Erased slots (tombstones) the children hold until their next rebuild.
+    pub fn tombstones(&self) -> usize {
+        self.meta.iter().map(|m| m.tombstones).sum()
     }
 
     /// Slots of one child.
@@ -624,7 +637,7 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
                     let n = batch.counts[c];
                     if later[c]
                         || !self.meta[c].stash.is_empty()
-                        || self.children[c].len() + pending[c] + n > limit
+                        || self.load(c) + pending[c] + n > limit
                     {
                         later[c] = true;
                         let (k, v) = router.download(batch, c)?;
@@ -773,8 +786,12 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
         if keys.is_empty() {
             return Ok(());
         }
-        let len = self.children[c].len();
         let limit = self.limit();
+        if self.meta[c].tombstones > 0 && self.load(c) + keys.len() > limit {
+            // Its erased slots go first: the child is rebuilt in place, then may not need to split.
+            self.purge(c, failed)?;
+        }
+        let len = self.children[c].len();
         if len + keys.len() > limit {
             let new = self.children[c].count_new(keys)?;
             if len + new > limit {
@@ -814,6 +831,15 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
         self.place_unplaced(c, unplaced, failed)
     }
 
+    /// Rebuilds child `c` in place under its own family, dropping its erased slots.
+    fn purge(&mut self, c: usize, failed: &mut Vec<(K, V)>) -> Result<()> {
+        self.admit(c, &[])?;
+        let family = self.children[c].family();
+        let Rebuilt { lost, .. } = self.children[c].rebuild_split(family, None)?;
+        self.meta[c].tombstones = 0;
+        self.place_unplaced(c, lost, failed)
+    }
+
     /// Splits hash-routed child `c` in two: its pairs whose next route bit is set move to a new child.
     /// `false` when the table may not grow.
     fn split(&mut self, c: usize, failed: &mut Vec<(K, V)>) -> Result<bool> {
@@ -835,6 +861,7 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
             };
             let family = self.children[c].family();
             let Rebuilt { lost, split } = self.children[c].rebuild_split(family, Some(split))?;
+            self.meta[c].tombstones = 0;
             let (engine, lost_new) = split.expect("asked for a split");
             let c2 = self.children.len();
             self.residency.admitted_new(c2, engine.device_bytes());
@@ -842,6 +869,7 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
             self.meta.push(ChildMeta {
                 stash: HashMap::new(),
                 depth: d + 1,
+                tombstones: 0,
             });
             self.link_split(c, d, c2);
             let mut pending: Pairs<K, V> = self.meta[c].stash.drain().collect();
@@ -888,6 +916,7 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
     ) -> Result<()> {
         self.admit(c, &[])?;
         self.children[c].reset(family)?;
+        self.meta[c].tombstones = 0;
         if pairs.is_empty() {
             return Ok(());
         }
@@ -934,6 +963,7 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
             family = family.reseeded();
             self.residency.stats.rebuilds += 1;
             let Rebuilt { mut lost, .. } = self.children[c].rebuild_split(family, None)?;
+            self.meta[c].tombstones = 0;
             if !last.is_empty() {
                 let (k, v): Batch<K, V> = last.into_iter().unzip();
                 lost.extend(self.children[c].insert_distinct(&k, &v)?.unplaced);
@@ -1060,7 +1090,7 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
         let limit = self.limit();
         while !keys.is_empty() {
             let mut open = self.children.len() - 1;
-            if self.children[open].len() + self.meta[open].stash.len() >= limit {
+            if self.load(open) >= limit {
                 if !self.can_grow() {
                     failed.extend(last_occurrences(keys, values));
                     return Ok(());
@@ -1069,8 +1099,7 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
                 open = self.new_child(0, &[])?;
             }
             self.admit(open, &[])?;
-            let room =
-                limit.saturating_sub(self.children[open].len() + self.meta[open].stash.len());
+            let room = limit.saturating_sub(self.load(open));
             let take = room.clamp(1, keys.len());
             let first_new = self.children.len();
             let rest_k = keys.split_off(take);
@@ -1124,6 +1153,23 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
     /// Finds into `out` (ABSENT where absent) and presence bits. Finds page children in, so they take
     /// `&mut self`.
     fn find_bits(&mut self, keys: &[K], out: &mut [V], bits: &mut [u32]) -> Result<()> {
+        self.lookup_bits(keys, out, bits)?;
+        if self.tombstones() > 0 {
+            // A GPU child's erased slot of packed pairs holds the sentinel key (no key word is left to spare), so
+            // a lookup of the sentinel itself could match it: the sentinel is never stored, so it is absent.
+            let sentinel = K::narrow(u64::MAX);
+            for (i, k) in keys.iter().enumerate() {
+                if *k == sentinel {
+                    out[i] = V::ABSENT;
+                    bits[i / 32] &= !(1 << (i % 32));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// [`PagedTable::find_bits`] before the sentinel's fix-up.
+    fn lookup_bits(&mut self, keys: &[K], out: &mut [V], bits: &mut [u32]) -> Result<()> {
         if self.config.placement == Placement::HashRouted
             && !keys.is_empty()
             && let Some(router) = self.take_router()
@@ -1285,6 +1331,15 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
                 rest.push(k);
             }
         }
+        if !gone.is_empty() && S::STABLE {
+            // Stable children mark the slots erased in place (a tombstone each, until the next rebuild).
+            let marked: Vec<K> = gone.iter().copied().collect();
+            if let Some(n) = self.children[c].erase_stored(&marked)? {
+                erased += n;
+                self.meta[c].tombstones += n;
+                return Ok((erased, rest));
+            }
+        }
         if !gone.is_empty() {
             let kept: Vec<(K, V)> = self.children[c]
                 .pairs()?
@@ -1333,6 +1388,7 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
         let family = self.children[c].family().reseeded();
         self.residency.stats.rebuilds += 1;
         let Rebuilt { lost, .. } = self.children[c].rebuild_split(family, None)?;
+        self.meta[c].tombstones = 0;
         let mut pending: Pairs<K, V> = self.meta[c].stash.drain().collect();
         pending.extend(lost);
         let mut failed = Vec::new();
