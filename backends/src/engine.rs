@@ -168,6 +168,8 @@ pub struct RoutedBatch {
     pub aux: Handle,
     /// Finds: the routed position of each input key.
     pub positions: Option<Handle>,
+    /// Finds: presence bits are wanted (else `aux` is unused and the children look values up only).
+    pub with_bits: bool,
 }
 
 impl RoutedBatch {
@@ -201,6 +203,11 @@ impl RoutedBatch {
 pub trait Router<K: Key, V: Value>: Send + Sync {
     /// The most keys one call takes (larger host batches go as several calls, in order).
     fn batch_keys(&self) -> usize;
+    /// `true` when [`Router::upsert`] refuses a batch holding the sentinel key with
+    /// `Error::SentinelKey`, before anything is inserted (the duplicate pass's claims check the keys as they
+    /// land): the caller then skips its host scan for single-call batches. Keys the device layout widens
+    /// (32-bit keys of a wide table) are the caller's to check.
+    fn checks_sentinel(&self) -> bool;
     /// Copies an upsert batch in, keeps each key's last occurrence, partitions the kept pairs by child, and
     /// hands the partition to `on_part` (which queues its children's [`Engine::upsert_routed`]) after the
     /// copy, so that `on_part` may page children in.
@@ -213,14 +220,15 @@ pub trait Router<K: Key, V: Value>: Send + Sync {
     ) -> Result<()>;
     /// Copies a find batch in, partitions it by child, hands the partition to `on_part` (which queues its
     /// children's [`Engine::find_routed`]), and copies the answers out in input order: `out[i]` the value or
-    /// all ones, bit `i % 32` of `bits[i / 32]` for present keys.
+    /// all ones, and with `bits`, bit `i % 32` of `bits[i / 32]` for present keys (without, the children look
+    /// the values up only).
     fn find(
         &self,
         keys: &[K],
         route: RouteMap<'_>,
         on_part: &mut dyn FnMut(&RoutedBatch) -> Result<()>,
         out: &mut [V],
-        bits: &mut [u32],
+        bits: Option<&mut [u32]>,
     ) -> Result<()>;
     /// Child `c`'s part of a routed upsert, copied out.
     fn download(&self, batch: &RoutedBatch, c: usize) -> Result<(Vec<K>, Vec<V>)>;

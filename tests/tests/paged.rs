@@ -673,3 +673,48 @@ fn tombstone_erase() {
         run::<Iht, u64, u64>(backend, false);
     }
 }
+
+/// A batch holding the sentinel key is refused with the table unchanged, whether the device checks it (one
+/// device batch, device routing), the host scans it (a batch of several device batches, keys the device layout
+/// widens), or the host partitions (routing on the host, arrival order).
+#[test]
+fn sentinel_batches_leave_the_table_unchanged() {
+    fn run<K: Key, V: Value>(backend: Backend, placement: Placement, device_routing: bool) {
+        let cfg = PagedConfig::with_child_slots(4096)
+            .backend(BackendChoice::Exactly(backend))
+            .placement(placement)
+            .initial_children(2)
+            .batch_keys(4096)
+            .device_routing(device_routing);
+        let mut t: PagedTable<Iht, K, V> = PagedTable::new(cfg).unwrap();
+        let keys: Vec<K> = (0..1000u64).map(K::narrow).collect();
+        let values: Vec<V> = (0..1000u64).map(V::narrow).collect();
+        t.insert(&keys, &values).unwrap();
+        let oracle: HashMap<K, V> = keys.iter().copied().zip(values.iter().copied()).collect();
+        for (n, at) in [(3000usize, 2000usize), (10_000, 9000)] {
+            let mut k: Vec<K> = (0..n as u64).map(|i| K::narrow(i + 5000)).collect();
+            k[at] = K::narrow(u64::MAX);
+            let v: Vec<V> = (0..n as u64).map(V::narrow).collect();
+            let what = format!(
+                "{backend} {placement:?} {}-bit keys, sentinel at {at} of {n}",
+                K::BITS
+            );
+            assert!(
+                matches!(t.insert(&k, &v), Err(Error::SentinelKey { index }) if index == at),
+                "{what}"
+            );
+            check(&mut t, &oracle, &k[..5], &what);
+        }
+    }
+    for backend in BACKENDS {
+        if !present(backend) {
+            continue;
+        }
+        for device_routing in [true, false] {
+            run::<u32, u32>(backend, Placement::HashRouted, device_routing);
+            run::<u32, u64>(backend, Placement::HashRouted, device_routing);
+            run::<u64, u64>(backend, Placement::HashRouted, device_routing);
+        }
+        run::<u32, u32>(backend, Placement::ArrivalOrder, true);
+    }
+}

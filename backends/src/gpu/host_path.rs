@@ -274,7 +274,7 @@ impl Dedup {
     }
 
     /// The batch position of the first sentinel key the claims met, if any (waits for them; one word).
-    fn sentinel<R: HostTransfer>(&self, client: &ComputeClient<R>) -> Option<usize> {
+    pub(super) fn sentinel<R: HostTransfer>(&self, client: &ComputeClient<R>) -> Option<usize> {
         let at = u32::from_bytes(&client.read_one_unchecked(self.guard.clone()))[0];
         (at != u32::MAX).then_some(at as usize)
     }

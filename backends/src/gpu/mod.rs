@@ -1189,8 +1189,13 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout, K: Key, V: Value> Engine<K
     fn find_routed(&self, batch: &crate::engine::RoutedBatch, c: usize) -> Result<()> {
         self.check_resident()?;
         let n = batch.counts[c];
-        let (kh, out, bits) = (batch.keys_of(c), batch.values_of(c), batch.aux_of(c, true));
-        self.launch_find(&kh, &out, Some(&bits), found_mode::BITS, n);
+        let (kh, out) = (batch.keys_of(c), batch.values_of(c));
+        if batch.with_bits {
+            let bits = batch.aux_of(c, true);
+            self.launch_find(&kh, &out, Some(&bits), found_mode::BITS, n);
+        } else {
+            self.launch_find(&kh, &out, None, found_mode::NONE, n);
+        }
         Ok(())
     }
 }

@@ -180,8 +180,8 @@ pub fn route_scatter_kernel<L: KeyLayout>(
     }
 }
 
-/// Puts a routed find's answers back in input order: `out[i]` = the routed value of key `i`, and bit `i % 32`
-/// of `bits[i / 32]` (zeroed first) set where its routed presence bit is. Each plane ORs its bits together
+/// Puts a routed find's answers back in input order: `out[i]` = the routed value of key `i`, and with
+/// `with_bits`, bit `i % 32` of `bits[i / 32]` (zeroed first) set where its routed presence bit is. Each plane ORs its bits together
 /// (distinct bits: their sum) and sets them with one atomic (planes of 8 or 32 lanes never straddle a word).
 #[cube(launch_unchecked)]
 pub fn route_gather_kernel<L: KeyLayout>(
@@ -190,18 +190,23 @@ pub fn route_gather_kernel<L: KeyLayout>(
     routed_bits: &Array<u32>,
     out: &mut Array<L::Value>,
     bits: &Array<Atomic<u32>>,
+    #[comptime] with_bits: bool,
 ) {
     let i = ABSOLUTE_POS;
     let mut hit = 0u32;
     if i < positions.len() {
         let p = positions[i];
         out[i] = routed_out[p as usize];
-        let f = (routed_bits[(p / 32u32) as usize] >> (p % 32u32)) & 1u32;
-        hit = f << ((i % 32) as u32);
+        if comptime!(with_bits) {
+            let f = (routed_bits[(p / 32u32) as usize] >> (p % 32u32)) & 1u32;
+            hit = f << ((i % 32) as u32);
+        }
     }
-    let word = plane_sum(hit);
-    if UNIT_POS_PLANE == 0u32 && word != 0u32 {
-        bits[i / 32].fetch_or(word);
+    if comptime!(with_bits) {
+        let word = plane_sum(hit);
+        if UNIT_POS_PLANE == 0u32 && word != 0u32 {
+            bits[i / 32].fetch_or(word);
+        }
     }
 }
 
@@ -371,6 +376,7 @@ impl<R: HostTransfer, L: KeyLayout> DeviceRouter<R, L> {
         n: usize,
         entries: &Handle,
         counted: Option<Handle>,
+        with_bits: bool,
         route: RouteMap<'_>,
     ) -> RoutedBatch {
         let (client, cache) = (&self.client, &self.cache);
@@ -390,7 +396,9 @@ impl<R: HostTransfer, L: KeyLayout> DeviceRouter<R, L> {
             // Finds: values start as all ones (absent: the parts of empty children are never looked up),
             // presence bits as 0.
             fill_u32(client, &rv, total * vb / 4, u32::MAX);
-            fill_u32(client, &aux, total / 32, 0);
+            if with_bits {
+                fill_u32(client, &aux, total / 32, 0);
+            }
             cache.take(client, "route positions", n.max(1) * 4)
         });
         let upsert = values.is_some();
@@ -413,18 +421,22 @@ impl<R: HostTransfer, L: KeyLayout> DeviceRouter<R, L> {
             values: rv,
             aux,
             positions,
+            with_bits,
         }
     }
 
     /// Queues the gather of a routed find's answers into `out` and `bits` (zeroed) from position `at` of the
     /// call's batch (a multiple of 2048, so on a whole word of `bits`).
-    fn gather(&self, batch: &RoutedBatch, (out, bits): (&Handle, &Handle), at: usize) {
+    fn gather(&self, batch: &RoutedBatch, (out, bits): (&Handle, Option<&Handle>), at: usize) {
         let (_, vb) = widths::<L>();
         let n = batch.n;
         let total = routed_len(batch);
         let positions = batch.positions.clone().expect("a find batch");
         let out = out.clone().offset_start((at * vb) as u64);
-        let bits = bits.clone().offset_start((at / 8) as u64);
+        let (bits, bits_len) = match bits {
+            Some(b) => (b.clone().offset_start((at / 8) as u64), n.div_ceil(32)),
+            None => (self.dummies[0].clone(), 1),
+        };
         // SAFETY: positions are bounded by `n`; routed positions by the layout (`total`); bit words by `n`.
         unsafe {
             route_gather_kernel::launch_unchecked::<L, R>(
@@ -435,7 +447,8 @@ impl<R: HostTransfer, L: KeyLayout> DeviceRouter<R, L> {
                 ArrayArg::from_raw_parts(batch.values.clone(), total.max(1)),
                 ArrayArg::from_raw_parts(batch.aux.clone(), (total / 32).max(1)),
                 ArrayArg::from_raw_parts(out, n),
-                ArrayArg::from_raw_parts(bits, n.div_ceil(32)),
+                ArrayArg::from_raw_parts(bits, bits_len),
+                batch.with_bits,
             )
         }
     }
@@ -457,6 +470,10 @@ impl<R: HostTransfer, L: KeyLayout> DeviceRouter<R, L> {
 impl<R: HostTransfer, L: KeyLayout, K: Key, V: Value> Router<K, V> for DeviceRouter<R, L> {
     fn batch_keys(&self) -> usize {
         self.sizes.insert
+    }
+
+    fn checks_sentinel(&self) -> bool {
+        size_of::<K>() == size_of::<L::Key>()
     }
 
     fn upsert(
@@ -497,9 +514,26 @@ impl<R: HostTransfer, L: KeyLayout, K: Key, V: Value> Router<K, V> for DeviceRou
         )?;
         let (kh, vh) = (uploaded.remove(0), uploaded.remove(0));
         trace.mark(client, "route upsert: copied, claims done");
+        if let Some(index) = dedup
+            .sentinel(client)
+            .filter(|_| Router::<K, V>::checks_sentinel(self))
+        {
+            // The claims met the sentinel: nothing is routed or inserted.
+            dedup.release(cache);
+            cache.give("route keys in", kh, n * kb);
+            cache.give("route values in", vh, n * vb);
+            return Err(hashtile_core::Error::SentinelKey { index });
+        }
         let mask = dedup.mark(client, cache);
         dedup.release(cache);
-        let batch = self.route_part((&kh, Some(&vh), Some(&mask)), n, &entries, None, route);
+        let batch = self.route_part(
+            (&kh, Some(&vh), Some(&mask)),
+            n,
+            &entries,
+            None,
+            false,
+            route,
+        );
         let done = on_part(&batch);
         self.give_back(batch);
         cache.give("route keys in", kh, n * kb);
@@ -514,7 +548,7 @@ impl<R: HostTransfer, L: KeyLayout, K: Key, V: Value> Router<K, V> for DeviceRou
         route: RouteMap<'_>,
         on_part: &mut dyn FnMut(&RoutedBatch) -> Result<()>,
         out: &mut [V],
-        bits: &mut [u32],
+        bits: Option<&mut [u32]>,
     ) -> Result<()> {
         let (client, cache) = (&self.client, &self.cache);
         let mut trace = trace();
@@ -537,14 +571,25 @@ impl<R: HostTransfer, L: KeyLayout, K: Key, V: Value> Router<K, V> for DeviceRou
             },
         )?;
         let kh = uploaded.remove(0);
-        let batch = self.route_part((&kh, None, None), n, &entries, Some(counts), route);
+        let batch = self.route_part(
+            (&kh, None, None),
+            n,
+            &entries,
+            Some(counts),
+            bits.is_some(),
+            route,
+        );
         cache.give("route keys in", kh, n * kb);
         let looked_up = on_part(&batch);
         let oh = cache.take(client, "route out", n.max(1) * vb);
-        let bh = cache.take(client, "route bits", words.max(1) * 4);
+        let bh = bits
+            .is_some()
+            .then(|| cache.take(client, "route bits", words.max(1) * 4));
         if looked_up.is_ok() {
-            fill_u32(client, &bh, words, 0);
-            self.gather(&batch, (&oh, &bh), 0);
+            if let Some(bh) = &bh {
+                fill_u32(client, bh, words, 0);
+            }
+            self.gather(&batch, (&oh, bh.as_ref()), 0);
         }
         self.give_back(batch);
         looked_up?;
@@ -558,10 +603,12 @@ impl<R: HostTransfer, L: KeyLayout, K: Key, V: Value> Router<K, V> for DeviceRou
                 *o = V::narrow(w.widen());
             }
         }
-        R::download(client, &self.stager, &bh, bytes_of_mut(&mut bits[..words]))?;
+        if let (Some(bits), Some(bh)) = (bits, bh) {
+            R::download(client, &self.stager, &bh, bytes_of_mut(&mut bits[..words]))?;
+            cache.give("route bits", bh, words * 4);
+        }
         trace.mark(client, "route find: answers copied out");
         cache.give("route out", oh, n * vb);
-        cache.give("route bits", bh, words * 4);
         Ok(())
     }
 

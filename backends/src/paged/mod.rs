@@ -513,7 +513,12 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
                 expected: keys.len(),
             });
         }
-        if let Some(index) = first_sentinel(keys) {
+        // A batch that one device-routed call takes is checked for the sentinel by the device during its copy
+        // (`Router::checks_sentinel`); any other batch is scanned here first, so that a refused batch leaves
+        // the table unchanged.
+        if !self.router_checks(keys.len())
+            && let Some(index) = first_sentinel(keys)
+        {
             return Err(Error::SentinelKey { index });
         }
         if let Some(m) = self.config.max_children {
@@ -590,6 +595,21 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
         let router = self.router.take();
         self.routing = router.is_some();
         router
+    }
+
+    /// `true` when an insert of `n` keys goes to the device router in one call that checks the sentinel.
+    fn router_checks(&mut self, n: usize) -> bool {
+        if self.config.placement != Placement::HashRouted {
+            return false;
+        }
+        match self.take_router() {
+            Some(r) => {
+                let checks = r.checks_sentinel() && n <= r.batch_keys();
+                self.give_router(r);
+                checks
+            }
+            None => false,
+        }
     }
 
     /// Gives the router back after a call.
@@ -706,8 +726,12 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
         keys: &[K],
         out: &mut [V],
         bits: &mut [u32],
+        need_bits: bool,
     ) -> Result<()> {
         let mut trace = Trace::start();
+        // Presence bits come back when the caller or the stashes' lookup needs them; otherwise the children
+        // look values up only (absent keys read all ones).
+        let with_bits = need_bits || self.stash_len() > 0;
         // Device batches are multiples of 2048 keys, so each starts on a whole word of `bits`.
         let step = router.batch_keys();
         for start in (0..keys.len()).step_by(step) {
@@ -735,7 +759,7 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
                 route,
                 &mut on_part,
                 &mut out[start..end],
-                &mut bits[words],
+                with_bits.then(|| &mut bits[words]),
             )?;
             trace.lap("routed, looked up, answers back");
         }
@@ -1140,7 +1164,7 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
         let mut bits = std::mem::take(&mut self.bits);
         bits.clear();
         bits.resize(keys.len().div_ceil(32), 0);
-        let done = self.find_bits(keys, out, &mut bits);
+        let done = self.lookup(keys, out, &mut bits, false);
         self.bits = bits;
         done
     }
@@ -1153,7 +1177,19 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
     /// Finds into `out` (ABSENT where absent) and presence bits. Finds page children in, so they take
     /// `&mut self`.
     fn find_bits(&mut self, keys: &[K], out: &mut [V], bits: &mut [u32]) -> Result<()> {
-        self.lookup_bits(keys, out, bits)?;
+        self.lookup(keys, out, bits, true)
+    }
+
+    /// Finds into `out` (ABSENT where absent) and, with `need_bits`, presence bits into `bits` (else `bits`
+    /// may be left as it was).
+    fn lookup(
+        &mut self,
+        keys: &[K],
+        out: &mut [V],
+        bits: &mut [u32],
+        need_bits: bool,
+    ) -> Result<()> {
+        self.lookup_bits(keys, out, bits, need_bits)?;
         if self.tombstones() > 0 {
             // A GPU child's erased slot of packed pairs holds the sentinel key (no key word is left to spare), so
             // a lookup of the sentinel itself could match it: the sentinel is never stored, so it is absent.
@@ -1168,13 +1204,19 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
         Ok(())
     }
 
-    /// [`PagedTable::find_bits`] before the sentinel's fix-up.
-    fn lookup_bits(&mut self, keys: &[K], out: &mut [V], bits: &mut [u32]) -> Result<()> {
+    /// [`PagedTable::lookup`] before the sentinel's fix-up.
+    fn lookup_bits(
+        &mut self,
+        keys: &[K],
+        out: &mut [V],
+        bits: &mut [u32],
+        need_bits: bool,
+    ) -> Result<()> {
         if self.config.placement == Placement::HashRouted
             && !keys.is_empty()
             && let Some(router) = self.take_router()
         {
-            let done = self.find_on_device(&*router, keys, out, bits);
+            let done = self.find_on_device(&*router, keys, out, bits, need_bits);
             self.give_router(router);
             return done;
         }
