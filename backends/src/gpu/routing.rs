@@ -581,6 +581,7 @@ impl<R: HostTransfer, L: KeyLayout, K: Key, V: Value> Router<K, V> for DeviceRou
         );
         cache.give("route keys in", kh, n * kb);
         let looked_up = on_part(&batch);
+        trace.mark(client, "route find: copied, routed, children's finds");
         let oh = cache.take(client, "route out", n.max(1) * vb);
         let bh = bits
             .is_some()
@@ -593,7 +594,7 @@ impl<R: HostTransfer, L: KeyLayout, K: Key, V: Value> Router<K, V> for DeviceRou
         }
         self.give_back(batch);
         looked_up?;
-        trace.mark(client, "route find: looked up, gathered");
+        trace.mark(client, "route find: gathered");
         if let Some(o) = same_words_mut::<V, L::Value>(out) {
             R::download(client, &self.stager, &oh, bytes_of_mut(o))?;
         } else {

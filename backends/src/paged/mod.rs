@@ -731,7 +731,9 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
         let mut trace = Trace::start();
         // Presence bits come back when the caller or the stashes' lookup needs them; otherwise the children
         // look values up only (absent keys read all ones).
-        let with_bits = need_bits || self.stash_len() > 0;
+        // Diagnosis: HASHTILE_ROUTE_BITS=1 asks for them always (the A/B of the value-only lookups).
+        let with_bits =
+            need_bits || self.stash_len() > 0 || std::env::var_os("HASHTILE_ROUTE_BITS").is_some();
         // Device batches are multiples of 2048 keys, so each starts on a whole word of `bits`.
         let step = router.batch_keys();
         for start in (0..keys.len()).step_by(step) {
