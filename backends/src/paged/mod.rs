@@ -20,9 +20,16 @@
 //! a new child). Nothing is lost: pairs that no rebuild or growth could place are returned in
 //! [`Error::BuildFailed`].
 //!
-//! Erase removes keys from their child by rebuilding that child without them under its own hash family
-//! (static tables have no per-slot erase; every scheme, cuckoo ones included, is handled the same way): the
-//! cost of one child's rebuild, confined to the children that held the keys.
+//! Erase marks the keys' slots erased in place (**tombstones**) in stable children (IHT, P2BHT) of 32-bit keys:
+//! an erased slot is skipped by lookups and scans and stays taken until its child is rebuilt (a child whose
+//! tombstones would push it past `max_load` is rebuilt in place first). Cuckoo children (an eviction could move
+//! a key into the marked slot) and 64-bit keys (no key word to spare for the mark) erase by rebuilding the
+//! child without the keys under its own hash family: one child's rebuild per touched child.
+//!
+//! Hash-routed tables on a GPU partition their batches **on the device** (`gpu::routing`): a batch crosses the
+//! bus once, is counted and scattered into per-child parts there, and each child's kernels run on its part;
+//! finds come back in input order in one copy. CPU children, and tables built with
+//! [`PagedConfig::device_routing`] off, partition on the host.
 //!
 //! The CPU backend runs the same manager over CPU children (residency is logical there: a paged-out child
 //! refuses work exactly as a device child does); it is the oracle of the GPU tests.
