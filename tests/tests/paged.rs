@@ -718,3 +718,134 @@ fn sentinel_batches_leave_the_table_unchanged() {
         run::<u32, u32>(backend, Placement::ArrivalOrder, true);
     }
 }
+
+/// Review findings of the tenth session (each failed on the code before its fix): erasing the sentinel after
+/// tombstones changed nothing but `len`; an arrival-order child full of tombstones was never purged; a table
+/// that grew past the device router's 4096 children inside one call lost the rest of the call's keys.
+#[test]
+fn tombstone_and_routing_review_findings() {
+    for backend in BACKENDS {
+        if !present(backend) {
+            continue;
+        }
+        // The sentinel is never stored: erasing it removes nothing, even where an erased slot holds it.
+        let cfg = PagedConfig::with_child_slots(4096)
+            .backend(BackendChoice::Exactly(backend))
+            .placement(Placement::HashRouted);
+        let mut t: PagedTable<Iht, u32, u32> = PagedTable::new(cfg).unwrap();
+        let keys: Vec<u32> = (0..3000).collect();
+        t.insert(&keys, &keys).unwrap();
+        assert_eq!(t.erase(&keys[..2900]).unwrap(), 2900);
+        assert!(t.tombstones() > 0, "{backend}");
+        assert_eq!(
+            t.erase(&[u32::MAX, 2950]).unwrap(),
+            1,
+            "{backend}: sentinel erase"
+        );
+        assert_eq!(t.len(), 99, "{backend}: len");
+        assert_eq!(t.pairs().unwrap().len(), 99, "{backend}: pairs");
+        // Erase everything, then refill within one child: the tombstones are purged, in both placements.
+        for placement in PLACEMENTS {
+            let cfg = PagedConfig::with_child_slots(4096)
+                .backend(BackendChoice::Exactly(backend))
+                .placement(placement)
+                .max_children(1);
+            let mut t: PagedTable<Iht, u32, u32> = PagedTable::new(cfg).unwrap();
+            t.insert(&keys, &keys).unwrap();
+            assert_eq!(t.erase(&keys).unwrap(), 3000);
+            let fresh: Vec<u32> = (10_000..13_000).collect();
+            t.insert(&fresh, &fresh).unwrap();
+            let oracle: HashMap<u32, u32> = fresh.iter().map(|&k| (k, k)).collect();
+            check(
+                &mut t,
+                &oracle,
+                &keys[..10],
+                &format!("{backend} {placement:?} refill"),
+            );
+        }
+    }
+    // Growth past the device router's children inside one call (only GPUs route on the device).
+    for backend in [Backend::Vulkan, Backend::Cuda] {
+        if !present(backend) {
+            continue;
+        }
+        let cfg = PagedConfig::with_child_slots(1024)
+            .backend(BackendChoice::Exactly(backend))
+            .placement(Placement::HashRouted)
+            .initial_children(4096)
+            .batch_keys(2048);
+        let mut t: PagedTable<Iht, u32, u32> = PagedTable::new(cfg).unwrap();
+        // 2000 keys that all route to child 0 (past its load: it splits), then 2048 others.
+        let mut keys: Vec<u32> = (0u32..)
+            .filter(|&k| t.child_of(k) == Some(0))
+            .take(2000)
+            .collect();
+        keys.extend(100_000_000u32..100_002_048);
+        t.insert(&keys, &keys).unwrap();
+        assert!(t.children() > 4096, "{backend}: the table grew");
+        let oracle: HashMap<u32, u32> = keys.iter().map(|&k| (k, k)).collect();
+        check(
+            &mut t,
+            &oracle,
+            &[5],
+            &format!("{backend} past 4096 children"),
+        );
+    }
+}
+
+/// Random rounds of upserts and erases with tombstones, one or two resident children, tiny stashes, high
+/// loads and batches of several device batches (the review's stress, which found a purge that stored a key
+/// twice), against the oracle after every round.
+#[test]
+fn random_rounds_with_tombstones_and_paging() {
+    fn run<S: SchemeInfo, K: Key, V: Value>(
+        backend: Backend,
+        seed: u64,
+        (stash, budget, load): (usize, usize, f64),
+    ) {
+        let cfg = PagedConfig::with_child_slots(2048)
+            .backend(BackendChoice::Exactly(backend))
+            .placement(Placement::HashRouted)
+            .initial_children(2)
+            .budget(DeviceBudget::Children(budget))
+            .stash_pairs(stash)
+            .max_load(load)
+            .batch_keys(2048);
+        let mut t: PagedTable<S, K, V> = PagedTable::new(cfg).unwrap();
+        let mut oracle: HashMap<K, V> = HashMap::new();
+        let mut rng = StdRng::seed_from_u64(seed);
+        for round in 0..10u64 {
+            let what = format!("{backend} {} seed {seed} round {round}", S::NAME);
+            let n = rng.random_range(1..9000);
+            let keys: Vec<K> = random_keys(&mut rng, n, 20_000);
+            let values: Vec<V> = (0..n as u64)
+                .map(|i| V::narrow(i + round * 100_000))
+                .collect();
+            t.insert(&keys, &values).unwrap();
+            for (k, v) in keys.iter().zip(&values) {
+                oracle.insert(*k, *v);
+            }
+            let m = rng.random_range(0..4000);
+            let gone: Vec<K> = random_keys(&mut rng, m, 20_000);
+            let expected = gone
+                .iter()
+                .collect::<HashSet<_>>()
+                .into_iter()
+                .filter(|k| oracle.remove(k).is_some())
+                .count();
+            assert_eq!(t.erase(&gone).unwrap(), expected, "{what}: erased");
+            check(&mut t, &oracle, &[K::narrow(30_000)], &what);
+        }
+    }
+    for backend in BACKENDS {
+        if !present(backend) {
+            continue;
+        }
+        for seed in 0..2 {
+            run::<Iht, u32, u32>(backend, seed, (2, 1, 0.9));
+            run::<P2bht, u32, u32>(backend, seed, (4, 2, 0.95));
+            run::<Iht, u32, u64>(backend, seed, (0, 1, 0.9));
+            run::<Bcht, u32, u32>(backend, seed, (1, 1, 0.9));
+        }
+    }
+}

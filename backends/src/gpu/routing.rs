@@ -229,6 +229,17 @@ fn trace() -> Trace {
     Trace::when(*ON.get_or_init(|| std::env::var_os("HASHTILE_TRACE_ROUTE").is_some()))
 }
 
+/// The counters of one cube hold at most [`MAX_ROUTED_CHILDREN`] children.
+fn check_children(route: RouteMap<'_>) -> Result<()> {
+    if route.children > MAX_ROUTED_CHILDREN {
+        return Err(hashtile_core::Error::InvalidConfig(format!(
+            "{} children: the device routes at most {MAX_ROUTED_CHILDREN}",
+            route.children
+        )));
+    }
+    Ok(())
+}
+
 /// Bytes of a key and of a value of layout `L` on the device.
 fn widths<L: KeyLayout>() -> (usize, usize) {
     (size_of::<L::Key>(), size_of::<L::Value>())
@@ -483,6 +494,7 @@ impl<R: HostTransfer, L: KeyLayout, K: Key, V: Value> Router<K, V> for DeviceRou
         route: RouteMap<'_>,
         on_part: &mut dyn FnMut(&RoutedBatch) -> Result<()>,
     ) -> Result<()> {
+        check_children(route)?;
         let (client, cache) = (&self.client, &self.cache);
         let mut trace = trace();
         let (kb, vb) = widths::<L>();
@@ -550,6 +562,7 @@ impl<R: HostTransfer, L: KeyLayout, K: Key, V: Value> Router<K, V> for DeviceRou
         out: &mut [V],
         bits: Option<&mut [u32]>,
     ) -> Result<()> {
+        check_children(route)?;
         let (client, cache) = (&self.client, &self.cache);
         let mut trace = trace();
         let (kb, vb) = widths::<L>();
@@ -618,8 +631,10 @@ impl<R: HostTransfer, L: KeyLayout, K: Key, V: Value> Router<K, V> for DeviceRou
         if n == 0 {
             return Ok((Vec::new(), Vec::new()));
         }
+        // Only the part's bytes: the handle is bounded at both ends.
         let read = |h: Handle, out: &mut [u8]| {
-            let all = self.client.read_one_unchecked(h);
+            let end = h.size_in_used() - out.len() as u64;
+            let all = self.client.read_one_unchecked(h.offset_end(end));
             out.copy_from_slice(&all[..out.len()]);
         };
         let mut k = vec![L::Key::default(); n];

@@ -642,6 +642,10 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
         let mut trace = Trace::start();
         let step = router.batch_keys();
         for start in (0..keys.len()).step_by(step) {
+            if self.children.len() > MAX_ROUTED_CHILDREN {
+                // The table grew past what the device routes during this call: the rest on the host.
+                return self.insert_routed(&keys[start..], &values[start..], failed);
+            }
             let end = (start + step).min(keys.len());
             let dir = self.directory.clone().expect("hash-routed");
             let children = self.children.len();
@@ -713,15 +717,22 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
         pending: &mut [usize],
         failed: &mut Vec<(K, V)>,
     ) -> Result<()> {
+        // Every queued child settles, even after one fails, so that none is left with work in flight.
         let mut settled = Vec::with_capacity(queued.len());
+        let mut first_error = None;
         for c in queued.drain(..) {
             pending[c] = 0;
-            settled.push((c, self.children[c].settle_routed()?));
+            match self.children[c].settle_routed() {
+                Ok(inserted) => settled.push((c, inserted)),
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
+            }
         }
         for (c, Inserted { unplaced, .. }) in settled {
             self.place_unplaced(c, unplaced, failed)?;
         }
-        Ok(())
+        first_error.map_or(Ok(()), Err)
     }
 
     /// Hash-routed find on the device: each device batch is copied in and partitioned there, each child
@@ -811,6 +822,12 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
         failed: &mut Vec<(K, V)>,
     ) -> Result<()> {
         self.admit(c, &[])?;
+        if self.meta[c].tombstones > 0 && self.load(c) + keys.len() > self.limit() {
+            // Its erased slots go first: the child is rebuilt in place (which may move pairs into its stash,
+            // or grow the table), then the batch is routed again.
+            self.purge(c, failed)?;
+            return self.insert_routed(keys, values, failed);
+        }
         let rest = self.stash_updates(&[c], keys, values);
         let (keys, values) = match &rest {
             Some((k, v)) => (&k[..], &v[..]),
@@ -820,10 +837,6 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
             return Ok(());
         }
         let limit = self.limit();
-        if self.meta[c].tombstones > 0 && self.load(c) + keys.len() > limit {
-            // Its erased slots go first: the child is rebuilt in place, then may not need to split.
-            self.purge(c, failed)?;
-        }
         let len = self.children[c].len();
         if len + keys.len() > limit {
             let new = self.children[c].count_new(keys)?;
@@ -1123,6 +1136,11 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
         let limit = self.limit();
         while !keys.is_empty() {
             let mut open = self.children.len() - 1;
+            if self.load(open) >= limit && self.meta[open].tombstones > 0 {
+                // The open child's erased slots go first (the purge may append a child for what it cannot place).
+                self.purge(open, failed)?;
+                open = self.children.len() - 1;
+            }
             if self.load(open) >= limit {
                 if !self.can_grow() {
                     failed.extend(last_occurrences(keys, values));
@@ -1316,8 +1334,18 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
     }
 
     /// Removes `keys` (absent keys are skipped; repeats count once) and returns how many pairs were removed.
-    /// Each child that held some of them is rebuilt without them under its own family (confined to it).
+    /// Stable children of 32-bit keys mark the slots erased in place (tombstones); other children that held
+    /// some of the keys are rebuilt without them under their own family (confined to them).
     pub fn erase(&mut self, keys: &[K]) -> Result<usize> {
+        // The sentinel is never stored (and an erased packed slot holds it): it is skipped.
+        let without_sentinel: Vec<K>;
+        let keys = if first_sentinel(keys).is_some() {
+            let sentinel = K::narrow(u64::MAX);
+            without_sentinel = keys.iter().copied().filter(|k| *k != sentinel).collect();
+            &without_sentinel[..]
+        } else {
+            keys
+        };
         let mut failed = Vec::new();
         let mut erased = 0;
         match self.config.placement {
