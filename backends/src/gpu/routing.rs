@@ -53,6 +53,18 @@ fn route_child<L: KeyLayout>(key: L::Key, entries: &Array<u32>, seed: u64, depth
     entries[e as usize]
 }
 
+/// Zeroes a cube's `w` shared counters (unit `t` of the cube clears every `CUBE`-th from `t`), then waits for
+/// the whole cube.
+#[cube]
+fn zero_counters(hist: &SharedMemory<Atomic<u32>>, t: usize, w: usize) {
+    let mut i = t;
+    while i < w {
+        hist[i].store(0u32);
+        i += CUBE;
+    }
+    sync_cube();
+}
+
 /// Counts keys per child into `counts` (`width` counters, zeroed before the first launch; launches over
 /// several chunks add up). With `masked`, only keys whose `mask` is [`MASK_NEW`] count (an upsert's last
 /// occurrences).
@@ -71,12 +83,7 @@ pub fn route_count_kernel<L: KeyLayout>(
     let t = UNIT_POS as usize;
     let w = comptime!(width as usize);
     let hist = SharedMemory::<Atomic<u32>>::new(w);
-    let mut i = t;
-    while i < w {
-        hist[i].store(0u32);
-        i += CUBE;
-    }
-    sync_cube();
+    zero_counters(&hist, t, w);
     let first = CUBE_POS * TILE + t;
     #[unroll]
     for k in 0..PER_UNIT {
@@ -93,7 +100,7 @@ pub fn route_count_kernel<L: KeyLayout>(
         }
     }
     sync_cube();
-    i = t;
+    let mut i = t;
     while i < w {
         let v = hist[i].load();
         if v > 0u32 {
@@ -128,12 +135,7 @@ pub fn route_scatter_kernel<L: KeyLayout>(
     let w = comptime!(width as usize);
     let hist = SharedMemory::<Atomic<u32>>::new(w);
     let mut base = SharedMemory::<u32>::new(w);
-    let mut i = t;
-    while i < w {
-        hist[i].store(0u32);
-        i += CUBE;
-    }
-    sync_cube();
+    zero_counters(&hist, t, w);
     let first = CUBE_POS * TILE + t;
     let mut child = Array::<u32>::new(PER_UNIT);
     let mut rank = Array::<u32>::new(PER_UNIT);
@@ -154,7 +156,7 @@ pub fn route_scatter_kernel<L: KeyLayout>(
         }
     }
     sync_cube();
-    i = t;
+    let mut i = t;
     while i < w {
         let v = hist[i].load();
         if v > 0u32 {

@@ -58,8 +58,7 @@ mod residency;
 pub(crate) mod route;
 
 use crate::engine::{
-    Engine, Inserted, Rebuilt, RouteMap, RoutedBatch, Router, SplitSpec, bits_from,
-    options_from_bits,
+    Engine, Inserted, Rebuilt, RoutedBatch, Router, SplitSpec, bits_from, options_from_bits,
 };
 use crate::gpu::routing::MAX_ROUTED_CHILDREN;
 use crate::select::{Backend, BackendChoice, is_available, resolve};
@@ -656,12 +655,7 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
             let mut later = vec![false; children];
             let mut queued: Vec<usize> = Vec::new();
             let mut on_host: Vec<Batch<K, V>> = Vec::new();
-            let route = RouteMap {
-                seed: dir.seed,
-                depth: dir.depth,
-                entries: &dir.entries,
-                children,
-            };
+            let route = dir.route_map(children);
             let mut on_part = |batch: &RoutedBatch| -> Result<()> {
                 let wanted = (0..children).filter(|&c| batch.counts[c] > 0);
                 for c in self.visit_order(wanted) {
@@ -758,12 +752,7 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
             let end = (start + step).min(keys.len());
             let dir = self.directory.clone().expect("hash-routed");
             let children = self.children.len();
-            let route = RouteMap {
-                seed: dir.seed,
-                depth: dir.depth,
-                entries: &dir.entries,
-                children,
-            };
+            let route = dir.route_map(children);
             let mut on_part = |batch: &RoutedBatch| -> Result<()> {
                 let wanted =
                     (0..children).filter(|&c| batch.counts[c] > 0 && !self.children[c].is_empty());

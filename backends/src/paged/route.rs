@@ -44,6 +44,16 @@ impl Directory {
         }
     }
 
+    /// The directory as the device router sees it, for a table of `children` children.
+    pub fn route_map(&self, children: usize) -> crate::engine::RouteMap<'_> {
+        crate::engine::RouteMap {
+            seed: self.seed,
+            depth: self.depth,
+            entries: &self.entries,
+            children,
+        }
+    }
+
     /// The child that owns `key`.
     pub fn child_of(&self, key: u64) -> u32 {
         self.entries[self.entry_of(route_hash(key, self.seed))]
