@@ -30,3 +30,12 @@ bench() { # name bin args...
   timeout 150 "$bin" --backend cuda --log2-keys 26 --runs "$RUNS" --csv "$OUT/$name.csv" "$@" > "$OUT/$name.txt" 2>&1
   echo "== $name (exit $?) at $((SECONDS - t0)) s: $(row "$OUT/$name.txt")"
 }
+
+# `paged_bench NAME SECONDS ARGS...`: one `hashtile-bench paged` run on CUDA into $OUT/paged (CSV, SVG) and
+# $OUT/NAME.txt, its last TAIL (default 8) lines printed, trace lines left out.
+paged_bench() { # name limit args...
+  local name=$1 limit=$2; shift 2
+  mkdir -p "$OUT/paged"
+  timeout "$limit" $B/hashtile-bench paged --backend cuda --out-dir "$OUT/paged" "$@" > "$OUT/$name.txt" 2>&1
+  echo "== $name (exit $?) at $((SECONDS - t0)) s"; grep -v "^wrote" "$OUT/$name.txt" | grep -v "^trace" | tail -"${TAIL:-8}"
+}

@@ -3,12 +3,7 @@
 t0=$SECONDS
 source scripts/device_lib.sh
 mkdir -p $OUT/paged
-run_bench() { # name limit args...
-  local name=$1 limit=$2; shift 2
-  timeout "$limit" $B/hashtile-bench paged --backend cuda --out-dir "$OUT/paged" "$@" > "$OUT/$name.txt" 2>&1
-  echo "== $name (exit $?) at $((SECONDS - t0)) s"; grep -v "^wrote" "$OUT/$name.txt" | grep -v "^trace" | tail -8
-}
-run_bench residency 150 --experiments residency --placements hash --children 16 --runs 3
+paged_bench residency 150 --experiments residency --placements hash --children 16 --runs 3
 mkdir -p $OUT/trace
 HASHTILE_TRACE=1 HASHTILE_TRACE_ROUTE=1 timeout 150 $B/hashtile-bench paged --backend cuda --out-dir $OUT/trace --experiments residency --placements hash --children 16 --runs 1 > $OUT/residency_trace.txt 2>&1
 echo "== residency_trace (exit $?) at $((SECONDS - t0)) s"

@@ -8,10 +8,5 @@ step host_path_tests 100 env HASHTILE_REQUIRE_GPU=cuda ./host_path
 step paged_memcheck 170 env HASHTILE_REQUIRE_GPU=cuda compute-sanitizer --tool memcheck --error-exitcode 9 ./paged --test-threads 1
 step paged_racecheck 170 env HASHTILE_REQUIRE_GPU=cuda compute-sanitizer --tool racecheck --error-exitcode 9 ./paged --test-threads 1 forced growth
 cd - > /dev/null
-run_bench() { # name limit args...
-  local name=$1 limit=$2; shift 2
-  timeout "$limit" $B/hashtile-bench paged --backend cuda --out-dir "$OUT/paged" "$@" > "$OUT/$name.txt" 2>&1
-  echo "== $name (exit $?) at $((SECONDS - t0)) s"; grep -v "^wrote" "$OUT/$name.txt" | tail -8
-}
-run_bench rebuild 40 --experiments rebuild --log2-keys 26 --runs 3
-run_bench growth 60 --experiments growth --log2-keys 26 --log2-batch 20
+paged_bench rebuild 40 --experiments rebuild --log2-keys 26 --runs 3
+paged_bench growth 60 --experiments growth --log2-keys 26 --log2-batch 20

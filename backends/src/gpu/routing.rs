@@ -53,6 +53,34 @@ fn route_child<L: KeyLayout>(key: L::Key, entries: &Array<u32>, seed: u64, depth
     entries[e as usize]
 }
 
+/// No child: a position past the keys, or (masked) a key that is not its key's last occurrence.
+const NO_CHILD: u32 = u32::MAX;
+
+/// The child of the key at `pos`, or [`NO_CHILD`] when `pos` is past the keys or, with `masked`, the key's
+/// `mask` entry is not [`MASK_NEW`] (an upsert routes only each key's last occurrence).
+#[cube]
+fn routed_child<L: KeyLayout>(
+    keys: &Array<L::Key>,
+    mask: &Array<u32>,
+    entries: &Array<u32>,
+    pos: usize,
+    seed: u64,
+    depth: u32,
+    #[comptime] masked: bool,
+) -> u32 {
+    let mut c = NO_CHILD.runtime();
+    if pos < keys.len() {
+        let mut take = true;
+        if comptime!(masked) {
+            take = mask[pos] == MASK_NEW;
+        }
+        if take {
+            c = route_child::<L>(keys[pos], entries, seed, depth);
+        }
+    }
+    c
+}
+
 /// Zeroes a cube's `w` shared counters (unit `t` of the cube clears every `CUBE`-th from `t`), then waits for
 /// the whole cube.
 #[cube]
@@ -87,16 +115,9 @@ pub fn route_count_kernel<L: KeyLayout>(
     let first = CUBE_POS * TILE + t;
     #[unroll]
     for k in 0..PER_UNIT {
-        let pos = first + k * CUBE;
-        if pos < keys.len() {
-            let mut take = true;
-            if comptime!(masked) {
-                take = mask[pos] == MASK_NEW;
-            }
-            if take {
-                let c = route_child::<L>(keys[pos], entries, seed, depth);
-                hist[c as usize].fetch_add(1u32);
-            }
+        let c = routed_child::<L>(keys, mask, entries, first + k * CUBE, seed, depth, masked);
+        if c != NO_CHILD {
+            hist[c as usize].fetch_add(1u32);
         }
     }
     sync_cube();
@@ -141,18 +162,10 @@ pub fn route_scatter_kernel<L: KeyLayout>(
     let mut rank = Array::<u32>::new(PER_UNIT);
     #[unroll]
     for k in 0..PER_UNIT {
-        let pos = first + k * CUBE;
-        child[k] = 0xffff_ffffu32;
-        if pos < keys.len() {
-            let mut take = true;
-            if comptime!(upsert) {
-                take = mask[pos] == MASK_NEW;
-            }
-            if take {
-                let c = route_child::<L>(keys[pos], entries, seed, depth);
-                child[k] = c;
-                rank[k] = hist[c as usize].fetch_add(1u32);
-            }
+        let c = routed_child::<L>(keys, mask, entries, first + k * CUBE, seed, depth, upsert);
+        child[k] = c;
+        if c != NO_CHILD {
+            rank[k] = hist[c as usize].fetch_add(1u32);
         }
     }
     sync_cube();
@@ -169,7 +182,7 @@ pub fn route_scatter_kernel<L: KeyLayout>(
     for k in 0..PER_UNIT {
         let pos = first + k * CUBE;
         let c = child[k];
-        if c != 0xffff_ffffu32 {
+        if c != NO_CHILD {
             let to = (base[c as usize] + rank[k]) as usize;
             routed_keys[to] = keys[pos];
             if comptime!(upsert) {

@@ -553,7 +553,7 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
             let (k, v): Batch<K, V> = failed.into_iter().unzip();
             let mut out = vec![V::zero(); k.len()];
             let mut bits = vec![0u32; k.len().div_ceil(32)];
-            self.find_bits(&k, &mut out, &mut bits)?;
+            self.lookup(&k, &mut out, &mut bits, true)?;
             let (_, (k, v)) = split_by_bits(k, v, &bits);
             failed = last_occurrences(k, v);
         }
@@ -744,8 +744,9 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
         // Presence bits come back when the caller or the stashes' lookup needs them; otherwise the children
         // look values up only (absent keys read all ones).
         // Diagnosis: HASHTILE_ROUTE_BITS=1 asks for them always (the A/B of the value-only lookups).
-        let with_bits =
-            need_bits || self.stash_len() > 0 || std::env::var_os("HASHTILE_ROUTE_BITS").is_some();
+        static ALWAYS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        let always = *ALWAYS.get_or_init(|| std::env::var_os("HASHTILE_ROUTE_BITS").is_some());
+        let with_bits = need_bits || self.stash_len() > 0 || always;
         // Device batches are multiples of 2048 keys, so each starts on a whole word of `bits`.
         let step = router.batch_keys();
         for start in (0..keys.len()).step_by(step) {
@@ -1163,7 +1164,7 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
     pub fn find(&mut self, keys: &[K]) -> Result<Vec<Option<V>>> {
         let mut out = vec![V::zero(); keys.len()];
         let mut bits = vec![0u32; keys.len().div_ceil(32)];
-        self.find_bits(keys, &mut out, &mut bits)?;
+        self.lookup(keys, &mut out, &mut bits, true)?;
         Ok(options_from_bits(&out, &bits))
     }
 
@@ -1190,14 +1191,8 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
         Ok(self.find(keys)?.into_iter().map(|o| o.is_some()).collect())
     }
 
-    /// Finds into `out` (ABSENT where absent) and presence bits. Finds page children in, so they take
-    /// `&mut self`.
-    fn find_bits(&mut self, keys: &[K], out: &mut [V], bits: &mut [u32]) -> Result<()> {
-        self.lookup(keys, out, bits, true)
-    }
-
     /// Finds into `out` (ABSENT where absent) and, with `need_bits`, presence bits into `bits` (else `bits`
-    /// may be left as it was).
+    /// may be left as it was). Finds page children in, so they take `&mut self`.
     fn lookup(
         &mut self,
         keys: &[K],
@@ -1206,7 +1201,7 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
         need_bits: bool,
     ) -> Result<()> {
         self.lookup_bits(keys, out, bits, need_bits)?;
-        if self.tombstones() > 0 {
+        if self.tombstones() > 0 && first_sentinel(keys).is_some() {
             // A GPU child's erased slot of packed pairs holds the sentinel key (no key word is left to spare), so
             // a lookup of the sentinel itself could match it: the sentinel is never stored, so it is absent.
             let sentinel = K::narrow(u64::MAX);
