@@ -114,13 +114,16 @@ pub trait Engine<K: Key, V: Value>: Send + Sync {
         None
     }
     /// Queues the upsert of child `c`'s part of a batch routed by this engine's [`Engine::router`] (its keys
-    /// are distinct; the caller has checked that they fit): stored keys are updated, the others inserted.
-    /// [`Engine::settle_routed`] waits for it, so that several children's kernels queue back to back.
+    /// are distinct; the caller has checked that they fit): stored keys are updated, the others inserted. Its
+    /// counters go to the batch's counters of child `c` ([`RoutedBatch::counters_of`]), so that one read of
+    /// the batch's counters settles every child it queued: the caller reads them ([`Router::counters`], or
+    /// what [`Router::upsert`] returns) and hands each child its words with [`Engine::settle_routed`].
     fn upsert_routed(&mut self, _batch: &RoutedBatch, _c: usize) -> Result<()> {
         Err(no_device_batches())
     }
-    /// Waits for the queued [`Engine::upsert_routed`] and returns what it could not place.
-    fn settle_routed(&mut self) -> Result<Inserted<K, V>> {
+    /// Settles the queued [`Engine::upsert_routed`] from its counters as read back (the child's
+    /// [`ROUTED_COUNTERS`] words of the batch's counters) and returns what it could not place.
+    fn settle_routed(&mut self, _counters: &[u32]) -> Result<Inserted<K, V>> {
         Err(no_device_batches())
     }
     /// Looks child `c`'s part of a routed find batch up, into the batch's routed values and presence bits.
@@ -147,6 +150,11 @@ pub struct RouteMap<'a> {
     pub children: usize,
 }
 
+/// `u32` words of one child's insert counters in a routed batch's counters ([`RoutedBatch::counters`]): room
+/// for a GPU insert's counters, and a whole multiple of 256 bytes, so that each child's share is a valid buffer
+/// binding (Vulkan's offset alignment).
+pub const ROUTED_COUNTERS: usize = 256;
+
 /// A batch copied to the device and partitioned by child there (`gpu::routing`): child `c`'s part is
 /// `counts[c]` consecutive elements from `starts[c]` (a multiple of 2048, so every part is a valid buffer
 /// binding) of the routed buffers, which belong to the router (valid while it hands the part over).
@@ -170,6 +178,8 @@ pub struct RoutedBatch {
     pub positions: Option<Handle>,
     /// Finds: presence bits are wanted (else `aux` is unused and the children look values up only).
     pub with_bits: bool,
+    /// Upserts: [`ROUTED_COUNTERS`] zeroed insert counters per child, child after child.
+    pub counters: Option<Handle>,
 }
 
 impl RoutedBatch {
@@ -184,6 +194,11 @@ impl RoutedBatch {
         self.values
             .clone()
             .offset_start((self.starts[c] * self.widths.1) as u64)
+    }
+    /// Child `c`'s insert counters (upserts).
+    pub fn counters_of(&self, c: usize) -> Handle {
+        let all = self.counters.clone().expect("an upsert batch");
+        all.offset_start((c * ROUTED_COUNTERS * 4) as u64)
     }
     /// Child `c`'s part of the insert mask (one `u32` per key) or of the presence bits (one bit per key; parts
     /// start on a multiple of 2048 keys, so on a whole word).
@@ -210,14 +225,18 @@ pub trait Router<K: Key, V: Value>: Send + Sync {
     fn checks_sentinel(&self) -> bool;
     /// Copies an upsert batch in, keeps each key's last occurrence, partitions the kept pairs by child, and
     /// hands the partition to `on_part` (which queues its children's [`Engine::upsert_routed`]) after the
-    /// copy, so that `on_part` may page children in.
+    /// copy, so that `on_part` may page children in. Returns the batch's insert counters, read back in one
+    /// read after `on_part` ([`ROUTED_COUNTERS`] words per child; empty when `on_part` failed).
     fn upsert(
         &self,
         keys: &[K],
         values: &[V],
         route: RouteMap<'_>,
         on_part: &mut dyn FnMut(&RoutedBatch) -> Result<()>,
-    ) -> Result<()>;
+    ) -> Result<Vec<u32>>;
+    /// A routed upsert batch's insert counters as they stand (waits for the queued kernels; one read), for
+    /// children that must settle before `on_part` returns.
+    fn counters(&self, batch: &RoutedBatch) -> Result<Vec<u32>>;
     /// Copies a find batch in, partitions it by child, hands the partition to `on_part` (which queues its
     /// children's [`Engine::find_routed`]), and copies the answers out in input order: `out[i]` the value or
     /// all ones, and with `bits`, bit `i % 32` of `bits[i / 32]` for present keys (without, the children look

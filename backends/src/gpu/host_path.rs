@@ -275,7 +275,17 @@ impl Dedup {
 
     /// The batch position of the first sentinel key the claims met, if any (waits for them; one word).
     pub(super) fn sentinel<R: HostTransfer>(&self, client: &ComputeClient<R>) -> Option<usize> {
-        let at = u32::from_bytes(&client.read_one_unchecked(self.guard.clone()))[0];
+        Self::sentinel_of(&client.read_one_unchecked(self.guard.clone()))
+    }
+
+    /// The sentinel guard's word (for a read together with other words; see [`Dedup::sentinel_of`]).
+    pub(super) fn guard(&self) -> Handle {
+        self.guard.clone()
+    }
+
+    /// [`Dedup::sentinel`] of the guard's word as read back.
+    pub(super) fn sentinel_of(bytes: &[u8]) -> Option<usize> {
+        let at = u32::from_bytes(bytes)[0];
         (at != u32::MAX).then_some(at as usize)
     }
 

@@ -120,6 +120,9 @@ pub struct GpuTable<R: HostTransfer, S: ProbingScheme, L: KeyLayout = Packed> {
     find_probes: Handle,
     /// Keys queued by inserts since the last settle.
     pending_ops: u64,
+    /// Keys queued by a routed upsert (`Engine::upsert_routed`, counted in the batch's counters) since the last
+    /// `Engine::settle_routed`.
+    routed_ops: u64,
     /// Probe statistics of the inserts read by the last settle.
     last_insert_probes: ProbeStats,
     counters: Handle,
@@ -335,6 +338,7 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
             count_probes: false,
             find_probes,
             pending_ops: 0,
+            routed_ops: 0,
             last_insert_probes: ProbeStats::default(),
             counters,
             _scheme: PhantomData,
@@ -417,7 +421,7 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
         n: usize,
         upsert: Option<bool>,
     ) {
-        self.queue_insert_kernel(keys, values, which, n, upsert);
+        self.queue_insert_kernel(keys, values, which, n, upsert, &self.counters);
         self.note_queued(n);
     }
 
@@ -430,7 +434,8 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
     }
 
     /// Queues the insert kernel only (the caller records the operations with `note_queued`), so that the host
-    /// path can queue it from inside a transfer's callback, where it holds the table shared.
+    /// path can queue it from inside a transfer's callback, where it holds the table shared. It counts into
+    /// `counters` (the table's own, or a routed batch's share).
     fn queue_insert_kernel(
         &self,
         keys: &Handle,
@@ -438,6 +443,7 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
         which: Selection,
         n: usize,
         upsert: Option<bool>,
+        counters: &Handle,
     ) {
         if n == 0 {
             return;
@@ -471,7 +477,7 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
                 },
                 ArrayArg::from_raw_parts(self.values.clone(), self.values_len),
                 ArrayArg::from_raw_parts(self.stash.clone(), L::STASH_WORDS * self.stash_len),
-                ArrayArg::from_raw_parts(self.counters.clone(), INSERT_COUNTERS),
+                ArrayArg::from_raw_parts(counters.clone(), INSERT_COUNTERS),
                 shape_scalars(shape),
                 self.bucket_size,
                 self.tile_width,
@@ -491,8 +497,16 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
         }
         self.unsettled = false;
         let c = self.read_u32(self.counters.clone());
-        let (nfailed, added, stats) =
-            kernels::decode_insert_counters(&c, std::mem::take(&mut self.pending_ops));
+        let ops = std::mem::take(&mut self.pending_ops);
+        let out = self.settle_counters(&c, ops);
+        self.reset_counters();
+        Ok(out)
+    }
+
+    /// Applies insert counters read back (`ops` operations): `len()`, the probe statistics, and the pairs the
+    /// inserts gave up on (read from the stash).
+    fn settle_counters(&mut self, c: &[u32], ops: u64) -> Unplaced {
+        let (nfailed, added, stats) = kernels::decode_insert_counters(c, ops);
         self.len += added;
         self.last_insert_probes = stats;
         let mut out = Unplaced {
@@ -503,8 +517,7 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
             let words = self.read_u64(self.stash.clone());
             out.pairs = layout::decode_stash::<L>(&words, nfailed.min(self.stash_len));
         }
-        self.reset_counters();
-        Ok(out)
+        out
     }
 
     fn reset_counters(&self) {
@@ -974,7 +987,7 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> BatchTable<R> for GpuTable
             Some((m, mode)) => Selection::Mask(m, mode),
             None => Selection::All,
         };
-        self.queue_insert_kernel(keys, values, which, n, Some(upsert));
+        self.queue_insert_kernel(keys, values, which, n, Some(upsert), &self.counters);
     }
     fn note_queued(&mut self, ops: usize) {
         GpuTable::note_queued(self, ops);
@@ -1164,19 +1177,37 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout, K: Key, V: Value> Engine<K
                 capacity: self.capacity(),
             });
         }
+        if self.unsettled || self.routed_ops > 0 {
+            return Err(Error::InvalidConfig(
+                "a routed upsert needs its table settled".into(),
+            ));
+        }
         self.image_current = false;
         let (kh, vh, mask) = (batch.keys_of(c), batch.values_of(c), batch.aux_of(c, false));
-        // As a segment of the host path: stored keys (settled, or queued by an earlier part of the batch) are
-        // updated in place by the classify pass, then the new ones go in without the duplicate check.
-        if self.len > 0 || self.unsettled {
+        // As a segment of the host path: stored keys are updated in place by the classify pass, then the new
+        // ones go in without the duplicate check, counting into the batch's counters of this child.
+        if self.len > 0 {
             BatchTable::classify(self, &kh, Some(&vh), &mask, n);
         }
-        self.insert_queued(&kh, &vh, Some((&mask, upsert::MASK_NEW)), n, false);
+        let which = Selection::Mask(&mask, upsert::MASK_NEW);
+        self.queue_insert_kernel(&kh, &vh, which, n, Some(false), &batch.counters_of(c));
+        self.routed_ops = n as u64;
         Ok(())
     }
 
-    fn settle_routed(&mut self) -> Result<Inserted<K, V>> {
-        let (stats, lost) = self.settle_batch()?;
+    fn settle_routed(&mut self, counters: &[u32]) -> Result<Inserted<K, V>> {
+        if self.routed_ops == 0 {
+            return Ok(Inserted::default());
+        }
+        let ops = std::mem::take(&mut self.routed_ops);
+        let lost = self.settle_counters(&counters[..INSERT_COUNTERS], ops);
+        if lost.untracked > 0 {
+            return Err(Error::StashOverflow {
+                untracked: lost.untracked,
+                unplaced: lost.pairs,
+            });
+        }
+        let (stats, lost) = (self.last_insert_probes, lost.pairs);
         Ok(Inserted {
             stats,
             unplaced: lost

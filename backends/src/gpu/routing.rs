@@ -25,7 +25,7 @@ use super::paging::route_hash;
 use super::transfer::HostTransfer;
 use super::upsert::MASK_NEW;
 use super::{CUBE_SIZE, cube_count, fill_u32};
-use crate::engine::{RouteMap, RoutedBatch, Router};
+use crate::engine::{ROUTED_COUNTERS, RouteMap, RoutedBatch, Router};
 use cubecl::prelude::*;
 use cubecl::server::Handle;
 use hashtile_core::{Element, Key, Result, Value};
@@ -326,11 +326,19 @@ impl<R: HostTransfer, L: KeyLayout> DeviceRouter<R, L> {
         }
     }
 
-    /// Reads the counts back (waiting for the counts) and lays the parts out: their starts and lengths, and
-    /// the routed length.
-    fn layout(&self, counts: Handle, children: usize) -> (Vec<usize>, Vec<usize>, usize) {
-        let bytes = self.client.read_one_unchecked(counts);
-        let counts: Vec<usize> = u32::from_bytes(&bytes)[..children]
+    /// Reads the counts back (waiting for the counts) and lays the parts out.
+    fn layout(&self, counts: Handle, children: usize) -> Layout {
+        layout_of(&self.client.read_one_unchecked(counts), children)
+    }
+}
+
+/// A routed batch's parts: their starts and lengths, and the routed length.
+type Layout = (Vec<usize>, Vec<usize>, usize);
+
+/// Lays the parts out from the counts read back (`bytes`, one `u32` per child).
+fn layout_of(bytes: &[u8], children: usize) -> Layout {
+    {
+        let counts: Vec<usize> = u32::from_bytes(bytes)[..children]
             .iter()
             .map(|&c| c as usize)
             .collect();
@@ -342,7 +350,9 @@ impl<R: HostTransfer, L: KeyLayout> DeviceRouter<R, L> {
         }
         (starts, counts, at)
     }
+}
 
+impl<R: HostTransfer, L: KeyLayout> DeviceRouter<R, L> {
     /// Queues the scatter of `n` keys into parts laid out from `starts` (upserts: `values` and the dedup `mask`
     /// given, into `routed.1` values and `routed.2` mask; finds: positions into `positions`).
     #[allow(clippy::too_many_arguments)]
@@ -394,27 +404,20 @@ impl<R: HostTransfer, L: KeyLayout> DeviceRouter<R, L> {
 
 impl<R: HostTransfer, L: KeyLayout> DeviceRouter<R, L> {
     /// Partitions the `n` keys of `keys` (upserts: with their `values` and the duplicate pass's `mask`; finds:
-    /// all of them) by child: counts them (unless `counted` holds their counts), reads the counts back (waiting
-    /// for the device), and scatters them into parts laid out from the counts.
+    /// all of them) by child: scatters them into parts laid out from their counts (`layout`, read back).
+    /// Upserts get zeroed insert counters for every child.
     fn route_part(
         &self,
         (keys, values, mask): (&Handle, Option<&Handle>, Option<&Handle>),
         n: usize,
         entries: &Handle,
-        counted: Option<Handle>,
+        (starts, counts, total): Layout,
         with_bits: bool,
         route: RouteMap<'_>,
     ) -> RoutedBatch {
         let (client, cache) = (&self.client, &self.cache);
         let mut trace = trace();
         let (kb, vb) = widths::<L>();
-        let counts = counted.unwrap_or_else(|| {
-            let counts = self.zeroed_counts(route);
-            self.count(keys, mask, n, (entries, &counts), route);
-            counts
-        });
-        let (starts, counts, total) = self.layout(counts, route.children);
-        trace.mark(client, "route: counted, counts read");
         let rk = cache.take(client, "routed keys", total.max(1) * kb);
         let rv = cache.take(client, "routed values", total.max(1) * vb);
         let aux = cache.take(client, "routed aux", total.max(1) * 4);
@@ -438,6 +441,12 @@ impl<R: HostTransfer, L: KeyLayout> DeviceRouter<R, L> {
             route,
         );
         trace.mark(client, "route: scattered");
+        let counters = upsert.then(|| {
+            let words = route.children * ROUTED_COUNTERS;
+            let h = cache.take(client, "routed counters", words * 4);
+            fill_u32(client, &h, words, 0);
+            h
+        });
         RoutedBatch {
             n,
             starts,
@@ -448,7 +457,16 @@ impl<R: HostTransfer, L: KeyLayout> DeviceRouter<R, L> {
             aux,
             positions,
             with_bits,
+            counters,
         }
+    }
+
+    /// Every child's insert counters of a routed upsert batch (one read, after the queued kernels).
+    fn read_counters(&self, batch: &RoutedBatch) -> Vec<u32> {
+        let words = batch.starts.len() * ROUTED_COUNTERS;
+        let h = batch.counters.clone().expect("an upsert batch");
+        let bytes = self.client.read_one_unchecked(h);
+        u32::from_bytes(&bytes)[..words].to_vec()
     }
 
     /// Queues the gather of a routed find's answers into `out` and `bits` (zeroed) from position `at` of the
@@ -490,6 +508,13 @@ impl<R: HostTransfer, L: KeyLayout> DeviceRouter<R, L> {
         if let Some(p) = batch.positions {
             cache.give("route positions", p, batch.n.max(1) * 4);
         }
+        if let Some(h) = batch.counters {
+            cache.give(
+                "routed counters",
+                h,
+                batch.starts.len() * ROUTED_COUNTERS * 4,
+            );
+        }
     }
 }
 
@@ -508,7 +533,7 @@ impl<R: HostTransfer, L: KeyLayout, K: Key, V: Value> Router<K, V> for DeviceRou
         values: &[V],
         route: RouteMap<'_>,
         on_part: &mut dyn FnMut(&RoutedBatch) -> Result<()>,
-    ) -> Result<()> {
+    ) -> Result<Vec<u32>> {
         check_children(route)?;
         let (client, cache) = (&self.client, &self.cache);
         let mut trace = trace();
@@ -541,32 +566,47 @@ impl<R: HostTransfer, L: KeyLayout, K: Key, V: Value> Router<K, V> for DeviceRou
         )?;
         let (kh, vh) = (uploaded.remove(0), uploaded.remove(0));
         trace.mark(client, "route upsert: copied, claims done");
-        if let Some(index) = dedup
-            .sentinel(client)
-            .filter(|_| Router::<K, V>::checks_sentinel(self))
-        {
-            // The claims met the sentinel: nothing is routed or inserted.
-            dedup.release(cache);
+        // The last occurrences are counted per child, and the counts come back in one read with the claims'
+        // sentinel guard.
+        let mask = dedup.mark(client, cache);
+        let counts = self.zeroed_counts(route);
+        self.count(&kh, Some(&mask), n, (&entries, &counts), route);
+        let read = client.read(vec![counts, dedup.guard()]);
+        dedup.release(cache);
+        let give_inputs = |kh, vh, mask| {
             cache.give("route keys in", kh, n * kb);
             cache.give("route values in", vh, n * vb);
+            cache.give("dedup mask", mask, n * 4);
+        };
+        if let Some(index) =
+            Dedup::sentinel_of(&read[1]).filter(|_| Router::<K, V>::checks_sentinel(self))
+        {
+            // The claims met the sentinel: nothing is routed or inserted.
+            give_inputs(kh, vh, mask);
             return Err(hashtile_core::Error::SentinelKey { index });
         }
-        let mask = dedup.mark(client, cache);
-        dedup.release(cache);
+        let layout = layout_of(&read[0], route.children);
+        trace.mark(client, "route: counted, counts read");
         let batch = self.route_part(
             (&kh, Some(&vh), Some(&mask)),
             n,
             &entries,
-            None,
+            layout,
             false,
             route,
         );
         let done = on_part(&batch);
+        // One read settles every child the batch queued.
+        let counters = done
+            .as_ref()
+            .map_or_else(|_| Vec::new(), |_| self.read_counters(&batch));
         self.give_back(batch);
-        cache.give("route keys in", kh, n * kb);
-        cache.give("route values in", vh, n * vb);
-        cache.give("dedup mask", mask, n * 4);
-        done
+        give_inputs(kh, vh, mask);
+        done.map(|_| counters)
+    }
+
+    fn counters(&self, batch: &RoutedBatch) -> Result<Vec<u32>> {
+        Ok(self.read_counters(batch))
     }
 
     fn find(
@@ -599,11 +639,13 @@ impl<R: HostTransfer, L: KeyLayout, K: Key, V: Value> Router<K, V> for DeviceRou
             },
         )?;
         let kh = uploaded.remove(0);
+        let layout = self.layout(counts, route.children);
+        trace.mark(client, "route: counted, counts read");
         let batch = self.route_part(
             (&kh, None, None),
             n,
             &entries,
-            Some(counts),
+            layout,
             bits.is_some(),
             route,
         );

@@ -58,7 +58,8 @@ mod residency;
 pub(crate) mod route;
 
 use crate::engine::{
-    Engine, Inserted, Rebuilt, RoutedBatch, Router, SplitSpec, bits_from, options_from_bits,
+    Engine, Inserted, ROUTED_COUNTERS, Rebuilt, RoutedBatch, Router, SplitSpec, bits_from,
+    options_from_bits,
 };
 use crate::gpu::routing::MAX_ROUTED_CHILDREN;
 use crate::select::{Backend, BackendChoice, is_available, resolve};
@@ -656,37 +657,49 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
             let mut queued: Vec<usize> = Vec::new();
             let mut on_host: Vec<Batch<K, V>> = Vec::new();
             let route = dir.route_map(children);
+            // Diagnosis (HASHTILE_TRACE): when the partition reached the children, and when they were queued.
+            let mut part_at: Vec<std::time::Instant> = Vec::new();
             let mut on_part = |batch: &RoutedBatch| -> Result<()> {
-                let wanted = (0..children).filter(|&c| batch.counts[c] > 0);
-                for c in self.visit_order(wanted) {
-                    let n = batch.counts[c];
-                    if later[c]
-                        || !self.meta[c].stash.is_empty()
-                        || self.load(c) + pending[c] + n > limit
-                    {
-                        later[c] = true;
-                        let (k, v) = router.download(batch, c)?;
-                        on_host.push((k, v));
-                        continue;
-                    }
-                    if !self.children[c].is_resident() {
-                        self.settle_queued(&mut queued, &mut pending, failed)?;
-                    }
-                    self.admit(c, &[])?;
-                    self.children[c].upsert_routed(batch, c)?;
-                    if pending[c] == 0 {
+                part_at.push(std::time::Instant::now());
+                let mut queue = || -> Result<()> {
+                    let wanted = (0..children).filter(|&c| batch.counts[c] > 0);
+                    for c in self.visit_order(wanted) {
+                        let n = batch.counts[c];
+                        if later[c]
+                            || !self.meta[c].stash.is_empty()
+                            || self.load(c) + pending[c] + n > limit
+                        {
+                            later[c] = true;
+                            let (k, v) = router.download(batch, c)?;
+                            on_host.push((k, v));
+                            continue;
+                        }
+                        if !self.children[c].is_resident() && !queued.is_empty() {
+                            // Paging may page a queued child out: the queued ones settle first.
+                            let counters = router.counters(batch)?;
+                            self.settle_queued(&mut queued, &mut pending, failed, &counters)?;
+                        }
+                        self.admit(c, &[])?;
+                        self.children[c].upsert_routed(batch, c)?;
                         queued.push(c);
+                        pending[c] += n;
                     }
-                    pending[c] += n;
+                    Ok(())
+                };
+                let done = queue();
+                if done.is_err() && !queued.is_empty() {
+                    // What was queued settles even when a part failed (the children's counts stay right).
+                    let counters = router.counters(batch)?;
+                    self.settle_queued(&mut queued, &mut pending, failed, &counters)?;
                 }
-                Ok(())
+                part_at.push(std::time::Instant::now());
+                done
             };
             let routed = router.upsert(&keys[start..end], &values[start..end], route, &mut on_part);
-            trace.lap("routed, children queued");
-            // Settle what was queued even when a part failed (the children's counters stay consistent).
-            let settled = self.settle_queued(&mut queued, &mut pending, failed);
-            routed?;
-            settled?;
+            trace.split(&part_at, &["copied and routed", "children queued"]);
+            let counters = routed?;
+            trace.lap("counters read");
+            self.settle_queued(&mut queued, &mut pending, failed, &counters)?;
             trace.lap("children settled");
             if !on_host.is_empty() {
                 // Routed again on the host, in part order: a split of one child while inserting its first
@@ -703,20 +716,22 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
         Ok(())
     }
 
-    /// Settles the routed upserts queued on `queued` (emptied; `pending` zeroed for them), then keeps what
-    /// each could not place.
+    /// Settles the routed upserts queued on `queued` (emptied; `pending` zeroed for them) from the batch's
+    /// `counters` as read back ([`ROUTED_COUNTERS`] words per child), then keeps what each could not place.
     fn settle_queued(
         &mut self,
         queued: &mut Vec<usize>,
         pending: &mut [usize],
         failed: &mut Vec<(K, V)>,
+        counters: &[u32],
     ) -> Result<()> {
         // Every queued child settles, even after one fails, so that none is left with work in flight.
         let mut settled = Vec::with_capacity(queued.len());
         let mut first_error = None;
         for c in queued.drain(..) {
             pending[c] = 0;
-            match self.children[c].settle_routed() {
+            let words = &counters[c * ROUTED_COUNTERS..(c + 1) * ROUTED_COUNTERS];
+            match self.children[c].settle_routed(words) {
                 Ok(inserted) => settled.push((c, inserted)),
                 Err(e) => {
                     first_error.get_or_insert(e);
@@ -1503,6 +1518,20 @@ impl Trace {
             let t = self.at.elapsed().as_secs_f64();
             self.at = std::time::Instant::now();
             match self.laps.iter_mut().find(|l| l.0 == what) {
+                Some(l) => l.1 += t,
+                None => self.laps.push((what, t)),
+            }
+        }
+    }
+    /// Laps ending at `marks` (the last at most `names.len()` of them, paired in order), from the last lap.
+    fn split(&mut self, marks: &[std::time::Instant], names: &[&'static str]) {
+        if !self.on || marks.len() < names.len() {
+            return;
+        }
+        for (m, what) in marks[marks.len() - names.len()..].iter().zip(names) {
+            let t = m.saturating_duration_since(self.at).as_secs_f64();
+            self.at = *m;
+            match self.laps.iter_mut().find(|l| l.0 == *what) {
                 Some(l) => l.1 += t,
                 None => self.laps.push((what, t)),
             }
