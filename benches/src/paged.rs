@@ -60,6 +60,8 @@ pub struct PagedSetup {
     pub placements: Vec<Placement>,
     /// Hash-routed batches are partitioned on the host (`PagedConfig::device_routing` off).
     pub host_routing: bool,
+    /// `PagedConfig::in_place_children`.
+    pub in_place_children: usize,
     pub out_dir: String,
 }
 
@@ -129,6 +131,7 @@ fn paged_config(
         })
         .budget(DeviceBudget::Children(budget))
         .device_routing(!s.host_routing)
+        .in_place_children(s.in_place_children)
 }
 
 /// Inserts keys `0..n` in batches of `b` (generated outside the timed region) with `insert` (a paged or a
@@ -335,29 +338,56 @@ fn residency(s: &PagedSetup) -> Result<bool, String> {
             points: find_pts,
         });
     }
-    // The plain static table of the same slots, in the same run.
+    // Every child resident against the plain static table of the same slots, in the same run and
+    // interleaved: fresh tables filled in turn, then finds in turn (the H100 host's copy rates drift within a
+    // run and between runs; interleaved runs see the same conditions). Medians of `runs` each.
+    let placement = s.placements[0];
     let slots = (s.child_mib << 20) as usize / 8 * c;
     let cfg = TableConfig::with_capacity(slots).backend(BackendChoice::Exactly(s.backend));
-    let mut plain: HashTable<Bcht, u32, u32> = HashTable::new(cfg).map_err(lib)?;
-    let secs = fill(n, b, |k, v| plain.insert(k, v))?;
-    let mut out = vec![0u32; q.len()];
-    let mut times = Vec::new();
-    for _ in 0..s.runs {
-        let t0 = Instant::now();
-        plain.find_into(&q, &mut out).map_err(lib)?;
-        times.push(t0.elapsed().as_secs_f64());
+    let (mut paged_ins, mut plain_ins) = (Vec::new(), Vec::new());
+    let mut tables = None;
+    for _ in 0..s.runs.max(1) {
+        drop(tables.take()); // the previous run's tables are freed first
+        let mut paged: PagedTable<Bcht, u32, u32> =
+            PagedTable::new(paged_config(s, placement, c, c)).map_err(lib)?;
+        paged_ins.push(fill(n, b, |k, v| paged.insert(k, v))?);
+        let mut plain: HashTable<Bcht, u32, u32> = HashTable::new(cfg.clone()).map_err(lib)?;
+        plain_ins.push(fill(n, b, |k, v| plain.insert(k, v))?);
+        all_ok &= paged.len() == n && plain.len() == n;
+        tables = Some((paged, plain));
     }
-    let find_s = crate::median(&mut times);
-    let fok = answers_ok(&q, &out, n) && plain.len() == n;
-    all_ok &= fok;
-    for (op, keys, secs) in [("insert", n, secs), ("find", q.len(), find_s)] {
+    let (mut paged, plain) = tables.expect("at least one run");
+    let (mut paged_find, mut plain_find) = (Vec::new(), Vec::new());
+    let (mut paged_out, mut plain_out) = (vec![0u32; q.len()], vec![0u32; q.len()]);
+    for _ in 0..s.runs.max(1) {
+        let (secs, ok) = find_timed(&mut paged, &q, n, &mut paged_out)?;
+        paged_find.push(secs);
+        all_ok &= ok;
+        let t0 = Instant::now();
+        plain.find_into(&q, &mut plain_out).map_err(lib)?;
+        plain_find.push(t0.elapsed().as_secs_f64());
+        all_ok &= answers_ok(&q, &plain_out, n);
+    }
+    let med = |v: &mut Vec<f64>| crate::median(v);
+    let rows = [
+        ("paged (interleaved)", "insert", n, med(&mut paged_ins)),
+        ("plain", "insert", n, med(&mut plain_ins)),
+        ("paged (interleaved)", "find", q.len(), med(&mut paged_find)),
+        ("plain", "find", q.len(), med(&mut plain_find)),
+    ];
+    for (table, op, keys, secs) in rows {
+        let paged_row = table != "plain";
         csv_line(
             &mut csv,
             &[
-                "plain".into(),
-                "-".into(),
-                "1".into(),
-                "1".into(),
+                table.into(),
+                if paged_row {
+                    format!("{placement:?}")
+                } else {
+                    "-".into()
+                },
+                if paged_row { c.to_string() } else { "1".into() },
+                if paged_row { c.to_string() } else { "1".into() },
                 op.into(),
                 keys.to_string(),
                 format!("{secs:.4}"),
@@ -366,21 +396,32 @@ fn residency(s: &PagedSetup) -> Result<bool, String> {
                 "0".into(),
                 format!("{pinned:.2}"),
                 "0".into(),
-                fok.to_string(),
+                all_ok.to_string(),
             ],
         );
-        series.push(Series {
-            name: format!("plain table {op}"),
-            points: [c / 4, c]
-                .iter()
-                .map(|&x| (x.max(1) as f64, Some(keys as f64 / secs / 1e6)))
-                .collect(),
-        });
+        if !paged_row {
+            series.push(Series {
+                name: format!("plain table {op}"),
+                points: [c / 4, c]
+                    .iter()
+                    .map(|&x| (x.max(1) as f64, Some(keys as f64 / secs / 1e6)))
+                    .collect(),
+            });
+        }
     }
+    let rate = |i: usize| rows[i].2 as f64 / rows[i].3 / 1e6;
     eprintln!(
         "  plain table: insert {:.1} M keys/s, find {:.1} M keys/s; pinned ceiling {pinned:.1} GB/s",
-        n as f64 / secs / 1e6,
-        q.len() as f64 / find_s / 1e6
+        rate(1),
+        rate(3)
+    );
+    eprintln!(
+        "  {placement:?}, all {c} resident, interleaved with the plain table ({} runs, medians): insert {:.1} M keys/s ({:.3}x), find {:.1} M keys/s ({:.3}x)",
+        s.runs.max(1),
+        rate(0),
+        rate(0) / rate(1),
+        rate(2),
+        rate(2) / rate(3)
     );
     let fig = one_panel(
         format!(

@@ -19,13 +19,15 @@
 //! A find batch is counted chunk by chunk as it lands, scattered the same way (remembering each key's routed
 //! position), looked up child by child, and gathered back by [`route_gather_kernel`].
 
-use super::host_path::{BatchSizes, CHUNK_ALIGN, Dedup, DeviceCache, Trace};
+use super::host_path::{self, BatchSizes, CHUNK_ALIGN, Dedup, DeviceCache, Trace};
 use super::layout::{KeyLayout, bytes_of, bytes_of_mut, same_words_mut, words_of};
 use super::paging::route_hash;
 use super::transfer::HostTransfer;
-use super::upsert::MASK_NEW;
+use super::upsert::{MASK_NEW, MASK_ROUTED};
 use super::{CUBE_SIZE, cube_count, fill_u32};
-use crate::engine::{ROUTED_COUNTERS, RouteMap, RoutedBatch, Router};
+use crate::engine::{
+    InPlaceChunk, InPlaceUpsert, InPlaceUpserted, ROUTED_COUNTERS, RouteMap, RoutedBatch, Router,
+};
 use cubecl::prelude::*;
 use cubecl::server::Handle;
 use hashtile_core::{Element, Key, Result, Value};
@@ -44,7 +46,12 @@ pub const MAX_ROUTED_CHILDREN: usize = 4096;
 
 /// The child of a key under the route directory (`paged::route::Directory::child_of`, on the device).
 #[cube]
-fn route_child<L: KeyLayout>(key: L::Key, entries: &Array<u32>, seed: u64, depth: u32) -> u32 {
+pub(super) fn route_child<L: KeyLayout>(
+    key: L::Key,
+    entries: &Array<u32>,
+    seed: u64,
+    depth: u32,
+) -> u32 {
     let h = route_hash(L::key_bits(key), seed);
     let mut e = 0u64;
     if depth > 0u32 {
@@ -95,17 +102,19 @@ fn zero_counters(hist: &SharedMemory<Atomic<u32>>, t: usize, w: usize) {
 
 /// Counts keys per child into `counts` (`width` counters, zeroed before the first launch; launches over
 /// several chunks add up). With `masked`, only keys whose `mask` is [`MASK_NEW`] count (an upsert's last
-/// occurrences).
+/// occurrences); with `code` too, each such key's mask becomes [`MASK_ROUTED`] + its child (an upsert in
+/// place: each child's launches select their keys by it).
 #[cube(launch_unchecked)]
 #[allow(clippy::too_many_arguments)]
 pub fn route_count_kernel<L: KeyLayout>(
     keys: &Array<L::Key>,
-    mask: &Array<u32>,
+    mask: &mut Array<u32>,
     entries: &Array<u32>,
     counts: &Array<Atomic<u32>>,
     seed: u64,
     depth: u32,
     #[comptime] masked: bool,
+    #[comptime] code: bool,
     #[comptime] width: u32,
 ) {
     let t = UNIT_POS as usize;
@@ -115,9 +124,13 @@ pub fn route_count_kernel<L: KeyLayout>(
     let first = CUBE_POS * TILE + t;
     #[unroll]
     for k in 0..PER_UNIT {
-        let c = routed_child::<L>(keys, mask, entries, first + k * CUBE, seed, depth, masked);
+        let pos = first + k * CUBE;
+        let c = routed_child::<L>(keys, mask, entries, pos, seed, depth, masked);
         if c != NO_CHILD {
             hist[c as usize].fetch_add(1u32);
+            if comptime!(code) {
+                mask[pos] = MASK_ROUTED + c;
+            }
         }
     }
     sync_cube();
@@ -296,11 +309,12 @@ impl<R: HostTransfer, L: KeyLayout> DeviceRouter<R, L> {
         counts
     }
 
-    /// Queues the count of `n` keys (with `mask`: those marked [`MASK_NEW`]).
+    /// Queues the count of `n` keys (with `mask`: those marked [`MASK_NEW`], and with `code`, their mask set
+    /// to [`MASK_ROUTED`] + child).
     fn count(
         &self,
         keys: &Handle,
-        mask: Option<&Handle>,
+        (mask, code): (Option<&Handle>, bool),
         n: usize,
         (entries, counts): (&Handle, &Handle),
         route: RouteMap<'_>,
@@ -321,6 +335,7 @@ impl<R: HostTransfer, L: KeyLayout> DeviceRouter<R, L> {
                 route.seed,
                 route.depth,
                 mask.is_some(),
+                code,
                 w,
             )
         }
@@ -570,7 +585,7 @@ impl<R: HostTransfer, L: KeyLayout, K: Key, V: Value> Router<K, V> for DeviceRou
         // sentinel guard.
         let mask = dedup.mark(client, cache);
         let counts = self.zeroed_counts(route);
-        self.count(&kh, Some(&mask), n, (&entries, &counts), route);
+        self.count(&kh, (Some(&mask), false), n, (&entries, &counts), route);
         let read = client.read(vec![counts, dedup.guard()]);
         dedup.release(cache);
         let give_inputs = |kh, vh, mask| {
@@ -635,7 +650,7 @@ impl<R: HostTransfer, L: KeyLayout, K: Key, V: Value> Router<K, V> for DeviceRou
             self.sizes.chunk * kb,
             &mut |_, off, len, h| {
                 let chunk = h.clone().offset_start(off as u64);
-                self.count(&chunk, None, len / kb, (&entries, &counts), route);
+                self.count(&chunk, (None, false), len / kb, (&entries, &counts), route);
             },
         )?;
         let kh = uploaded.remove(0);
@@ -681,6 +696,190 @@ impl<R: HostTransfer, L: KeyLayout, K: Key, V: Value> Router<K, V> for DeviceRou
         trace.mark(client, "route find: answers copied out");
         cache.give("route out", oh, n * vb);
         Ok(())
+    }
+
+    fn upsert_in_place(
+        &self,
+        keys: &[K],
+        values: &[V],
+        route: RouteMap<'_>,
+        fits: &mut dyn FnMut(&[usize]) -> bool,
+        on_chunk: &mut dyn FnMut(&InPlaceUpsert) -> Result<()>,
+    ) -> Result<Option<InPlaceUpserted>> {
+        check_children(route)?;
+        let (client, cache) = (&self.client, &self.cache);
+        let mut trace = trace();
+        let (kb, vb) = widths::<L>();
+        let n = keys.len();
+        let k = words_of::<K, L::Key>(keys);
+        let v = words_of::<V, L::Value>(values);
+        let entries = client.create_from_slice(bytes_of(route.entries));
+        let chunk_keys = self.sizes.chunk;
+        // Each key chunk gets a duplicate pass of its own as it lands (a segment: its scratch table stays in the
+        // L2 cache), then its kept keys are counted per child and marked with their child.
+        let dedup = Dedup::new(client, cache, n.min(chunk_keys), kb == 8);
+        let mask = cache.take(client, "dedup mask", n * 4);
+        let counts = self.zeroed_counts(route);
+        let mut uploaded = R::upload_chunked(
+            client,
+            &self.stager,
+            &[bytes_of(&k)],
+            &[cache.take(client, "route keys in", n * kb)],
+            chunk_keys * kb,
+            &mut |_, off, len, h| {
+                let (base, m) = (off / kb, len / kb);
+                dedup.segment(client, h, base, m, &mask);
+                let chunk = h.clone().offset_start(off as u64);
+                let mk = mask.clone().offset_start((base * 4) as u64);
+                self.count(&chunk, (Some(&mk), true), m, (&entries, &counts), route);
+            },
+        )?;
+        let kh = uploaded.remove(0);
+        // One read: the counts and the claims' sentinel guard.
+        let read = client.read(vec![counts, dedup.guard()]);
+        dedup.release(cache);
+        trace.mark(
+            client,
+            "in place: keys copied, segments planned and counted",
+        );
+        let give_keys = |kh, mask| {
+            cache.give("route keys in", kh, n * kb);
+            cache.give("dedup mask", mask, n * 4);
+        };
+        if let Some(index) =
+            Dedup::sentinel_of(&read[1]).filter(|_| Router::<K, V>::checks_sentinel(self))
+        {
+            give_keys(kh, mask);
+            return Err(hashtile_core::Error::SentinelKey { index });
+        }
+        let counts: Vec<usize> = u32::from_bytes(&read[0])[..route.children]
+            .iter()
+            .map(|&c| c as usize)
+            .collect();
+        if !fits(&counts) {
+            give_keys(kh, mask);
+            return Ok(None);
+        }
+        let words = route.children * ROUTED_COUNTERS;
+        let counters = cache.take(client, "routed counters", words * 4);
+        fill_u32(client, &counters, words, 0);
+        let mut queued = Ok(());
+        let uploaded = R::upload_chunked(
+            client,
+            &self.stager,
+            &[bytes_of(&v)],
+            &[cache.take(client, "route values in", n * vb)],
+            chunk_keys * vb,
+            &mut |_, off, len, h| {
+                if queued.is_err() {
+                    return;
+                }
+                let base = off / vb;
+                let chunk = InPlaceUpsert {
+                    keys: kh.clone().offset_start((base * kb) as u64),
+                    values: h.clone().offset_start(off as u64),
+                    mask: mask.clone().offset_start((base * 4) as u64),
+                    n: len / vb,
+                    first: base == 0,
+                    counters: counters.clone(),
+                };
+                queued = on_chunk(&chunk);
+            },
+        );
+        // The counters are read (waiting for every queued launch) even when a copy or a child failed, so that
+        // what was queued settles.
+        let read = u32::from_bytes(&client.read_one_unchecked(counters.clone()))[..words].to_vec();
+        trace.mark(
+            client,
+            "in place: values copied, children's segments inserted",
+        );
+        give_keys(kh, mask);
+        cache.give("routed counters", counters, words * 4);
+        // A failed copy is reported like a failed child: what was queued before it settles.
+        match uploaded {
+            Ok(hs) => hs
+                .into_iter()
+                .for_each(|h| cache.give("route values in", h, n * vb)),
+            Err(e) => queued = queued.and(Err(e)),
+        }
+        Ok(Some(InPlaceUpserted {
+            counts,
+            counters: read,
+            queued,
+        }))
+    }
+
+    fn find_in_place(
+        &self,
+        keys: &[K],
+        route: RouteMap<'_>,
+        on_chunk: &mut dyn FnMut(&InPlaceChunk) -> Result<()>,
+        out: &mut [V],
+        bits: Option<&mut [u32]>,
+    ) -> Result<()> {
+        let (kb, vb) = widths::<L>();
+        let k = words_of::<K, L::Key>(keys);
+        let entries = self.client.create_from_slice(bytes_of(route.entries));
+        // The chunk callback of the host path's find is `Fn`: the first child error stops later launches and
+        // is returned once the copies are done.
+        let on_chunk = std::cell::RefCell::new(on_chunk);
+        let failed = std::cell::RefCell::new(None);
+        let launch = |kh: &Handle, oh: &Handle, bh: Option<&Handle>, n: usize| {
+            if failed.borrow().is_some() {
+                return;
+            }
+            let chunk = InPlaceChunk {
+                keys: kh.clone(),
+                out: oh.clone(),
+                bits: bh.cloned(),
+                n,
+                entries: entries.clone(),
+                entries_len: route.entries.len(),
+                seed: route.seed,
+                depth: route.depth,
+            };
+            if let Err(e) = (on_chunk.borrow_mut())(&chunk) {
+                *failed.borrow_mut() = Some(e);
+            }
+        };
+        let (client, stager, cache) = (&self.client, &*self.stager, &self.cache);
+        let copied = match same_words_mut::<V, L::Value>(out) {
+            Some(o) => host_path::find::<R>(
+                client,
+                stager,
+                cache,
+                bytes_of(&k),
+                kb,
+                bytes_of_mut(o),
+                vb,
+                bits,
+                self.sizes,
+                launch,
+            ),
+            None => {
+                let mut wide = vec![L::Value::default(); keys.len()];
+                let copied = host_path::find::<R>(
+                    client,
+                    stager,
+                    cache,
+                    bytes_of(&k),
+                    kb,
+                    bytes_of_mut(&mut wide),
+                    vb,
+                    bits,
+                    self.sizes,
+                    launch,
+                );
+                for (o, w) in out.iter_mut().zip(&wide) {
+                    *o = V::narrow(w.widen());
+                }
+                copied
+            }
+        };
+        match failed.into_inner() {
+            Some(e) => Err(e),
+            None => copied,
+        }
     }
 
     fn download(&self, batch: &RoutedBatch, c: usize) -> Result<(Vec<K>, Vec<V>)> {
