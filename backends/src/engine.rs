@@ -130,19 +130,6 @@ pub trait Engine<K: Key, V: Value>: Send + Sync {
     fn find_routed(&self, _batch: &RoutedBatch, _c: usize) -> Result<()> {
         Err(no_device_batches())
     }
-    /// Queues the lookup of the keys of a chunk looked up in place ([`Router::find_in_place`]) that the route
-    /// sends to child `c` (this table), writing their answers at their own positions of the chunk's buffers.
-    fn find_in_place(&self, _chunk: &InPlaceChunk, _c: usize) -> Result<()> {
-        Err(no_device_batches())
-    }
-    /// Queues child `c`'s share of a chunk of an upsert in place ([`Router::upsert_in_place`]): its keys (mask
-    /// `MASK_ROUTED + c`) that the table holds are updated in place by the classify pass, the others inserted,
-    /// counting into the chunk's counters of child `c`. The batch's first chunk needs the table settled and
-    /// brings `ops`, the child's new keys in the batch at most (the caller has checked that they fit); later
-    /// chunks of the batch follow it; [`Engine::settle_routed`] settles the batch.
-    fn upsert_in_place(&mut self, _chunk: &InPlaceUpsert, _c: usize, _ops: usize) -> Result<()> {
-        Err(no_device_batches())
-    }
 }
 
 fn no_device_batches() -> Error {
@@ -187,8 +174,9 @@ pub struct RoutedBatch {
     pub values: Handle,
     /// See `values`.
     pub aux: Handle,
-    /// Finds: the routed position of each input key.
-    pub positions: Option<Handle>,
+    /// The routed position of each input key (upserts: of each kept key; the router scatters the values
+    /// there as they land, and finds' answers are gathered from there).
+    pub positions: Handle,
     /// Finds: presence bits are wanted (else `aux` is unused and the children look values up only).
     pub with_bits: bool,
     /// Upserts: [`ROUTED_COUNTERS`] zeroed insert counters per child, child after child.
@@ -210,7 +198,8 @@ impl RoutedBatch {
     }
     /// Child `c`'s insert counters (upserts).
     pub fn counters_of(&self, c: usize) -> Handle {
-        counters_of(self.counters.as_ref().expect("an upsert batch"), c)
+        let all = self.counters.clone().expect("an upsert batch");
+        all.offset_start((c * ROUTED_COUNTERS * 4) as u64)
     }
     /// Child `c`'s part of the insert mask (one `u32` per key) or of the presence bits (one bit per key; parts
     /// start on a multiple of 2048 keys, so on a whole word).
@@ -222,69 +211,6 @@ impl RoutedBatch {
         };
         self.aux.clone().offset_start(bytes as u64)
     }
-}
-
-/// One copy chunk of a find batch looked up in place ([`Router::find_in_place`]): nothing is partitioned; each
-/// child's lookup runs over the whole chunk and answers only the keys routed to it, at their own positions, so
-/// the children's launches together answer every key.
-pub struct InPlaceChunk {
-    /// The chunk's keys.
-    pub keys: Handle,
-    /// Its answers: the value, or all ones.
-    pub out: Handle,
-    /// Its presence bits (zeroed; a chunk starts on a whole word), when wanted.
-    pub bits: Option<Handle>,
-    /// Keys in the chunk.
-    pub n: usize,
-    /// The route directory's entries on the device ([`RouteMap::entries`]), and their number.
-    pub entries: Handle,
-    /// See `entries`.
-    pub entries_len: usize,
-    /// Route seed ([`RouteMap::seed`]).
-    pub seed: u64,
-    /// Route depth ([`RouteMap::depth`]).
-    pub depth: u32,
-}
-
-/// One copy chunk of an upsert batch inserted in place ([`Router::upsert_in_place`]): nothing is partitioned;
-/// each child's launches run over the whole chunk and select the keys whose mask is `MASK_ROUTED + c`.
-pub struct InPlaceUpsert {
-    /// The chunk's keys.
-    pub keys: Handle,
-    /// The chunk's values.
-    pub values: Handle,
-    /// The chunk's mask: `MASK_ROUTED + c` for each new key (its copy chunk's last occurrence) of child `c`.
-    pub mask: Handle,
-    /// Keys in the chunk.
-    pub n: usize,
-    /// The batch's first chunk (a later one may repeat keys of earlier chunks: each child's classify pass turns
-    /// them into updates).
-    pub first: bool,
-    /// Every child's insert counters ([`ROUTED_COUNTERS`] words each, child after child).
-    pub counters: Handle,
-}
-
-impl InPlaceUpsert {
-    /// Child `c`'s insert counters.
-    pub fn counters_of(&self, c: usize) -> Handle {
-        counters_of(&self.counters, c)
-    }
-}
-
-/// Child `c`'s share of a batch's insert counters ([`ROUTED_COUNTERS`] words per child).
-fn counters_of(all: &Handle, c: usize) -> Handle {
-    all.clone().offset_start((c * ROUTED_COUNTERS * 4) as u64)
-}
-
-/// What [`Router::upsert_in_place`] did once it inserted anything.
-pub struct InPlaceUpserted {
-    /// Each child's new keys in the batch at most (the counts `fits` accepted).
-    pub counts: Vec<usize>,
-    /// The batch's insert counters, read back once after every chunk ([`ROUTED_COUNTERS`] words per child):
-    /// settle each child that was queued with its words.
-    pub counters: Vec<u32>,
-    /// The first error of `on_chunk` (the children queued before it still settle from `counters`).
-    pub queued: Result<()>,
 }
 
 /// Moves host batches to the device partitioned by child, and finds' answers back (hash-routed paged tables on
@@ -324,37 +250,6 @@ pub trait Router<K: Key, V: Value>: Send + Sync {
         out: &mut [V],
         bits: Option<&mut [u32]>,
     ) -> Result<()>;
-    /// Looks a find batch up **in place**, for tables whose children are all resident: the keys are copied in
-    /// chunks and, as each chunk lands, `on_chunk` queues every child's [`Engine::find_in_place`] on it (the
-    /// next chunk's copy overlaps them, as in a plain table's find); then the answers are copied out as
-    /// [`Router::find`] gives them. No partition, no count read-back, no gather: each child's launch reads the
-    /// whole chunk and skips the keys routed elsewhere, so the device work grows with the children (one launch
-    /// per child and chunk) while the copies stay those of a plain table.
-    fn find_in_place(
-        &self,
-        keys: &[K],
-        route: RouteMap<'_>,
-        on_chunk: &mut dyn FnMut(&InPlaceChunk) -> Result<()>,
-        out: &mut [V],
-        bits: Option<&mut [u32]>,
-    ) -> Result<()>;
-    /// Upserts a batch **in place**, for tables whose children are all resident and hold nothing in their
-    /// stashes: the keys are copied in chunks, and as each lands it gets the host path's duplicate pass of its
-    /// own (a segment) and its kept keys are counted per child and marked with their child (`MASK_ROUTED +
-    /// c`). The counts (each child's new keys at most) come back in one read with the sentinel guard, and
-    /// `fits(counts)` decides: `false` leaves every table unchanged and returns `Ok(None)` (the caller
-    /// partitions the batch instead). Then the values are copied in chunks, and as each lands `on_chunk`
-    /// queues the children's [`Engine::upsert_in_place`] on it (the next chunk's copy overlaps them, as in a
-    /// plain table's upsert). A key repeated in a later chunk is an update there. Refuses a batch holding the
-    /// sentinel (when [`Router::checks_sentinel`]) before anything is inserted.
-    fn upsert_in_place(
-        &self,
-        keys: &[K],
-        values: &[V],
-        route: RouteMap<'_>,
-        fits: &mut dyn FnMut(&[usize]) -> bool,
-        on_chunk: &mut dyn FnMut(&InPlaceUpsert) -> Result<()>,
-    ) -> Result<Option<InPlaceUpserted>>;
     /// Child `c`'s part of a routed upsert, copied out.
     fn download(&self, batch: &RoutedBatch, c: usize) -> Result<(Vec<K>, Vec<V>)>;
 }

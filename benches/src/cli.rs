@@ -80,10 +80,6 @@ pub struct PagedArgs {
     /// Partition hash-routed batches on the host instead of the device (the A/B of the device routing).
     #[arg(long)]
     pub host_routing: bool,
-    /// Device-routed finds look up in place when every child is resident and there are at most this many
-    /// children (`PagedConfig::in_place_children`; 0: always partition, the A/B).
-    #[arg(long, default_value_t = hashtile::paged::IN_PLACE_CHILDREN)]
-    pub in_place_children: usize,
     /// Children of the `residency` and `skew` tables (a power of two, at least 4).
     #[arg(long, default_value_t = 16)]
     pub children: usize,
@@ -160,7 +156,6 @@ pub fn paged(a: PagedArgs) -> Result<crate::paged::PagedSetup, String> {
             })
             .collect(),
         host_routing: a.host_routing,
-        in_place_children: a.in_place_children,
         out_dir: a.out_dir,
     })
 }

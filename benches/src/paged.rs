@@ -60,8 +60,6 @@ pub struct PagedSetup {
     pub placements: Vec<Placement>,
     /// Hash-routed batches are partitioned on the host (`PagedConfig::device_routing` off).
     pub host_routing: bool,
-    /// `PagedConfig::in_place_children`.
-    pub in_place_children: usize,
     pub out_dir: String,
 }
 
@@ -131,7 +129,6 @@ fn paged_config(
         })
         .budget(DeviceBudget::Children(budget))
         .device_routing(!s.host_routing)
-        .in_place_children(s.in_place_children)
 }
 
 /// Inserts keys `0..n` in batches of `b` (generated outside the timed region) with `insert` (a paged or a

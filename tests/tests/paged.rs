@@ -850,16 +850,14 @@ fn random_rounds_with_tombstones_and_paging() {
     }
 }
 
-/// Device-routed batches with every child resident go in place (each child's launches on every copy chunk
-/// select the keys routed to it): finds answer at the keys' own positions, upserts insert each chunk's kept
-/// keys child by child (a key repeated in a later chunk is an update there). Against the oracle and against
-/// the same batches into a table that partitions (`in_place_children(0)`) and one routed on the host, for
-/// packed pairs, wide pairs (widened keys; narrowed values), several device batches and copy chunks per call
-/// with repeats across them, updates of stored keys, and children whose stashes hold pairs (their keys are
-/// answered on the host after the device lookup; their upserts are partitioned). The in-place paths must have
-/// run (`PagingStats::{finds_in_place, upserts_in_place}`).
+/// Device-routed batches against the same batches routed on the host and against the oracle: upserts whose
+/// keys are routed while their values are still being copied (several copy chunks per device batch, repeats
+/// across chunks, updates of stored keys), finds pipelined in parts (every child resident: many parts per
+/// call, two buffer sets in turn), for packed pairs, wide pairs (widened keys; narrowed values) and children
+/// whose stashes hold pairs (their keys answered on the host after the device lookup, from the presence
+/// bits). A batch holding the sentinel in a later copy chunk is refused with the table unchanged.
 #[test]
-fn batches_in_place_agree_with_partitions() {
+fn device_routing_agrees_with_host_routing() {
     fn run<S: SchemeInfo, K: Key, V: Value>(backend: Backend, stash: bool) {
         let what = format!(
             "{backend} {} {}->{}-bit{}",
@@ -868,14 +866,13 @@ fn batches_in_place_agree_with_partitions() {
             V::BITS,
             if stash { ", stashes" } else { "" }
         );
-        let make = |in_place: usize, device: bool| {
+        let make = |device: bool| {
             let mut cfg = PagedConfig::with_child_slots(if stash { 256 } else { 1 << 13 })
                 .backend(BackendChoice::Exactly(backend))
                 .placement(Placement::HashRouted)
                 .initial_children(8)
                 .batch_keys(4096)
-                .device_routing(device)
-                .in_place_children(in_place);
+                .device_routing(device);
             if stash {
                 // Short eviction chains at full load fill the stashes (room for 64 pairs each).
                 cfg = cfg
@@ -891,7 +888,7 @@ fn batches_in_place_agree_with_partitions() {
             }
             PagedTable::<S, K, V>::new(cfg).unwrap()
         };
-        let mut tables = [make(32, true), make(0, true), make(32, false)];
+        let mut tables = [make(true), make(false)];
         let mut oracle = HashMap::new();
         let mut rng = StdRng::seed_from_u64(11);
         let (n, range) = if stash { (600, 2500) } else { (12_000, 40_000) };
@@ -928,19 +925,31 @@ fn batches_in_place_agree_with_partitions() {
         }
         if stash {
             assert!(
-                tables[0].stash_len() > 0 && tables[0].children() <= 32,
-                "{what}: stashes hold pairs ({}) in at most 32 children ({})",
-                tables[0].stash_len(),
-                tables[0].children()
+                tables[0].stash_len() > 0,
+                "{what}: stashes hold pairs ({})",
+                tables[0].stash_len()
             );
         }
-        let (in_place, partitioned) = (tables[0].paging(), tables[1].paging());
-        assert!(in_place.finds_in_place > 0, "{what}: looked up in place");
-        assert!(in_place.upserts_in_place > 0, "{what}: upserted in place");
-        assert_eq!(partitioned.finds_in_place, 0, "{what}: partitioned finds");
-        assert_eq!(
-            partitioned.upserts_in_place, 0,
-            "{what}: partitioned upserts"
+        // One device batch (two copy chunks) with the sentinel in its second chunk.
+        let mut keys: Vec<K> = (0..4000u64).map(|i| K::narrow(range + 1000 + i)).collect();
+        keys[3000] = K::narrow(u64::MAX);
+        let values = vec![V::narrow(5); keys.len()];
+        for (i, t) in tables.iter_mut().enumerate() {
+            let len = t.len();
+            assert!(
+                matches!(
+                    t.insert(&keys, &values),
+                    Err(Error::SentinelKey { index: 3000 })
+                ),
+                "{what}, table {i}: sentinel refused"
+            );
+            assert_eq!(t.len(), len, "{what}, table {i}: unchanged");
+        }
+        check(
+            &mut tables[0],
+            &oracle,
+            &keys[..4],
+            &format!("{what}: after the sentinel"),
         );
     }
     for backend in [Backend::Vulkan, Backend::Cuda] {
@@ -951,71 +960,5 @@ fn batches_in_place_agree_with_partitions() {
         run::<Iht, u32, u64>(backend, false);
         run::<Iht, u64, u32>(backend, false);
         run::<Cht1, u32, u32>(backend, true);
-    }
-}
-
-/// An upsert in place whose keys all route to one child that they would fill past its load: the device's
-/// counts refuse the batch after its keys were copied (the table unchanged), and it is partitioned instead, so
-/// the child splits. A sentinel in such a batch is refused with the table unchanged. Checked against the
-/// oracle after each batch.
-#[test]
-fn upserts_in_place_fall_back_when_a_child_would_overflow() {
-    for backend in [Backend::Vulkan, Backend::Cuda] {
-        if !present(backend) {
-            continue;
-        }
-        let cfg = PagedConfig::with_child_slots(4096)
-            .backend(BackendChoice::Exactly(backend))
-            .placement(Placement::HashRouted)
-            .initial_children(8)
-            .batch_keys(4096);
-        let mut t: PagedTable<Bcht, u32, u32> = PagedTable::new(cfg).unwrap();
-        let mut oracle = HashMap::new();
-        // Spread keys first: every batch in place.
-        let spread: Vec<u32> = (0..8000).collect();
-        t.insert(&spread, &spread).unwrap();
-        oracle.extend(spread.iter().map(|&k| (k, k)));
-        assert_eq!(
-            t.paging().upserts_in_place,
-            2,
-            "{backend}: spread batches in place"
-        );
-        check(&mut t, &oracle, &[1 << 30], &format!("{backend} spread"));
-        // 3000 keys of child 0, whose 4096 slots hold about 1000 at a limit of 0.8: looks likely by the share,
-        // refused by the counts.
-        let hot: Vec<u32> = (100_000u32..)
-            .filter(|&k| t.child_of(k) == Some(0))
-            .take(3000)
-            .collect();
-        let mut with_sentinel = hot.clone();
-        with_sentinel[1234] = u32::MAX;
-        let before = (t.children(), t.paging().upserts_in_place);
-        assert!(matches!(
-            t.insert(&with_sentinel, &with_sentinel),
-            Err(Error::SentinelKey { index: 1234 })
-        ));
-        assert_eq!((t.children(), t.paging().upserts_in_place), before);
-        check(
-            &mut t,
-            &oracle,
-            &[1 << 30],
-            &format!("{backend} sentinel refused"),
-        );
-        let values: Vec<u32> = hot.iter().map(|k| k ^ 7).collect();
-        t.insert(&hot, &values).unwrap();
-        oracle.extend(hot.iter().zip(&values).map(|(&k, &v)| (k, v)));
-        assert_eq!(
-            t.paging().upserts_in_place,
-            before.1,
-            "{backend}: the hot batch was partitioned"
-        );
-        assert!(t.children() > 8, "{backend}: child 0 split");
-        check(&mut t, &oracle, &[1 << 30], &format!("{backend} hot batch"));
-        // Updates of every key, in place again where the children have room.
-        let all: Vec<u32> = oracle.keys().copied().collect();
-        let values: Vec<u32> = all.iter().map(|k| k ^ 99).collect();
-        t.insert(&all, &values).unwrap();
-        oracle.extend(all.iter().zip(&values).map(|(&k, &v)| (k, v)));
-        check(&mut t, &oracle, &[1 << 30], &format!("{backend} updates"));
     }
 }

@@ -4,7 +4,6 @@
 
 use super::device_api::{ShapeScalars, meta_of, probe_bucket, tile_find};
 use super::layout::{KeyLayout, key_view};
-use super::routing::route_child;
 use cubecl::prelude::*;
 use hashtile_core::scheme::{NO_PAIR, ProbingScheme, action, blank_state};
 use hashtile_core::tile::{
@@ -389,11 +388,6 @@ pub mod found_mode {
 /// Bulk find in a table of layout `L`: `out[i]` = the value, or all ones when `keys[i]` is not in the table;
 /// presence also as flags or bits per `found_mode` (see [`found_mode`]). `table_values` as in
 /// [`insert_kernel`].
-///
-/// With `routed` (a paged table's child looking up a batch in place, `super::routing`), only the keys whose
-/// route (`route_entries`, `route_seed`, `route_depth`: the paged table's directory) is `route_to` are this
-/// table's: the others are inactive, and their `out` entries and presence bits are left to their own child's
-/// launch. Without it the route arguments are unused (dummies).
 #[allow(clippy::too_many_arguments)]
 #[cube(launch_unchecked)]
 pub fn find_kernel<S: ProbingScheme, L: KeyLayout>(
@@ -405,25 +399,17 @@ pub fn find_kernel<S: ProbingScheme, L: KeyLayout>(
     found_bits: &Array<Atomic<u32>>,
     shape: &ShapeScalars,
     probe_counters: &Array<Atomic<u32>>,
-    route_entries: &Array<u32>,
-    route_seed: u64,
-    route_depth: u32,
-    route_to: u32,
     #[comptime] bucket_size: u32,
     #[comptime] tile_width: u32,
     #[comptime] found_mode: u32,
     #[comptime] count_probes: bool,
-    #[comptime] routed: bool,
 ) {
     let meta = meta_of(shape);
     let pos = ABSOLUTE_POS;
-    let mut active = pos < keys.len();
+    let active = pos < keys.len();
     let mut key = L::Key::new(0);
     if active {
         key = keys[pos];
-        if comptime!(routed) {
-            active = route_child::<L>(key, route_entries, route_seed, route_depth) == route_to;
-        }
     }
     let r = tile_find::<S, L>(
         table,

@@ -570,43 +570,10 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
         } else {
             found_mode::NONE
         };
-        self.launch_find(keys, out, found, mode, n, None);
+        self.launch_find(keys, out, found, mode, n);
     }
 
-    /// Queues the classify pass (`upsert::classify_kernel`) over the keys marked `new`.
-    fn launch_classify(
-        &self,
-        keys: &Handle,
-        values: Option<&Handle>,
-        mask: &Handle,
-        n: usize,
-        new: u32,
-    ) {
-        // Without values the kernel never reads them: any one-element buffer stands in (not the table's own
-        // buffers, which are bound already: wgpu mis-binds a buffer bound twice in one launch).
-        let (vh, vlen) = values.map_or((self.dummy.clone(), 1), |v| (v.clone(), n));
-        // SAFETY: indices are bounded by `n` and by the table's shape.
-        unsafe {
-            upsert::classify_kernel::launch_unchecked::<S, L, R>(
-                &self.client,
-                cube_count(n),
-                CubeDim::new_1d(CUBE_SIZE),
-                ArrayArg::from_raw_parts(keys.clone(), n),
-                ArrayArg::from_raw_parts(vh, vlen),
-                ArrayArg::from_raw_parts(self.keys.clone(), self.capacity()),
-                ArrayArg::from_raw_parts(self.values.clone(), self.values_len),
-                ArrayArg::from_raw_parts(mask.clone(), n),
-                new,
-                self.shape_arg(),
-                self.bucket_size,
-                self.tile_width,
-                values.is_some(),
-            )
-        }
-    }
-
-    /// Queues the find kernel with presence reported per `mode` ([`found_mode`]) into `found`; with `routed`
-    /// (a chunk looked up in place, and this table's child index), only the keys routed to this table.
+    /// Queues the find kernel with presence reported per `mode` ([`found_mode`]) into `found`.
     fn launch_find(
         &self,
         keys: &Handle,
@@ -614,7 +581,6 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
         found: Option<&Handle>,
         mode: u32,
         n: usize,
-        routed: Option<(&crate::engine::InPlaceChunk, usize)>,
     ) {
         if n == 0 {
             return;
@@ -636,17 +602,7 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
         } else {
             (self.dummy.clone(), 1)
         };
-        let (entries, seed, depth, child) = match routed {
-            Some((chunk, c)) => (
-                (chunk.entries.clone(), chunk.entries_len),
-                chunk.seed,
-                chunk.depth,
-                c as u32,
-            ),
-            None => ((self.dummy.clone(), 1), 0, 0, 0),
-        };
-        // SAFETY: indices are bounded by `n` (the lengths of keys/out/found), by the table's shape and by the
-        // route directory (`2^depth` entries, indexed by the top `depth` bits of a hash).
+        // SAFETY: indices are bounded by `n` (the lengths of keys/out/found) and by the table's shape.
         unsafe {
             kernels::find_kernel::launch_unchecked::<S, L, R>(
                 &self.client,
@@ -660,15 +616,10 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
                 ArrayArg::from_raw_parts(bits, bits_len),
                 self.shape_arg(),
                 ArrayArg::from_raw_parts(probe_handle, probe_len),
-                ArrayArg::from_raw_parts(entries.0, entries.1),
-                seed,
-                depth,
-                child,
                 self.bucket_size,
                 self.tile_width,
                 mode,
                 self.count_probes,
-                routed.is_some(),
             )
         }
     }
@@ -938,7 +889,7 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
             vb,
             found,
             self.batch,
-            |kh, oh, bits, n| self.launch_find(kh, oh, bits, mode, n, None),
+            |kh, oh, bits, n| self.launch_find(kh, oh, bits, mode, n),
         )?;
         Ok(self.last_find_probes(keys.len()))
     }
@@ -1003,7 +954,26 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> BatchTable<R> for GpuTable
         &self.cache
     }
     fn classify(&self, keys: &Handle, values: Option<&Handle>, mask: &Handle, n: usize) {
-        self.launch_classify(keys, values, mask, n, upsert::MASK_NEW);
+        // Without values the kernel never reads them: any one-element buffer stands in (not the table's own
+        // buffers, which are bound already: wgpu mis-binds a buffer bound twice in one launch).
+        let (vh, vlen) = values.map_or((self.dummy.clone(), 1), |v| (v.clone(), n));
+        // SAFETY: indices are bounded by `n` and by the table's shape.
+        unsafe {
+            upsert::classify_kernel::launch_unchecked::<S, L, R>(
+                &self.client,
+                cube_count(n),
+                CubeDim::new_1d(CUBE_SIZE),
+                ArrayArg::from_raw_parts(keys.clone(), n),
+                ArrayArg::from_raw_parts(vh, vlen),
+                ArrayArg::from_raw_parts(self.keys.clone(), self.capacity()),
+                ArrayArg::from_raw_parts(self.values.clone(), self.values_len),
+                ArrayArg::from_raw_parts(mask.clone(), n),
+                self.shape_arg(),
+                self.bucket_size,
+                self.tile_width,
+                values.is_some(),
+            )
+        }
     }
     fn queue_insert(
         &self,
@@ -1253,63 +1223,10 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout, K: Key, V: Value> Engine<K
         let (kh, out) = (batch.keys_of(c), batch.values_of(c));
         if batch.with_bits {
             let bits = batch.aux_of(c, true);
-            self.launch_find(&kh, &out, Some(&bits), found_mode::BITS, n, None);
+            self.launch_find(&kh, &out, Some(&bits), found_mode::BITS, n);
         } else {
-            self.launch_find(&kh, &out, None, found_mode::NONE, n, None);
+            self.launch_find(&kh, &out, None, found_mode::NONE, n);
         }
-        Ok(())
-    }
-
-    fn upsert_in_place(
-        &mut self,
-        chunk: &crate::engine::InPlaceUpsert,
-        c: usize,
-        ops: usize,
-    ) -> Result<()> {
-        self.check_resident()?;
-        if chunk.first {
-            if self.unsettled || self.routed_ops > 0 {
-                return Err(Error::InvalidConfig(
-                    "an upsert in place needs its table settled".into(),
-                ));
-            }
-            // The child's keys of the batch are distinct within a chunk: at most `ops` of them are new.
-            if self.len + ops > self.capacity() {
-                return Err(Error::CapacityExceeded {
-                    len: self.len,
-                    incoming: ops,
-                    capacity: self.capacity(),
-                });
-            }
-            self.image_current = false;
-            self.routed_ops = ops.max(1) as u64;
-        } else if self.routed_ops == 0 {
-            return Err(Error::InvalidConfig(
-                "a later chunk of an upsert in place without its first".into(),
-            ));
-        }
-        // As a segment of the host path, over this child's keys only: stored keys (and keys an earlier chunk
-        // inserted) are updated in place by the classify pass, then the new ones go in without the duplicate
-        // check, counting into the batch's counters of this child.
-        let code = upsert::MASK_ROUTED + c as u32;
-        let (kh, vh, mask) = (&chunk.keys, &chunk.values, &chunk.mask);
-        if self.len > 0 || !chunk.first {
-            self.launch_classify(kh, Some(vh), mask, chunk.n, code);
-        }
-        let which = Selection::Mask(mask, code);
-        self.queue_insert_kernel(kh, vh, which, chunk.n, Some(false), &chunk.counters_of(c));
-        Ok(())
-    }
-
-    fn find_in_place(&self, chunk: &crate::engine::InPlaceChunk, c: usize) -> Result<()> {
-        self.check_resident()?;
-        let mode = if chunk.bits.is_some() {
-            found_mode::BITS
-        } else {
-            found_mode::NONE
-        };
-        let (keys, out, bits) = (&chunk.keys, &chunk.out, chunk.bits.as_ref());
-        self.launch_find(keys, out, bits, mode, chunk.n, Some((chunk, c)));
         Ok(())
     }
 }

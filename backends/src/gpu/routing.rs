@@ -4,30 +4,34 @@
 //! out once. The host never touches the keys (partitioning, gathering and scattering them on the host cost
 //! 2-4x a plain table's whole call on the H100, `docs/PERFORMANCE.md`).
 //!
-//! An upsert batch is copied in while the duplicate pass's claims run on each landed chunk (the host path's
-//! [`Dedup`], over the whole batch: a key's occurrences may route to one child but sit in different copy
-//! chunks), so only each key's last occurrence is routed: the parts hold distinct keys and the partition need
-//! not be stable. Then:
+//! An upsert batch's keys are copied in while the duplicate pass's claims run on each landed chunk (the host
+//! path's [`Dedup`], over the whole batch: a key's occurrences may route to one child but sit in different
+//! copy chunks), so only each key's last occurrence is routed: the parts hold distinct keys and the partition
+//! need not be stable. The keys are routed while the values are still being copied:
 //!
-//! 1. [`route_count_kernel`]: each cube counts its tile's keys per child in shared memory and adds its counts
-//!    to the global ones (one atomic per cube and child, not per key: a few hot counters would serialise);
-//! 2. the counts are read back (one small read) and each child's part starts at a multiple of 2048 keys
-//!    (`CHUNK_ALIGN`: every part is then a valid buffer binding, Vulkan's offset alignment);
+//! 1. when the first values chunk lands (every key is claimed), the mark pass and [`route_count_kernel`] are
+//!    queued: each cube counts its tile's kept keys per child in shared memory and adds its counts to the
+//!    global ones (one atomic per cube and child, not per key: a few hot counters would serialise);
+//! 2. when the next one lands, the counts come back (one small read, with the claims' sentinel guard; the
+//!    kernels are done by then, so the copy hardly waits) and each child's part starts at a multiple of 2048
+//!    keys (`CHUNK_ALIGN`: every part is then a valid buffer binding, Vulkan's offset alignment);
 //! 3. [`route_scatter_kernel`]: each cube ranks its tile's keys per child in shared memory, claims one range
-//!    per child from the global cursors, and writes its keys there.
+//!    per child from the global cursors, and writes its keys there and their routed positions;
+//! 4. [`route_values_kernel`] writes each values chunk to those positions as it lands.
+//!
+//! Only the children's own kernels run after the copy (H100, 16 resident children: 0.89x of a plain table's
+//! upsert with all of this after the copy, 0.96x with it inside, `docs/PERFORMANCE.md`).
 //!
 //! A find batch is counted chunk by chunk as it lands, scattered the same way (remembering each key's routed
 //! position), looked up child by child, and gathered back by [`route_gather_kernel`].
 
-use super::host_path::{self, BatchSizes, CHUNK_ALIGN, Dedup, DeviceCache, Trace};
+use super::host_path::{BatchSizes, CHUNK_ALIGN, Dedup, DeviceCache, Trace};
 use super::layout::{KeyLayout, bytes_of, bytes_of_mut, same_words_mut, words_of};
 use super::paging::route_hash;
 use super::transfer::HostTransfer;
-use super::upsert::{MASK_NEW, MASK_ROUTED};
+use super::upsert::MASK_NEW;
 use super::{CUBE_SIZE, cube_count, fill_u32};
-use crate::engine::{
-    InPlaceChunk, InPlaceUpsert, InPlaceUpserted, ROUTED_COUNTERS, RouteMap, RoutedBatch, Router,
-};
+use crate::engine::{ROUTED_COUNTERS, RouteMap, RoutedBatch, Router};
 use cubecl::prelude::*;
 use cubecl::server::Handle;
 use hashtile_core::{Element, Key, Result, Value};
@@ -46,12 +50,7 @@ pub const MAX_ROUTED_CHILDREN: usize = 4096;
 
 /// The child of a key under the route directory (`paged::route::Directory::child_of`, on the device).
 #[cube]
-pub(super) fn route_child<L: KeyLayout>(
-    key: L::Key,
-    entries: &Array<u32>,
-    seed: u64,
-    depth: u32,
-) -> u32 {
+fn route_child<L: KeyLayout>(key: L::Key, entries: &Array<u32>, seed: u64, depth: u32) -> u32 {
     let h = route_hash(L::key_bits(key), seed);
     let mut e = 0u64;
     if depth > 0u32 {
@@ -102,19 +101,17 @@ fn zero_counters(hist: &SharedMemory<Atomic<u32>>, t: usize, w: usize) {
 
 /// Counts keys per child into `counts` (`width` counters, zeroed before the first launch; launches over
 /// several chunks add up). With `masked`, only keys whose `mask` is [`MASK_NEW`] count (an upsert's last
-/// occurrences); with `code` too, each such key's mask becomes [`MASK_ROUTED`] + its child (an upsert in
-/// place: each child's launches select their keys by it).
+/// occurrences).
 #[cube(launch_unchecked)]
 #[allow(clippy::too_many_arguments)]
 pub fn route_count_kernel<L: KeyLayout>(
     keys: &Array<L::Key>,
-    mask: &mut Array<u32>,
+    mask: &Array<u32>,
     entries: &Array<u32>,
     counts: &Array<Atomic<u32>>,
     seed: u64,
     depth: u32,
     #[comptime] masked: bool,
-    #[comptime] code: bool,
     #[comptime] width: u32,
 ) {
     let t = UNIT_POS as usize;
@@ -124,13 +121,9 @@ pub fn route_count_kernel<L: KeyLayout>(
     let first = CUBE_POS * TILE + t;
     #[unroll]
     for k in 0..PER_UNIT {
-        let pos = first + k * CUBE;
-        let c = routed_child::<L>(keys, mask, entries, pos, seed, depth, masked);
+        let c = routed_child::<L>(keys, mask, entries, first + k * CUBE, seed, depth, masked);
         if c != NO_CHILD {
             hist[c as usize].fetch_add(1u32);
-            if comptime!(code) {
-                mask[pos] = MASK_ROUTED + c;
-            }
         }
     }
     sync_cube();
@@ -144,20 +137,19 @@ pub fn route_count_kernel<L: KeyLayout>(
     }
 }
 
-/// Writes each routed key (with `upsert`: each key whose `mask` is [`MASK_NEW`], its value, and a
-/// [`MASK_NEW`] mask entry; else every key, and its routed position into `positions`) into its child's part:
+/// Writes each routed key (with `upsert`: each key whose `mask` is [`MASK_NEW`], with a [`MASK_NEW`] mask
+/// entry; else every key) into its child's part, and its routed position into `positions` (an upsert's values
+/// follow by [`route_values_kernel`] as they land; a find's answers go back by [`route_gather_kernel`]):
 /// `cursor[c]` starts at the part's first position and hands out ranges to cubes. The order within a part is
-/// the atomics' (an upsert's routed keys are distinct, and a find's answers go back by position).
+/// the atomics' (an upsert's routed keys are distinct).
 #[cube(launch_unchecked)]
 #[allow(clippy::too_many_arguments)]
 pub fn route_scatter_kernel<L: KeyLayout>(
     keys: &Array<L::Key>,
-    values: &Array<L::Value>,
     mask: &Array<u32>,
     entries: &Array<u32>,
     cursor: &Array<Atomic<u32>>,
     routed_keys: &mut Array<L::Key>,
-    routed_values: &mut Array<L::Value>,
     routed_mask: &mut Array<u32>,
     positions: &mut Array<u32>,
     seed: u64,
@@ -198,13 +190,28 @@ pub fn route_scatter_kernel<L: KeyLayout>(
         if c != NO_CHILD {
             let to = (base[c as usize] + rank[k]) as usize;
             routed_keys[to] = keys[pos];
+            positions[pos] = to as u32;
             if comptime!(upsert) {
-                routed_values[to] = values[pos];
                 routed_mask[to] = MASK_NEW;
-            } else {
-                positions[pos] = to as u32;
             }
         }
+    }
+}
+
+/// Writes the values of a routed upsert, one values chunk as it lands: for each position `i` of the chunk
+/// whose key was kept (`mask[i]` is [`MASK_NEW`]), `routed_values`
+/// at its routed position `positions[i]` (the chunk's slices of the batch's mask and positions).
+#[cube(launch_unchecked)]
+pub fn route_values_kernel<L: KeyLayout>(
+    values: &Array<L::Value>,
+    mask: &Array<u32>,
+    positions: &Array<u32>,
+    routed_values: &mut Array<L::Value>,
+) {
+    let i = ABSOLUTE_POS;
+    if i < values.len() && mask[i] == MASK_NEW {
+        let to = positions[i] as usize;
+        routed_values[to] = values[i];
     }
 }
 
@@ -255,6 +262,13 @@ pub struct DeviceRouter<R: HostTransfer, L: KeyLayout> {
 fn trace() -> Trace {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     Trace::when(*ON.get_or_init(|| std::env::var_os("HASHTILE_TRACE_ROUTE").is_some()))
+}
+
+/// Diagnosis: `HASHTILE_ROUTE_AFTER_COPY=1` routes an upsert's keys after its whole copy (the A/B of routing
+/// them while the values are copied).
+fn route_after_copy() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var_os("HASHTILE_ROUTE_AFTER_COPY").is_some())
 }
 
 /// The counters of one cube hold at most [`MAX_ROUTED_CHILDREN`] children.
@@ -309,12 +323,11 @@ impl<R: HostTransfer, L: KeyLayout> DeviceRouter<R, L> {
         counts
     }
 
-    /// Queues the count of `n` keys (with `mask`: those marked [`MASK_NEW`], and with `code`, their mask set
-    /// to [`MASK_ROUTED`] + child).
+    /// Queues the count of `n` keys (with `mask`: those marked [`MASK_NEW`]).
     fn count(
         &self,
         keys: &Handle,
-        (mask, code): (Option<&Handle>, bool),
+        mask: Option<&Handle>,
         n: usize,
         (entries, counts): (&Handle, &Handle),
         route: RouteMap<'_>,
@@ -335,7 +348,6 @@ impl<R: HostTransfer, L: KeyLayout> DeviceRouter<R, L> {
                 route.seed,
                 route.depth,
                 mask.is_some(),
-                code,
                 w,
             )
         }
@@ -368,16 +380,16 @@ fn layout_of(bytes: &[u8], children: usize) -> Layout {
 }
 
 impl<R: HostTransfer, L: KeyLayout> DeviceRouter<R, L> {
-    /// Queues the scatter of `n` keys into parts laid out from `starts` (upserts: `values` and the dedup `mask`
-    /// given, into `routed.1` values and `routed.2` mask; finds: positions into `positions`).
+    /// Queues the scatter of `n` keys into parts laid out from `starts`, with their routed positions (upserts:
+    /// the keys the dedup `mask` keeps, and a mask into `routed.1`).
     #[allow(clippy::too_many_arguments)]
     fn scatter(
         &self,
-        (keys, values, mask): (&Handle, Option<&Handle>, Option<&Handle>),
+        (keys, mask): (&Handle, Option<&Handle>),
         n: usize,
         (entries, starts): (&Handle, &[usize]),
-        routed: (&Handle, Option<&Handle>, Option<&Handle>),
-        positions: Option<&Handle>,
+        routed: (&Handle, Option<&Handle>),
+        positions: &Handle,
         total: usize,
         route: RouteMap<'_>,
     ) {
@@ -385,7 +397,7 @@ impl<R: HostTransfer, L: KeyLayout> DeviceRouter<R, L> {
         let mut cursor: Vec<u32> = starts.iter().map(|&s| s as u32).collect();
         cursor.resize(w as usize, 0);
         let cursor = self.client.create_from_slice(bytes_of(&cursor));
-        let upsert = values.is_some();
+        let upsert = mask.is_some();
         let arg = |h: Option<&Handle>, len: usize, d: usize| {
             let (h, len) = h.map_or((self.dummies[d].clone(), 1), |h| (h.clone(), len));
             // SAFETY: the kernel reads an argument only in its mode, within the length given here.
@@ -400,14 +412,12 @@ impl<R: HostTransfer, L: KeyLayout> DeviceRouter<R, L> {
                 cube_count(n.div_ceil(TILE) * CUBE),
                 CubeDim::new_1d(CUBE_SIZE),
                 ArrayArg::from_raw_parts(keys.clone(), n),
-                arg(values, n, 0),
-                arg(mask, n, 1),
+                arg(mask, n, 0),
                 ArrayArg::from_raw_parts(entries.clone(), route.entries.len()),
                 ArrayArg::from_raw_parts(cursor, w as usize),
                 ArrayArg::from_raw_parts(routed.0.clone(), total),
-                arg(routed.1, total, 0),
-                arg(routed.2, total, 1),
-                arg(positions, n, 2),
+                arg(routed.1, total, 1),
+                ArrayArg::from_raw_parts(positions.clone(), n),
                 route.seed,
                 route.depth,
                 upsert,
@@ -415,15 +425,43 @@ impl<R: HostTransfer, L: KeyLayout> DeviceRouter<R, L> {
             )
         }
     }
+
+    /// Queues [`route_values_kernel`] for the values chunk `values` of `m` values from batch position `base`.
+    fn scatter_values(
+        &self,
+        batch: &RoutedBatch,
+        (values, base, m): (&Handle, usize, usize),
+        mask: &Handle,
+    ) {
+        if m == 0 {
+            return;
+        }
+        let positions = &batch.positions;
+        let at = |h: &Handle| h.clone().offset_start((base * 4) as u64);
+        // SAFETY: positions are bounded by `m` (the chunk's slices); routed positions by the parts' layout (the
+        // scatter wrote one for every kept key).
+        unsafe {
+            route_values_kernel::launch_unchecked::<L, R>(
+                &self.client,
+                cube_count(m),
+                CubeDim::new_1d(CUBE_SIZE),
+                ArrayArg::from_raw_parts(values.clone(), m),
+                ArrayArg::from_raw_parts(at(mask), m),
+                ArrayArg::from_raw_parts(at(positions), m),
+                ArrayArg::from_raw_parts(batch.values.clone(), routed_len(batch).max(1)),
+            )
+        }
+    }
 }
 
 impl<R: HostTransfer, L: KeyLayout> DeviceRouter<R, L> {
-    /// Partitions the `n` keys of `keys` (upserts: with their `values` and the duplicate pass's `mask`; finds:
-    /// all of them) by child: scatters them into parts laid out from their counts (`layout`, read back).
-    /// Upserts get zeroed insert counters for every child.
+    /// Partitions the `n` keys of `keys` (upserts: those the duplicate pass's `mask` keeps; finds: all of them)
+    /// by child: scatters them into parts laid out from their counts (`layout`, read back), recording each
+    /// key's routed position. Upserts get zeroed insert counters for every child; their values follow
+    /// ([`DeviceRouter::scatter_values`]).
     fn route_part(
         &self,
-        (keys, values, mask): (&Handle, Option<&Handle>, Option<&Handle>),
+        (keys, mask): (&Handle, Option<&Handle>),
         n: usize,
         entries: &Handle,
         (starts, counts, total): Layout,
@@ -436,22 +474,22 @@ impl<R: HostTransfer, L: KeyLayout> DeviceRouter<R, L> {
         let rk = cache.take(client, "routed keys", total.max(1) * kb);
         let rv = cache.take(client, "routed values", total.max(1) * vb);
         let aux = cache.take(client, "routed aux", total.max(1) * 4);
-        let positions = values.is_none().then(|| {
+        let upsert = mask.is_some();
+        if !upsert {
             // Finds: values start as all ones (absent: the parts of empty children are never looked up),
             // presence bits as 0.
             fill_u32(client, &rv, total * vb / 4, u32::MAX);
             if with_bits {
                 fill_u32(client, &aux, total / 32, 0);
             }
-            cache.take(client, "route positions", n.max(1) * 4)
-        });
-        let upsert = values.is_some();
+        }
+        let positions = cache.take(client, "route positions", n.max(1) * 4);
         self.scatter(
-            (keys, values, mask),
+            (keys, mask),
             n,
             (entries, &starts),
-            (&rk, upsert.then_some(&rv), upsert.then_some(&aux)),
-            positions.as_ref(),
+            (&rk, upsert.then_some(&aux)),
+            &positions,
             total,
             route,
         );
@@ -490,7 +528,7 @@ impl<R: HostTransfer, L: KeyLayout> DeviceRouter<R, L> {
         let (_, vb) = widths::<L>();
         let n = batch.n;
         let total = routed_len(batch);
-        let positions = batch.positions.clone().expect("a find batch");
+        let positions = batch.positions.clone();
         let out = out.clone().offset_start((at * vb) as u64);
         let (bits, bits_len) = match bits {
             Some(b) => (b.clone().offset_start((at / 8) as u64), n.div_ceil(32)),
@@ -520,9 +558,7 @@ impl<R: HostTransfer, L: KeyLayout> DeviceRouter<R, L> {
         cache.give("routed keys", batch.keys, total * kb);
         cache.give("routed values", batch.values, total * vb);
         cache.give("routed aux", batch.aux, total * 4);
-        if let Some(p) = batch.positions {
-            cache.give("route positions", p, batch.n.max(1) * 4);
-        }
+        cache.give("route positions", batch.positions, batch.n.max(1) * 4);
         if let Some(h) = batch.counters {
             cache.give(
                 "routed counters",
@@ -562,8 +598,38 @@ impl<R: HostTransfer, L: KeyLayout, K: Key, V: Value> Router<K, V> for DeviceRou
             cache.take(client, "route values in", n * vb),
         ];
         // The duplicate pass runs over the whole batch (a key's occurrences may sit in different copy chunks),
-        // its claims on each key chunk as it lands.
+        // its claims on each key chunk as it lands; the keys are routed while the values are still being copied
+        // (steps 1-4 of the module docs).
         let dedup = Dedup::new(client, cache, n, kb == 8);
+        // Queues the mark pass and the count of the kept keys per child: (the mask, the counts).
+        let plan = |kh: &Handle| {
+            let mask = dedup.mark(client, cache);
+            let counts = self.zeroed_counts(route);
+            self.count(kh, Some(&mask), n, (&entries, &counts), route);
+            (mask, counts)
+        };
+        // Reads the counts and scatters the keys, or finds the sentinel (its batch position).
+        let lay_out = |kh: &Handle, (mask, counts): (&Handle, Handle)| {
+            let read = client.read(vec![counts, dedup.guard()]);
+            match Dedup::sentinel_of(&read[1]).filter(|_| Router::<K, V>::checks_sentinel(self)) {
+                Some(index) => Err(index),
+                None => {
+                    let layout = layout_of(&read[0], route.children);
+                    Ok(self.route_part((kh, Some(mask)), n, &entries, layout, false, route))
+                }
+            }
+        };
+        // Scatters the values chunks that have landed (`(buffer, first position, values)`).
+        let flush = |b: &RoutedBatch, mask: &Handle, waiting: &mut Vec<(Handle, usize, usize)>| {
+            for (vh, base, m) in waiting.drain(..) {
+                let chunk = vh.offset_start((base * vb) as u64);
+                self.scatter_values(b, (&chunk, base, m), mask);
+            }
+        };
+        let mut keys_in: Option<Handle> = None;
+        let mut planned: Option<(Handle, Handle)> = None;
+        let mut routed: Option<std::result::Result<RoutedBatch, usize>> = None;
+        let mut waiting: Vec<(Handle, usize, usize)> = Vec::new();
         let mut uploaded = R::upload_chunked(
             client,
             &self.stager,
@@ -573,43 +639,48 @@ impl<R: HostTransfer, L: KeyLayout, K: Key, V: Value> Router<K, V> for DeviceRou
             &mut |src, off, len, h| {
                 if src == 0 {
                     if off == 0 {
+                        keys_in = Some(h.clone());
                         dedup.clear(client, dedup.slots);
                     }
                     dedup.claim(client, h, off / kb, len / kb);
+                    return;
+                }
+                waiting.push((h.clone(), off / vb, len / vb));
+                if route_after_copy() {
+                    return;
+                }
+                let kh = keys_in.as_ref().expect("the keys land first");
+                // The first values chunk: every key has landed and been claimed.
+                let Some((mask, counts)) = &planned else {
+                    planned = Some(plan(kh));
+                    return;
+                };
+                let r = routed.get_or_insert_with(|| lay_out(kh, (mask, counts.clone())));
+                if let Ok(b) = r {
+                    flush(b, mask, &mut waiting);
                 }
             },
         )?;
         let (kh, vh) = (uploaded.remove(0), uploaded.remove(0));
-        trace.mark(client, "route upsert: copied, claims done");
-        // The last occurrences are counted per child, and the counts come back in one read with the claims'
-        // sentinel guard.
-        let mask = dedup.mark(client, cache);
-        let counts = self.zeroed_counts(route);
-        self.count(&kh, (Some(&mask), false), n, (&entries, &counts), route);
-        let read = client.read(vec![counts, dedup.guard()]);
+        // A batch of one values chunk is planned and routed here, after its copy.
+        let (mask, counts) = planned.unwrap_or_else(|| plan(&kh));
+        let routed = routed.unwrap_or_else(|| lay_out(&kh, (&mask, counts)));
         dedup.release(cache);
         let give_inputs = |kh, vh, mask| {
             cache.give("route keys in", kh, n * kb);
             cache.give("route values in", vh, n * vb);
             cache.give("dedup mask", mask, n * 4);
         };
-        if let Some(index) =
-            Dedup::sentinel_of(&read[1]).filter(|_| Router::<K, V>::checks_sentinel(self))
-        {
-            // The claims met the sentinel: nothing is routed or inserted.
-            give_inputs(kh, vh, mask);
-            return Err(hashtile_core::Error::SentinelKey { index });
-        }
-        let layout = layout_of(&read[0], route.children);
-        trace.mark(client, "route: counted, counts read");
-        let batch = self.route_part(
-            (&kh, Some(&vh), Some(&mask)),
-            n,
-            &entries,
-            layout,
-            false,
-            route,
-        );
+        let batch = match routed {
+            Ok(b) => b,
+            Err(index) => {
+                // The claims met the sentinel: nothing is routed or inserted.
+                give_inputs(kh, vh, mask);
+                return Err(hashtile_core::Error::SentinelKey { index });
+            }
+        };
+        flush(&batch, &mask, &mut waiting);
+        trace.mark(client, "route upsert: copied, routed, values scattered");
         let done = on_part(&batch);
         // One read settles every child the batch queued.
         let counters = done
@@ -650,20 +721,13 @@ impl<R: HostTransfer, L: KeyLayout, K: Key, V: Value> Router<K, V> for DeviceRou
             self.sizes.chunk * kb,
             &mut |_, off, len, h| {
                 let chunk = h.clone().offset_start(off as u64);
-                self.count(&chunk, (None, false), len / kb, (&entries, &counts), route);
+                self.count(&chunk, None, len / kb, (&entries, &counts), route);
             },
         )?;
         let kh = uploaded.remove(0);
         let layout = self.layout(counts, route.children);
         trace.mark(client, "route: counted, counts read");
-        let batch = self.route_part(
-            (&kh, None, None),
-            n,
-            &entries,
-            layout,
-            bits.is_some(),
-            route,
-        );
+        let batch = self.route_part((&kh, None), n, &entries, layout, bits.is_some(), route);
         cache.give("route keys in", kh, n * kb);
         let looked_up = on_part(&batch);
         trace.mark(client, "route find: copied, routed, children's finds");
@@ -696,190 +760,6 @@ impl<R: HostTransfer, L: KeyLayout, K: Key, V: Value> Router<K, V> for DeviceRou
         trace.mark(client, "route find: answers copied out");
         cache.give("route out", oh, n * vb);
         Ok(())
-    }
-
-    fn upsert_in_place(
-        &self,
-        keys: &[K],
-        values: &[V],
-        route: RouteMap<'_>,
-        fits: &mut dyn FnMut(&[usize]) -> bool,
-        on_chunk: &mut dyn FnMut(&InPlaceUpsert) -> Result<()>,
-    ) -> Result<Option<InPlaceUpserted>> {
-        check_children(route)?;
-        let (client, cache) = (&self.client, &self.cache);
-        let mut trace = trace();
-        let (kb, vb) = widths::<L>();
-        let n = keys.len();
-        let k = words_of::<K, L::Key>(keys);
-        let v = words_of::<V, L::Value>(values);
-        let entries = client.create_from_slice(bytes_of(route.entries));
-        let chunk_keys = self.sizes.chunk;
-        // Each key chunk gets a duplicate pass of its own as it lands (a segment: its scratch table stays in the
-        // L2 cache), then its kept keys are counted per child and marked with their child.
-        let dedup = Dedup::new(client, cache, n.min(chunk_keys), kb == 8);
-        let mask = cache.take(client, "dedup mask", n * 4);
-        let counts = self.zeroed_counts(route);
-        let mut uploaded = R::upload_chunked(
-            client,
-            &self.stager,
-            &[bytes_of(&k)],
-            &[cache.take(client, "route keys in", n * kb)],
-            chunk_keys * kb,
-            &mut |_, off, len, h| {
-                let (base, m) = (off / kb, len / kb);
-                dedup.segment(client, h, base, m, &mask);
-                let chunk = h.clone().offset_start(off as u64);
-                let mk = mask.clone().offset_start((base * 4) as u64);
-                self.count(&chunk, (Some(&mk), true), m, (&entries, &counts), route);
-            },
-        )?;
-        let kh = uploaded.remove(0);
-        // One read: the counts and the claims' sentinel guard.
-        let read = client.read(vec![counts, dedup.guard()]);
-        dedup.release(cache);
-        trace.mark(
-            client,
-            "in place: keys copied, segments planned and counted",
-        );
-        let give_keys = |kh, mask| {
-            cache.give("route keys in", kh, n * kb);
-            cache.give("dedup mask", mask, n * 4);
-        };
-        if let Some(index) =
-            Dedup::sentinel_of(&read[1]).filter(|_| Router::<K, V>::checks_sentinel(self))
-        {
-            give_keys(kh, mask);
-            return Err(hashtile_core::Error::SentinelKey { index });
-        }
-        let counts: Vec<usize> = u32::from_bytes(&read[0])[..route.children]
-            .iter()
-            .map(|&c| c as usize)
-            .collect();
-        if !fits(&counts) {
-            give_keys(kh, mask);
-            return Ok(None);
-        }
-        let words = route.children * ROUTED_COUNTERS;
-        let counters = cache.take(client, "routed counters", words * 4);
-        fill_u32(client, &counters, words, 0);
-        let mut queued = Ok(());
-        let uploaded = R::upload_chunked(
-            client,
-            &self.stager,
-            &[bytes_of(&v)],
-            &[cache.take(client, "route values in", n * vb)],
-            chunk_keys * vb,
-            &mut |_, off, len, h| {
-                if queued.is_err() {
-                    return;
-                }
-                let base = off / vb;
-                let chunk = InPlaceUpsert {
-                    keys: kh.clone().offset_start((base * kb) as u64),
-                    values: h.clone().offset_start(off as u64),
-                    mask: mask.clone().offset_start((base * 4) as u64),
-                    n: len / vb,
-                    first: base == 0,
-                    counters: counters.clone(),
-                };
-                queued = on_chunk(&chunk);
-            },
-        );
-        // The counters are read (waiting for every queued launch) even when a copy or a child failed, so that
-        // what was queued settles.
-        let read = u32::from_bytes(&client.read_one_unchecked(counters.clone()))[..words].to_vec();
-        trace.mark(
-            client,
-            "in place: values copied, children's segments inserted",
-        );
-        give_keys(kh, mask);
-        cache.give("routed counters", counters, words * 4);
-        // A failed copy is reported like a failed child: what was queued before it settles.
-        match uploaded {
-            Ok(hs) => hs
-                .into_iter()
-                .for_each(|h| cache.give("route values in", h, n * vb)),
-            Err(e) => queued = queued.and(Err(e)),
-        }
-        Ok(Some(InPlaceUpserted {
-            counts,
-            counters: read,
-            queued,
-        }))
-    }
-
-    fn find_in_place(
-        &self,
-        keys: &[K],
-        route: RouteMap<'_>,
-        on_chunk: &mut dyn FnMut(&InPlaceChunk) -> Result<()>,
-        out: &mut [V],
-        bits: Option<&mut [u32]>,
-    ) -> Result<()> {
-        let (kb, vb) = widths::<L>();
-        let k = words_of::<K, L::Key>(keys);
-        let entries = self.client.create_from_slice(bytes_of(route.entries));
-        // The chunk callback of the host path's find is `Fn`: the first child error stops later launches and
-        // is returned once the copies are done.
-        let on_chunk = std::cell::RefCell::new(on_chunk);
-        let failed = std::cell::RefCell::new(None);
-        let launch = |kh: &Handle, oh: &Handle, bh: Option<&Handle>, n: usize| {
-            if failed.borrow().is_some() {
-                return;
-            }
-            let chunk = InPlaceChunk {
-                keys: kh.clone(),
-                out: oh.clone(),
-                bits: bh.cloned(),
-                n,
-                entries: entries.clone(),
-                entries_len: route.entries.len(),
-                seed: route.seed,
-                depth: route.depth,
-            };
-            if let Err(e) = (on_chunk.borrow_mut())(&chunk) {
-                *failed.borrow_mut() = Some(e);
-            }
-        };
-        let (client, stager, cache) = (&self.client, &*self.stager, &self.cache);
-        let copied = match same_words_mut::<V, L::Value>(out) {
-            Some(o) => host_path::find::<R>(
-                client,
-                stager,
-                cache,
-                bytes_of(&k),
-                kb,
-                bytes_of_mut(o),
-                vb,
-                bits,
-                self.sizes,
-                launch,
-            ),
-            None => {
-                let mut wide = vec![L::Value::default(); keys.len()];
-                let copied = host_path::find::<R>(
-                    client,
-                    stager,
-                    cache,
-                    bytes_of(&k),
-                    kb,
-                    bytes_of_mut(&mut wide),
-                    vb,
-                    bits,
-                    self.sizes,
-                    launch,
-                );
-                for (o, w) in out.iter_mut().zip(&wide) {
-                    *o = V::narrow(w.widen());
-                }
-                copied
-            }
-        };
-        match failed.into_inner() {
-            Some(e) => Err(e),
-            None => copied,
-        }
     }
 
     fn download(&self, batch: &RoutedBatch, c: usize) -> Result<(Vec<K>, Vec<V>)> {

@@ -29,10 +29,6 @@ pub const MASK_SKIP: u32 = 0;
 pub const MASK_NEW: u32 = 1;
 /// Mask value of a key already stored (update its value).
 pub const MASK_UPDATE: u32 = 2;
-/// Mask values from this one up: `MASK_ROUTED + c` marks a new key (its segment's last occurrence) that the
-/// route sends to child `c` of a paged table (upserts in place, `super::routing`): each child's classify and
-/// insert launches select their own keys by it.
-pub const MASK_ROUTED: u32 = 3;
 
 /// Scratch slots for a batch of `n` keys: a power of two of at least `2n` (load <= 0.5 keeps probes short).
 pub fn scratch_slots(n: usize) -> usize {
@@ -139,9 +135,8 @@ pub fn dedup_mark_kernel(
     }
 }
 
-/// Phase 3: `mask[i]` becomes [`MASK_UPDATE`] where a kept key (one marked `new`: [`MASK_NEW`], or a child's
-/// [`MASK_ROUTED`] code) is already stored in the table (layout `L`). All lanes of every plane run the
-/// cooperative find (keys not marked `new` ride along inactive).
+/// Phase 3: `mask[i]` becomes [`MASK_UPDATE`] where a kept key is already stored in the table (layout `L`).
+/// All lanes of every plane run the cooperative find (keys not marked [`MASK_NEW`] ride along inactive).
 ///
 /// With `update`, the stored key's value is also replaced by `values[i]` where it is found, so that no insert
 /// pass has to search for it again. That is safe in this launch: it moves no pair (no eviction can hold a key in
@@ -155,7 +150,6 @@ pub fn classify_kernel<S: ProbingScheme, L: KeyLayout>(
     table: &mut Array<u64>,
     table_values: &mut Array<u64>,
     mask: &mut Array<u32>,
-    new: u32,
     shape: &ShapeScalars,
     #[comptime] bucket_size: u32,
     #[comptime] tile_width: u32,
@@ -167,7 +161,7 @@ pub fn classify_kernel<S: ProbingScheme, L: KeyLayout>(
     let mut key = L::Key::new(0);
     if pos < keys.len() {
         key = keys[pos];
-        active = mask[pos] == new;
+        active = mask[pos] == MASK_NEW;
     }
     let r = tile_find_at::<S, L>(
         table,

@@ -58,8 +58,8 @@ mod residency;
 pub(crate) mod route;
 
 use crate::engine::{
-    Engine, InPlaceChunk, InPlaceUpsert, Inserted, ROUTED_COUNTERS, Rebuilt, RoutedBatch, Router,
-    SplitSpec, bits_from, options_from_bits,
+    Engine, Inserted, ROUTED_COUNTERS, Rebuilt, RoutedBatch, Router, SplitSpec, bits_from,
+    options_from_bits,
 };
 use crate::gpu::routing::MAX_ROUTED_CHILDREN;
 use crate::select::{Backend, BackendChoice, is_available, resolve};
@@ -73,11 +73,6 @@ use residency::Residency;
 use route::{Directory, partition, route_hash, scatter};
 use std::collections::{HashMap, HashSet};
 use std::marker::PhantomData;
-
-/// The default of [`PagedConfig::in_place_children`]: each child's launch reads every key of every chunk, so
-/// past a few dozen children the partition's one read-back and gather cost less than the launches (H100
-/// measurements in docs/PERFORMANCE.md).
-pub const IN_PLACE_CHILDREN: usize = 32;
 
 /// Bytes of one child by default: the paper's page size.
 pub const DEFAULT_PAGE_BYTES: u64 = 64 << 20;
@@ -138,11 +133,6 @@ pub struct PagedConfig {
     /// Hash-routed tables on a GPU partition their batches on the device (default: on; off partitions on
     /// the host, as the CPU backend always does: the A/B of the device routing).
     pub device_routing: bool,
-    /// Device-routed finds look the batch up **in place** (no partition: each child's launch on every copy
-    /// chunk, skipping the keys routed elsewhere; `Router::find_in_place`) when every child is resident and
-    /// there are at most this many children (default [`IN_PLACE_CHILDREN`]; 0: always partition). Each
-    /// child's launch reads every key, so past a few dozen children the partition costs less.
-    pub in_place_children: usize,
 }
 
 impl Default for PagedConfig {
@@ -164,13 +154,7 @@ impl PagedConfig {
             initial_children: 1,
             max_children: None,
             device_routing: true,
-            in_place_children: IN_PLACE_CHILDREN,
         }
-    }
-    /// Sets the most children a device-routed find looks up in place (0: always partition).
-    pub fn in_place_children(mut self, n: usize) -> Self {
-        self.in_place_children = n;
-        self
     }
     /// Partitions hash-routed batches on the device (GPU children; default on).
     pub fn device_routing(mut self, on: bool) -> Self {
@@ -663,12 +647,6 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
                 return self.insert_routed(&keys[start..], &values[start..], failed);
             }
             let end = (start + step).min(keys.len());
-            if self.in_place_likely(end - start)
-                && self.insert_in_place(router, &keys[start..end], &values[start..end], failed)?
-            {
-                trace.lap("in place: copied, inserted, settled");
-                continue;
-            }
             let dir = self.directory.clone().expect("hash-routed");
             let children = self.children.len();
             let limit = self.limit();
@@ -738,72 +716,6 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
         Ok(())
     }
 
-    /// `true` when a device batch of `m` keys will likely go in place ([`Self::insert_in_place`]): at most
-    /// [`PagedConfig::in_place_children`] children, all resident, no stash holding pairs (a stashed key's
-    /// update goes through the host), and room in every child for its expected share of the batch (`m /
-    /// 2^local depth`) with six standard deviations to spare, so that the device's exact counts rarely refuse
-    /// the batch after its keys were copied (a growing table partitions instead, and splits).
-    fn in_place_likely(&self, m: usize) -> bool {
-        let limit = self.limit();
-        self.children.len() <= self.config.in_place_children
-            && self.children.iter().all(|c| c.is_resident())
-            && self.meta.iter().all(|m| m.stash.is_empty())
-            && (0..self.children.len()).all(|c| {
-                let share = m as f64 / (1u64 << self.meta[c].depth.min(63)) as f64;
-                let bound = share + 6.0 * share.sqrt() + 64.0;
-                self.load(c) as f64 + bound <= limit as f64
-            })
-    }
-
-    /// Upserts one device batch in place ([`Router::upsert_in_place`]: the plain table's segment pipeline,
-    /// each child's classify and insert launches on every values chunk as it lands), then settles every child
-    /// that had keys from one read of the counters. Returns `false`, with the table unchanged, when the
-    /// device's counts show a child that the batch could fill past its load (the caller partitions it).
-    fn insert_in_place(
-        &mut self,
-        router: &dyn Router<K, V>,
-        keys: &[K],
-        values: &[V],
-        failed: &mut Vec<(K, V)>,
-    ) -> Result<bool> {
-        let dir = self.directory.clone().expect("hash-routed");
-        let children = self.children.len();
-        for c in 0..children {
-            self.admit(c, &[])?;
-        }
-        let limit = self.limit();
-        let loads: Vec<usize> = (0..children).map(|c| self.load(c)).collect();
-        let accepted = std::cell::RefCell::new(Vec::new());
-        let mut fits = |counts: &[usize]| {
-            let ok = counts.iter().zip(&loads).all(|(n, l)| l + n <= limit);
-            if ok {
-                *accepted.borrow_mut() = counts.to_vec();
-            }
-            ok
-        };
-        let kids = &mut self.children;
-        let mut on_chunk = |chunk: &InPlaceUpsert| -> Result<()> {
-            let counts = accepted.borrow();
-            for (c, child) in kids.iter_mut().enumerate() {
-                if counts[c] > 0 {
-                    child.upsert_in_place(chunk, c, counts[c])?;
-                }
-            }
-            Ok(())
-        };
-        let route = dir.route_map(children);
-        let Some(done) = router.upsert_in_place(keys, values, route, &mut fits, &mut on_chunk)?
-        else {
-            return Ok(false);
-        };
-        let mut pending = done.counts;
-        let mut queued: Vec<usize> = (0..children).filter(|&c| pending[c] > 0).collect();
-        self.settle_queued(&mut queued, &mut pending, failed, &done.counters)?;
-        done.queued?;
-        self.residency.stats.upserts_in_place += 1;
-        Ok(true)
-    }
-
     /// Settles the routed upserts queued on `queued` (emptied; `pending` zeroed for them) from the batch's
     /// `counters` as read back ([`ROUTED_COUNTERS`] words per child), then keeps what each could not place.
     fn settle_queued(
@@ -832,10 +744,9 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
         first_error.map_or(Ok(()), Err)
     }
 
-    /// Hash-routed find on the device: in place when every child is resident and there are at most
-    /// [`PagedConfig::in_place_children`] of them ([`Router::find_in_place`]: the plain table's copy pipeline, each child's
-    /// launch on every chunk), else by partitions ([`Self::find_partitioned`]). Keys that the children lack
-    /// are then looked up in their child's stash (only when some stash holds pairs).
+    /// Hash-routed find on the device: each device batch is copied in and partitioned there, each child
+    /// looks its part up (resident children first), and the answers come back in input order. Keys that the children lack are then looked up in their child's
+    /// stash (only when some stash holds pairs).
     fn find_on_device(
         &mut self,
         router: &dyn Router<K, V>,
@@ -851,64 +762,6 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
         static ALWAYS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
         let always = *ALWAYS.get_or_init(|| std::env::var_os("HASHTILE_ROUTE_BITS").is_some());
         let with_bits = need_bits || self.stash_len() > 0 || always;
-        let children = self.children.len();
-        if children <= self.config.in_place_children
-            && self.children.iter().all(|c| c.is_resident())
-        {
-            // Every child resident and few of them: the batch is looked up in place, each child's launch on
-            // every copy chunk as it lands (no partition, no count read-back, no gather; see
-            // `Router::find_in_place`). Every child is launched, empty ones too: each writes its keys' answers.
-            for c in 0..children {
-                self.admit(c, &[])?;
-            }
-            self.residency.stats.finds_in_place += 1;
-            let dir = self.directory.clone().expect("hash-routed");
-            let children_ref = &self.children;
-            let mut on_chunk = |chunk: &InPlaceChunk| -> Result<()> {
-                for (c, child) in children_ref.iter().enumerate() {
-                    child.find_in_place(chunk, c)?;
-                }
-                Ok(())
-            };
-            let words = keys.len().div_ceil(32);
-            router.find_in_place(
-                keys,
-                dir.route_map(children),
-                &mut on_chunk,
-                out,
-                with_bits.then(|| &mut bits[..words]),
-            )?;
-            trace.lap("in place: copied, looked up, answers back");
-        } else {
-            self.find_partitioned(router, keys, out, bits, with_bits)?;
-        }
-        if self.stash_len() > 0 {
-            for (i, k) in keys.iter().enumerate() {
-                if bits[i / 32] >> (i % 32) & 1 == 0
-                    && let Some(c) = self.child_of(*k)
-                    && let Some(v) = self.meta[c].stash.get(k)
-                {
-                    out[i] = *v;
-                    bits[i / 32] |= 1 << (i % 32);
-                }
-            }
-        }
-        trace.report("find (device routing)", keys.len());
-        Ok(())
-    }
-
-    /// [`Self::find_on_device`] by partitions: each device batch is copied in and partitioned by child there,
-    /// each child looks its part up (resident children first, paging the others in), and the answers come
-    /// back in input order.
-    fn find_partitioned(
-        &mut self,
-        router: &dyn Router<K, V>,
-        keys: &[K],
-        out: &mut [V],
-        bits: &mut [u32],
-        with_bits: bool,
-    ) -> Result<()> {
-        let mut trace = Trace::start();
         // Device batches are multiples of 2048 keys, so each starts on a whole word of `bits`.
         let step = router.batch_keys();
         for start in (0..keys.len()).step_by(step) {
@@ -935,7 +788,18 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
             )?;
             trace.lap("routed, looked up, answers back");
         }
-        trace.report("find (device routing, partitioned)", keys.len());
+        if self.stash_len() > 0 {
+            for (i, k) in keys.iter().enumerate() {
+                if bits[i / 32] >> (i % 32) & 1 == 0
+                    && let Some(c) = self.child_of(*k)
+                    && let Some(v) = self.meta[c].stash.get(k)
+                {
+                    out[i] = *v;
+                    bits[i / 32] |= 1 << (i % 32);
+                }
+            }
+        }
+        trace.report("find (device routing)", keys.len());
         Ok(())
     }
 

@@ -19,12 +19,6 @@ pub struct PagingStats {
     pub rebuilds: u64,
     /// Children split in two (hash-routed growth) or appended (arrival-order growth).
     pub grown: u64,
-    /// Device-routed find calls looked up in place (every child resident, `PagedConfig::in_place_children`);
-    /// the others were partitioned by child.
-    pub finds_in_place: u64,
-    /// Device batches of device-routed upserts inserted in place (every child resident with room for its
-    /// share, no stash holding pairs); the others were partitioned by child.
-    pub upserts_in_place: u64,
 }
 
 /// Resident children, in the order the policy evicts them (front first).
