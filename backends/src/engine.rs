@@ -165,6 +165,9 @@ pub struct RoutedBatch {
     pub starts: Vec<usize>,
     /// Keys in each child's part.
     pub counts: Vec<usize>,
+    /// Routed positions: the parts, and the gaps between them (parts may be sized before the keys are
+    /// counted).
+    pub len: usize,
     /// Bytes of a key and of a value on the device.
     pub widths: (usize, usize),
     /// Routed keys.

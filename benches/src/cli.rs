@@ -80,6 +80,9 @@ pub struct PagedArgs {
     /// Partition hash-routed batches on the host instead of the device (the A/B of the device routing).
     #[arg(long)]
     pub host_routing: bool,
+    /// `residency`: run only the budget that holds every child, and the comparison with the plain table.
+    #[arg(long)]
+    pub all_resident_only: bool,
     /// Children of the `residency` and `skew` tables (a power of two, at least 4).
     #[arg(long, default_value_t = 16)]
     pub children: usize,
@@ -156,6 +159,7 @@ pub fn paged(a: PagedArgs) -> Result<crate::paged::PagedSetup, String> {
             })
             .collect(),
         host_routing: a.host_routing,
+        all_resident_only: a.all_resident_only,
         out_dir: a.out_dir,
     })
 }

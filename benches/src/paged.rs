@@ -60,6 +60,8 @@ pub struct PagedSetup {
     pub placements: Vec<Placement>,
     /// Hash-routed batches are partitioned on the host (`PagedConfig::device_routing` off).
     pub host_routing: bool,
+    /// `residency`: only the budget that holds every child (and the comparison with the plain table).
+    pub all_resident_only: bool,
     pub out_dir: String,
 }
 
@@ -289,7 +291,12 @@ fn residency(s: &PagedSetup) -> Result<bool, String> {
     for &placement in &s.placements {
         let mut build_pts = Vec::new();
         let mut find_pts = Vec::new();
-        for x in [c / 4, c / 2, 3 * c / 4, c] {
+        let budgets = if s.all_resident_only {
+            vec![c]
+        } else {
+            vec![c / 4, c / 2, 3 * c / 4, c]
+        };
+        for x in budgets {
             let x = x.max(1);
             let mut t: PagedTable<Bcht, u32, u32> =
                 PagedTable::new(paged_config(s, placement, c, x)).map_err(lib)?;

@@ -141,7 +141,9 @@ pub fn route_count_kernel<L: KeyLayout>(
 /// entry; else every key) into its child's part, and its routed position into `positions` (an upsert's values
 /// follow by [`route_values_kernel`] as they land; a find's answers go back by [`route_gather_kernel`]):
 /// `cursor[c]` starts at the part's first position and hands out ranges to cubes. The order within a part is
-/// the atomics' (an upsert's routed keys are distinct).
+/// the atomics' (an upsert's routed keys are distinct). With `bounded` (parts sized before the counts are
+/// known, the cursors carried over several launches), a key past its part's end `ends[c]` is not written and
+/// sets `overflow[0]`.
 #[cube(launch_unchecked)]
 #[allow(clippy::too_many_arguments)]
 pub fn route_scatter_kernel<L: KeyLayout>(
@@ -152,9 +154,12 @@ pub fn route_scatter_kernel<L: KeyLayout>(
     routed_keys: &mut Array<L::Key>,
     routed_mask: &mut Array<u32>,
     positions: &mut Array<u32>,
+    ends: &Array<u32>,
+    overflow: &Array<Atomic<u32>>,
     seed: u64,
     depth: u32,
     #[comptime] upsert: bool,
+    #[comptime] bounded: bool,
     #[comptime] width: u32,
 ) {
     let t = UNIT_POS as usize;
@@ -188,11 +193,19 @@ pub fn route_scatter_kernel<L: KeyLayout>(
         let pos = first + k * CUBE;
         let c = child[k];
         if c != NO_CHILD {
-            let to = (base[c as usize] + rank[k]) as usize;
-            routed_keys[to] = keys[pos];
-            positions[pos] = to as u32;
-            if comptime!(upsert) {
-                routed_mask[to] = MASK_NEW;
+            let to = base[c as usize] + rank[k];
+            let mut fits = true;
+            if comptime!(bounded) {
+                fits = to < ends[c as usize];
+            }
+            if fits {
+                routed_keys[to as usize] = keys[pos];
+                positions[pos] = to;
+                if comptime!(upsert) {
+                    routed_mask[to as usize] = MASK_NEW;
+                }
+            } else {
+                overflow[0].store(1u32);
             }
         }
     }
@@ -253,7 +266,7 @@ pub struct DeviceRouter<R: HostTransfer, L: KeyLayout> {
     cache: DeviceCache,
     sizes: BatchSizes,
     /// Distinct one-word buffers for unused kernel arguments (wgpu mis-binds a buffer bound twice).
-    dummies: [Handle; 3],
+    dummies: [Handle; 4],
     _layout: PhantomData<L>,
 }
 
@@ -271,6 +284,13 @@ fn route_after_copy() -> bool {
     *ON.get_or_init(|| std::env::var_os("HASHTILE_ROUTE_AFTER_COPY").is_some())
 }
 
+/// Diagnosis: `HASHTILE_COUNT_FIRST=1` counts a find's keys before scattering them (the A/B of parts sized
+/// ahead, [`estimated_parts`]).
+fn count_first() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var_os("HASHTILE_COUNT_FIRST").is_some())
+}
+
 /// The counters of one cube hold at most [`MAX_ROUTED_CHILDREN`] children.
 fn check_children(route: RouteMap<'_>) -> Result<()> {
     if route.children > MAX_ROUTED_CHILDREN {
@@ -282,17 +302,46 @@ fn check_children(route: RouteMap<'_>) -> Result<()> {
     Ok(())
 }
 
+/// A routed batch's buffers before its keys are scattered ([`DeviceRouter::parts`]).
+struct Parts {
+    keys: Handle,
+    values: Handle,
+    aux: Handle,
+    positions: Handle,
+    /// Input keys.
+    n: usize,
+    /// Routed positions (the parts and the gaps between them).
+    total: usize,
+}
+
+/// Parts sized from each child's share of the route directory for a find of `n` keys, before its keys are
+/// counted: the share's mean plus eight standard deviations plus one `CHUNK_ALIGN`, each part starting on a
+/// multiple of `CHUNK_ALIGN`. Returns the starts, the ends and the routed length. Uniform route hashes
+/// overflow such a part with negligible probability; a batch that does (keys chosen to collide) is counted
+/// and scattered again.
+fn estimated_parts(route: RouteMap<'_>, n: usize) -> (Vec<usize>, Vec<usize>, usize) {
+    let mut entries = vec![0usize; route.children];
+    for &c in route.entries {
+        entries[c as usize] += 1;
+    }
+    let (mut starts, mut ends, mut at) = (Vec::new(), Vec::new(), 0usize);
+    for e in entries {
+        let mean = n as f64 * e as f64 / route.entries.len() as f64;
+        let cap = if e == 0 {
+            0
+        } else {
+            ((mean + 8.0 * mean.sqrt()) as usize + CHUNK_ALIGN).next_multiple_of(CHUNK_ALIGN)
+        };
+        starts.push(at);
+        ends.push(at + cap);
+        at += cap;
+    }
+    (starts, ends, at)
+}
+
 /// Bytes of a key and of a value of layout `L` on the device.
 fn widths<L: KeyLayout>() -> (usize, usize) {
     (size_of::<L::Key>(), size_of::<L::Value>())
-}
-
-/// Routed positions a batch's parts span (each part rounded up to [`CHUNK_ALIGN`]).
-fn routed_len(batch: &RoutedBatch) -> usize {
-    match (batch.starts.last(), batch.counts.last()) {
-        (Some(s), Some(c)) => s + c.next_multiple_of(CHUNK_ALIGN),
-        _ => 0,
-    }
 }
 
 impl<R: HostTransfer, L: KeyLayout> DeviceRouter<R, L> {
@@ -380,23 +429,28 @@ fn layout_of(bytes: &[u8], children: usize) -> Layout {
 }
 
 impl<R: HostTransfer, L: KeyLayout> DeviceRouter<R, L> {
-    /// Queues the scatter of `n` keys into parts laid out from `starts`, with their routed positions (upserts:
-    /// the keys the dedup `mask` keeps, and a mask into `routed.1`).
+    /// `u32` words of `values` per child, padded to the counters' width for `children` children.
+    fn per_child(&self, values: impl Iterator<Item = usize>, children: usize) -> Handle {
+        let mut v: Vec<u32> = values.map(|s| s as u32).collect();
+        v.resize(Self::width(children) as usize, 0);
+        self.client.create_from_slice(bytes_of(&v))
+    }
+
+    /// Queues the scatter of `n` keys into parts handed out by `cursor` (each child's next routed position),
+    /// with their routed positions into `positions` (upserts: the keys the dedup `mask` keeps, and a mask
+    /// into `routed.1`); with `bounds` (`ends`, `overflow`), parts sized ahead (see `route_scatter_kernel`).
     #[allow(clippy::too_many_arguments)]
     fn scatter(
         &self,
         (keys, mask): (&Handle, Option<&Handle>),
         n: usize,
-        (entries, starts): (&Handle, &[usize]),
+        (entries, cursor): (&Handle, &Handle),
         routed: (&Handle, Option<&Handle>),
         positions: &Handle,
-        total: usize,
+        (total, bounds): (usize, Option<(&Handle, &Handle)>),
         route: RouteMap<'_>,
     ) {
         let w = Self::width(route.children);
-        let mut cursor: Vec<u32> = starts.iter().map(|&s| s as u32).collect();
-        cursor.resize(w as usize, 0);
-        let cursor = self.client.create_from_slice(bytes_of(&cursor));
         let upsert = mask.is_some();
         let arg = |h: Option<&Handle>, len: usize, d: usize| {
             let (h, len) = h.map_or((self.dummies[d].clone(), 1), |h| (h.clone(), len));
@@ -414,13 +468,16 @@ impl<R: HostTransfer, L: KeyLayout> DeviceRouter<R, L> {
                 ArrayArg::from_raw_parts(keys.clone(), n),
                 arg(mask, n, 0),
                 ArrayArg::from_raw_parts(entries.clone(), route.entries.len()),
-                ArrayArg::from_raw_parts(cursor, w as usize),
+                ArrayArg::from_raw_parts(cursor.clone(), w as usize),
                 ArrayArg::from_raw_parts(routed.0.clone(), total),
                 arg(routed.1, total, 1),
                 ArrayArg::from_raw_parts(positions.clone(), n),
+                arg(bounds.map(|b| b.0), w as usize, 2),
+                arg(bounds.map(|b| b.1), 1, 3),
                 route.seed,
                 route.depth,
                 upsert,
+                bounds.is_some(),
                 w,
             )
         }
@@ -448,7 +505,7 @@ impl<R: HostTransfer, L: KeyLayout> DeviceRouter<R, L> {
                 ArrayArg::from_raw_parts(values.clone(), m),
                 ArrayArg::from_raw_parts(at(mask), m),
                 ArrayArg::from_raw_parts(at(positions), m),
-                ArrayArg::from_raw_parts(batch.values.clone(), routed_len(batch).max(1)),
+                ArrayArg::from_raw_parts(batch.values.clone(), batch.len.max(1)),
             )
         }
     }
@@ -468,47 +525,71 @@ impl<R: HostTransfer, L: KeyLayout> DeviceRouter<R, L> {
         with_bits: bool,
         route: RouteMap<'_>,
     ) -> RoutedBatch {
-        let (client, cache) = (&self.client, &self.cache);
         let mut trace = trace();
-        let (kb, vb) = widths::<L>();
-        let rk = cache.take(client, "routed keys", total.max(1) * kb);
-        let rv = cache.take(client, "routed values", total.max(1) * vb);
-        let aux = cache.take(client, "routed aux", total.max(1) * 4);
         let upsert = mask.is_some();
-        if !upsert {
-            // Finds: values start as all ones (absent: the parts of empty children are never looked up),
-            // presence bits as 0.
-            fill_u32(client, &rv, total * vb / 4, u32::MAX);
-            if with_bits {
-                fill_u32(client, &aux, total / 32, 0);
-            }
-        }
-        let positions = cache.take(client, "route positions", n.max(1) * 4);
+        let parts = self.parts(n, total, upsert, with_bits);
+        let cursor = self.per_child(starts.iter().copied(), route.children);
         self.scatter(
             (keys, mask),
             n,
-            (entries, &starts),
-            (&rk, upsert.then_some(&aux)),
-            &positions,
-            total,
+            (entries, &cursor),
+            (&parts.keys, upsert.then_some(&parts.aux)),
+            &parts.positions,
+            (total, None),
             route,
         );
-        trace.mark(client, "route: scattered");
+        trace.mark(&self.client, "route: scattered");
+        self.routed(parts, (starts, counts), upsert, with_bits, route)
+    }
+
+    /// The buffers of a routed batch of `n` keys and `total` routed positions (finds: values all ones, as
+    /// absent keys read, and presence bits zeroed).
+    fn parts(&self, n: usize, total: usize, upsert: bool, with_bits: bool) -> Parts {
+        let (client, cache) = (&self.client, &self.cache);
+        let (kb, vb) = widths::<L>();
+        let parts = Parts {
+            keys: cache.take(client, "routed keys", total.max(1) * kb),
+            values: cache.take(client, "routed values", total.max(1) * vb),
+            aux: cache.take(client, "routed aux", total.max(1) * 4),
+            positions: cache.take(client, "route positions", n.max(1) * 4),
+            n,
+            total,
+        };
+        if !upsert {
+            // The parts of empty children are never looked up.
+            fill_u32(client, &parts.values, total * vb / 4, u32::MAX);
+            if with_bits {
+                fill_u32(client, &parts.aux, total / 32, 0);
+            }
+        }
+        parts
+    }
+
+    /// The routed batch of scattered `parts` (upserts get zeroed insert counters for every child).
+    fn routed(
+        &self,
+        parts: Parts,
+        (starts, counts): (Vec<usize>, Vec<usize>),
+        upsert: bool,
+        with_bits: bool,
+        route: RouteMap<'_>,
+    ) -> RoutedBatch {
         let counters = upsert.then(|| {
             let words = route.children * ROUTED_COUNTERS;
-            let h = cache.take(client, "routed counters", words * 4);
-            fill_u32(client, &h, words, 0);
+            let h = self.cache.take(&self.client, "routed counters", words * 4);
+            fill_u32(&self.client, &h, words, 0);
             h
         });
         RoutedBatch {
-            n,
+            n: parts.n,
             starts,
             counts,
-            widths: (kb, vb),
-            keys: rk,
-            values: rv,
-            aux,
-            positions,
+            len: parts.total,
+            widths: widths::<L>(),
+            keys: parts.keys,
+            values: parts.values,
+            aux: parts.aux,
+            positions: parts.positions,
             with_bits,
             counters,
         }
@@ -527,7 +608,7 @@ impl<R: HostTransfer, L: KeyLayout> DeviceRouter<R, L> {
     fn gather(&self, batch: &RoutedBatch, (out, bits): (&Handle, Option<&Handle>), at: usize) {
         let (_, vb) = widths::<L>();
         let n = batch.n;
-        let total = routed_len(batch);
+        let total = batch.len;
         let positions = batch.positions.clone();
         let out = out.clone().offset_start((at * vb) as u64);
         let (bits, bits_len) = match bits {
@@ -552,7 +633,7 @@ impl<R: HostTransfer, L: KeyLayout> DeviceRouter<R, L> {
 
     /// Gives a routed batch's buffers back to the cache.
     fn give_back(&self, batch: RoutedBatch) {
-        let total = routed_len(&batch).max(1);
+        let total = batch.len.max(1);
         let (kb, vb) = batch.widths;
         let cache = &self.cache;
         cache.give("routed keys", batch.keys, total * kb);
@@ -711,8 +792,18 @@ impl<R: HostTransfer, L: KeyLayout, K: Key, V: Value> Router<K, V> for DeviceRou
         let words = n.div_ceil(32);
         let k = words_of::<K, L::Key>(keys);
         let entries = self.client.create_from_slice(bytes_of(route.entries));
-        // Each chunk is counted as it lands.
-        let counts = self.zeroed_counts(route);
+        // Each chunk is scattered as it lands, into parts sized from each child's share of the directory
+        // (their cursors carry over from chunk to chunk), so that only the children's finds and the gather
+        // run after the copy; the cursors, read back once, give the parts' lengths.
+        let with_bits = bits.is_some();
+        let (starts, ends, total) = estimated_parts(route, n);
+        let parts = self.parts(n, total, false, with_bits);
+        let cursor = self.per_child(starts.iter().copied(), route.children);
+        let ends_h = self.per_child(ends.iter().copied(), route.children);
+        let overflow = self.client.create_from_slice(bytes_of(&[0u32]));
+        // Diagnosis: HASHTILE_COUNT_FIRST=1 counts the chunks as they land and scatters after the copy (the
+        // A/B of the parts sized ahead).
+        let counts = count_first().then(|| self.zeroed_counts(route));
         let mut uploaded = R::upload_chunked(
             client,
             &self.stager,
@@ -721,13 +812,50 @@ impl<R: HostTransfer, L: KeyLayout, K: Key, V: Value> Router<K, V> for DeviceRou
             self.sizes.chunk * kb,
             &mut |_, off, len, h| {
                 let chunk = h.clone().offset_start(off as u64);
-                self.count(&chunk, None, len / kb, (&entries, &counts), route);
+                if let Some(counts) = &counts {
+                    self.count(&chunk, None, len / kb, (&entries, counts), route);
+                    return;
+                }
+                let at = parts.positions.clone().offset_start((off / kb * 4) as u64);
+                self.scatter(
+                    (&chunk, None),
+                    len / kb,
+                    (&entries, &cursor),
+                    (&parts.keys, None),
+                    &at,
+                    (total, Some((&ends_h, &overflow))),
+                    route,
+                );
             },
         )?;
         let kh = uploaded.remove(0);
-        let layout = self.layout(counts, route.children);
-        trace.mark(client, "route: counted, counts read");
-        let batch = self.route_part((&kh, None), n, &entries, layout, bits.is_some(), route);
+        trace.mark(client, "route find: keys copied and scattered");
+        let read = client.read(vec![cursor, overflow]);
+        let batch = if counts.is_none() && u32::from_bytes(&read[1])[0] == 0 {
+            let ends = u32::from_bytes(&read[0]);
+            let counts = (0..route.children)
+                .map(|c| ends[c] as usize - starts[c])
+                .collect();
+            self.routed(parts, (starts, counts), false, with_bits, route)
+        } else {
+            // A part overflowed (keys that collide in the route hash), or the diagnosis asked: counted, then
+            // scattered.
+            self.give_back(self.routed(
+                parts,
+                (starts, vec![0; route.children]),
+                false,
+                false,
+                route,
+            ));
+            let counts = counts.unwrap_or_else(|| {
+                let counts = self.zeroed_counts(route);
+                self.count(&kh, None, n, (&entries, &counts), route);
+                counts
+            });
+            let layout = self.layout(counts, route.children);
+            self.route_part((&kh, None), n, &entries, layout, with_bits, route)
+        };
+        trace.mark(client, "route: parts read");
         cache.give("route keys in", kh, n * kb);
         let looked_up = on_part(&batch);
         trace.mark(client, "route find: copied, routed, children's finds");
