@@ -963,9 +963,10 @@ fn device_routing_agrees_with_host_routing() {
     }
 }
 
-/// A find whose keys all route to one child overflows the part the router sized from the child's share of
-/// the directory before counting (`gpu::routing`), so the batch is counted and scattered again: the answers
-/// still agree with the oracle, for stored and absent keys, with and without presence bits.
+/// Finds large enough for the router to size each child's part from its share of the directory before
+/// counting (`gpu::routing`): uniform keys fit their parts; keys that all route to one child overflow its part,
+/// so the batch is counted and scattered again. The answers agree with the oracle either way, for stored and
+/// absent keys, with and without presence bits.
 #[test]
 fn finds_whose_keys_crowd_one_child() {
     for backend in [Backend::Vulkan, Backend::Cuda] {
@@ -981,23 +982,27 @@ fn finds_whose_keys_crowd_one_child() {
         let values: Vec<u32> = keys.iter().map(|k| k ^ 0x55).collect();
         t.insert(&keys, &values).unwrap();
         let oracle: HashMap<u32, u32> = keys.iter().copied().zip(values).collect();
-        // Child 0's stored keys and 6000 absent keys of child 0.
-        let mut q: Vec<u32> = keys
+        // 400,000 uniform keys (the stored ones among them), then child 0's stored keys and 300,000 absent
+        // keys of child 0.
+        let uniform: Vec<u32> = (0..400_000).collect();
+        let mut crowded: Vec<u32> = keys
             .iter()
             .copied()
             .filter(|&k| t.child_of(k) == Some(0))
             .collect();
-        q.extend(
+        crowded.extend(
             (1_000_000u32..)
                 .filter(|&k| t.child_of(k) == Some(0))
-                .take(6000),
+                .take(300_000),
         );
-        let want: Vec<Option<u32>> = q.iter().map(|k| oracle.get(k).copied()).collect();
-        assert_eq!(t.find(&q).unwrap(), want, "{backend}: find");
-        let mut into = vec![0u32; q.len()];
-        t.find_into(&q, &mut into).unwrap();
-        let want: Vec<u32> = want.iter().map(|v| v.unwrap_or(u32::MAX)).collect();
-        assert_eq!(into, want, "{backend}: find_into");
+        for (what, q) in [("uniform", uniform), ("crowded", crowded)] {
+            let want: Vec<Option<u32>> = q.iter().map(|k| oracle.get(k).copied()).collect();
+            assert_eq!(t.find(&q).unwrap(), want, "{backend} {what}: find");
+            let mut into = vec![0u32; q.len()];
+            t.find_into(&q, &mut into).unwrap();
+            let want: Vec<u32> = want.iter().map(|v| v.unwrap_or(u32::MAX)).collect();
+            assert_eq!(into, want, "{backend} {what}: find_into");
+        }
         check(&mut t, &oracle, &[1 << 30], &format!("{backend} after"));
     }
 }

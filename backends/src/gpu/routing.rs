@@ -319,9 +319,10 @@ struct Parts {
 
 /// Parts sized from each child's share of the route directory for a find of `n` keys, before its keys are
 /// counted: the share's mean plus eight standard deviations plus one `CHUNK_ALIGN`, each part starting on a
-/// multiple of `CHUNK_ALIGN`. Returns the starts, the ends and the routed length. Uniform route hashes
-/// overflow such a part with negligible probability; a batch that does (keys chosen to collide) is counted
-/// and scattered again.
+/// multiple of `CHUNK_ALIGN`. Returns the starts, the ends and the routed length (the caller counts first
+/// instead when that length passes 1.25 times the keys: a small batch over many children). Uniform route
+/// hashes overflow such a part with negligible probability; a batch that does (keys chosen to collide) is
+/// counted and scattered again.
 fn estimated_parts(route: RouteMap<'_>, n: usize) -> (Vec<usize>, Vec<usize>, usize) {
     let mut entries = vec![0usize; route.children];
     for &c in route.entries {
@@ -800,13 +801,17 @@ impl<R: HostTransfer, L: KeyLayout, K: Key, V: Value> Router<K, V> for DeviceRou
         // run after the copy; the cursors, read back once, give the parts' lengths.
         let with_bits = bits.is_some();
         let (starts, ends, total) = estimated_parts(route, n);
-        let parts = self.parts(n, total, false, with_bits);
-        let cursor = self.per_child(starts.iter().copied(), route.children);
-        let ends_h = self.per_child(ends.iter().copied(), route.children);
-        let overflow = self.client.create_from_slice(bytes_of(&[0u32]));
-        // Diagnosis: HASHTILE_COUNT_FIRST=1 counts the chunks as they land and scatters after the copy (the
+        // Each part sized ahead has slack (at least `CHUNK_ALIGN` keys): a batch that is small for its
+        // children counts its keys first instead. Diagnosis: HASHTILE_COUNT_FIRST=1 always counts first (the
         // A/B of the parts sized ahead).
-        let counts = count_first().then(|| self.zeroed_counts(route));
+        let ahead = (!count_first() && total <= n + n / 4).then(|| {
+            let parts = self.parts(n, total, false, with_bits);
+            let cursor = self.per_child(starts.iter().copied(), route.children);
+            let ends = self.per_child(ends.iter().copied(), route.children);
+            let overflow = self.client.create_from_slice(bytes_of(&[0u32]));
+            (parts, cursor, ends, overflow)
+        });
+        let counts = ahead.is_none().then(|| self.zeroed_counts(route));
         let mut uploaded = R::upload_chunked(
             client,
             &self.stager,
@@ -815,48 +820,54 @@ impl<R: HostTransfer, L: KeyLayout, K: Key, V: Value> Router<K, V> for DeviceRou
             self.sizes.chunk * kb,
             &mut |_, off, len, h| {
                 let chunk = h.clone().offset_start(off as u64);
-                if let Some(counts) = &counts {
-                    self.count(&chunk, None, len / kb, (&entries, counts), route);
-                    return;
+                match (&ahead, &counts) {
+                    (Some((parts, cursor, ends, overflow)), _) => {
+                        let at = parts.positions.clone().offset_start((off / kb * 4) as u64);
+                        self.scatter(
+                            (&chunk, None),
+                            len / kb,
+                            (&entries, cursor),
+                            (&parts.keys, None),
+                            &at,
+                            (total, Some((ends, overflow))),
+                            route,
+                        );
+                    }
+                    (None, Some(counts)) => {
+                        self.count(&chunk, None, len / kb, (&entries, counts), route)
+                    }
+                    (None, None) => unreachable!("either parts sized ahead or counts"),
                 }
-                let at = parts.positions.clone().offset_start((off / kb * 4) as u64);
-                self.scatter(
-                    (&chunk, None),
-                    len / kb,
-                    (&entries, &cursor),
-                    (&parts.keys, None),
-                    &at,
-                    (total, Some((&ends_h, &overflow))),
-                    route,
-                );
             },
         )?;
         let kh = uploaded.remove(0);
-        trace.mark(client, "route find: keys copied and scattered");
-        let read = client.read(vec![cursor, overflow]);
-        let batch = if counts.is_none() && u32::from_bytes(&read[1])[0] == 0 {
-            let ends = u32::from_bytes(&read[0]);
-            let counts = (0..route.children)
-                .map(|c| ends[c] as usize - starts[c])
-                .collect();
-            self.routed(parts, (starts, counts), false, with_bits, route)
-        } else {
-            // A part overflowed (keys that collide in the route hash), or the diagnosis asked: counted, then
-            // scattered.
-            self.give_back(self.routed(
-                parts,
-                (starts, vec![0; route.children]),
-                false,
-                false,
-                route,
-            ));
-            let counts = counts.unwrap_or_else(|| {
-                let counts = self.zeroed_counts(route);
-                self.count(&kh, None, n, (&entries, &counts), route);
-                counts
-            });
-            let layout = self.layout(counts, route.children);
-            self.route_part((&kh, None), n, &entries, layout, with_bits, route)
+        trace.mark(client, "route find: keys copied and scattered or counted");
+        let scattered = ahead.and_then(|(parts, cursor, _, overflow)| {
+            let read = client.read(vec![cursor, overflow]);
+            if u32::from_bytes(&read[1])[0] == 0 {
+                let ends = u32::from_bytes(&read[0]);
+                let counts = (0..route.children)
+                    .map(|c| ends[c] as usize - starts[c])
+                    .collect();
+                Some(self.routed(parts, (starts, counts), false, with_bits, route))
+            } else {
+                // A part overflowed (keys that collide in the route hash): counted and scattered again.
+                let empty = vec![0; route.children];
+                self.give_back(self.routed(parts, (starts, empty), false, false, route));
+                None
+            }
+        });
+        let batch = match scattered {
+            Some(b) => b,
+            None => {
+                let counts = counts.unwrap_or_else(|| {
+                    let counts = self.zeroed_counts(route);
+                    self.count(&kh, None, n, (&entries, &counts), route);
+                    counts
+                });
+                let layout = self.layout(counts, route.children);
+                self.route_part((&kh, None), n, &entries, layout, with_bits, route)
+            }
         };
         trace.mark(client, "route: parts read");
         cache.give("route keys in", kh, n * kb);
