@@ -462,8 +462,8 @@ impl<R: HostTransfer, L: KeyLayout> DeviceRouter<R, L> {
             unsafe { ArrayArg::from_raw_parts(h, len) }
         };
         // SAFETY: positions are bounded by `n`; routed positions by the parts' layout (each cube's range is
-        // claimed from its child's cursor, and a part holds exactly its child's count); children and directory
-        // indices as in `count`.
+        // claimed from its child's cursor, and a part holds exactly its child's count) or, bounded, by `ends`
+        // (a key past its part's end is not written); children and directory indices as in `count`.
         unsafe {
             route_scatter_kernel::launch_unchecked::<L, R>(
                 &self.client,
