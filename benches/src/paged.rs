@@ -372,12 +372,21 @@ fn residency(s: &PagedSetup) -> Result<bool, String> {
         plain_find.push(t0.elapsed().as_secs_f64());
         all_ok &= answers_ok(&q, &plain_out, n);
     }
-    let med = |v: &mut Vec<f64>| crate::median(v);
     let rows = [
-        ("paged (interleaved)", "insert", n, med(&mut paged_ins)),
-        ("plain", "insert", n, med(&mut plain_ins)),
-        ("paged (interleaved)", "find", q.len(), med(&mut paged_find)),
-        ("plain", "find", q.len(), med(&mut plain_find)),
+        (
+            "paged (interleaved)",
+            "insert",
+            n,
+            crate::median(&mut paged_ins),
+        ),
+        ("plain", "insert", n, crate::median(&mut plain_ins)),
+        (
+            "paged (interleaved)",
+            "find",
+            q.len(),
+            crate::median(&mut paged_find),
+        ),
+        ("plain", "find", q.len(), crate::median(&mut plain_find)),
     ];
     for (table, op, keys, secs) in rows {
         let paged_row = table != "plain";

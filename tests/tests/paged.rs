@@ -14,45 +14,12 @@ use rand::{Rng, SeedableRng, rngs::StdRng};
 use std::collections::{HashMap, HashSet};
 
 mod common;
+mod paged_oracle;
 use common::present;
+use paged_oracle::{check, check_finds};
 
 const BACKENDS: [Backend; 3] = [Backend::Cpu, Backend::Vulkan, Backend::Cuda];
 const PLACEMENTS: [Placement; 2] = [Placement::HashRouted, Placement::ArrivalOrder];
-
-/// Checks the table against the oracle: every stored key, `absent` keys, pairs (each key once), len.
-fn check<S: SchemeInfo, K: Key, V: Value>(
-    t: &mut PagedTable<S, K, V>,
-    oracle: &HashMap<K, V>,
-    absent: &[K],
-    what: &str,
-) {
-    assert_eq!(t.len(), oracle.len(), "{what}: len");
-    let q: Vec<K> = oracle.keys().chain(absent).copied().collect();
-    let got = t.find(&q).unwrap();
-    for (k, g) in q.iter().zip(&got) {
-        assert_eq!(*g, oracle.get(k).copied(), "{what}: find({k})");
-    }
-    let mut into = vec![V::zero(); q.len()];
-    t.find_into(&q, &mut into).unwrap();
-    for (k, g) in q.iter().zip(&into) {
-        assert_eq!(
-            *g,
-            oracle.get(k).copied().unwrap_or(V::ABSENT),
-            "{what}: find_into({k})"
-        );
-    }
-    let pairs = t.pairs().unwrap();
-    assert_eq!(
-        pairs.len(),
-        oracle.len(),
-        "{what}: pairs stored twice or lost"
-    );
-    let mut seen = HashSet::new();
-    for (k, v) in pairs {
-        assert!(seen.insert(k), "{what}: key {k} stored twice");
-        assert_eq!(oracle.get(&k), Some(&v), "{what}: pair ({k}, {v})");
-    }
-}
 
 fn random_keys<K: Key>(rng: &mut StdRng, n: usize, range: u64) -> Vec<K> {
     (0..n)
@@ -996,12 +963,7 @@ fn finds_whose_keys_crowd_one_child() {
                 .take(300_000),
         );
         for (what, q) in [("uniform", uniform), ("crowded", crowded)] {
-            let want: Vec<Option<u32>> = q.iter().map(|k| oracle.get(k).copied()).collect();
-            assert_eq!(t.find(&q).unwrap(), want, "{backend} {what}: find");
-            let mut into = vec![0u32; q.len()];
-            t.find_into(&q, &mut into).unwrap();
-            let want: Vec<u32> = want.iter().map(|v| v.unwrap_or(u32::MAX)).collect();
-            assert_eq!(into, want, "{backend} {what}: find_into");
+            check_finds(&mut t, &oracle, &q, &format!("{backend} {what}"));
         }
         check(&mut t, &oracle, &[1 << 30], &format!("{backend} after"));
     }

@@ -17,7 +17,9 @@ use rand::{Rng, SeedableRng, rngs::StdRng};
 use std::collections::{HashMap, HashSet};
 
 mod common;
+mod paged_oracle;
 use common::present;
+use paged_oracle::{check, check_finds};
 
 /// Key range of the random keys (absent keys are drawn above it).
 const RANGE: u64 = 150_000;
@@ -32,66 +34,6 @@ fn env(name: &str, default: u64) -> u64 {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
-}
-
-/// Every check: len, each stored key with its value (find and find_into), absent keys, pairs once each.
-fn check<S: SchemeInfo, K: Key, V: Value>(
-    t: &mut PagedTable<S, K, V>,
-    oracle: &HashMap<K, V>,
-    absent: &[K],
-    what: &str,
-) {
-    assert_eq!(t.len(), oracle.len(), "{what}: len");
-    let q: Vec<K> = oracle.keys().chain(absent).copied().collect();
-    let got = t.find(&q).unwrap();
-    for (k, g) in q.iter().zip(&got) {
-        assert_eq!(*g, oracle.get(k).copied(), "{what}: find({k})");
-    }
-    let mut into = vec![V::zero(); q.len()];
-    t.find_into(&q, &mut into).unwrap();
-    for (k, g) in q.iter().zip(&into) {
-        assert_eq!(
-            *g,
-            oracle.get(k).copied().unwrap_or(V::ABSENT),
-            "{what}: find_into({k})"
-        );
-    }
-    let pairs = t.pairs().unwrap();
-    let mut seen = HashSet::new();
-    for (k, v) in &pairs {
-        assert!(seen.insert(*k), "{what}: key {k} stored twice");
-        assert_eq!(oracle.get(k), Some(v), "{what}: pair ({k}, {v})");
-    }
-    assert_eq!(pairs.len(), oracle.len(), "{what}: pairs lost");
-}
-
-/// Finds of `q` against the oracle with both calls.
-fn check_find<S: SchemeInfo, K: Key, V: Value>(
-    t: &mut PagedTable<S, K, V>,
-    oracle: &HashMap<K, V>,
-    q: &[K],
-    what: &str,
-) {
-    let got = t.find(q).unwrap();
-    assert_eq!(got.len(), q.len(), "{what}: find length");
-    for (i, (k, g)) in q.iter().zip(&got).enumerate() {
-        assert_eq!(
-            *g,
-            oracle.get(k).copied(),
-            "{what}: find #{i} ({k}) of {}",
-            q.len()
-        );
-    }
-    let mut into = vec![V::zero(); q.len()];
-    t.find_into(q, &mut into).unwrap();
-    for (i, (k, g)) in q.iter().zip(&into).enumerate() {
-        assert_eq!(
-            *g,
-            oracle.get(k).copied().unwrap_or(V::ABSENT),
-            "{what}: find_into #{i} ({k}) of {}",
-            q.len()
-        );
-    }
 }
 
 /// A batch size: the boundaries around chunks and device batches, or random.
@@ -251,7 +193,7 @@ fn stress<S: SchemeInfo, K: Key, V: Value>(backend: Backend, cfg: &Cfg, seed: u6
                     }
                 })
                 .collect();
-            check_find(&mut t, &oracle, &q, &format!("{what}: find of {n}"));
+            check_finds(&mut t, &oracle, &q, &format!("{what}: find of {n}"));
             found += n;
         }
         // Finds whose keys all route to one child, large enough to be sized ahead (and overflow).
@@ -259,7 +201,7 @@ fn stress<S: SchemeInfo, K: Key, V: Value>(backend: Backend, cfg: &Cfg, seed: u6
             let c = rng.random_range(0..t.children().max(1));
             let n = [bk, 2 * bk + 1, rng.random_range(1..4 * bk)][rng.random_range(0..3)];
             let q = gen_keys(&mut rng, &t, &stored, n, Some(c));
-            check_find(
+            check_finds(
                 &mut t,
                 &oracle,
                 &q,

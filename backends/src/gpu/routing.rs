@@ -635,15 +635,28 @@ impl<R: HostTransfer, L: KeyLayout> DeviceRouter<R, L> {
         }
     }
 
+    /// Gives a batch's buffers taken by [`DeviceRouter::parts`] back to the cache.
+    fn give_parts(&self, parts: Parts) {
+        let total = parts.total.max(1);
+        let (kb, vb) = widths::<L>();
+        let cache = &self.cache;
+        cache.give("routed keys", parts.keys, total * kb);
+        cache.give("routed values", parts.values, total * vb);
+        cache.give("routed aux", parts.aux, total * 4);
+        cache.give("route positions", parts.positions, parts.n.max(1) * 4);
+    }
+
     /// Gives a routed batch's buffers back to the cache.
     fn give_back(&self, batch: RoutedBatch) {
-        let total = batch.len.max(1);
-        let (kb, vb) = batch.widths;
+        self.give_parts(Parts {
+            keys: batch.keys,
+            values: batch.values,
+            aux: batch.aux,
+            positions: batch.positions,
+            n: batch.n,
+            total: batch.len,
+        });
         let cache = &self.cache;
-        cache.give("routed keys", batch.keys, total * kb);
-        cache.give("routed values", batch.values, total * vb);
-        cache.give("routed aux", batch.aux, total * 4);
-        cache.give("route positions", batch.positions, batch.n.max(1) * 4);
         if let Some(h) = batch.counters {
             cache.give(
                 "routed counters",
@@ -852,8 +865,7 @@ impl<R: HostTransfer, L: KeyLayout, K: Key, V: Value> Router<K, V> for DeviceRou
                 Some(self.routed(parts, (starts, counts), false, with_bits, route))
             } else {
                 // A part overflowed (keys that collide in the route hash): counted and scattered again.
-                let empty = vec![0; route.children];
-                self.give_back(self.routed(parts, (starts, empty), false, false, route));
+                self.give_parts(parts);
                 None
             }
         });
