@@ -108,6 +108,30 @@ pub trait Engine<K: Key, V: Value>: Send + Sync {
     fn erase_stored(&mut self, _keys: &[K]) -> Result<Option<usize>> {
         Ok(None)
     }
+    /// Slot frames (`gpu::frames`): one device allocation of `count` frames, each holding the slots of one
+    /// table of this engine's shape, so that one kernel launch can serve every table placed in them (a paged
+    /// table's children: [`Router::find_framed`]). `Ok(None)` where the engine has no device (CPU) or the
+    /// device lacks the memory (the caller goes on without frames).
+    fn new_frames(&self, _count: usize) -> Result<Option<SlotFrames>> {
+        Ok(None)
+    }
+    /// Moves the (resident) slots into frame `index` of `frames` (a device-side copy; the table's own
+    /// allocation is freed). The table keeps the frame until it is paged out.
+    fn move_to_frame(&mut self, _frames: &SlotFrames, _index: usize) -> Result<()> {
+        Err(no_device_batches())
+    }
+    /// [`Engine::page_in`] into frame `index` of `frames` (free: no resident table holds it).
+    fn page_in_frame(&mut self, _frames: &SlotFrames, _index: usize) -> Result<u64> {
+        self.page_in()
+    }
+    /// The frame holding the slots: `(SlotFrames::id, index)`, or `None` (own allocation, or paged out).
+    fn frame(&self) -> Option<(u64, usize)> {
+        None
+    }
+    /// The table's descriptor in `frames` ([`Router::find_framed`]), or `None` when its slots are not there.
+    fn frame_desc(&self, _frames: &SlotFrames) -> Option<[u32; FRAME_DESC_WORDS]> {
+        None
+    }
     /// A router of batches to tables of this engine's kind on the device ([`Router`]), or `None` where the
     /// engine has no device (CPU): paged tables then partition on the host.
     fn router(&self) -> Option<Box<dyn Router<K, V>>> {
@@ -134,6 +158,36 @@ pub trait Engine<K: Key, V: Value>: Send + Sync {
 
 fn no_device_batches() -> Error {
     Error::InvalidConfig("this backend has no device batches".into())
+}
+
+/// Words of one table's descriptor in [`SlotFrames`]: its first bucket in the frames' slot arrays, then its
+/// seeds and their mixes.
+pub const FRAME_DESC_WORDS: usize = crate::gpu::device_api::FRAME_DESC_WORDS;
+
+/// One device allocation holding the slots of `count` tables of one shape, frame after frame (`gpu::frames`):
+/// made by [`Engine::new_frames`], filled by [`Engine::move_to_frame`] and [`Engine::page_in_frame`], read by
+/// [`Router::find_framed`]. The tables hold sub-ranges of the buffers, which live while any of them does.
+#[derive(Debug, Clone)]
+pub struct SlotFrames {
+    /// Tells frames apart ([`Engine::frame`]).
+    pub id: u64,
+    /// Key words of every frame (`count * stride` words).
+    pub keys: Handle,
+    /// Value words of every frame where the layout keeps values apart; else one unused word.
+    pub values: Handle,
+    /// Words of `values`.
+    pub values_len: usize,
+    /// Frames.
+    pub count: usize,
+    /// Slots per frame: a table's slots, rounded up to 256 bytes (Vulkan's binding alignment) and to a whole
+    /// bucket.
+    pub stride: usize,
+    /// The shape words of the tables (bucket count and scheme parameters; seeds differ per table).
+    pub shape: [u32; crate::gpu::device_api::SHAPE_WORDS],
+    /// Slots per bucket.
+    pub bucket_size: u32,
+    /// Lanes per tile.
+    pub tile_width: u32,
 }
 
 /// A paged table's route directory as the device sees it: a key goes to child `entries[route >> (64 - depth)]`
@@ -250,6 +304,20 @@ pub trait Router<K: Key, V: Value>: Send + Sync {
         keys: &[K],
         route: RouteMap<'_>,
         on_part: &mut dyn FnMut(&RoutedBatch) -> Result<()>,
+        out: &mut [V],
+        bits: Option<&mut [u32]>,
+    ) -> Result<()>;
+    /// A find of `keys` in tables whose slots all lie in `frames` (a paged table whose children are all
+    /// resident), one kernel per copy chunk as it lands: each key's child by `route`, that child's descriptor
+    /// from `descs` ([`FRAME_DESC_WORDS`] per child, in child order). Answers as in [`Router::find`]. No
+    /// partition, no per-child launches, no gather: the plain table's find, with the route and the
+    /// descriptor read per key.
+    fn find_framed(
+        &self,
+        keys: &[K],
+        route: RouteMap<'_>,
+        frames: &SlotFrames,
+        descs: &[u32],
         out: &mut [V],
         bits: Option<&mut [u32]>,
     ) -> Result<()>;

@@ -9,7 +9,7 @@ use super::layout::{KeyLayout, key_view};
 use cubecl::prelude::*;
 use hashtile_core::hash::{MAX_HASHES, bucket_index, hash_key, hash_key32, overflow_bucket};
 use hashtile_core::scheme::{ProbingScheme, SchemeParams, action, blank_state};
-use hashtile_core::tile::{read_slots, tile_ballot, tile_lane};
+use hashtile_core::tile::{read_slots, tile_ballot, tile_lane, tile_shuffle};
 
 /// Everything a kernel needs to address a table.
 #[derive(CubeType, Clone, Copy)]
@@ -255,6 +255,68 @@ pub fn tile_find_at<S: ProbingScheme, L: KeyLayout>(
     #[comptime] count_probes: bool,
     #[comptime] want_slot: bool,
 ) -> FoundAt<L::Value> {
+    // One table: no frame descriptors (a one-word stand-in, never read).
+    let frames = Array::<u32>::new(1usize);
+    tile_find_core::<S, L>(
+        table_keys,
+        table_values,
+        meta,
+        key,
+        active,
+        &frames,
+        0u32,
+        bucket_size,
+        tile_width,
+        count_probes,
+        want_slot,
+        false,
+    )
+}
+
+/// Words per frame descriptor of a framed find ([`tile_find_core`] with `framed`): `[base bucket, seed0..seed3,
+/// mix0..mix3]` of one child whose slots start at bucket `base` of the shared slot arrays (`gpu::frames`).
+pub const FRAME_DESC_WORDS: usize = 9;
+
+/// The [`TableMeta`] of frame `f`: `meta`'s bucket count and scheme parameters (every frame has them) with the
+/// frame's own seeds.
+#[cube]
+fn frame_meta(meta: TableMeta, frames: &Array<u32>, f: u32) -> TableMeta {
+    let at = (f * comptime!(FRAME_DESC_WORDS as u32)) as usize;
+    TableMeta {
+        num_buckets: meta.num_buckets,
+        seed0: frames[at + 1],
+        seed1: frames[at + 2],
+        seed2: frames[at + 3],
+        seed3: frames[at + 4],
+        mix0: frames[at + 5],
+        mix1: frames[at + 6],
+        mix2: frames[at + 7],
+        mix3: frames[at + 8],
+        params: meta.params,
+    }
+}
+
+/// The cooperative find loop of [`tile_find_at`]. With `framed`, the slot arrays hold many tables of `meta`'s
+/// shape (a paged table's children, `gpu::frames`), each lane's key is looked up in table `child`, whose seeds
+/// and first bucket are descriptor `child` of `frames` ([`FRAME_DESC_WORDS`] each): the tile moves the child's
+/// index with the key, and each probe reads its descriptor (cached: a few children's words are hot).
+// `b` is a CubeCL variable declaration; both branches assign it.
+#[allow(clippy::too_many_arguments, unused_assignments)]
+#[cube]
+pub(crate) fn tile_find_core<S: ProbingScheme, L: KeyLayout>(
+    table_keys: &Array<u64>,
+    table_values: &Array<u64>,
+    meta: TableMeta,
+    key: L::Key,
+    active: bool,
+    frames: &Array<u32>,
+    child: u32,
+    #[comptime] bucket_size: u32,
+    #[comptime] tile_width: u32,
+    #[comptime] count_probes: bool,
+    #[comptime] want_slot: bool,
+    #[comptime] framed: bool,
+) -> FoundAt<L::Value> {
     let tl = tile_lane(tile_width);
     let mut pending = active;
     let mut result = FoundAt::<L::Value> {
@@ -266,6 +328,7 @@ pub fn tile_find_at<S: ProbingScheme, L: KeyLayout>(
     let mut steps = u32::new(0);
     let mut has_op = false;
     let mut cur_key = L::Key::new(0);
+    let mut cur_child = u32::new(0);
     let mut src = u32::new(0);
     let mut state = blank_state();
     while plane_any(pending || has_op) {
@@ -273,9 +336,16 @@ pub fn tile_find_at<S: ProbingScheme, L: KeyLayout>(
         let queue = tile_ballot(pending, tl, tile_width);
         let next = queue.trailing_zeros() % tile_width;
         let next_key = L::shuffle_key(key, next, tl, tile_width);
+        let mut next_child = u32::new(0);
+        if comptime!(framed) {
+            next_child = tile_shuffle(child, next, tl, tile_width);
+        }
         if !has_op && queue != 0 {
             has_op = true;
             cur_key = next_key;
+            if comptime!(framed) {
+                cur_child = next_child;
+            }
             src = next;
             S::find_start(&mut state);
             steps = 0u32;
@@ -284,7 +354,14 @@ pub fn tile_find_at<S: ProbingScheme, L: KeyLayout>(
             }
         }
         // One probe.
-        let b = probe_bucket::<S, L>(meta, cur_key, state.hash_index);
+        let mut b = u32::new(0);
+        if comptime!(framed) {
+            let m = frame_meta(meta, frames, cur_child);
+            let base = frames[(cur_child * comptime!(FRAME_DESC_WORDS as u32)) as usize];
+            b = probe_bucket::<S, L>(m, cur_key, state.hash_index) + base;
+        } else {
+            b = probe_bucket::<S, L>(meta, cur_key, state.hash_index);
+        }
         let slots = read_slots(table_keys, b, has_op, tl, bucket_size, tile_width);
         let view = key_view::<L>(slots, cur_key, tl, bucket_size, tile_width);
         let mut act = u32::new(action::NEXT as i64);

@@ -36,6 +36,7 @@
 pub mod chained;
 pub mod csr;
 pub mod device_api;
+pub mod frames;
 pub(crate) mod host_path;
 pub mod kernels;
 pub mod layout;
@@ -86,6 +87,8 @@ pub struct GpuTable<R: HostTransfer, S: ProbingScheme, L: KeyLayout = Packed> {
     image: Option<HostImage>,
     resident: bool,
     image_current: bool,
+    /// The slot frame holding the slots (`frames`: `(SlotFrames::id, index)`), while resident there.
+    frame: Option<(u64, usize)>,
     /// How host batches are cut for the device.
     batch: host_path::BatchSizes,
     /// Host-path buffers kept between calls.
@@ -317,6 +320,7 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
             image: None,
             resident: true,
             image_current: false,
+            frame: None,
             batch,
             cache: Default::default(),
             keys,
@@ -722,6 +726,7 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
         self.stash = self.client.empty(8);
         self.cache.clear();
         self.resident = false;
+        self.frame = None;
         Ok(copied)
     }
 
@@ -1155,8 +1160,31 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout, K: Key, V: Value> Engine<K
         Ok(Some(n))
     }
 
+    fn new_frames(&self, count: usize) -> Result<Option<crate::engine::SlotFrames>> {
+        GpuTable::new_frames(self, count)
+    }
+
+    fn move_to_frame(&mut self, frames: &crate::engine::SlotFrames, index: usize) -> Result<()> {
+        GpuTable::move_to_frame(self, frames, index)
+    }
+
+    fn page_in_frame(&mut self, frames: &crate::engine::SlotFrames, index: usize) -> Result<u64> {
+        GpuTable::page_in_frame(self, frames, index)
+    }
+
+    fn frame(&self) -> Option<(u64, usize)> {
+        self.frame.filter(|_| self.resident)
+    }
+
+    fn frame_desc(
+        &self,
+        frames: &crate::engine::SlotFrames,
+    ) -> Option<[u32; crate::engine::FRAME_DESC_WORDS]> {
+        GpuTable::frame_desc(self, frames)
+    }
+
     fn router(&self) -> Option<Box<dyn crate::engine::Router<K, V>>> {
-        Some(Box::new(routing::DeviceRouter::<R, L>::new(
+        Some(Box::new(routing::DeviceRouter::<R, S, L>::new(
             self.client.clone(),
             self.stager.clone(),
             self.batch,

@@ -34,9 +34,10 @@ use super::paging::route_hash;
 use super::transfer::HostTransfer;
 use super::upsert::MASK_NEW;
 use super::{CUBE_SIZE, cube_count, fill_u32};
-use crate::engine::{ROUTED_COUNTERS, RouteMap, RoutedBatch, Router};
+use crate::engine::{FRAME_DESC_WORDS, ROUTED_COUNTERS, RouteMap, RoutedBatch, Router, SlotFrames};
 use cubecl::prelude::*;
 use cubecl::server::Handle;
+use hashtile_core::scheme::ProbingScheme;
 use hashtile_core::{Element, Key, Result, Value};
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -53,7 +54,12 @@ pub const MAX_ROUTED_CHILDREN: usize = 4096;
 
 /// The child of a key under the route directory (`paged::route::Directory::child_of`, on the device).
 #[cube]
-fn route_child<L: KeyLayout>(key: L::Key, entries: &Array<u32>, seed: u64, depth: u32) -> u32 {
+pub(crate) fn route_child<L: KeyLayout>(
+    key: L::Key,
+    entries: &Array<u32>,
+    seed: u64,
+    depth: u32,
+) -> u32 {
     let h = route_hash(L::key_bits(key), seed);
     let mut e = 0u64;
     if depth > 0u32 {
@@ -261,16 +267,16 @@ pub fn route_gather_kernel<L: KeyLayout>(
     }
 }
 
-/// The [`Router`] of GPU tables of runtime `R` and layout `L` (see the module docs). It keeps its batch buffers
+/// The [`Router`] of GPU tables of runtime `R`, scheme `S` and layout `L` (see the module docs). It keeps its batch buffers
 /// between calls, like a table's host path.
-pub struct DeviceRouter<R: HostTransfer, L: KeyLayout> {
+pub struct DeviceRouter<R: HostTransfer, S: ProbingScheme, L: KeyLayout> {
     client: ComputeClient<R>,
     stager: Arc<R::Stager>,
     cache: DeviceCache,
     sizes: BatchSizes,
     /// Distinct one-word buffers for unused kernel arguments (wgpu mis-binds a buffer bound twice).
     dummies: [Handle; 4],
-    _layout: PhantomData<L>,
+    _layout: PhantomData<(S, L)>,
 }
 
 /// Phase timings of the router on stderr when `HASHTILE_TRACE_ROUTE` is set (each mark waits for the device:
@@ -348,7 +354,7 @@ fn widths<L: KeyLayout>() -> (usize, usize) {
     (size_of::<L::Key>(), size_of::<L::Value>())
 }
 
-impl<R: HostTransfer, L: KeyLayout> DeviceRouter<R, L> {
+impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> DeviceRouter<R, S, L> {
     /// A router on `client`'s device, copying through `stager` in `sizes`' chunks.
     pub fn new(client: ComputeClient<R>, stager: Arc<R::Stager>, sizes: BatchSizes) -> Self {
         let dummies = std::array::from_fn(|_| client.empty(8));
@@ -432,7 +438,7 @@ fn layout_of(bytes: &[u8], children: usize) -> Layout {
     }
 }
 
-impl<R: HostTransfer, L: KeyLayout> DeviceRouter<R, L> {
+impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> DeviceRouter<R, S, L> {
     /// `u32` words of `values` per child, padded to the counters' width for `children` children.
     fn per_child(&self, values: impl Iterator<Item = usize>, children: usize) -> Handle {
         let mut v: Vec<u32> = values.map(|s| s as u32).collect();
@@ -515,7 +521,7 @@ impl<R: HostTransfer, L: KeyLayout> DeviceRouter<R, L> {
     }
 }
 
-impl<R: HostTransfer, L: KeyLayout> DeviceRouter<R, L> {
+impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> DeviceRouter<R, S, L> {
     /// Partitions the `n` keys of `keys` (upserts: those the duplicate pass's `mask` keeps; finds: all of them)
     /// by child: scatters them into parts laid out from their counts (`layout`, read back), recording each
     /// key's routed position. Upserts get zeroed insert counters for every child; their values follow
@@ -667,7 +673,79 @@ impl<R: HostTransfer, L: KeyLayout> DeviceRouter<R, L> {
     }
 }
 
-impl<R: HostTransfer, L: KeyLayout, K: Key, V: Value> Router<K, V> for DeviceRouter<R, L> {
+impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> DeviceRouter<R, S, L> {
+    /// Copies a find's answers out (`oh`: values; `bh`: presence bits when asked) and returns the buffers.
+    fn answers_out<V: Value>(
+        &self,
+        oh: Handle,
+        bh: Option<Handle>,
+        out: &mut [V],
+        bits: Option<&mut [u32]>,
+    ) -> Result<()> {
+        let (client, cache) = (&self.client, &self.cache);
+        let (n, vb) = (out.len(), widths::<L>().1);
+        let words = n.div_ceil(32);
+        if let Some(o) = same_words_mut::<V, L::Value>(out) {
+            R::download(client, &self.stager, &oh, bytes_of_mut(o))?;
+        } else {
+            let mut wide = vec![L::Value::default(); n];
+            R::download(client, &self.stager, &oh, bytes_of_mut(&mut wide))?;
+            for (o, w) in out.iter_mut().zip(&wide) {
+                *o = V::narrow(w.widen());
+            }
+        }
+        if let (Some(bits), Some(bh)) = (bits, bh) {
+            R::download(client, &self.stager, &bh, bytes_of_mut(&mut bits[..words]))?;
+            cache.give("route bits", bh, words * 4);
+        }
+        cache.give("route out", oh, n * vb);
+        Ok(())
+    }
+
+    /// Queues the framed find of one landed chunk of `n` keys ([`Router::find_framed`]).
+    fn find_chunk(
+        &self,
+        (keys, n): (&Handle, usize),
+        frames: &SlotFrames,
+        (descs, entries): (&Handle, &Handle),
+        (out, bits): (&Handle, Option<&Handle>),
+        route: RouteMap<'_>,
+    ) {
+        if n == 0 {
+            return;
+        }
+        let (bh, bl) = bits.map_or((self.dummies[0].clone(), 1), |b| {
+            (b.clone(), n.div_ceil(32))
+        });
+        // SAFETY: positions are bounded by `n` (keys, out, bits); children by the directory's entries (every
+        // child has a descriptor); buckets by each descriptor's base plus the shared bucket count (the frames
+        // hold `count * stride` slots and every base is a frame's start).
+        unsafe {
+            super::frames::framed_find_kernel::launch_unchecked::<S, L, R>(
+                &self.client,
+                cube_count(n),
+                CubeDim::new_1d(CUBE_SIZE),
+                ArrayArg::from_raw_parts(keys.clone(), n),
+                ArrayArg::from_raw_parts(frames.keys.clone(), frames.count * frames.stride),
+                ArrayArg::from_raw_parts(frames.values.clone(), frames.values_len),
+                ArrayArg::from_raw_parts(out.clone(), n),
+                ArrayArg::from_raw_parts(bh, bl),
+                ArrayArg::from_raw_parts(descs.clone(), route.children * FRAME_DESC_WORDS),
+                ArrayArg::from_raw_parts(entries.clone(), route.entries.len()),
+                super::shape_scalars(frames.shape),
+                route.seed,
+                route.depth,
+                frames.bucket_size,
+                frames.tile_width,
+                bits.is_some(),
+            )
+        }
+    }
+}
+
+impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout, K: Key, V: Value> Router<K, V>
+    for DeviceRouter<R, S, L>
+{
     fn batch_keys(&self) -> usize {
         self.sizes.insert
     }
@@ -898,21 +976,61 @@ impl<R: HostTransfer, L: KeyLayout, K: Key, V: Value> Router<K, V> for DeviceRou
         self.give_back(batch);
         looked_up?;
         trace.mark(client, "route find: gathered");
-        if let Some(o) = same_words_mut::<V, L::Value>(out) {
-            R::download(client, &self.stager, &oh, bytes_of_mut(o))?;
-        } else {
-            let mut wide = vec![L::Value::default(); n];
-            R::download(client, &self.stager, &oh, bytes_of_mut(&mut wide))?;
-            for (o, w) in out.iter_mut().zip(&wide) {
-                *o = V::narrow(w.widen());
-            }
-        }
-        if let (Some(bits), Some(bh)) = (bits, bh) {
-            R::download(client, &self.stager, &bh, bytes_of_mut(&mut bits[..words]))?;
-            cache.give("route bits", bh, words * 4);
-        }
+        self.answers_out(oh, bh, out, bits)?;
         trace.mark(client, "route find: answers copied out");
-        cache.give("route out", oh, n * vb);
+        Ok(())
+    }
+
+    fn find_framed(
+        &self,
+        keys: &[K],
+        route: RouteMap<'_>,
+        frames: &SlotFrames,
+        descs: &[u32],
+        out: &mut [V],
+        bits: Option<&mut [u32]>,
+    ) -> Result<()> {
+        let (client, cache) = (&self.client, &self.cache);
+        let mut trace = trace();
+        let (kb, vb) = widths::<L>();
+        let n = keys.len();
+        let words = n.div_ceil(32);
+        let k = words_of::<K, L::Key>(keys);
+        let entries = client.create_from_slice(bytes_of(route.entries));
+        let descs = client.create_from_slice(u32::as_bytes(descs));
+        let oh = cache.take(client, "route out", n.max(1) * vb);
+        let bh = bits
+            .is_some()
+            .then(|| cache.take(client, "route bits", words.max(1) * 4));
+        if let Some(bh) = &bh {
+            fill_u32(client, bh, words, 0);
+        }
+        // Each chunk is looked up as it lands, straight into the answers (chunks are multiples of 2048 keys,
+        // so each chunk's bits start on a whole, 256-byte aligned word).
+        let mut uploaded = R::upload_chunked(
+            client,
+            &self.stager,
+            &[bytes_of(&k)],
+            &[cache.take(client, "route keys in", n * kb)],
+            self.sizes.chunk * kb,
+            &mut |_, off, len, h| {
+                let at = off / kb;
+                let chunk = h.clone().offset_start(off as u64);
+                let out = oh.clone().offset_start((at * vb) as u64);
+                let bits = bh.as_ref().map(|b| b.clone().offset_start((at / 8) as u64));
+                self.find_chunk(
+                    (&chunk, len / kb),
+                    frames,
+                    (&descs, &entries),
+                    (&out, bits.as_ref()),
+                    route,
+                );
+            },
+        )?;
+        cache.give("route keys in", uploaded.remove(0), n * kb);
+        trace.mark(client, "framed find: keys copied, looked up");
+        self.answers_out(oh, bh, out, bits)?;
+        trace.mark(client, "framed find: answers copied out");
         Ok(())
     }
 

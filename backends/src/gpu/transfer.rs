@@ -44,6 +44,9 @@ pub trait HostTransfer: Runtime {
     /// `landed(source, offset, len, buffer)` is called for each chunk once its bytes are on the device (in
     /// order), so that a kernel over that chunk can be queued while the next chunks are still being copied
     /// (CUDA: the copy engine and the kernels overlap; later sources' copies overlap earlier sources' kernels).
+    /// `true` when [`HostTransfer::upload_chunked`] copies into the `dsts` it is given (else it returns buffers
+    /// of its own, and a caller that needs the bytes in a given buffer copies them there).
+    const UPLOADS_INTO_DSTS: bool;
     fn upload_chunked(
         client: &ComputeClient<Self>,
         stager: &Self::Stager,
@@ -201,6 +204,7 @@ fn device_error(what: &str, e: impl std::fmt::Debug) -> Error {
 #[cfg(feature = "vulkan")]
 impl HostTransfer for cubecl::wgpu::WgpuRuntime {
     type Stager = ();
+    const UPLOADS_INTO_DSTS: bool = false;
     fn stager(_: &ComputeClient<Self>) -> Result<()> {
         Ok(())
     }
@@ -442,6 +446,7 @@ mod cuda {
 
     impl HostTransfer for CudaRuntime {
         type Stager = CudaStager;
+        const UPLOADS_INTO_DSTS: bool = true;
 
         fn stager(client: &ComputeClient<Self>) -> Result<CudaStager> {
             // CubeCL runs in the device's primary context; retaining it again gives the same context.

@@ -54,12 +54,13 @@
 //! # Ok::<(), hashtile_core::Error>(())
 //! ```
 
+mod frames;
 mod residency;
 pub(crate) mod route;
 
 use crate::engine::{
-    Engine, Inserted, ROUTED_COUNTERS, Rebuilt, RoutedBatch, Router, SplitSpec, bits_from,
-    options_from_bits,
+    Engine, Inserted, ROUTED_COUNTERS, Rebuilt, RoutedBatch, Router, SlotFrames, SplitSpec,
+    bits_from, options_from_bits,
 };
 use crate::gpu::routing::MAX_ROUTED_CHILDREN;
 use crate::select::{Backend, BackendChoice, is_available, resolve};
@@ -133,6 +134,10 @@ pub struct PagedConfig {
     /// Hash-routed tables on a GPU partition their batches on the device (default: on; off partitions on
     /// the host, as the CPU backend always does: the A/B of the device routing).
     pub device_routing: bool,
+    /// Resident GPU children share one slot allocation (`gpu::frames`), so that a hash-routed find over
+    /// every resident child is one kernel launch per copy chunk (default: on; off: each child has its own
+    /// allocation and finds partition the batch by child, the A/B).
+    pub shared_frames: bool,
 }
 
 impl Default for PagedConfig {
@@ -154,7 +159,13 @@ impl PagedConfig {
             initial_children: 1,
             max_children: None,
             device_routing: true,
+            shared_frames: true,
         }
+    }
+    /// Resident GPU children share one slot allocation (default on; see [`PagedConfig::shared_frames`]).
+    pub fn shared_frames(mut self, on: bool) -> Self {
+        self.shared_frames = on;
+        self
     }
     /// Partitions hash-routed batches on the device (GPU children; default on).
     pub fn device_routing(mut self, on: bool) -> Self {
@@ -264,6 +275,8 @@ pub struct PagedTable<S: SchemeInfo, K: Key, V: Value> {
     routing: bool,
     /// `find_into`'s presence bits, kept between calls.
     bits: Vec<u32>,
+    /// The slot frames the resident children share (GPU, hash-routed: `frames`).
+    frames: Option<SlotFrames>,
     _scheme: PhantomData<S>,
 }
 
@@ -348,6 +361,7 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
             router: None,
             routing: false,
             bits: Vec::new(),
+            frames: None,
             _scheme: PhantomData,
         };
         t.start()?;
@@ -395,6 +409,7 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
             depth,
             tombstones: 0,
         });
+        self.house(c)?;
         Ok(c)
     }
 
@@ -488,7 +503,17 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
     }
 
     fn admit(&mut self, c: usize, keep: &[usize]) -> Result<()> {
-        self.residency.admit(&mut self.children, c, keep)
+        if self.frames.is_some() && !self.children[c].is_resident() {
+            // Room first, so that a frame is free for the child.
+            let need = self.children[c].device_bytes();
+            self.residency.make_room(&mut self.children, need, keep)?;
+            if let Some((frames, at)) = self.free_frame() {
+                return self
+                    .residency
+                    .admit(&mut self.children, c, keep, Some((&frames, at)));
+            }
+        }
+        self.residency.admit(&mut self.children, c, keep, None)
     }
 
     /// `wanted` children, the resident ones first (they cost no swap), then the others in index order.
@@ -764,11 +789,27 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
         let with_bits = need_bits || self.stash_len() > 0 || always;
         // Device batches are multiples of 2048 keys, so each starts on a whole word of `bits`.
         let step = router.batch_keys();
+        // Every child resident: one launch per copy chunk over the shared slot frames.
+        // Diagnosis: HASHTILE_TRACE_ROUTE shows the framed find's phases.
+        let framed = self.framed()?;
         for start in (0..keys.len()).step_by(step) {
             let end = (start + step).min(keys.len());
             let dir = self.directory.clone().expect("hash-routed");
             let children = self.children.len();
             let route = dir.route_map(children);
+            let words = start / 32..end.div_ceil(32);
+            if let Some((frames, descs)) = &framed {
+                router.find_framed(
+                    &keys[start..end],
+                    route,
+                    frames,
+                    descs,
+                    &mut out[start..end],
+                    with_bits.then(|| &mut bits[words]),
+                )?;
+                trace.lap("framed find");
+                continue;
+            }
             let mut on_part = |batch: &RoutedBatch| -> Result<()> {
                 let wanted =
                     (0..children).filter(|&c| batch.counts[c] > 0 && !self.children[c].is_empty());
@@ -778,7 +819,6 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
                 }
                 Ok(())
             };
-            let words = start / 32..end.div_ceil(32);
             router.find(
                 &keys[start..end],
                 route,
@@ -923,6 +963,7 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
                 tombstones: 0,
             });
             self.link_split(c, d, c2);
+            self.house(c2)?;
             let mut pending: Pairs<K, V> = self.meta[c].stash.drain().collect();
             pending.extend(lost);
             pending.extend(lost_new);
@@ -1492,6 +1533,7 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
     pub fn clear(&mut self) -> Result<()> {
         self.children.clear();
         self.meta.clear();
+        self.frames = None;
         self.residency.forget_all();
         self.start()
     }

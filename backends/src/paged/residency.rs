@@ -2,7 +2,7 @@
 //! one to page out when another must come in.
 
 use super::{DeviceBudget, Replacement};
-use crate::engine::Engine;
+use crate::engine::{Engine, SlotFrames};
 use hashtile_core::{Error, Key, Result, Value};
 use std::collections::VecDeque;
 
@@ -60,6 +60,15 @@ impl Residency {
         }
     }
 
+    /// Children of `bytes` bytes the budget holds at once (`None`: no limit).
+    pub fn frames_for(&self, bytes: u64) -> Option<usize> {
+        match self.budget {
+            DeviceBudget::Unlimited => None,
+            DeviceBudget::Children(n) => Some(n),
+            DeviceBudget::Bytes(b) => Some((b / bytes.max(1)) as usize),
+        }
+    }
+
     /// Pages children out (in policy order, never one in `keep`) until one more child of `need` bytes fits.
     pub fn make_room<K: Key, V: Value>(
         &mut self,
@@ -94,11 +103,13 @@ impl Residency {
 
     /// Makes child `c` resident (paging others out first as the budget needs), keeping `keep` resident too,
     /// and marks it used (LRU).
+    /// `frame` names the slot frame to page it into (the caller makes room first, so that it is free).
     pub fn admit<K: Key, V: Value>(
         &mut self,
         children: &mut [Box<dyn Engine<K, V>>],
         c: usize,
         keep: &[usize],
+        frame: Option<(&SlotFrames, usize)>,
     ) -> Result<()> {
         if children[c].is_resident() {
             if self.policy == Replacement::Lru
@@ -111,7 +122,10 @@ impl Residency {
         }
         let need = children[c].device_bytes();
         self.make_room(children, need, keep)?;
-        let copied = children[c].page_in()?;
+        let copied = match frame {
+            Some((frames, at)) => children[c].page_in_frame(frames, at)?,
+            None => children[c].page_in()?,
+        };
         self.order.push_back(c);
         self.bytes += need;
         self.stats.swaps_in += 1;

@@ -1,0 +1,237 @@
+//! Slot frames: the slots of many tables of one shape in one device allocation, so that one kernel launch
+//! serves them all. A paged table's children live in frames while resident (`crate::paged`), and a find over
+//! every child is then one launch per copy chunk, as a plain table's is ([`framed_find_kernel`]): each key's
+//! child comes from the route directory, and the child's seeds and first bucket from its descriptor
+//! ([`FRAME_DESC_WORDS`] words). Without frames a routed find partitions the batch, launches each child's find
+//! on its part after the copy and gathers the answers (`super::routing`).
+//!
+//! A frame is `stride` slots: a table's slots rounded up to 256 bytes (a child's sub-range must be a valid
+//! buffer binding: Vulkan's offset alignment) and to a whole bucket. Tables hold sub-ranges of the frames'
+//! buffers (`Handle::offset_start`), so their own kernels run on them unchanged, and the buffers live while
+//! any table holds a frame.
+
+use super::device_api::{FRAME_DESC_WORDS, ShapeScalars, meta_of, tile_find_core};
+use super::kernels::store_found_bits;
+use super::layout::KeyLayout;
+use super::routing::route_child;
+use super::transfer::HostTransfer;
+use super::{CUBE_SIZE, GpuTable, cube_count, host_path};
+use crate::engine::SlotFrames;
+use cubecl::prelude::*;
+use cubecl::server::Handle;
+use hashtile_core::Result;
+use hashtile_core::scheme::ProbingScheme;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Copies `src` into `dst` (moving a table into a frame, or a Vulkan page-in's upload into its frame).
+#[cube(launch_unchecked)]
+pub fn copy_words_kernel(src: &Array<u64>, dst: &mut Array<u64>) {
+    if ABSOLUTE_POS < src.len() {
+        dst[ABSOLUTE_POS] = src[ABSOLUTE_POS];
+    }
+}
+
+/// Finds `keys` in the tables of a frame allocation (`table`, `table_values`): each key in its child's table
+/// (`route_child` of the directory `entries`, `seed`, `depth`), whose descriptor is that child's in `frames`;
+/// `shape` gives the bucket count and scheme parameters all children share. `out[i]` = the value or all ones;
+/// with `with_bits`, presence bits as the find kernel's `found_mode::BITS`.
+#[allow(clippy::too_many_arguments)]
+#[cube(launch_unchecked)]
+pub fn framed_find_kernel<S: ProbingScheme, L: KeyLayout>(
+    keys: &Array<L::Key>,
+    table: &Array<u64>,
+    table_values: &Array<u64>,
+    out: &mut Array<L::Value>,
+    found_bits: &Array<Atomic<u32>>,
+    frames: &Array<u32>,
+    entries: &Array<u32>,
+    shape: &ShapeScalars,
+    seed: u64,
+    depth: u32,
+    #[comptime] bucket_size: u32,
+    #[comptime] tile_width: u32,
+    #[comptime] with_bits: bool,
+) {
+    let meta = meta_of(shape);
+    let pos = ABSOLUTE_POS;
+    let active = pos < keys.len();
+    let mut key = L::Key::new(0);
+    let mut child = 0u32;
+    if active {
+        key = keys[pos];
+        child = route_child::<L>(key, entries, seed, depth);
+    }
+    let r = tile_find_core::<S, L>(
+        table,
+        table_values,
+        meta,
+        key,
+        active,
+        frames,
+        child,
+        bucket_size,
+        tile_width,
+        false,
+        false,
+        true,
+    );
+    if active {
+        let mut v = L::Value::max_value();
+        if r.found == 1u32 {
+            v = r.value;
+        }
+        out[pos] = v;
+    }
+    if comptime!(with_bits) {
+        store_found_bits(found_bits, active && r.found == 1u32, pos);
+    }
+}
+
+/// Slots per frame for tables of `slots` slots in buckets of `bucket_size`.
+pub(crate) fn stride_of(slots: usize, bucket_size: u32) -> usize {
+    let b = bucket_size as usize;
+    let align = 32 * b / gcd(32, b);
+    slots.max(1).next_multiple_of(align)
+}
+
+fn gcd(a: usize, b: usize) -> usize {
+    if b == 0 { a } else { gcd(b, a % b) }
+}
+
+/// Queues a copy of `n` words from `src` to `dst`.
+pub(crate) fn copy_words<R: Runtime>(
+    client: &ComputeClient<R>,
+    src: &Handle,
+    dst: &Handle,
+    n: usize,
+) {
+    if n == 0 {
+        return;
+    }
+    // SAFETY: the kernel guards its index against the source's length; `dst` has at least `n` words.
+    unsafe {
+        copy_words_kernel::launch_unchecked::<R>(
+            client,
+            cube_count(n),
+            CubeDim::new_1d(CUBE_SIZE),
+            ArrayArg::from_raw_parts(src.clone(), n),
+            ArrayArg::from_raw_parts(dst.clone(), n),
+        )
+    }
+}
+
+/// Frame `index` of `all` (words of `stride` slots each), bounded at both ends.
+fn frame_of(all: &Handle, stride: usize, count: usize, index: usize) -> Handle {
+    let bytes = (stride * 8) as u64;
+    all.clone()
+        .offset_start(index as u64 * bytes)
+        .offset_end((count - index - 1) as u64 * bytes)
+}
+
+impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
+    /// See [`crate::engine::Engine::new_frames`].
+    pub(crate) fn new_frames(&self, count: usize) -> Result<Option<SlotFrames>> {
+        static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+        let stride = stride_of(self.capacity(), self.bucket_size);
+        let words = stride * count.max(1);
+        let values_len = if L::MOVES_PAIRS { 1 } else { words };
+        let bytes = (words + if L::MOVES_PAIRS { 0 } else { words }) as u64 * 8;
+        if host_path::check_device_memory::<R>(&self.stager, "slot frames", bytes).is_err() {
+            return Ok(None);
+        }
+        Ok(Some(SlotFrames {
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            keys: self.client.empty(words * 8),
+            values: self.client.empty(values_len * 8),
+            values_len,
+            count: count.max(1),
+            stride,
+            shape: self.shape_words(),
+            bucket_size: self.bucket_size,
+            tile_width: self.tile_width,
+        }))
+    }
+
+    /// See [`crate::engine::Engine::move_to_frame`].
+    pub(crate) fn move_to_frame(&mut self, frames: &SlotFrames, index: usize) -> Result<()> {
+        self.check_resident()?;
+        self.check_frame(frames, index);
+        let slots = self.capacity();
+        let keys = frame_of(&frames.keys, frames.stride, frames.count, index);
+        copy_words(&self.client, &self.keys, &keys, slots);
+        self.keys = keys;
+        if !L::MOVES_PAIRS {
+            let values = frame_of(&frames.values, frames.stride, frames.count, index);
+            copy_words(&self.client, &self.values, &values, self.values_len);
+            self.values = values;
+        }
+        self.frame = Some((frames.id, index));
+        Ok(())
+    }
+
+    /// See [`crate::engine::Engine::page_in_frame`].
+    pub(crate) fn page_in_frame(&mut self, frames: &SlotFrames, index: usize) -> Result<u64> {
+        if self.resident {
+            return Ok(0);
+        }
+        self.check_frame(frames, index);
+        let image = self
+            .image
+            .as_ref()
+            .expect("a paged-out table has a host image");
+        let keys = frame_of(&frames.keys, frames.stride, frames.count, index);
+        let values =
+            (!L::MOVES_PAIRS).then(|| frame_of(&frames.values, frames.stride, frames.count, index));
+        let mut srcs: Vec<&[u8]> = vec![super::layout::bytes_of(&image.keys[..])];
+        let mut dsts = vec![keys.clone()];
+        if let (Some(v), Some(vh)) = (image.values.as_ref(), values.as_ref()) {
+            srcs.push(super::layout::bytes_of(&v[..]));
+            dsts.push(vh.clone());
+        }
+        let up = R::upload_chunked(
+            &self.client,
+            &self.stager,
+            &srcs,
+            &dsts,
+            usize::MAX,
+            &mut |_, _, _, _| {},
+        )?;
+        if !R::UPLOADS_INTO_DSTS {
+            // The runtime uploaded into buffers of its own: move them into the frame.
+            copy_words(&self.client, &up[0], &keys, self.capacity());
+            if let Some(vh) = &values {
+                copy_words(&self.client, &up[1], vh, self.values_len);
+            }
+        }
+        self.keys = keys;
+        if let Some(vh) = values {
+            self.values = vh;
+        }
+        self.stash = self.client.empty(self.stash_len * 8 * L::STASH_WORDS);
+        self.resident = true;
+        self.frame = Some((frames.id, index));
+        Ok(self.slot_bytes())
+    }
+
+    /// See [`crate::engine::Engine::frame_desc`].
+    pub(crate) fn frame_desc(&self, frames: &SlotFrames) -> Option<[u32; FRAME_DESC_WORDS]> {
+        let (id, index) = self.frame?;
+        if id != frames.id || !self.resident {
+            return None;
+        }
+        let w = self.shape_words();
+        let base = (index * frames.stride / self.bucket_size as usize) as u32;
+        Some([base, w[1], w[2], w[3], w[4], w[9], w[10], w[11], w[12]])
+    }
+
+    /// A frame of `frames` fits this table (same shape; the paged table's invariant).
+    fn check_frame(&self, frames: &SlotFrames, index: usize) {
+        assert!(
+            index < frames.count
+                && frames.stride == stride_of(self.capacity(), self.bucket_size)
+                && frames.bucket_size == self.bucket_size
+                && frames.shape[0] == self.num_buckets,
+            "a frame of another shape"
+        );
+    }
+}

@@ -1,0 +1,127 @@
+//! Slot frames of a paged table (`gpu::frames`): its resident GPU children share one device allocation, so that
+//! a hash-routed find over every child is one kernel launch per copy chunk, as a plain table's find is
+//! (`Router::find_framed`), instead of a partition, a launch per child after the copy and a gather.
+//!
+//! Which child holds which frame is asked of the children ([`Engine::frame`]), never kept here, so no path
+//! that pages, splits or rebuilds a child can leave a stale map behind:
+//! - a find with every child resident places the children that are not in the frames yet (a new child, a
+//!   split's half, one paged in while the frames were full) into free frames, or moves every child into a
+//!   larger allocation when there are too few ([`PagedTable::framed`]);
+//! - a child paged out frees its frame; a child paged in takes a free frame ([`PagedTable::free_frame`]), and
+//!   a new child takes one at once when one is free, so that the frames and the children's own allocations
+//!   together stay within the budget's frames plus the children made since the last find.
+//!
+//! The frames are sized to the children with a quarter to spare (splits add children one at a time), never
+//! past the budget's children. Where the device lacks the memory for them, finds go on without frames.
+
+use super::PagedTable;
+use crate::engine::{FRAME_DESC_WORDS, SlotFrames};
+use crate::select::Backend;
+use hashtile_core::scheme::SchemeInfo;
+use hashtile_core::{Key, Result, Value};
+
+impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
+    /// Each child's frame descriptor, in child order, with every child placed in the frames first; `None`
+    /// when a child is not resident, on the CPU, with [`super::PagedConfig::shared_frames`] off, or when the
+    /// device cannot hold the frames.
+    pub(super) fn framed(&mut self) -> Result<Option<(SlotFrames, Vec<u32>)>> {
+        // Diagnosis: HASHTILE_NO_FRAMES=1 keeps every child in its own allocation (the A/B of the frames).
+        static OFF: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        let off = *OFF.get_or_init(|| std::env::var_os("HASHTILE_NO_FRAMES").is_some());
+        let n = self.children.len();
+        if off
+            || !self.config.shared_frames
+            || self.backend == Backend::Cpu
+            || n == 0
+            || self.children.iter().any(|c| !c.is_resident())
+        {
+            return Ok(None);
+        }
+        let mut used = self.frames_used();
+        let homeless: Vec<usize> = (0..n).filter(|&c| !self.in_frames(c)).collect();
+        let free = used.iter().filter(|u| !**u).count();
+        if self.frames.is_none() || homeless.len() > free {
+            let bytes = self.children[0].device_bytes();
+            let most = self
+                .residency
+                .frames_for(bytes)
+                .unwrap_or(usize::MAX)
+                .max(n);
+            let count = (n + n / 4).clamp(n, most);
+            let Some(frames) = self.children[0].new_frames(count)? else {
+                return Ok(None);
+            };
+            // Every child moves (the old frames are freed once the last one has left them).
+            for c in 0..n {
+                self.children[c].move_to_frame(&frames, c)?;
+            }
+            self.frames = Some(frames);
+        } else {
+            let frames = self.frames.clone().expect("checked above");
+            for c in homeless {
+                let at = used.iter().position(|u| !*u).expect("counted above");
+                self.children[c].move_to_frame(&frames, at)?;
+                used[at] = true;
+            }
+        }
+        let frames = self.frames.clone().expect("placed above");
+        let mut descs = Vec::with_capacity(n * FRAME_DESC_WORDS);
+        for c in &self.children {
+            descs.extend(c.frame_desc(&frames).expect("every child is in the frames"));
+        }
+        Ok(Some((frames, descs)))
+    }
+
+    /// Children whose slots are in the shared slot frames now (GPU, hash-routed: see the module docs; 0 on
+    /// the CPU, with [`super::PagedConfig::shared_frames`] off, or before the first find with every child
+    /// resident).
+    pub fn framed_children(&self) -> usize {
+        (0..self.children.len())
+            .filter(|&c| self.in_frames(c))
+            .count()
+    }
+
+    /// Frames the shared slot allocation holds (0 without one).
+    pub fn frame_count(&self) -> usize {
+        self.frames.as_ref().map_or(0, |f| f.count)
+    }
+
+    /// `true` when child `c` is in the table's current frames.
+    fn in_frames(&self, c: usize) -> bool {
+        let id = self.frames.as_ref().map(|f| f.id);
+        self.children[c].frame().is_some_and(|(f, _)| Some(f) == id)
+    }
+
+    /// Which of the current frames a resident child holds (empty without frames).
+    fn frames_used(&self) -> Vec<bool> {
+        let Some(frames) = &self.frames else {
+            return Vec::new();
+        };
+        let mut used = vec![false; frames.count];
+        for c in &self.children {
+            if let Some((id, i)) = c.frame()
+                && id == frames.id
+            {
+                used[i] = true;
+            }
+        }
+        used
+    }
+
+    /// A frame no resident child holds, for a child paging in or a new one.
+    pub(super) fn free_frame(&self) -> Option<(SlotFrames, usize)> {
+        let at = self.frames_used().iter().position(|u| !*u)?;
+        Some((self.frames.clone()?, at))
+    }
+
+    /// Moves resident child `c` (new, or just split) into a free frame when there is one.
+    pub(super) fn house(&mut self, c: usize) -> Result<()> {
+        if self.children[c].is_resident()
+            && !self.in_frames(c)
+            && let Some((frames, at)) = self.free_frame()
+        {
+            self.children[c].move_to_frame(&frames, at)?;
+        }
+        Ok(())
+    }
+}

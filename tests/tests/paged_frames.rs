@@ -1,0 +1,191 @@
+//! Slot frames of paged tables (`gpu::frames`): resident GPU children share one device allocation and a find
+//! over all of them is one launch per copy chunk. Checked against a `HashMap` oracle after every batch, with the
+//! frames regrown by splits, children paged out of and into frames under a budget, 64-bit pairs, stashes and
+//! tombstones; and the frames' bookkeeping (every child framed after a find with all resident, never more
+//! frames than the budget holds).
+
+use hashtile::{
+    Backend, BackendChoice, Bcht, DeviceBudget, Iht, Key, PagedConfig, PagedTable, Placement,
+    SchemeInfo, SchemeParams, Value,
+};
+use rand::{Rng, SeedableRng, rngs::StdRng};
+use std::collections::HashMap;
+
+mod common;
+mod paged_oracle;
+use common::present;
+use paged_oracle::{check, check_finds};
+
+const BACKENDS: [Backend; 3] = [Backend::Cpu, Backend::Vulkan, Backend::Cuda];
+
+fn config(backend: Backend, child_slots: usize, budget: DeviceBudget) -> PagedConfig {
+    PagedConfig::with_child_slots(child_slots)
+        .backend(BackendChoice::Exactly(backend))
+        .placement(Placement::HashRouted)
+        .budget(budget)
+        .batch_keys(4096)
+        .seed(5)
+}
+
+/// Random upsert batches into a growing table; after each, every key and some absent ones are checked, and on
+/// a GPU with every child resident, every child is in the frames.
+fn grow_and_check<S: SchemeInfo, K: Key, V: Value>(
+    backend: Backend,
+    cfg: PagedConfig,
+    batches: usize,
+    batch: usize,
+    all_resident: bool,
+) -> PagedTable<S, K, V> {
+    let mut t: PagedTable<S, K, V> = PagedTable::new(cfg).unwrap();
+    let mut oracle = HashMap::new();
+    let mut rng = StdRng::seed_from_u64(batches as u64 * 31 + batch as u64);
+    let range = (batches * batch) as u64;
+    for b in 0..batches {
+        let what = format!("{backend} {} {}-bit batch {b}", S::NAME, K::BITS);
+        let keys: Vec<K> = (0..batch)
+            .map(|_| K::narrow(rng.random_range(0..range)))
+            .collect();
+        let values: Vec<V> = (0..batch)
+            .map(|_| V::narrow(rng.random::<u32>() as u64))
+            .collect();
+        t.insert(&keys, &values).unwrap();
+        for (k, v) in keys.iter().zip(&values) {
+            oracle.insert(*k, *v);
+        }
+        let absent: Vec<K> = (0..64).map(|i| K::narrow(range + i)).collect();
+        check(&mut t, &oracle, &absent, &what);
+        if all_resident {
+            let framed = if backend == Backend::Cpu {
+                0
+            } else {
+                t.children()
+            };
+            assert_eq!(t.framed_children(), framed, "{what}: children in frames");
+            assert!(t.frame_count() >= framed, "{what}: frames");
+        }
+    }
+    t
+}
+
+#[test]
+fn finds_over_frames_regrown_by_splits() {
+    for backend in BACKENDS {
+        if !present(backend) {
+            continue;
+        }
+        // From 2 children to about 16: the frames are regrown several times, and split halves take the
+        // spare frames between regrowths.
+        let cfg = config(backend, 2048, DeviceBudget::Unlimited).initial_children(2);
+        let t = grow_and_check::<Bcht, u32, u32>(backend, cfg, 8, 3000, true);
+        assert!(t.children() >= 12, "{backend}: grew to {}", t.children());
+        // Wide pairs (values in their own frames' buffer), a stable scheme as GPUs need.
+        let cfg = config(backend, 1024, DeviceBudget::Unlimited).initial_children(2);
+        grow_and_check::<Iht, u64, u64>(backend, cfg, 5, 1500, true);
+        // Narrow keys in a wide table.
+        let cfg = config(backend, 1024, DeviceBudget::Unlimited);
+        grow_and_check::<Iht, u32, u64>(backend, cfg, 4, 1200, true);
+    }
+}
+
+#[test]
+fn frames_within_the_budget_while_children_page() {
+    for backend in BACKENDS {
+        if !present(backend) {
+            continue;
+        }
+        // Three children fit: the frames are made while they are all resident, then the table grows past
+        // the budget and children page out of frames and back into them.
+        let cfg = config(backend, 2048, DeviceBudget::Children(3)).initial_children(2);
+        let mut t = grow_and_check::<Bcht, u32, u32>(backend, cfg, 2, 1200, true);
+        let mut oracle: HashMap<u32, u32> = t.pairs().unwrap().into_iter().collect();
+        let mut rng = StdRng::seed_from_u64(7);
+        for b in 0..6 {
+            let what = format!("{backend} paging batch {b}");
+            let keys: Vec<u32> = (0..2500).map(|_| rng.random_range(0..40_000)).collect();
+            let values: Vec<u32> = keys.iter().map(|k| k ^ b).collect();
+            t.insert(&keys, &values).unwrap();
+            for (k, v) in keys.iter().zip(&values) {
+                oracle.insert(*k, *v);
+            }
+            check(&mut t, &oracle, &[50_000, 50_001], &what);
+            assert!(t.resident_children().len() <= 3, "{what}: budget");
+            assert!(t.frame_count() <= 3, "{what}: frames past the budget");
+            assert!(t.framed_children() <= 3, "{what}: framed");
+        }
+        assert!(t.children() > 3, "{backend}: the table outgrew its budget");
+        if backend != Backend::Cpu {
+            assert!(t.frame_count() > 0, "{backend}: frames were made");
+            assert!(t.paging().swaps_in > 0, "{backend}: children paged in");
+        }
+    }
+}
+
+#[test]
+fn frames_with_stashes_and_tombstones() {
+    for backend in BACKENDS {
+        if !present(backend) {
+            continue;
+        }
+        let what = format!("{backend} stashes and tombstones");
+        // Short eviction chains at full load put pairs in the stashes; IHT children erase by tombstones.
+        let cfg = config(backend, 512, DeviceBudget::Unlimited)
+            .initial_children(4)
+            .max_load(1.0)
+            .params(SchemeParams {
+                num_hashes: 2,
+                max_chain: 4,
+                threshold: 0,
+                upsert: 1,
+            })
+            .stash_pairs(64)
+            .max_rebuilds(1);
+        let mut t: PagedTable<Bcht, u32, u32> = PagedTable::new(cfg).unwrap();
+        let mut oracle = HashMap::new();
+        let keys: Vec<u32> = (0..1900).map(|i| i * 7919 % 100_003).collect();
+        t.insert(&keys, &keys).unwrap();
+        oracle.extend(keys.iter().map(|&k| (k, k)));
+        check(&mut t, &oracle, &[100_007, 100_009], &what);
+        assert!(t.stash_len() > 0, "{what}: some pairs in stashes");
+
+        let cfg = config(backend, 1024, DeviceBudget::Unlimited).initial_children(4);
+        let mut t: PagedTable<Iht, u32, u32> = PagedTable::new(cfg).unwrap();
+        let keys: Vec<u32> = (0..3000).collect();
+        t.insert(&keys, &keys).unwrap();
+        let gone: Vec<u32> = (0..3000).step_by(3).collect();
+        assert_eq!(t.erase(&gone).unwrap(), gone.len(), "{what}: erased");
+        let oracle: HashMap<u32, u32> = keys
+            .iter()
+            .filter(|k| *k % 3 != 0)
+            .map(|&k| (k, k))
+            .collect();
+        if backend != Backend::Cpu {
+            assert!(t.tombstones() > 0, "{what}: tombstones");
+        }
+        // The sentinel is absent even where an erased packed slot holds its word.
+        check_finds(&mut t, &oracle, &[u32::MAX, 0, 1, 2, 2999], &what);
+        check(&mut t, &oracle, &[3000, 3001], &what);
+    }
+}
+
+#[test]
+fn frames_off_agrees() {
+    for backend in BACKENDS {
+        if !present(backend) {
+            continue;
+        }
+        let cfg = config(backend, 2048, DeviceBudget::Unlimited)
+            .initial_children(4)
+            .shared_frames(false);
+        let mut t: PagedTable<Bcht, u32, u32> = PagedTable::new(cfg).unwrap();
+        let keys: Vec<u32> = (0..5000).map(|i| i * 3).collect();
+        t.insert(&keys, &keys).unwrap();
+        let oracle: HashMap<u32, u32> = keys.iter().map(|&k| (k, k)).collect();
+        check(
+            &mut t,
+            &oracle,
+            &[1, 2, 4],
+            &format!("{backend} frames off"),
+        );
+        assert_eq!(t.framed_children(), 0, "{backend}: frames off");
+    }
+}
