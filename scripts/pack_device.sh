@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 stage=$(mktemp -d)
 cp target/release/hashtile-bench "$stage/"
-for t in host_path gpu matrix gpu_scan csr chained paged; do
+for t in host_path gpu matrix gpu_scan csr chained paged paged_frames paged_stress; do
   cp "$(ls -t target/release/deps/$t-* | grep -v '\.d$' | head -1)" "$stage/$t"
 done
 for f in "$@"; do cp "$f" "$stage/"; done
