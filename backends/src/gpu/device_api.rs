@@ -273,25 +273,30 @@ pub fn tile_find_at<S: ProbingScheme, L: KeyLayout>(
     )
 }
 
-/// Words per frame descriptor of a framed find ([`tile_find_core`] with `framed`): `[base bucket, seed0..seed3,
-/// mix0..mix3]` of one child whose slots start at bucket `base` of the shared slot arrays (`gpu::frames`).
+/// Words per frame descriptor of a framed find ([`tile_find_core`] with `framed`): `[base bucket, seed0, mix0,
+/// seed1, mix1, seed2, mix2, seed3, mix3]` of one child whose slots start at bucket `base` of the shared slot
+/// arrays (`gpu::frames`).
 pub const FRAME_DESC_WORDS: usize = 9;
 
-/// The [`TableMeta`] of frame `f`: `meta`'s bucket count and scheme parameters (every frame has them) with the
-/// frame's own seeds.
+/// The [`TableMeta`] of hash function `i` of frame `f`: `meta`'s bucket count and scheme parameters (every
+/// frame has them) with the frame's seed of function `min(i, MAX_HASHES - 1)` (and its mix) in every seed
+/// field, so that the probe of function `i` (an overflow probe hashes with the last function) reads two
+/// descriptor words, not eight.
 #[cube]
-fn frame_meta(meta: TableMeta, frames: &Array<u32>, f: u32) -> TableMeta {
-    let at = (f * comptime!(FRAME_DESC_WORDS as u32)) as usize;
+fn frame_meta(meta: TableMeta, frames: &Array<u32>, at: u32, i: u32) -> TableMeta {
+    let h = i.min(comptime!(MAX_HASHES as u32 - 1));
+    let seed = frames[(at + 1u32 + 2u32 * h) as usize];
+    let mix = frames[(at + 2u32 + 2u32 * h) as usize];
     TableMeta {
         num_buckets: meta.num_buckets,
-        seed0: frames[at + 1],
-        seed1: frames[at + 2],
-        seed2: frames[at + 3],
-        seed3: frames[at + 4],
-        mix0: frames[at + 5],
-        mix1: frames[at + 6],
-        mix2: frames[at + 7],
-        mix3: frames[at + 8],
+        seed0: seed,
+        seed1: seed,
+        seed2: seed,
+        seed3: seed,
+        mix0: mix,
+        mix1: mix,
+        mix2: mix,
+        mix3: mix,
         params: meta.params,
     }
 }
@@ -299,7 +304,8 @@ fn frame_meta(meta: TableMeta, frames: &Array<u32>, f: u32) -> TableMeta {
 /// The cooperative find loop of [`tile_find_at`]. With `framed`, the slot arrays hold many tables of `meta`'s
 /// shape (a paged table's children, `gpu::frames`), each lane's key is looked up in table `child`, whose seeds
 /// and first bucket are descriptor `child` of `frames` ([`FRAME_DESC_WORDS`] each): the tile moves the child's
-/// index with the key, and each probe reads its descriptor (cached: a few children's words are hot).
+/// index with the key, and each probe reads three words of its descriptor (cached: a few children's words are
+/// hot).
 // `b` is a CubeCL variable declaration; both branches assign it.
 #[allow(clippy::too_many_arguments, unused_assignments)]
 #[cube]
@@ -356,9 +362,9 @@ pub(crate) fn tile_find_core<S: ProbingScheme, L: KeyLayout>(
         // One probe.
         let mut b = u32::new(0);
         if comptime!(framed) {
-            let m = frame_meta(meta, frames, cur_child);
-            let base = frames[(cur_child * comptime!(FRAME_DESC_WORDS as u32)) as usize];
-            b = probe_bucket::<S, L>(m, cur_key, state.hash_index) + base;
+            let at = cur_child * comptime!(FRAME_DESC_WORDS as u32);
+            let m = frame_meta(meta, frames, at, state.hash_index);
+            b = probe_bucket::<S, L>(m, cur_key, state.hash_index) + frames[at as usize];
         } else {
             b = probe_bucket::<S, L>(meta, cur_key, state.hash_index);
         }

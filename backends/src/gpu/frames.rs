@@ -221,7 +221,7 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
         }
         let w = self.shape_words();
         let base = (index * frames.stride / self.bucket_size as usize) as u32;
-        Some([base, w[1], w[2], w[3], w[4], w[9], w[10], w[11], w[12]])
+        Some([base, w[1], w[9], w[2], w[10], w[3], w[11], w[4], w[12]])
     }
 
     /// A frame of `frames` fits this table (same shape; the paged table's invariant).
