@@ -1233,11 +1233,15 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
                 expected: keys.len(),
             });
         }
-        // The presence bits go to a buffer kept between calls (fresh pages cost a fault each).
+        // The presence bits go to a buffer kept between calls (fresh pages cost a fault each), and are not
+        // cleared: every path that uses them writes each word first (the router's copy out, `bits_from`), and
+        // `find_into` never reads them (zeroing them cost 1.4 ms, 4%, of a 2^26.8-key find on the H100 host).
+        let words = keys.len().div_ceil(32);
         let mut bits = std::mem::take(&mut self.bits);
-        bits.clear();
-        bits.resize(keys.len().div_ceil(32), 0);
-        let done = self.lookup(keys, out, &mut bits, false);
+        if bits.len() < words {
+            bits.resize(words, 0);
+        }
+        let done = self.lookup(keys, out, &mut bits[..words], false);
         self.bits = bits;
         done
     }
