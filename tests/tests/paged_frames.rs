@@ -189,3 +189,41 @@ fn frames_off_agrees() {
         assert_eq!(t.framed_children(), 0, "{backend}: frames off");
     }
 }
+
+#[test]
+fn tables_made_past_their_budget_page_through_frames() {
+    for backend in BACKENDS {
+        if !present(backend) {
+            continue;
+        }
+        for budget in [DeviceBudget::Children(4), DeviceBudget::Bytes(3 * 1024 * 8)] {
+            let what = format!("{backend} {budget:?}");
+            let cfg = config(backend, 1024, budget).initial_children(16);
+            let mut t: PagedTable<Bcht, u32, u32> = PagedTable::new(cfg).unwrap();
+            let frames = match (backend, budget) {
+                (Backend::Cpu, _) => 0,
+                (_, DeviceBudget::Children(n)) => n,
+                _ => 3,
+            };
+            // The budget's frames from the start, each resident child in one.
+            assert_eq!(t.frame_count(), frames, "{what}: frames at creation");
+            assert_eq!(t.framed_children(), frames, "{what}: children in frames");
+            let mut oracle = HashMap::new();
+            let mut rng = StdRng::seed_from_u64(3);
+            for b in 0..5u32 {
+                let keys: Vec<u32> = (0..2000).map(|_| rng.random_range(0..30_000)).collect();
+                let values: Vec<u32> = keys.iter().map(|k| k.wrapping_mul(b + 1)).collect();
+                t.insert(&keys, &values).unwrap();
+                for (k, v) in keys.iter().zip(&values) {
+                    oracle.insert(*k, *v);
+                }
+                let w = format!("{what} batch {b}");
+                check(&mut t, &oracle, &[40_000, 40_001], &w);
+                assert_eq!(t.frame_count(), frames, "{w}: frames stay the budget's");
+                assert!(t.framed_children() <= frames, "{w}: framed");
+                assert!(t.resident_children().len() <= 4, "{w}: budget");
+            }
+            assert!(t.paging().swaps_in > 0, "{what}: children paged in");
+        }
+    }
+}

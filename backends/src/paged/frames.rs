@@ -12,7 +12,9 @@
 //!   together stay within the budget's frames plus the children made since the last find.
 //!
 //! The frames are sized to the children with a quarter to spare (splits add children one at a time), never
-//! past the budget's children. Where the device lacks the memory for them, finds go on without frames.
+//! past the budget's children; a table made larger than its budget gets the budget's frames at once
+//! ([`PagedTable::budget_frames`]). Where the device lacks the memory for them, the table goes on without
+//! frames.
 
 use super::PagedTable;
 use crate::engine::{FRAME_DESC_WORDS, SlotFrames};
@@ -25,16 +27,8 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
     /// when a child is not resident, on the CPU, with [`super::PagedConfig::shared_frames`] off, or when the
     /// device cannot hold the frames.
     pub(super) fn framed(&mut self) -> Result<Option<(SlotFrames, Vec<u32>)>> {
-        // Diagnosis: HASHTILE_NO_FRAMES=1 keeps every child in its own allocation (the A/B of the frames).
-        static OFF: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-        let off = *OFF.get_or_init(|| std::env::var_os("HASHTILE_NO_FRAMES").is_some());
         let n = self.children.len();
-        if off
-            || !self.config.shared_frames
-            || self.backend == Backend::Cpu
-            || n == 0
-            || self.children.iter().any(|c| !c.is_resident())
-        {
+        if !self.frames_on() || n == 0 || self.children.iter().any(|c| !c.is_resident()) {
             return Ok(None);
         }
         let mut used = self.frames_used();
@@ -70,6 +64,38 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
             descs.extend(c.frame_desc(&frames).expect("every child is in the frames"));
         }
         Ok(Some((frames, descs)))
+    }
+
+    /// Frames are wanted: a GPU table with [`super::PagedConfig::shared_frames`] on. Diagnosis:
+    /// `HASHTILE_NO_FRAMES=1` keeps every child in its own allocation (the A/B of the frames).
+    fn frames_on(&self) -> bool {
+        static OFF: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        let off = *OFF.get_or_init(|| std::env::var_os("HASHTILE_NO_FRAMES").is_some());
+        !off && self.config.shared_frames && self.backend != Backend::Cpu
+    }
+
+    /// A table made with more children than its budget holds (`initial`) gets the budget's frames at once,
+    /// after its first child: every child is made into a frame and swaps page into frames, so that no swap
+    /// allocates or frees device memory. (A table that outgrows its budget later keeps the frames its last
+    /// find with every child resident made.)
+    pub(super) fn budget_frames(&mut self, initial: usize) -> Result<()> {
+        if !self.frames_on() || self.frames.is_some() || self.children.is_empty() {
+            return Ok(());
+        }
+        let bytes = self.children[0].device_bytes();
+        let Some(count) = self.residency.frames_for(bytes) else {
+            return Ok(());
+        };
+        if initial <= count {
+            return Ok(());
+        }
+        if let Some(frames) = self.children[0].new_frames(count.max(1))? {
+            self.frames = Some(frames);
+            for c in 0..self.children.len() {
+                self.house(c)?;
+            }
+        }
+        Ok(())
     }
 
     /// Children whose slots are in the shared slot frames now (GPU, hash-routed: see the module docs; 0 on

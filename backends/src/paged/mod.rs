@@ -386,8 +386,11 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
                 n,
             ));
         }
-        for _ in 0..n {
+        for c in 0..n {
             self.new_child(n.trailing_zeros(), &[])?;
+            if c == 0 {
+                self.budget_frames(n)?;
+            }
         }
         Ok(())
     }
