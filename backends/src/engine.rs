@@ -108,7 +108,8 @@ pub trait Engine<K: Key, V: Value>: Send + Sync {
     fn erase_stored(&mut self, _keys: &[K]) -> Result<Option<usize>> {
         Ok(None)
     }
-    /// Slot frames (`gpu::frames`): one device allocation of `count` frames, each holding the slots of one
+    /// Slot frames (`gpu::frames`): one device allocation of up to `count` frames (fewer where the runtime's
+    /// largest allocation holds fewer: check [`SlotFrames::count`]), each holding the slots of one
     /// table of this engine's shape, so that one kernel launch can serve every table placed in them (a paged
     /// table's children: [`Router::find_framed`]). `Ok(None)` where the engine has no device (CPU) or the
     /// device lacks the memory (the caller goes on without frames).

@@ -133,7 +133,14 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
     pub(crate) fn new_frames(&self, count: usize) -> Result<Option<SlotFrames>> {
         static NEXT_ID: AtomicU64 = AtomicU64::new(1);
         let stride = stride_of(self.capacity(), self.bucket_size);
-        let words = stride * count.max(1);
+        // One buffer holds at most the runtime's largest allocation (CUDA: a quarter of the device's memory;
+        // a larger request panics inside CubeCL): fewer frames then, which the caller checks.
+        let largest = self.client.properties().memory.max_page_size as usize;
+        let count = count.max(1).min(largest / (stride * 8));
+        if count == 0 {
+            return Ok(None);
+        }
+        let words = stride * count;
         let values_len = if L::MOVES_PAIRS { 1 } else { words };
         let bytes = (words + if L::MOVES_PAIRS { 0 } else { words }) as u64 * 8;
         if host_path::check_device_memory::<R>(&self.stager, "slot frames", bytes).is_err() {
@@ -144,7 +151,7 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
             keys: self.client.empty(words * 8),
             values: self.client.empty(values_len * 8),
             values_len,
-            count: count.max(1),
+            count,
             stride,
             shape: self.shape_words(),
             bucket_size: self.bucket_size,

@@ -42,7 +42,7 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
                 .unwrap_or(usize::MAX)
                 .max(n);
             let count = (n + n / 4).clamp(n, most);
-            let Some(frames) = self.children[0].new_frames(count)? else {
+            let Some(frames) = self.children[0].new_frames(count)?.filter(|f| f.count >= n) else {
                 return Ok(None);
             };
             // Every child moves (the old frames are freed once the last one has left them).
