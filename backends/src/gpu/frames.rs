@@ -182,27 +182,10 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
             return Ok(0);
         }
         self.check_frame(frames, index);
-        let image = self
-            .image
-            .as_ref()
-            .expect("a paged-out table has a host image");
         let keys = frame_of(&frames.keys, frames.stride, frames.count, index);
         let values =
             (!L::MOVES_PAIRS).then(|| frame_of(&frames.values, frames.stride, frames.count, index));
-        let mut srcs: Vec<&[u8]> = vec![super::layout::bytes_of(&image.keys[..])];
-        let mut dsts = vec![keys.clone()];
-        if let (Some(v), Some(vh)) = (image.values.as_ref(), values.as_ref()) {
-            srcs.push(super::layout::bytes_of(&v[..]));
-            dsts.push(vh.clone());
-        }
-        let up = R::upload_chunked(
-            &self.client,
-            &self.stager,
-            &srcs,
-            &dsts,
-            usize::MAX,
-            &mut |_, _, _, _| {},
-        )?;
+        let up = self.upload_image(keys.clone(), values.clone())?;
         if !R::UPLOADS_INTO_DSTS {
             // The runtime uploaded into buffers of its own: move them into the frame.
             copy_words(&self.client, &up[0], &keys, self.capacity());

@@ -807,25 +807,10 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
         if self.resident {
             return Ok(0);
         }
-        let image = self
-            .image
-            .as_ref()
-            .expect("a paged-out table has a host image");
         host_path::check_device_memory::<R>(&self.stager, "a paged-in table", self.slot_bytes())?;
-        let mut srcs: Vec<&[u8]> = vec![bytes_of(&image.keys[..])];
-        let mut dsts = vec![self.client.empty(self.capacity() * 8)];
-        if let Some(v) = image.values.as_ref() {
-            srcs.push(bytes_of(&v[..]));
-            dsts.push(self.client.empty(self.values_len * 8));
-        }
-        let mut up = R::upload_chunked(
-            &self.client,
-            &self.stager,
-            &srcs,
-            &dsts,
-            usize::MAX,
-            &mut |_, _, _, _| {},
-        )?;
+        let keys = self.client.empty(self.capacity() * 8);
+        let values = (!L::MOVES_PAIRS).then(|| self.client.empty(self.values_len * 8));
+        let mut up = self.upload_image(keys, values)?;
         if !L::MOVES_PAIRS {
             self.values = up.remove(1);
         }
@@ -833,6 +818,32 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
         self.stash = self.client.empty(self.stash_len * 8 * L::STASH_WORDS);
         self.resident = true;
         Ok(self.slot_bytes())
+    }
+}
+
+impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
+    /// Copies the host image up into `keys` (and `values` for layouts that keep them apart); returns the
+    /// buffers that hold it: the given ones where the runtime copies into them
+    /// ([`HostTransfer::UPLOADS_INTO_DSTS`]), else buffers of the runtime's own.
+    fn upload_image(&self, keys: Handle, values: Option<Handle>) -> Result<Vec<Handle>> {
+        let image = self
+            .image
+            .as_ref()
+            .expect("a paged-out table has a host image");
+        let mut srcs: Vec<&[u8]> = vec![bytes_of(&image.keys[..])];
+        let mut dsts = vec![keys];
+        if let (Some(v), Some(vh)) = (image.values.as_ref(), values) {
+            srcs.push(bytes_of(&v[..]));
+            dsts.push(vh);
+        }
+        R::upload_chunked(
+            &self.client,
+            &self.stager,
+            &srcs,
+            &dsts,
+            usize::MAX,
+            &mut |_, _, _, _| {},
+        )
     }
 }
 
