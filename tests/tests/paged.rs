@@ -16,7 +16,7 @@ use std::collections::{HashMap, HashSet};
 mod common;
 mod paged_oracle;
 use common::present;
-use paged_oracle::{check, check_finds};
+use paged_oracle::{check, check_finds, filling_stashes};
 
 const BACKENDS: [Backend; 3] = [Backend::Cpu, Backend::Vulkan, Backend::Cuda];
 const PLACEMENTS: [Placement; 2] = [Placement::HashRouted, Placement::ArrivalOrder];
@@ -841,17 +841,7 @@ fn device_routing_agrees_with_host_routing() {
                 .batch_keys(4096)
                 .device_routing(device);
             if stash {
-                // Short eviction chains at full load fill the stashes (room for 64 pairs each).
-                cfg = cfg
-                    .max_load(1.0)
-                    .params(SchemeParams {
-                        num_hashes: 2,
-                        max_chain: 4,
-                        threshold: 0,
-                        upsert: 1,
-                    })
-                    .stash_pairs(64)
-                    .max_rebuilds(1);
+                cfg = filling_stashes(cfg);
             }
             PagedTable::<S, K, V>::new(cfg).unwrap()
         };

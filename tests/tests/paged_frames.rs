@@ -6,7 +6,7 @@
 
 use hashtile::{
     Backend, BackendChoice, Bcht, DeviceBudget, Iht, Key, PagedConfig, PagedTable, Placement,
-    SchemeInfo, SchemeParams, Value,
+    SchemeInfo, Value,
 };
 use rand::{Rng, SeedableRng, rngs::StdRng};
 use std::collections::HashMap;
@@ -14,7 +14,7 @@ use std::collections::HashMap;
 mod common;
 mod paged_oracle;
 use common::present;
-use paged_oracle::{check, check_finds};
+use paged_oracle::{check, check_finds, filling_stashes};
 
 const BACKENDS: [Backend; 3] = [Backend::Cpu, Backend::Vulkan, Backend::Cuda];
 
@@ -127,18 +127,9 @@ fn frames_with_stashes_and_tombstones() {
             continue;
         }
         let what = format!("{backend} stashes and tombstones");
-        // Short eviction chains at full load put pairs in the stashes; IHT children erase by tombstones.
-        let cfg = config(backend, 512, DeviceBudget::Unlimited)
-            .initial_children(4)
-            .max_load(1.0)
-            .params(SchemeParams {
-                num_hashes: 2,
-                max_chain: 4,
-                threshold: 0,
-                upsert: 1,
-            })
-            .stash_pairs(64)
-            .max_rebuilds(1);
+        // Pairs in the stashes; IHT children erase by tombstones.
+        let cfg =
+            filling_stashes(config(backend, 512, DeviceBudget::Unlimited).initial_children(4));
         let mut t: PagedTable<Bcht, u32, u32> = PagedTable::new(cfg).unwrap();
         let mut oracle = HashMap::new();
         let keys: Vec<u32> = (0..1900).map(|i| i * 7919 % 100_003).collect();

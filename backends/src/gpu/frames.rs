@@ -163,12 +163,10 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
     pub(crate) fn move_to_frame(&mut self, frames: &SlotFrames, index: usize) -> Result<()> {
         self.check_resident()?;
         self.check_frame(frames, index);
-        let slots = self.capacity();
-        let keys = frame_of(&frames.keys, frames.stride, frames.count, index);
-        copy_words(&self.client, &self.keys, &keys, slots);
+        let (keys, values) = Self::frame_handles(frames, index);
+        copy_words(&self.client, &self.keys, &keys, self.capacity());
         self.keys = keys;
-        if !L::MOVES_PAIRS {
-            let values = frame_of(&frames.values, frames.stride, frames.count, index);
+        if let Some(values) = values {
             copy_words(&self.client, &self.values, &values, self.values_len);
             self.values = values;
         }
@@ -182,9 +180,7 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
             return Ok(0);
         }
         self.check_frame(frames, index);
-        let keys = frame_of(&frames.keys, frames.stride, frames.count, index);
-        let values =
-            (!L::MOVES_PAIRS).then(|| frame_of(&frames.values, frames.stride, frames.count, index));
+        let (keys, values) = Self::frame_handles(frames, index);
         let up = self.upload_image(keys.clone(), values.clone())?;
         if !R::UPLOADS_INTO_DSTS {
             // The runtime uploaded into buffers of its own: move them into the frame.
@@ -212,6 +208,15 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
         let w = self.shape_words();
         let base = (index * frames.stride / self.bucket_size as usize) as u32;
         Some([base, w[1], w[9], w[2], w[10], w[3], w[11], w[4], w[12]])
+    }
+
+    /// Frame `index`'s key words and, where the layout keeps values apart, its value words.
+    fn frame_handles(frames: &SlotFrames, index: usize) -> (Handle, Option<Handle>) {
+        let of = |all| frame_of(all, frames.stride, frames.count, index);
+        (
+            of(&frames.keys),
+            (!L::MOVES_PAIRS).then(|| of(&frames.values)),
+        )
     }
 
     /// A frame of `frames` fits this table (same shape; the paged table's invariant).

@@ -311,6 +311,23 @@ pub(crate) fn same_words_mut<E: Element, W: Element>(s: &mut [E]) -> Option<&mut
     })
 }
 
+/// Runs `f` on `out` as the layout's words `W`: in place when the widths match, else on widened words that are
+/// narrowed into `out` after (the answers of a find into the caller's slice).
+pub(crate) fn with_words_mut<E: Element, W: Element, T>(
+    out: &mut [E],
+    f: impl FnOnce(&mut [W]) -> hashtile_core::Result<T>,
+) -> hashtile_core::Result<T> {
+    if let Some(o) = same_words_mut::<E, W>(out) {
+        return f(o);
+    }
+    let mut wide = vec![W::default(); out.len()];
+    let done = f(&mut wide)?;
+    for (o, w) in out.iter_mut().zip(&wide) {
+        *o = E::narrow(w.widen());
+    }
+    Ok(done)
+}
+
 /// `s` as the layout's words: as is when the widths match, else widened (a copy; only a table of a 32-bit key
 /// with a 64-bit value, or the reverse, widens, and only into the [`Wide`] layout).
 pub(crate) fn words_of<E: Element, W: Element>(s: &[E]) -> std::borrow::Cow<'_, [W]> {

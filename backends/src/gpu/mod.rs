@@ -57,7 +57,7 @@ use hashtile_core::{Element, Error, HashFamily, Key, ProbeStats, Result, Value};
 use host_path::BatchTable;
 use kernels::{ADDED_COUNTERS, INSERT_COUNTERS, found_mode, select};
 pub use layout::{KeyLayout, Packed, Wide};
-use layout::{bytes_of, bytes_of_mut, same_words_mut, words_of};
+use layout::{bytes_of, bytes_of_mut, with_words_mut, words_of};
 use std::marker::PhantomData;
 use transfer::{HostTransfer, PinnedAlloc};
 
@@ -1044,16 +1044,8 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout, K: Key, V: Value> Engine<K
     ) -> Result<ProbeStats> {
         self.check_resident()?;
         let k = words_of::<K, L::Key>(keys);
-        if let Some(o) = same_words_mut::<V, L::Value>(out) {
-            // The caller's slice is the layout's own type: the values land in it directly.
-            return self.find_words(&k, o, found);
-        }
-        let mut widened = vec![L::Value::default(); out.len()];
-        let stats = self.find_words(&k, &mut widened, found)?;
-        for (o, w) in out.iter_mut().zip(&widened) {
-            *o = V::narrow(w.widen());
-        }
-        Ok(stats)
+        // Where the caller's slice is the layout's own type, the values land in it directly.
+        with_words_mut::<V, L::Value, _>(out, |o| self.find_words(&k, o, found))
     }
 
     fn pairs(&self) -> Result<Vec<(K, V)>> {

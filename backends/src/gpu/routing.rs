@@ -29,7 +29,7 @@
 //! scattering as the keys land at 0.94-1.01x: H100, 16 resident children.)
 
 use super::host_path::{BatchSizes, CHUNK_ALIGN, Dedup, DeviceCache, Trace};
-use super::layout::{KeyLayout, bytes_of, bytes_of_mut, same_words_mut, words_of};
+use super::layout::{KeyLayout, bytes_of, bytes_of_mut, with_words_mut, words_of};
 use super::paging::route_hash;
 use super::transfer::HostTransfer;
 use super::upsert::MASK_NEW;
@@ -674,34 +674,6 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> DeviceRouter<R, S, L> {
 }
 
 impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> DeviceRouter<R, S, L> {
-    /// Copies a find's answers out (`oh`: values; `bh`: presence bits when asked) and returns the buffers.
-    fn answers_out<V: Value>(
-        &self,
-        oh: Handle,
-        bh: Option<Handle>,
-        out: &mut [V],
-        bits: Option<&mut [u32]>,
-    ) -> Result<()> {
-        let (client, cache) = (&self.client, &self.cache);
-        let (n, vb) = (out.len(), widths::<L>().1);
-        let words = n.div_ceil(32);
-        if let Some(o) = same_words_mut::<V, L::Value>(out) {
-            R::download(client, &self.stager, &oh, bytes_of_mut(o))?;
-        } else {
-            let mut wide = vec![L::Value::default(); n];
-            R::download(client, &self.stager, &oh, bytes_of_mut(&mut wide))?;
-            for (o, w) in out.iter_mut().zip(&wide) {
-                *o = V::narrow(w.widen());
-            }
-        }
-        if let (Some(bits), Some(bh)) = (bits, bh) {
-            R::download(client, &self.stager, &bh, bytes_of_mut(&mut bits[..words]))?;
-            cache.give("route bits", bh, words * 4);
-        }
-        cache.give("route out", oh, n * vb);
-        Ok(())
-    }
-
     /// Queues the framed find of one landed chunk of `n` keys ([`Router::find_framed`]).
     fn find_chunk(
         &self,
@@ -976,8 +948,15 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout, K: Key, V: Value> Router<K
         self.give_back(batch);
         looked_up?;
         trace.mark(client, "route find: gathered");
-        self.answers_out(oh, bh, out, bits)?;
+        with_words_mut::<V, L::Value, _>(out, |o| {
+            R::download(client, &self.stager, &oh, bytes_of_mut(o))
+        })?;
+        if let (Some(bits), Some(bh)) = (bits, bh) {
+            R::download(client, &self.stager, &bh, bytes_of_mut(&mut bits[..words]))?;
+            cache.give("route bits", bh, words * 4);
+        }
         trace.mark(client, "route find: answers copied out");
+        cache.give("route out", oh, n * vb);
         Ok(())
     }
 
@@ -990,47 +969,30 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout, K: Key, V: Value> Router<K
         out: &mut [V],
         bits: Option<&mut [u32]>,
     ) -> Result<()> {
-        let (client, cache) = (&self.client, &self.cache);
+        let client = &self.client;
         let mut trace = trace();
         let (kb, vb) = widths::<L>();
-        let n = keys.len();
-        let words = n.div_ceil(32);
         let k = words_of::<K, L::Key>(keys);
         let entries = client.create_from_slice(bytes_of(route.entries));
         let descs = client.create_from_slice(u32::as_bytes(descs));
-        let oh = cache.take(client, "route out", n.max(1) * vb);
-        let bh = bits
-            .is_some()
-            .then(|| cache.take(client, "route bits", words.max(1) * 4));
-        if let Some(bh) = &bh {
-            fill_u32(client, bh, words, 0);
-        }
-        // Each chunk is looked up as it lands, straight into the answers (chunks are multiples of 2048 keys,
-        // so each chunk's bits start on a whole, 256-byte aligned word).
-        let mut uploaded = R::upload_chunked(
-            client,
-            &self.stager,
-            &[bytes_of(&k)],
-            &[cache.take(client, "route keys in", n * kb)],
-            self.sizes.chunk * kb,
-            &mut |_, off, len, h| {
-                let at = off / kb;
-                let chunk = h.clone().offset_start(off as u64);
-                let out = oh.clone().offset_start((at * vb) as u64);
-                let bits = bh.as_ref().map(|b| b.clone().offset_start((at / 8) as u64));
-                self.find_chunk(
-                    (&chunk, len / kb),
-                    frames,
-                    (&descs, &entries),
-                    (&out, bits.as_ref()),
-                    route,
-                );
-            },
-        )?;
-        cache.give("route keys in", uploaded.remove(0), n * kb);
-        trace.mark(client, "framed find: keys copied, looked up");
-        self.answers_out(oh, bh, out, bits)?;
-        trace.mark(client, "framed find: answers copied out");
+        // The plain table's find: each chunk looked up as it lands, straight into the answers.
+        with_words_mut::<V, L::Value, _>(out, |o| {
+            super::host_path::find::<R>(
+                client,
+                &self.stager,
+                &self.cache,
+                bytes_of(&k),
+                kb,
+                bytes_of_mut(o),
+                vb,
+                bits,
+                self.sizes,
+                |kh, oh, bh, n| {
+                    self.find_chunk((kh, n), frames, (&descs, &entries), (oh, bh), route)
+                },
+            )
+        })?;
+        trace.mark(client, "framed find: copied, looked up, answers copied out");
         Ok(())
     }
 

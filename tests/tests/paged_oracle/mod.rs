@@ -1,7 +1,7 @@
 //! The `HashMap` oracle checks of paged tables, shared by `paged.rs` and `paged_stress.rs` (each includes
 //! this as `mod paged_oracle;`).
 
-use hashtile::{Key, PagedTable, SchemeInfo, Value};
+use hashtile::{Key, PagedConfig, PagedTable, SchemeInfo, SchemeParams, Value};
 use std::collections::{HashMap, HashSet};
 
 /// Checks the answers to `q` against the oracle with both calls: `find` (`Some(value)` / `None`) and
@@ -50,4 +50,19 @@ pub fn check<S: SchemeInfo, K: Key, V: Value>(
         assert!(seen.insert(k), "{what}: key {k} stored twice");
         assert_eq!(oracle.get(&k), Some(&v), "{what}: pair ({k}, {v})");
     }
+}
+
+/// `cfg` with children that fill their stashes: full load, two hash functions and short eviction chains, room
+/// for 64 pairs per stash, one rebuild.
+#[allow(dead_code)] // paged_stress includes this module too and does not use it
+pub fn filling_stashes(cfg: PagedConfig) -> PagedConfig {
+    cfg.max_load(1.0)
+        .params(SchemeParams {
+            num_hashes: 2,
+            max_chain: 4,
+            threshold: 0,
+            upsert: 1,
+        })
+        .stash_pairs(64)
+        .max_rebuilds(1)
 }
