@@ -958,3 +958,78 @@ fn finds_whose_keys_crowd_one_child() {
         check(&mut t, &oracle, &[1 << 30], &format!("{backend} after"));
     }
 }
+
+/// Prefetching (the next child paged in while the current one works; on CUDA its copy is left in flight and
+/// the child's first kernel waits for it) against paging each child in at its turn: upserts, finds and erases
+/// of a table eight times its budget, with both replacement policies, each checked against the oracle after
+/// every round, and the two tables' pairs equal at the end. GPU tables must have prefetched (the CPU
+/// backend partitions on the host, child by child, and never does).
+#[test]
+fn prefetch_matches_paging_in_turn() {
+    fn run<K: Key, V: Value>(backend: Backend, replacement: Replacement, seed: u64) {
+        let mut tables: Vec<PagedTable<Iht, K, V>> = [true, false]
+            .into_iter()
+            .map(|on| {
+                let cfg = PagedConfig::with_child_slots(2048)
+                    .backend(BackendChoice::Exactly(backend))
+                    .placement(Placement::HashRouted)
+                    .initial_children(16)
+                    .budget(DeviceBudget::Children(2))
+                    .replacement(replacement)
+                    .prefetch(on)
+                    .batch_keys(4096)
+                    .seed(seed);
+                PagedTable::new(cfg).unwrap()
+            })
+            .collect();
+        let mut oracle: HashMap<K, V> = HashMap::new();
+        let mut rng = StdRng::seed_from_u64(seed);
+        for round in 0..6u64 {
+            let n = rng.random_range(4000..12000);
+            let keys: Vec<K> = random_keys(&mut rng, n, 30_000);
+            let values: Vec<V> = (0..n as u64).map(|i| V::narrow(i ^ round << 20)).collect();
+            let gone: Vec<K> = random_keys(&mut rng, n / 8, 30_000);
+            for (k, v) in keys.iter().zip(&values) {
+                oracle.insert(*k, *v);
+            }
+            for k in &gone {
+                oracle.remove(k);
+            }
+            for (i, t) in tables.iter_mut().enumerate() {
+                let what = format!(
+                    "{backend} {replacement:?} prefetch {} round {round}",
+                    i == 0
+                );
+                t.insert(&keys, &values).unwrap();
+                t.erase(&gone).unwrap();
+                let absent: Vec<K> = (0..64).map(|i| K::narrow(30_000 + i)).collect();
+                check(t, &oracle, &absent, &what);
+            }
+        }
+        let [on, off] = &mut tables[..] else {
+            unreachable!()
+        };
+        let mut a = on.pairs().unwrap();
+        let mut b = off.pairs().unwrap();
+        a.sort_unstable_by_key(|p| p.0.widen());
+        b.sort_unstable_by_key(|p| p.0.widen());
+        assert!(a == b, "{backend}: prefetching changed the pairs");
+        assert_eq!(off.paging().prefetched, 0, "{backend}: prefetch off");
+        if backend != Backend::Cpu {
+            assert!(
+                on.paging().prefetched > 0,
+                "{backend}: no child was paged in ahead ({:?})",
+                on.paging()
+            );
+        }
+    }
+    for backend in BACKENDS {
+        if !present(backend) {
+            continue;
+        }
+        for replacement in [Replacement::Lru, Replacement::Fifo] {
+            run::<u32, u32>(backend, replacement, 71);
+        }
+        run::<u64, u64>(backend, Replacement::Lru, 72);
+    }
+}

@@ -202,7 +202,9 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
     /// See [`crate::engine::Engine::frame_desc`].
     pub(crate) fn frame_desc(&self, frames: &SlotFrames) -> Option<[u32; FRAME_DESC_WORDS]> {
         let (id, index) = self.frame?;
-        if id != frames.id || !self.resident {
+        // A framed launch reads the slots: a page-in's copy lands first (a failed one leaves the child out of
+        // the frames, and its own find reports the error).
+        if id != frames.id || !self.resident || self.swap_landed().is_err() {
             return None;
         }
         let w = self.shape_words();

@@ -82,6 +82,10 @@ pub struct GpuTable<R: HostTransfer, S: ProbingScheme, L: KeyLayout = Packed> {
     /// Host-path copies (CUDA: a stream and pinned staging buffers; the table's own, or the process's shared
     /// one for tables that come in numbers: the children of a paged table).
     stager: std::sync::Arc<R::Stager>,
+    /// A page-in's copy still in flight (`upload_image`): waited for before any kernel or copy touches the
+    /// slots (`check_resident`, `frame_desc`, `page_out_slots`). Declared before `image` so that a dropped
+    /// table waits for it before its image is freed.
+    swap_in: std::sync::Mutex<Option<R::Fence>>,
     /// Paging (`crate::paged`): the slots' host copy, whether the slots are in device memory, and whether
     /// the host copy matches them.
     image: Option<HostImage>,
@@ -317,6 +321,7 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
         let mut t = Self {
             client,
             stager,
+            swap_in: Default::default(),
             image: None,
             resident: true,
             image_current: false,
@@ -677,12 +682,19 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
         decode_slots::<L>(&keys, &values)
     }
 
+    /// `Ok` when the slots are in device memory and any page-in's copy into them has landed.
     fn check_resident(&self) -> Result<()> {
         if self.resident {
-            Ok(())
+            self.swap_landed()
         } else {
             Err(crate::table::paged_out())
         }
+    }
+
+    /// Waits for a page-in's copy still in flight, if any.
+    fn swap_landed(&self) -> Result<()> {
+        let fence = self.swap_in.lock().expect("swap fence poisoned").take();
+        fence.map_or(Ok(()), R::wait)
     }
 
     /// Bytes of the slot arrays (what paging moves).
@@ -696,6 +708,8 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
         if !self.resident {
             return Ok(0);
         }
+        // A page-in still copying into the slots finishes before they are read or handed on.
+        self.swap_landed()?;
         let mut copied = 0;
         if !self.image_current {
             let slots = self.capacity();
@@ -824,7 +838,9 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
 impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
     /// Copies the host image up into `keys` (and `values` for layouts that keep them apart); returns the
     /// buffers that hold it: the given ones where the runtime copies into them
-    /// ([`HostTransfer::UPLOADS_INTO_DSTS`]), else buffers of the runtime's own.
+    /// ([`HostTransfer::UPLOADS_INTO_DSTS`]), else buffers of the runtime's own. Where the runtime can, the
+    /// copy is only queued (`swap_in`): the caller goes on (a paged table pages the next child in while this
+    /// one works), and the table's first use waits for it.
     fn upload_image(&self, keys: Handle, values: Option<Handle>) -> Result<Vec<Handle>> {
         let image = self
             .image
@@ -836,14 +852,13 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
             srcs.push(bytes_of(&v[..]));
             dsts.push(vh);
         }
-        R::upload_chunked(
-            &self.client,
-            &self.stager,
-            &srcs,
-            &dsts,
-            usize::MAX,
-            &mut |_, _, _, _| {},
-        )
+        let (handles, fence) = R::upload_queued(&self.client, &self.stager, &srcs, &dsts)?;
+        let old = std::mem::replace(
+            &mut *self.swap_in.lock().expect("swap fence poisoned"),
+            fence,
+        );
+        debug_assert!(old.is_none(), "a page-in over one in flight");
+        Ok(handles)
     }
 }
 

@@ -55,6 +55,21 @@ pub trait HostTransfer: Runtime {
         chunk: usize,
         landed: &mut dyn FnMut(usize, usize, usize, &Handle),
     ) -> Result<Vec<Handle>>;
+    /// The completion of a copy [`HostTransfer::upload_queued`] left in flight (CUDA: an event recorded after
+    /// it on the stager's stream).
+    type Fence: Send + Sync + 'static;
+    /// Copies `srcs` into `dsts` (whole, one per source) like [`HostTransfer::upload_chunked`], but returns as
+    /// soon as the copies are queued where the runtime can (CUDA, page-locked sources): the buffers may be
+    /// read once [`HostTransfer::wait`] has returned for the fence, and the sources must stay alive and
+    /// unchanged until then (a dropped fence waits too). `None`: the copies are done already.
+    fn upload_queued(
+        client: &ComputeClient<Self>,
+        stager: &Self::Stager,
+        srcs: &[&[u8]],
+        dsts: &[Handle],
+    ) -> Result<(Vec<Handle>, Option<Self::Fence>)>;
+    /// Waits until the copies behind `fence` are done.
+    fn wait(fence: Self::Fence) -> Result<()>;
     /// Copies the first `dst.len()` bytes of `src` into `dst`, after all queued kernels.
     fn download(
         client: &ComputeClient<Self>,
@@ -226,6 +241,19 @@ impl HostTransfer for cubecl::wgpu::WgpuRuntime {
         }
         Ok(out)
     }
+    type Fence = ();
+    fn upload_queued(
+        client: &ComputeClient<Self>,
+        stager: &(),
+        srcs: &[&[u8]],
+        dsts: &[Handle],
+    ) -> Result<(Vec<Handle>, Option<()>)> {
+        let h = Self::upload_chunked(client, stager, srcs, dsts, usize::MAX, &mut |_, _, _, _| {})?;
+        Ok((h, None))
+    }
+    fn wait(_: ()) -> Result<()> {
+        Ok(())
+    }
     fn download(client: &ComputeClient<Self>, _: &(), src: &Handle, dst: &mut [u8]) -> Result<()> {
         let bytes = client
             .read_one(src.clone())
@@ -279,6 +307,9 @@ mod cuda {
     struct Inner {
         ctx: sys::CUcontext,
         stream: sys::CUstream,
+        /// Copies from the device into page-locked memory (paged tables' page-outs): a stream of their own,
+        /// so that they run beside the uploads queued on `stream` (the bus is full duplex).
+        out_stream: sys::CUstream,
         stages: Vec<Stage>,
         next: usize,
         /// Recorded after the copy of each chunk of a chunked upload (`COPY_AHEAD + 1`, in rotation).
@@ -403,8 +434,45 @@ mod cuda {
                 for &e in &self.chunk_done {
                     let _ = cu::event::destroy(e);
                 }
+                let _ = cu::stream::synchronize(self.out_stream);
                 let _ = cu::stream::destroy(self.stream);
+                let _ = cu::stream::destroy(self.out_stream);
             }
+        }
+    }
+
+    /// An event recorded after copies queued by `upload_queued` (destroyed once waited for, or on drop).
+    pub struct CudaFence {
+        ctx: sys::CUcontext,
+        event: sys::CUevent,
+    }
+
+    // SAFETY: the event is only touched by `wait` or `drop`, which take the fence by value or by `&mut`.
+    unsafe impl Send for CudaFence {}
+    // SAFETY: as above; `&CudaFence` gives no access to the event.
+    unsafe impl Sync for CudaFence {}
+
+    impl CudaFence {
+        fn finish(&mut self) -> Result<()> {
+            if self.event.is_null() {
+                return Ok(());
+            }
+            make_current(self.ctx)?;
+            let event = std::mem::replace(&mut self.event, std::ptr::null_mut());
+            // SAFETY: a live event of this context, recorded once; destroyed once, after it completed.
+            let done = check("cuEventSynchronize", unsafe {
+                cu::event::synchronize(event)
+            });
+            // SAFETY: as above.
+            let _ = unsafe { cu::event::destroy(event) };
+            done
+        }
+    }
+
+    impl Drop for CudaFence {
+        fn drop(&mut self) {
+            // The copies read host memory the fence's owner is about to free: they finish first.
+            let _ = self.finish();
         }
     }
 
@@ -461,6 +529,10 @@ mod cuda {
                 "cuStreamCreate",
                 cu::stream::create(cu::stream::StreamKind::NonBlocking),
             )?;
+            let out_stream = check(
+                "cuStreamCreate",
+                cu::stream::create(cu::stream::StreamKind::NonBlocking),
+            )?;
             let mut stages = Vec::with_capacity(STAGES);
             for _ in 0..STAGES {
                 let done = check(
@@ -487,6 +559,7 @@ mod cuda {
             Ok(CudaStager(Mutex::new(Inner {
                 ctx,
                 stream,
+                out_stream,
                 stages,
                 next: 0,
                 chunk_done,
@@ -610,6 +683,68 @@ mod cuda {
             r.and(synced).map(|_| handles)
         }
 
+        type Fence = CudaFence;
+
+        fn upload_queued(
+            client: &ComputeClient<Self>,
+            stager: &CudaStager,
+            srcs: &[&[u8]],
+            dsts: &[Handle],
+        ) -> Result<(Vec<Handle>, Option<CudaFence>)> {
+            if srcs.iter().any(|s| !s.is_empty() && !is_pinned(s.as_ptr())) {
+                // Pageable sources pass through the staging ring, which the host fills: no queueing.
+                let h = Self::upload_chunked(
+                    client,
+                    stager,
+                    srcs,
+                    dsts,
+                    usize::MAX,
+                    &mut |_, _, _, _| {},
+                )?;
+                return Ok((h, None));
+            }
+            let mut ptrs = Vec::with_capacity(srcs.len());
+            for h in dsts {
+                ptrs.push(device_ptr(client, h)?);
+            }
+            // The destination may be memory a queued kernel still reads (a frame a paged-out child left).
+            sync_cubecl(client)?;
+            let st = stager.0.lock().expect("stager poisoned");
+            make_current(st.ctx)?;
+            let queue = || -> Result<sys::CUevent> {
+                for (src, &dst) in srcs.iter().zip(&ptrs) {
+                    if !src.is_empty() {
+                        // SAFETY: `dst` holds at least `src.len()` bytes (the caller's buffers); the source stays
+                        // alive and unchanged until the fence is waited for (the trait's contract).
+                        check("cuMemcpyHtoDAsync", unsafe {
+                            cu::memcpy_htod_async(dst, src, st.stream)
+                        })?;
+                    }
+                }
+                let event = check(
+                    "cuEventCreate",
+                    cu::event::create(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING),
+                )?;
+                // SAFETY: a fresh event of this context, on this stager's live stream.
+                check("cuEventRecord", unsafe {
+                    cu::event::record(event, st.stream)
+                })?;
+                Ok(event)
+            };
+            match queue() {
+                Ok(event) => Ok((dsts.to_vec(), Some(CudaFence { ctx: st.ctx, event }))),
+                Err(e) => {
+                    // SAFETY: this stager's live stream; no copy may outlive the error.
+                    let _ = unsafe { cu::stream::synchronize(st.stream) };
+                    Err(e)
+                }
+            }
+        }
+
+        fn wait(mut fence: CudaFence) -> Result<()> {
+            fence.finish()
+        }
+
         fn download(
             client: &ComputeClient<Self>,
             stager: &CudaStager,
@@ -625,13 +760,16 @@ mod cuda {
             make_current(st.ctx)?;
             let stream = st.stream;
             if is_pinned(dst.as_ptr()) {
+                // On the copy-out stream, beside uploads queued on the other one (`upload_queued`), which
+                // never write `src`: their owners wait for them before anything reads their buffers.
+                let out = st.out_stream;
                 // SAFETY: `src` holds at least `dst.len()` bytes; the stream is synchronised below.
                 unsafe {
                     check(
                         "cuMemcpyDtoHAsync",
-                        cu::memcpy_dtoh_async(&mut *dst, from, stream),
+                        cu::memcpy_dtoh_async(&mut *dst, from, out),
                     )?;
-                    check("cuStreamSynchronize", cu::stream::synchronize(stream))?;
+                    check("cuStreamSynchronize", cu::stream::synchronize(out))?;
                 }
                 return Ok(());
             }

@@ -138,6 +138,10 @@ pub struct PagedConfig {
     /// every resident child is one kernel launch per copy chunk (default: on; off: each child has its own
     /// allocation and finds partition the batch by child, the A/B).
     pub shared_frames: bool,
+    /// While one child works on a batch, the next child the batch needs is paged in (its copy queued on the
+    /// swap stream, beside the working child's kernels and the page-outs' copies), when the budget holds two
+    /// children (default: on; off pages each child in when its turn comes, the A/B).
+    pub prefetch: bool,
 }
 
 impl Default for PagedConfig {
@@ -160,7 +164,14 @@ impl PagedConfig {
             max_children: None,
             device_routing: true,
             shared_frames: true,
+            prefetch: true,
         }
+    }
+    /// Pages the next child a batch needs in while the current one works (default on; see
+    /// [`PagedConfig::prefetch`]).
+    pub fn prefetch(mut self, on: bool) -> Self {
+        self.prefetch = on;
+        self
     }
     /// Resident GPU children share one slot allocation (default on; see [`PagedConfig::shared_frames`]).
     pub fn shared_frames(mut self, on: bool) -> Self {
@@ -519,6 +530,56 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
         self.residency.admit(&mut self.children, c, keep, None)
     }
 
+    /// Runs `work` on each child of `order` in turn, each made resident first. With prefetching on (and a
+    /// budget that holds two children), the next child is paged in before `work` runs on the current one: a
+    /// GPU child's page-in only queues its copy, and its first kernel waits for it, so the copy runs while
+    /// the current child's kernels do (and beside the page-outs' copies, on a stream of their own).
+    fn visit_paging(
+        &mut self,
+        order: &[usize],
+        mut work: impl FnMut(&mut Self, usize) -> Result<()>,
+    ) -> Result<()> {
+        let ahead = self.prefetching();
+        // Diagnosis (HASHTILE_TRACE): where the host's time goes while children swap.
+        let mut trace = Trace::start();
+        for (j, &c) in order.iter().enumerate() {
+            self.admit(c, &[])?;
+            trace.lap("paged in at its turn");
+            if ahead
+                && let Some(&next) = order.get(j + 1)
+                && !self.children[next].is_resident()
+            {
+                let need = self.children[next].device_bytes();
+                self.residency.make_room(&mut self.children, need, &[c])?;
+                trace.lap("paged out");
+                self.prefetch(next, c)?;
+                trace.lap("page-in queued");
+            }
+            work(self, c)?;
+            trace.lap("child's work (waits for its page-in)");
+        }
+        trace.report("visit of children", order.len());
+        Ok(())
+    }
+
+    /// Pages child `n` in ahead of its turn, keeping the working child `c` resident.
+    fn prefetch(&mut self, n: usize, c: usize) -> Result<()> {
+        self.admit(n, &[c])?;
+        self.residency.stats.prefetched += 1;
+        Ok(())
+    }
+
+    /// Whether a child is paged in while another works ([`PagedConfig::prefetch`], and a budget that holds two
+    /// children).
+    fn prefetching(&self) -> bool {
+        static OFF: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        // Diagnosis: HASHTILE_NO_PREFETCH=1 turns it off (the A/B).
+        let off = *OFF.get_or_init(|| std::env::var_os("HASHTILE_NO_PREFETCH").is_some());
+        !off && self.config.prefetch
+            && !self.children.is_empty()
+            && self.residency.holds(2, 2 * self.child_bytes())
+    }
+
     /// `wanted` children, the resident ones first (they cost no swap), then the others in index order.
     fn visit_order(&self, wanted: impl Iterator<Item = usize>) -> Vec<usize> {
         let (mut now, later): (Vec<usize>, Vec<usize>) =
@@ -691,26 +752,42 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
                 part_at.push(std::time::Instant::now());
                 let mut queue = || -> Result<()> {
                     let wanted = (0..children).filter(|&c| batch.counts[c] > 0);
-                    for c in self.visit_order(wanted) {
-                        let n = batch.counts[c];
-                        if later[c]
-                            || !self.meta[c].stash.is_empty()
-                            || self.load(c) + pending[c] + n > limit
-                        {
+                    let order = self.visit_order(wanted);
+                    let ahead = self.prefetching();
+                    // Children whose part goes through the host (after the batch) need no page-in now.
+                    let on_host_now = |t: &Self, c: usize, pending: &[usize], later: &[bool]| {
+                        later[c]
+                            || !t.meta[c].stash.is_empty()
+                            || t.load(c) + pending[c] + batch.counts[c] > limit
+                    };
+                    for (j, &c) in order.iter().enumerate() {
+                        if on_host_now(self, c, &pending, &later) {
                             later[c] = true;
                             let (k, v) = router.download(batch, c)?;
                             on_host.push((k, v));
                             continue;
                         }
-                        if !self.children[c].is_resident() && !queued.is_empty() {
-                            // Paging may page a queued child out: the queued ones settle first.
+                        // The next child that needs a page-in is paged in before this one's kernels are
+                        // queued, so that its copy runs beside them.
+                        let next = order[j + 1..]
+                            .iter()
+                            .copied()
+                            .find(|&n| !on_host_now(self, n, &pending, &later))
+                            .filter(|&n| ahead && !self.children[n].is_resident());
+                        if (!self.children[c].is_resident() || next.is_some()) && !queued.is_empty()
+                        {
+                            // Paging may page a queued child out: the queued ones settle first (before this
+                            // child is admitted: settling may page children in).
                             let counters = router.counters(batch)?;
                             self.settle_queued(&mut queued, &mut pending, failed, &counters)?;
                         }
                         self.admit(c, &[])?;
+                        if let Some(n) = next {
+                            self.prefetch(n, c)?;
+                        }
                         self.children[c].upsert_routed(batch, c)?;
                         queued.push(c);
-                        pending[c] += n;
+                        pending[c] += batch.counts[c];
                     }
                     Ok(())
                 };
@@ -816,11 +893,8 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
             let mut on_part = |batch: &RoutedBatch| -> Result<()> {
                 let wanted =
                     (0..children).filter(|&c| batch.counts[c] > 0 && !self.children[c].is_empty());
-                for c in self.visit_order(wanted) {
-                    self.admit(c, &[])?;
-                    self.children[c].find_routed(batch, c)?;
-                }
-                Ok(())
+                let order = self.visit_order(wanted);
+                self.visit_paging(&order, |t, c| t.children[c].find_routed(batch, c))
             };
             router.find(
                 &keys[start..end],

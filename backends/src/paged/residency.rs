@@ -11,6 +11,8 @@ use std::collections::VecDeque;
 pub struct PagingStats {
     /// Children paged in (swapped from host memory to the device).
     pub swaps_in: u64,
+    /// Of the page-ins, those issued while another child worked ([`super::PagedConfig::prefetch`]).
+    pub prefetched: u64,
     /// Children paged out (their device memory freed).
     pub swaps_out: u64,
     /// Bytes copied by swaps, both directions (a clean child pages out without a copy).
