@@ -970,7 +970,14 @@ fn prefetch_matches_paging_in_turn() {
         let mut tables: Vec<PagedTable<Iht, K, V>> = [true, false]
             .into_iter()
             .map(|on| {
-                let cfg = PagedConfig::with_child_slots(2048)
+                // On CUDA, children of 8 MiB: a kernel that did not wait for its child's page-in would
+                // run while the copy is still landing.
+                let slots = if backend == Backend::Cuda {
+                    1 << 20
+                } else {
+                    2048
+                };
+                let cfg = PagedConfig::with_child_slots(slots)
                     .backend(BackendChoice::Exactly(backend))
                     .placement(Placement::HashRouted)
                     .initial_children(16)
