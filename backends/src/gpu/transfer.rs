@@ -10,7 +10,10 @@
 //! - pinned data (a [`PinnedBuffer`], or any page-locked memory: detected with `cuPointerGetAttribute`) is
 //!   copied directly, at the full bus rate;
 //! - device pointers come from CubeCL's own buffers (`ComputeClient::get_resource`); before a CubeCL kernel
-//!   reads an upload, the host waits for this stream, and before a read-back, for CubeCL's streams.
+//!   reads an upload, the host waits for this stream, and before a read-back, for CubeCL's streams;
+//! - a paged table's page-ins leave their copies in flight (`upload_queued`: an event per page-in, waited for
+//!   at the child's first use), and its page-outs into pinned memory run on a second stream of the stager, so
+//!   that a swap's copy-out and the next child's copy-in share the (full-duplex) bus.
 //!
 //! On **Vulkan** (wgpu) the plain CubeCL calls are used (`create_from_slice`, `read_one`): simpler, and the
 //! software and hardware Vulkan targets CI and users run are not bus-bound.

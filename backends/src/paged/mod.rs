@@ -29,7 +29,9 @@
 //! Hash-routed tables on a GPU partition their batches **on the device** (`gpu::routing`): a batch crosses the
 //! bus once, is counted and scattered into per-child parts there, and each child's kernels run on its part;
 //! finds come back in input order in one copy. CPU children, and tables built with
-//! [`PagedConfig::device_routing`] off, partition on the host.
+//! [`PagedConfig::device_routing`] off, partition on the host. While one child works on its part, the next
+//! child the batch needs is paged in ([`PagedConfig::prefetch`]): on CUDA its copy runs on the swap stream
+//! beside the current child's kernels and beside the page-outs' copies ([`PagingStats::prefetched`]).
 //!
 //! The CPU backend runs the same manager over CPU children (residency is logical there: a paged-out child
 //! refuses work exactly as a device child does); it is the oracle of the GPU tests.
