@@ -691,10 +691,15 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
         }
     }
 
-    /// Waits for a page-in's copy still in flight, if any.
+    /// Waits for a page-in's copy still in flight, if any. A failed copy keeps its fence, so that every later
+    /// use of the slots fails too instead of reading half-copied words.
     fn swap_landed(&self) -> Result<()> {
-        let fence = self.swap_in.lock().expect("swap fence poisoned").take();
-        fence.map_or(Ok(()), R::wait)
+        let mut fence = self.swap_in.lock().expect("swap fence poisoned");
+        if let Some(f) = fence.as_mut() {
+            R::wait(f)?;
+            *fence = None;
+        }
+        Ok(())
     }
 
     /// Bytes of the slot arrays (what paging moves).

@@ -71,8 +71,9 @@ pub trait HostTransfer: Runtime {
         srcs: &[&[u8]],
         dsts: &[Handle],
     ) -> Result<(Vec<Handle>, Option<Self::Fence>)>;
-    /// Waits until the copies behind `fence` are done.
-    fn wait(fence: Self::Fence) -> Result<()>;
+    /// Waits until the copies behind `fence` are done (an error leaves the fence failing: keep it, so that
+    /// every later wait reports it too).
+    fn wait(fence: &mut Self::Fence) -> Result<()>;
     /// Copies the first `dst.len()` bytes of `src` into `dst`, after all queued kernels.
     fn download(
         client: &ComputeClient<Self>,
@@ -254,7 +255,7 @@ impl HostTransfer for cubecl::wgpu::WgpuRuntime {
         let h = Self::upload_chunked(client, stager, srcs, dsts, usize::MAX, &mut |_, _, _, _| {})?;
         Ok((h, None))
     }
-    fn wait(_: ()) -> Result<()> {
+    fn wait(_: &mut ()) -> Result<()> {
         Ok(())
     }
     fn download(client: &ComputeClient<Self>, _: &(), src: &Handle, dst: &mut [u8]) -> Result<()> {
@@ -456,19 +457,20 @@ mod cuda {
     unsafe impl Sync for CudaFence {}
 
     impl CudaFence {
+        /// Waits for the event and destroys it; on an error the event stays (later waits fail again).
         fn finish(&mut self) -> Result<()> {
             if self.event.is_null() {
                 return Ok(());
             }
             make_current(self.ctx)?;
+            // SAFETY: a live event of this context, recorded once.
+            check("cuEventSynchronize", unsafe {
+                cu::event::synchronize(self.event)
+            })?;
             let event = std::mem::replace(&mut self.event, std::ptr::null_mut());
-            // SAFETY: a live event of this context, recorded once; destroyed once, after it completed.
-            let done = check("cuEventSynchronize", unsafe {
-                cu::event::synchronize(event)
-            });
-            // SAFETY: as above.
+            // SAFETY: completed above; destroyed once.
             let _ = unsafe { cu::event::destroy(event) };
-            done
+            Ok(())
         }
     }
 
@@ -729,9 +731,13 @@ mod cuda {
                     cu::event::create(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING),
                 )?;
                 // SAFETY: a fresh event of this context, on this stager's live stream.
-                check("cuEventRecord", unsafe {
+                if let Err(e) = check("cuEventRecord", unsafe {
                     cu::event::record(event, st.stream)
-                })?;
+                }) {
+                    // SAFETY: never recorded; destroyed once.
+                    let _ = unsafe { cu::event::destroy(event) };
+                    return Err(e);
+                }
                 Ok(event)
             };
             match queue() {
@@ -744,7 +750,7 @@ mod cuda {
             }
         }
 
-        fn wait(mut fence: CudaFence) -> Result<()> {
+        fn wait(fence: &mut CudaFence) -> Result<()> {
             fence.finish()
         }
 

@@ -61,7 +61,12 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
         let frames = self.frames.clone().expect("placed above");
         let mut descs = Vec::with_capacity(n * FRAME_DESC_WORDS);
         for c in &self.children {
-            descs.extend(c.frame_desc(&frames).expect("every child is in the frames"));
+            // Every child is in the frames; `None` here is a child whose page-in failed: the partitioned find
+            // reports the error from that child.
+            let Some(d) = c.frame_desc(&frames) else {
+                return Ok(None);
+            };
+            descs.extend(d);
         }
         Ok(Some((frames, descs)))
     }
