@@ -16,16 +16,10 @@ use std::collections::{HashMap, HashSet};
 mod common;
 mod paged_oracle;
 use common::present;
-use paged_oracle::{check, check_finds, filling_stashes};
+use paged_oracle::{check, check_finds, filling_stashes, random_keys};
 
 const BACKENDS: [Backend; 3] = [Backend::Cpu, Backend::Vulkan, Backend::Cuda];
 const PLACEMENTS: [Placement; 2] = [Placement::HashRouted, Placement::ArrivalOrder];
-
-fn random_keys<K: Key>(rng: &mut StdRng, n: usize, range: u64) -> Vec<K> {
-    (0..n)
-        .map(|_| K::narrow(rng.random_range(0..range)))
-        .collect()
-}
 
 /// Random batches of upserts (repeats inside and across batches), finds and erases, checked after each.
 #[allow(clippy::too_many_arguments)]

@@ -14,7 +14,7 @@ use std::collections::HashMap;
 mod common;
 mod paged_oracle;
 use common::present;
-use paged_oracle::{check, check_finds, filling_stashes};
+use paged_oracle::{check, check_finds, filling_stashes, random_keys};
 
 const BACKENDS: [Backend; 3] = [Backend::Cpu, Backend::Vulkan, Backend::Cuda];
 
@@ -42,9 +42,7 @@ fn grow_and_check<S: SchemeInfo, K: Key, V: Value>(
     let range = (batches * batch) as u64;
     for b in 0..batches {
         let what = format!("{backend} {} {}-bit batch {b}", S::NAME, K::BITS);
-        let keys: Vec<K> = (0..batch)
-            .map(|_| K::narrow(rng.random_range(0..range)))
-            .collect();
+        let keys: Vec<K> = random_keys(&mut rng, batch, range);
         let values: Vec<V> = (0..batch)
             .map(|_| V::narrow(rng.random::<u32>() as u64))
             .collect();

@@ -378,6 +378,26 @@ mod cuda {
         Ok(r.resource().ptr)
     }
 
+    /// The device addresses of `dsts` (0 where the source is empty: nothing is copied there), after waiting
+    /// for CubeCL's queued kernels: CubeCL may hand out memory one of them still reads (an upload's
+    /// destinations are all allocated before it queues kernels of its own, so one wait is enough).
+    fn upload_targets(
+        client: &ComputeClient<CudaRuntime>,
+        srcs: &[&[u8]],
+        dsts: &[Handle],
+    ) -> Result<Vec<u64>> {
+        let mut ptrs = Vec::with_capacity(srcs.len());
+        for (h, s) in dsts.iter().zip(srcs) {
+            ptrs.push(if s.is_empty() {
+                0
+            } else {
+                device_ptr(client, h)?
+            });
+        }
+        sync_cubecl(client)?;
+        Ok(ptrs)
+    }
+
     fn sync_cubecl(client: &ComputeClient<CudaRuntime>) -> Result<()> {
         cubecl::future::block_on(client.sync()).map_err(|e| device_error("device sync", e))
     }
@@ -580,17 +600,7 @@ mod cuda {
             landed: &mut dyn FnMut(usize, usize, usize, &Handle),
         ) -> Result<Vec<Handle>> {
             let handles: Vec<Handle> = dsts.to_vec();
-            let mut ptrs = Vec::with_capacity(srcs.len());
-            for (h, s) in handles.iter().zip(srcs) {
-                ptrs.push(if s.is_empty() {
-                    0
-                } else {
-                    device_ptr(client, h)?
-                });
-            }
-            // CubeCL may hand out memory a queued kernel of its own still reads: let its streams finish first.
-            // Every buffer is allocated before the first chunk's kernel is queued, so one wait is enough.
-            sync_cubecl(client)?;
+            let ptrs = upload_targets(client, srcs, dsts)?;
             let mut st = stager.0.lock().expect("stager poisoned");
             make_current(st.ctx)?;
             let stream = st.stream;
@@ -708,12 +718,8 @@ mod cuda {
                 )?;
                 return Ok((h, None));
             }
-            let mut ptrs = Vec::with_capacity(srcs.len());
-            for h in dsts {
-                ptrs.push(device_ptr(client, h)?);
-            }
             // The destination may be memory a queued kernel still reads (a frame a paged-out child left).
-            sync_cubecl(client)?;
+            let ptrs = upload_targets(client, srcs, dsts)?;
             let st = stager.0.lock().expect("stager poisoned");
             make_current(st.ctx)?;
             let queue = || -> Result<sys::CUevent> {

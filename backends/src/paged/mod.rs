@@ -771,11 +771,15 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
                         }
                         // The next child that needs a page-in is paged in before this one's kernels are
                         // queued, so that its copy runs beside them.
-                        let next = order[j + 1..]
-                            .iter()
-                            .copied()
-                            .find(|&n| !on_host_now(self, n, &pending, &later))
-                            .filter(|&n| ahead && !self.children[n].is_resident());
+                        let next = if ahead {
+                            order[j + 1..]
+                                .iter()
+                                .copied()
+                                .find(|&n| !on_host_now(self, n, &pending, &later))
+                                .filter(|&n| !self.children[n].is_resident())
+                        } else {
+                            None
+                        };
                         if (!self.children[c].is_resident() || next.is_some()) && !queued.is_empty()
                         {
                             // Paging may page a queued child out: the queued ones settle first (before this

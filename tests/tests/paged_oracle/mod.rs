@@ -2,7 +2,16 @@
 //! this as `mod paged_oracle;`).
 
 use hashtile::{Key, PagedConfig, PagedTable, SchemeInfo, SchemeParams, Value};
+use rand::{Rng, rngs::StdRng};
 use std::collections::{HashMap, HashSet};
+
+/// `n` random keys below `range` (repeats likely: upserts and finds of the same keys).
+#[allow(dead_code)] // paged_stress includes this module too and does not use it
+pub fn random_keys<K: Key>(rng: &mut StdRng, n: usize, range: u64) -> Vec<K> {
+    (0..n)
+        .map(|_| K::narrow(rng.random_range(0..range)))
+        .collect()
+}
 
 /// Checks the answers to `q` against the oracle with both calls: `find` (`Some(value)` / `None`) and
 /// `find_into` (the value, or `V::ABSENT`).
