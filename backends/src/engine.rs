@@ -155,6 +155,12 @@ pub trait Engine<K: Key, V: Value>: Send + Sync {
     fn find_routed(&self, _batch: &RoutedBatch, _c: usize) -> Result<()> {
         Err(no_device_batches())
     }
+    /// Records a framed upsert ([`Router::upsert`] with a [`FramedUpsert`]) that wrote into this table's
+    /// frame: `stored` more pairs are held (its new keys less those given up on), and its host image is stale.
+    /// The table must be settled and in frames.
+    fn note_framed(&mut self, _stored: usize) -> Result<()> {
+        Err(no_device_batches())
+    }
 }
 
 fn no_device_batches() -> Error {
@@ -271,6 +277,49 @@ impl RoutedBatch {
     }
 }
 
+/// A framed upsert's plan ([`Router::upsert`]): every child of the table is resident in `frames`, so that a
+/// batch whose kept keys fit goes in with one classify and one insert launch per copy chunk over the frames,
+/// each key's child by the route, instead of a partition and two launches per child.
+#[derive(Debug, Clone, Copy)]
+pub struct FramedUpsert<'a> {
+    /// The frames every child is in.
+    pub frames: &'a SlotFrames,
+    /// Each child's descriptor ([`FRAME_DESC_WORDS`] per child, in child order).
+    pub descs: &'a [u32],
+    /// Keys each child may take in this batch (every kept key counted as new): a batch that routes more to
+    /// some child is partitioned instead, so that its caller can split the child first (0 for a child that
+    /// must not be written in frames, one whose stash holds pairs say).
+    pub room: &'a [usize],
+    /// Some child holds pairs (else the classify pass is skipped: every kept key is new).
+    pub stored: bool,
+}
+
+/// What a [`Router::upsert`] did.
+#[derive(Debug)]
+pub enum Upserted<K, V> {
+    /// Partitioned, each child's part queued by `on_part`: the batch's insert counters, read back in one read
+    /// after `on_part` ([`ROUTED_COUNTERS`] words per child; empty when `on_part` failed).
+    Routed(Vec<u32>),
+    /// Framed ([`FramedUpsert`]): every child took its part in the frames.
+    Framed(FramedCounts<K, V>),
+}
+
+/// The outcome of a framed upsert batch.
+#[derive(Debug)]
+pub struct FramedCounts<K, V> {
+    /// Kept keys (each key's last occurrence) per child: the children written.
+    pub kept: Vec<usize>,
+    /// Of those, keys that were not stored (inserted, or given up on) per child.
+    pub new: Vec<usize>,
+    /// Pairs each child's inserts gave up on: it holds `new[c] - failed[c]` more pairs.
+    pub failed: Vec<usize>,
+    /// The pairs given up on, as far as the launch's stash holds them (each is its child's own: a cuckoo
+    /// eviction may hand back a pair the child held before); the route says whose.
+    pub unplaced: Vec<(K, V)>,
+    /// Pairs given up on past the launch's stash (lost: reported as `Error::StashOverflow`).
+    pub untracked: usize,
+}
+
 /// Moves host batches to the device partitioned by child, and finds' answers back (hash-routed paged tables on
 /// a GPU: the host never touches the keys, `gpu::routing`). One router serves every child of a table, since
 /// all share one runtime.
@@ -282,17 +331,19 @@ pub trait Router<K: Key, V: Value>: Send + Sync {
     /// land): the caller then skips its host scan for single-call batches. Keys the device layout widens
     /// (32-bit keys of a wide table) are the caller's to check.
     fn checks_sentinel(&self) -> bool;
-    /// Copies an upsert batch in, keeps each key's last occurrence, partitions the kept pairs by child, and
-    /// hands the partition to `on_part` (which queues its children's [`Engine::upsert_routed`]) after the
-    /// copy, so that `on_part` may page children in. Returns the batch's insert counters, read back in one
-    /// read after `on_part` ([`ROUTED_COUNTERS`] words per child; empty when `on_part` failed).
+    /// Copies an upsert batch in and keeps each key's last occurrence. With `framed`, when every child's kept
+    /// keys fit its room, they are upserted in the frames as the values land and the counts come back
+    /// ([`Upserted::Framed`]; `on_part` is not called). Otherwise the kept pairs are partitioned by child and
+    /// the partition handed to `on_part` (which queues its children's [`Engine::upsert_routed`]) after the
+    /// copy, so that `on_part` may page children in ([`Upserted::Routed`]).
     fn upsert(
         &self,
         keys: &[K],
         values: &[V],
         route: RouteMap<'_>,
+        framed: Option<FramedUpsert<'_>>,
         on_part: &mut dyn FnMut(&RoutedBatch) -> Result<()>,
-    ) -> Result<Vec<u32>>;
+    ) -> Result<Upserted<K, V>>;
     /// A routed upsert batch's insert counters as they stand (waits for the queued kernels; one read), for
     /// children that must settle before `on_part` returns.
     fn counters(&self, batch: &RoutedBatch) -> Result<Vec<u32>>;

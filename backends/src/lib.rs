@@ -23,7 +23,10 @@ pub mod paged;
 pub mod select;
 pub mod table;
 
-pub use engine::{Engine, Inserted, Rebuilt, RouteMap, RoutedBatch, Router, SplitSpec};
+pub use engine::{
+    Engine, FramedCounts, FramedUpsert, Inserted, Rebuilt, RouteMap, RoutedBatch, Router,
+    SplitSpec, Upserted,
+};
 pub use gpu::transfer::PinnedBuffer;
 pub use select::{Backend, BackendChoice, is_available, resolve};
 pub use table::{DEFAULT_SEED, HashTable, TableConfig, default_bucket_size_of};

@@ -301,13 +301,37 @@ fn frame_meta(meta: TableMeta, frames: &Array<u32>, at: u32, i: u32) -> TableMet
     }
 }
 
+/// The bucket of `key` under hash function `i` ([`probe_bucket`]); with `framed`, in table `child` of slot
+/// frames whose descriptors are `frames` (its seeds, and its first bucket added: an index into the shared slot
+/// arrays). Without, `frames` and `child` are unused.
+// `b` is a CubeCL variable declaration; both branches assign it.
+#[allow(unused_assignments)]
+#[cube]
+pub(crate) fn frame_bucket<S: ProbingScheme, L: KeyLayout>(
+    meta: TableMeta,
+    frames: &Array<u32>,
+    child: u32,
+    key: L::Key,
+    i: u32,
+    #[comptime] framed: bool,
+) -> u32 {
+    let mut b = u32::new(0);
+    if comptime!(framed) {
+        let at = child * comptime!(FRAME_DESC_WORDS as u32);
+        let m = frame_meta(meta, frames, at, i);
+        b = probe_bucket::<S, L>(m, key, i) + frames[at as usize];
+    } else {
+        b = probe_bucket::<S, L>(meta, key, i);
+    }
+    b
+}
+
 /// The cooperative find loop of [`tile_find_at`]. With `framed`, the slot arrays hold many tables of `meta`'s
 /// shape (a paged table's children, `gpu::frames`), each lane's key is looked up in table `child`, whose seeds
 /// and first bucket are descriptor `child` of `frames` ([`FRAME_DESC_WORDS`] each): the tile moves the child's
 /// index with the key, and each probe reads three words of its descriptor (cached: a few children's words are
 /// hot).
-// `b` is a CubeCL variable declaration; both branches assign it.
-#[allow(clippy::too_many_arguments, unused_assignments)]
+#[allow(clippy::too_many_arguments)]
 #[cube]
 pub(crate) fn tile_find_core<S: ProbingScheme, L: KeyLayout>(
     table_keys: &Array<u64>,
@@ -360,14 +384,7 @@ pub(crate) fn tile_find_core<S: ProbingScheme, L: KeyLayout>(
             }
         }
         // One probe.
-        let mut b = u32::new(0);
-        if comptime!(framed) {
-            let at = cur_child * comptime!(FRAME_DESC_WORDS as u32);
-            let m = frame_meta(meta, frames, at, state.hash_index);
-            b = probe_bucket::<S, L>(m, cur_key, state.hash_index) + frames[at as usize];
-        } else {
-            b = probe_bucket::<S, L>(meta, cur_key, state.hash_index);
-        }
+        let b = frame_bucket::<S, L>(meta, frames, cur_child, cur_key, state.hash_index, framed);
         let slots = read_slots(table_keys, b, has_op, tl, bucket_size, tile_width);
         let view = key_view::<L>(slots, cur_key, tl, bucket_size, tile_width);
         let mut act = u32::new(action::NEXT as i64);

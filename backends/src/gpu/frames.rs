@@ -11,10 +11,11 @@
 //! any table holds a frame.
 
 use super::device_api::{FRAME_DESC_WORDS, ShapeScalars, meta_of, tile_find_core};
-use super::kernels::store_found_bits;
+use super::kernels::{insert_core, select, store_found_bits};
 use super::layout::KeyLayout;
 use super::routing::route_child;
 use super::transfer::HostTransfer;
+use super::upsert::classify_core;
 use super::{CUBE_SIZE, GpuTable, cube_count, host_path};
 use crate::engine::SlotFrames;
 use cubecl::prelude::*;
@@ -85,6 +86,108 @@ pub fn framed_find_kernel<S: ProbingScheme, L: KeyLayout>(
     if comptime!(with_bits) {
         store_found_bits(found_bits, active && r.found == 1u32, pos);
     }
+}
+
+/// The child of the key at `pos` under the route directory (0 past the keys: such a lane is idle).
+#[cube]
+fn child_at<L: KeyLayout>(
+    keys: &Array<L::Key>,
+    entries: &Array<u32>,
+    seed: u64,
+    depth: u32,
+) -> u32 {
+    let mut child = 0u32;
+    if ABSOLUTE_POS < keys.len() {
+        child = route_child::<L>(keys[ABSOLUTE_POS], entries, seed, depth);
+    }
+    child
+}
+
+/// The classify pass of a framed upsert (`super::upsert::classify_kernel` over the tables of a frame
+/// allocation): each kept key (`mask` [`super::upsert::MASK_NEW`]) already stored in its child's table is
+/// marked [`super::upsert::MASK_UPDATE`] and its value written in place. Children and descriptors as in
+/// [`framed_find_kernel`].
+#[allow(clippy::too_many_arguments)]
+#[cube(launch_unchecked)]
+pub fn framed_classify_kernel<S: ProbingScheme, L: KeyLayout>(
+    keys: &Array<L::Key>,
+    values: &Array<L::Value>,
+    table: &mut Array<u64>,
+    table_values: &mut Array<u64>,
+    mask: &mut Array<u32>,
+    frames: &Array<u32>,
+    entries: &Array<u32>,
+    shape: &ShapeScalars,
+    seed: u64,
+    depth: u32,
+    #[comptime] bucket_size: u32,
+    #[comptime] tile_width: u32,
+) {
+    let child = child_at::<L>(keys, entries, seed, depth);
+    classify_core::<S, L>(
+        keys,
+        values,
+        table,
+        table_values,
+        mask,
+        meta_of(shape),
+        frames,
+        child,
+        bucket_size,
+        tile_width,
+        true,
+        true,
+    );
+}
+
+/// The new-key pass of a framed upsert (`super::kernels::insert_kernel`, mask mode, over the tables of a frame
+/// allocation): each key whose `mask` is `mode` goes into its child's table without the duplicate check.
+/// Counters and failures are the launch's, not a child's: `failed` receives the pairs given up on (their child
+/// is the route's), `counters` the new keys of every child together.
+#[allow(clippy::too_many_arguments)]
+#[cube(launch_unchecked)]
+pub fn framed_insert_kernel<S: ProbingScheme, L: KeyLayout>(
+    keys: &Array<L::Key>,
+    values: &Array<L::Value>,
+    mask: &Array<u32>,
+    mode: u32,
+    table: &Array<Atomic<u64>>,
+    table_plain: &Array<u64>,
+    table_values: &mut Array<u64>,
+    failed: &mut Array<u64>,
+    counters: &Array<Atomic<u32>>,
+    frames: &Array<u32>,
+    entries: &Array<u32>,
+    shape: &ShapeScalars,
+    seed: u64,
+    depth: u32,
+    #[comptime] bucket_size: u32,
+    #[comptime] tile_width: u32,
+    #[comptime] use_cas: bool,
+    #[comptime] plain_reads: bool,
+) {
+    let child = child_at::<L>(keys, entries, seed, depth);
+    insert_core::<S, L>(
+        keys,
+        values,
+        mask,
+        mode,
+        table,
+        table_plain,
+        table_values,
+        failed,
+        counters,
+        meta_of(shape),
+        frames,
+        child,
+        bucket_size,
+        tile_width,
+        use_cas,
+        plain_reads,
+        false,
+        select::MASK,
+        true,
+    );
 }
 
 /// Slots per frame for tables of `slots` slots in buckets of `bucket_size`.

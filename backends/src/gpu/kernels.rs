@@ -2,13 +2,13 @@
 //! tile-cooperative bucket in a plane-uniform work-sharing loop (see `hashtile_core::tile`), written once for
 //! every key layout (`super::layout`).
 
-use super::device_api::{ShapeScalars, meta_of, probe_bucket, tile_find};
+use super::device_api::{ShapeScalars, TableMeta, frame_bucket, meta_of, tile_find};
 use super::layout::{KeyLayout, key_view};
 use cubecl::prelude::*;
 use hashtile_core::scheme::{NO_PAIR, ProbingScheme, action, blank_state};
 use hashtile_core::tile::{
     EMPTY_WORD, LaneSlots, TileLane, pick_slots, read_slots_atomic, read_slots_either,
-    slot_address, slot_word, tile_ballot, tile_lane, tile_shuffle_u64,
+    slot_address, slot_word, tile_ballot, tile_lane, tile_shuffle, tile_shuffle_u64,
 };
 
 /// Number of spread-out counters per statistic: one shared counter would serialise millions of atomics.
@@ -44,7 +44,7 @@ pub fn decode_insert_counters(c: &[u32], ops: u64) -> (usize, usize, hashtile_co
 ///   the duplicate pass's scratch here instead of a mask, to skip the mark pass, was measured slower on the
 ///   H100: NOTES.md.)
 // The mask test stays a comptime `if` around a runtime `if`: CubeCL cannot mix the two in one condition.
-#[allow(clippy::too_many_arguments, clippy::collapsible_if)]
+#[allow(clippy::too_many_arguments)]
 #[cube(launch_unchecked)]
 pub fn insert_kernel<S: ProbingScheme, L: KeyLayout>(
     keys: &Array<L::Key>,
@@ -64,7 +64,59 @@ pub fn insert_kernel<S: ProbingScheme, L: KeyLayout>(
     #[comptime] count_probes: bool,
     #[comptime] select: u32,
 ) {
-    let meta = meta_of(shape);
+    // One table: no frame descriptors (a one-word stand-in, never read).
+    let frames = Array::<u32>::new(1usize);
+    insert_core::<S, L>(
+        keys,
+        values,
+        mask,
+        mode,
+        table,
+        table_plain,
+        table_values,
+        failed,
+        counters,
+        meta_of(shape),
+        &frames,
+        0u32,
+        bucket_size,
+        tile_width,
+        use_cas,
+        plain_reads,
+        count_probes,
+        select,
+        false,
+    );
+}
+
+/// The body of [`insert_kernel`]. With `framed`, the slot arrays hold many tables of `meta`'s shape (a paged
+/// table's children, `super::frames`) and each lane's pair goes to table `child`, whose seeds and first bucket
+/// are that child's descriptor in `frames`: the tile carries the child with the pair, and a pair an eviction
+/// displaces stays in the same table. `counters` then has a failure counter per table after the
+/// [`INSERT_COUNTERS`] words.
+#[allow(clippy::too_many_arguments, clippy::collapsible_if)]
+#[cube]
+pub(crate) fn insert_core<S: ProbingScheme, L: KeyLayout>(
+    keys: &Array<L::Key>,
+    values: &Array<L::Value>,
+    mask: &Array<u32>,
+    mode: u32,
+    table: &Array<Atomic<u64>>,
+    table_plain: &Array<u64>,
+    table_values: &mut Array<u64>,
+    failed: &mut Array<u64>,
+    counters: &Array<Atomic<u32>>,
+    meta: TableMeta,
+    frames: &Array<u32>,
+    child: u32,
+    #[comptime] bucket_size: u32,
+    #[comptime] tile_width: u32,
+    #[comptime] use_cas: bool,
+    #[comptime] plain_reads: bool,
+    #[comptime] count_probes: bool,
+    #[comptime] select: u32,
+    #[comptime] framed: bool,
+) {
     let tl = tile_lane(tile_width);
     let pos = ABSOLUTE_POS;
     let mut pending = pos < keys.len();
@@ -83,6 +135,7 @@ pub fn insert_kernel<S: ProbingScheme, L: KeyLayout>(
     let mut has_op = false;
     let mut cur_key = L::Key::new(0);
     let mut cur_val = L::Value::new(0);
+    let mut cur_child = u32::new(0);
     let mut coherent = false;
     let mut added = u32::new(0);
     let mut probes = u32::new(0);
@@ -95,9 +148,16 @@ pub fn insert_kernel<S: ProbingScheme, L: KeyLayout>(
         let next = queue.trailing_zeros() % tile_width;
         let next_key = L::shuffle_key(my_key, next, tl, tile_width);
         let next_val = L::shuffle_value(my_val, next, tl, tile_width);
+        let mut next_child = u32::new(0);
+        if comptime!(framed) {
+            next_child = tile_shuffle(child, next, tl, tile_width);
+        }
         if !has_op && queue != 0 {
             has_op = true;
             cur_key = next_key;
+            if comptime!(framed) {
+                cur_child = next_child;
+            }
             cur_val = next_val;
             coherent = false;
             S::insert_start(&mut state, L::key_mix(cur_key));
@@ -108,7 +168,7 @@ pub fn insert_kernel<S: ProbingScheme, L: KeyLayout>(
 
         // One probe: read the bucket the state names and let the scheme decide.
         let read_index = state.hash_index;
-        let b = probe_bucket::<S, L>(meta, cur_key, read_index);
+        let b = frame_bucket::<S, L>(meta, frames, cur_child, cur_key, read_index, framed);
         // Plain loads are fast but may hit a stale cache line; after a lost compare-and-swap the bucket is re-read
         // with atomic loads.
         let slots = read_bucket(
@@ -130,7 +190,14 @@ pub fn insert_kernel<S: ProbingScheme, L: KeyLayout>(
         if comptime!(S::PAIR_AT != NO_PAIR) {
             pair = has_op && read_index == S::PAIR_AT;
             if pair {
-                b2 = probe_bucket::<S, L>(meta, cur_key, read_index + 1u32);
+                b2 = frame_bucket::<S, L>(
+                    meta,
+                    frames,
+                    cur_child,
+                    cur_key,
+                    read_index + 1u32,
+                    framed,
+                );
             }
             let second = read_bucket(
                 table,
@@ -209,7 +276,7 @@ pub fn insert_kernel<S: ProbingScheme, L: KeyLayout>(
         if on_second {
             tb = b2;
         } else if target != read_index {
-            tb = probe_bucket::<S, L>(meta, cur_key, target);
+            tb = frame_bucket::<S, L>(meta, frames, cur_child, cur_key, target, framed);
         }
         let owner = slot % tile_width;
         let mine = L::slot_word(cur_key, cur_val);
@@ -268,7 +335,9 @@ pub fn insert_kernel<S: ProbingScheme, L: KeyLayout>(
                         let mut j = meta.params.num_hashes;
                         while j > 0u32 {
                             j -= 1u32;
-                            if probe_bucket::<S, L>(meta, cur_key, j) == tb {
+                            if frame_bucket::<S, L>(meta, frames, cur_child, cur_key, j, framed)
+                                == tb
+                            {
                                 from = j;
                             }
                         }
@@ -303,6 +372,12 @@ pub fn insert_kernel<S: ProbingScheme, L: KeyLayout>(
                 if tl.lane == 0u32 {
                     let at = counters[0].fetch_add(1u32);
                     L::stash(failed, at as usize, mine, cur_key, cur_val);
+                    if comptime!(framed) {
+                        // Each table's failures too (rare: one atomic each), so that each table's count of
+                        // stored pairs stays exact even when the launch's stash overflows.
+                        counters[(comptime!(INSERT_COUNTERS as u32) + cur_child) as usize]
+                            .fetch_add(1u32);
+                    }
                 }
             }
         }

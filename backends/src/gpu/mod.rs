@@ -138,7 +138,7 @@ pub struct GpuTable<R: HostTransfer, S: ProbingScheme, L: KeyLayout = Packed> {
 
 /// Stash pairs of a table of `slots` slots. Failures are rare below the scheme's achievable load; 1/16 of the
 /// slots is far more than a build that can succeed ever hands back, and overflow is counted, never silent.
-fn stash_len_for(slots: usize) -> usize {
+pub(crate) fn stash_len_for(slots: usize) -> usize {
     (slots / 16).clamp(1024.min(slots), slots.max(1))
 }
 
@@ -1211,6 +1211,7 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout, K: Key, V: Value> Engine<K
             self.client.clone(),
             self.stager.clone(),
             self.batch,
+            self.options,
         )))
     }
 
@@ -1266,6 +1267,18 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout, K: Key, V: Value> Engine<K
                 .map(|(k, v)| (K::narrow(k), V::narrow(v)))
                 .collect(),
         })
+    }
+
+    fn note_framed(&mut self, stored: usize) -> Result<()> {
+        self.check_resident()?;
+        if self.unsettled || self.routed_ops > 0 || self.frame.is_none() {
+            return Err(Error::InvalidConfig(
+                "a framed upsert needs its table settled and in frames".into(),
+            ));
+        }
+        self.image_current = false;
+        self.len += stored;
+        Ok(())
     }
 
     fn find_routed(&self, batch: &crate::engine::RoutedBatch, c: usize) -> Result<()> {

@@ -29,12 +29,16 @@
 //! scattering as the keys land at 0.94-1.01x: H100, 16 resident children.)
 
 use super::host_path::{BatchSizes, CHUNK_ALIGN, Dedup, DeviceCache, Trace};
+use super::kernels::INSERT_COUNTERS;
 use super::layout::{KeyLayout, bytes_of, bytes_of_mut, with_words_mut, words_of};
 use super::paging::route_hash;
 use super::transfer::HostTransfer;
 use super::upsert::MASK_NEW;
 use super::{CUBE_SIZE, cube_count, fill_u32};
-use crate::engine::{FRAME_DESC_WORDS, ROUTED_COUNTERS, RouteMap, RoutedBatch, Router, SlotFrames};
+use crate::engine::{
+    FRAME_DESC_WORDS, FramedCounts, FramedUpsert, ROUTED_COUNTERS, RouteMap, RoutedBatch, Router,
+    SlotFrames, Upserted,
+};
 use cubecl::prelude::*;
 use cubecl::server::Handle;
 use hashtile_core::scheme::ProbingScheme;
@@ -276,6 +280,8 @@ pub struct DeviceRouter<R: HostTransfer, S: ProbingScheme, L: KeyLayout> {
     sizes: BatchSizes,
     /// Distinct one-word buffers for unused kernel arguments (wgpu mis-binds a buffer bound twice).
     dummies: [Handle; 4],
+    /// The children's insert options (framed upserts launch their insert kernel).
+    options: super::GpuOptions,
     _layout: PhantomData<(S, L)>,
 }
 
@@ -355,8 +361,14 @@ fn widths<L: KeyLayout>() -> (usize, usize) {
 }
 
 impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> DeviceRouter<R, S, L> {
-    /// A router on `client`'s device, copying through `stager` in `sizes`' chunks.
-    pub fn new(client: ComputeClient<R>, stager: Arc<R::Stager>, sizes: BatchSizes) -> Self {
+    /// A router on `client`'s device, copying through `stager` in `sizes`' chunks, for tables with insert
+    /// `options`.
+    pub fn new(
+        client: ComputeClient<R>,
+        stager: Arc<R::Stager>,
+        sizes: BatchSizes,
+        options: super::GpuOptions,
+    ) -> Self {
         let dummies = std::array::from_fn(|_| client.empty(8));
         Self {
             client,
@@ -364,6 +376,7 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> DeviceRouter<R, S, L> {
             cache: DeviceCache::default(),
             sizes,
             dummies,
+            options,
             _layout: PhantomData,
         }
     }
@@ -673,6 +686,191 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> DeviceRouter<R, S, L> {
     }
 }
 
+/// How an upsert batch goes in once its kept keys are counted.
+enum Mode {
+    /// Partitioned by child (each child's part queued by the caller).
+    Parts(RoutedBatch),
+    /// In the frames, chunk by chunk.
+    Framed(FramedRun),
+}
+
+/// The device state of a framed upsert batch.
+struct FramedRun {
+    /// Kept keys per child (the counts the batch was planned with).
+    kept: Vec<usize>,
+    /// The children's descriptors.
+    descs: Handle,
+    /// The insert launches' counters ([`INSERT_COUNTERS`] words, all children together, then each child's
+    /// failures).
+    counters: Handle,
+    /// Pairs the inserts give up on.
+    stash: Handle,
+    /// Pairs `stash` holds.
+    stash_len: usize,
+}
+
+impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> DeviceRouter<R, S, L> {
+    /// The buffers of a framed upsert of `n` keys whose kept keys per child are `kept`: zeroed counters, and a
+    /// stash as large as a plain table's of the frames' slots (at most a pair per key: a key's insert gives up
+    /// at most once).
+    fn framed_run(&self, f: FramedUpsert<'_>, kept: Vec<usize>, n: usize) -> FramedRun {
+        let (client, cache) = (&self.client, &self.cache);
+        let words = INSERT_COUNTERS + kept.len();
+        let counters = cache.take(client, "framed counters", words * 4);
+        fill_u32(client, &counters, words, 0);
+        let stash_len = super::stash_len_for(f.frames.stride * kept.len())
+            .min(n)
+            .max(1);
+        FramedRun {
+            kept,
+            descs: client.create_from_slice(u32::as_bytes(f.descs)),
+            counters,
+            stash: cache.take(client, "framed stash", stash_len * L::STASH_WORDS * 8),
+            stash_len,
+        }
+    }
+
+    /// Queues the framed upsert of the `m` kept pairs from position `base` of the batch's `(keys, values,
+    /// mask)`: the classify pass (stored keys marked and updated in place; skipped when no child holds pairs),
+    /// then the new keys' insert. Chunks go in batch order on one stream; their kept keys are distinct across
+    /// the batch, so no chunk's classify races another's evictions.
+    fn upsert_chunk(
+        &self,
+        (keys, values, mask): (&Handle, &Handle, &Handle),
+        (base, m): (usize, usize),
+        f: FramedUpsert<'_>,
+        run: &FramedRun,
+        (entries, route): (&Handle, RouteMap<'_>),
+    ) {
+        if m == 0 {
+            return;
+        }
+        let (kb, vb) = widths::<L>();
+        let kh = keys.clone().offset_start((base * kb) as u64);
+        let vh = values.clone().offset_start((base * vb) as u64);
+        let mk = mask.clone().offset_start((base * 4) as u64);
+        let frames = f.frames;
+        let slots = frames.count * frames.stride;
+        let descs = route.children * FRAME_DESC_WORDS;
+        let cubes = cube_count(m);
+        if f.stored {
+            // SAFETY: positions are bounded by `m`; children by the directory's entries (every child has a
+            // descriptor); slot addresses by each descriptor's base plus the shared bucket count.
+            unsafe {
+                super::frames::framed_classify_kernel::launch_unchecked::<S, L, R>(
+                    &self.client,
+                    cubes.clone(),
+                    CubeDim::new_1d(CUBE_SIZE),
+                    ArrayArg::from_raw_parts(kh.clone(), m),
+                    ArrayArg::from_raw_parts(vh.clone(), m),
+                    ArrayArg::from_raw_parts(frames.keys.clone(), slots),
+                    ArrayArg::from_raw_parts(frames.values.clone(), frames.values_len),
+                    ArrayArg::from_raw_parts(mk.clone(), m),
+                    ArrayArg::from_raw_parts(run.descs.clone(), descs),
+                    ArrayArg::from_raw_parts(entries.clone(), route.entries.len()),
+                    super::shape_scalars(frames.shape),
+                    route.seed,
+                    route.depth,
+                    frames.bucket_size,
+                    frames.tile_width,
+                )
+            }
+        }
+        let plain = if self.options.plain_reads {
+            (frames.keys.clone(), slots)
+        } else {
+            // Never bind a buffer twice in one launch: wgpu mis-binds the second use.
+            (self.dummies[0].clone(), 1)
+        };
+        // The new keys go in without the duplicate check (distinct, and absent after the classify pass), each
+        // in its child's frame, as a routed child's insert does in its own slots.
+        let mut shape = frames.shape;
+        shape[8] = 0;
+        // SAFETY: as above; failures are bounded by the stash's length (the kernel counts past it).
+        unsafe {
+            super::frames::framed_insert_kernel::launch_unchecked::<S, L, R>(
+                &self.client,
+                cubes,
+                CubeDim::new_1d(CUBE_SIZE),
+                ArrayArg::from_raw_parts(kh, m),
+                ArrayArg::from_raw_parts(vh, m),
+                ArrayArg::from_raw_parts(mk, m),
+                MASK_NEW,
+                ArrayArg::from_raw_parts(frames.keys.clone(), slots),
+                ArrayArg::from_raw_parts(plain.0, plain.1),
+                ArrayArg::from_raw_parts(frames.values.clone(), frames.values_len),
+                ArrayArg::from_raw_parts(run.stash.clone(), run.stash_len * L::STASH_WORDS),
+                ArrayArg::from_raw_parts(run.counters.clone(), INSERT_COUNTERS + route.children),
+                ArrayArg::from_raw_parts(run.descs.clone(), descs),
+                ArrayArg::from_raw_parts(entries.clone(), route.entries.len()),
+                super::shape_scalars(shape),
+                route.seed,
+                route.depth,
+                frames.bucket_size,
+                frames.tile_width,
+                self.options.use_cas,
+                self.options.plain_reads,
+            )
+        }
+    }
+
+    /// Reads a framed upsert's outcome (one read, after its inserts): the new keys per child (the kept keys
+    /// the classify pass left [`MASK_NEW`], counted per child), each child's failures, and the pairs given up
+    /// on. The new keys stored, counted apart by the insert kernel, must agree.
+    fn settle_framed<K: Key, V: Value>(
+        &self,
+        run: FramedRun,
+        (keys, mask, n): (&Handle, &Handle, usize),
+        (entries, route): (&Handle, RouteMap<'_>),
+    ) -> Result<FramedCounts<K, V>> {
+        let (client, cache) = (&self.client, &self.cache);
+        let children = route.children;
+        let new_counts = self.zeroed_counts(route);
+        self.count(keys, Some(mask), n, (entries, &new_counts), route);
+        let read = client.read(vec![run.counters.clone(), new_counts]);
+        let c = u32::from_bytes(&read[0]);
+        let to_usize = |w: &[u32]| w.iter().map(|&x| x as usize).collect::<Vec<usize>>();
+        let new = to_usize(&u32::from_bytes(&read[1])[..children]);
+        let failed = to_usize(&c[INSERT_COUNTERS..INSERT_COUNTERS + children]);
+        let ops: usize = run.kept.iter().sum();
+        let (all_failed, added, _) = super::kernels::decode_insert_counters(c, ops as u64);
+        let stored: usize = new.iter().zip(&failed).map(|(n, f)| n - f.min(n)).sum();
+        let held = all_failed.min(run.stash_len);
+        let unplaced = if held > 0 {
+            let words = u64::from_bytes(&client.read_one_unchecked(run.stash.clone())).to_vec();
+            super::layout::decode_stash::<L>(&words, held)
+                .into_iter()
+                .map(|(k, v)| (K::narrow(k), V::narrow(v)))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        cache.give(
+            "framed counters",
+            run.counters,
+            (INSERT_COUNTERS + children) * 4,
+        );
+        cache.give(
+            "framed stash",
+            run.stash,
+            run.stash_len * L::STASH_WORDS * 8,
+        );
+        if stored != added || failed.iter().sum::<usize>() != all_failed {
+            return Err(hashtile_core::Error::Device(format!(
+                "a framed upsert's counts disagree: {stored} new keys stored by the children's counts, \
+                 {added} by the insert's; {all_failed} failures"
+            )));
+        }
+        Ok(FramedCounts {
+            kept: run.kept,
+            new,
+            failed,
+            unplaced,
+            untracked: all_failed - held,
+        })
+    }
+}
+
 impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> DeviceRouter<R, S, L> {
     /// Queues the framed find of one landed chunk of `n` keys ([`Router::find_framed`]).
     fn find_chunk(
@@ -731,8 +929,9 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout, K: Key, V: Value> Router<K
         keys: &[K],
         values: &[V],
         route: RouteMap<'_>,
+        framed: Option<FramedUpsert<'_>>,
         on_part: &mut dyn FnMut(&RoutedBatch) -> Result<()>,
-    ) -> Result<Vec<u32>> {
+    ) -> Result<Upserted<K, V>> {
         check_children(route)?;
         let (client, cache) = (&self.client, &self.cache);
         let mut trace = trace();
@@ -756,27 +955,52 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout, K: Key, V: Value> Router<K
             self.count(kh, Some(&mask), n, (&entries, &counts), route);
             (mask, counts)
         };
-        // Reads the counts and scatters the keys, or finds the sentinel (its batch position).
+        // Reads the counts and upserts in the frames (when every child's kept keys fit its room) or scatters
+        // the keys; or finds the sentinel (its batch position).
         let lay_out = |kh: &Handle, (mask, counts): (&Handle, Handle)| {
             let read = client.read(vec![counts, dedup.guard()]);
-            match Dedup::sentinel_of(&read[1]).filter(|_| Router::<K, V>::checks_sentinel(self)) {
-                Some(index) => Err(index),
-                None => {
-                    let layout = layout_of(&read[0], route.children);
-                    Ok(self.route_part((kh, Some(mask)), n, &entries, layout, false, route))
-                }
+            if let Some(index) =
+                Dedup::sentinel_of(&read[1]).filter(|_| Router::<K, V>::checks_sentinel(self))
+            {
+                return Err(index);
             }
+            let layout = layout_of(&read[0], route.children);
+            if let Some(f) =
+                framed.filter(|f| (0..route.children).all(|c| layout.1[c] <= f.room[c]))
+            {
+                return Ok(Mode::Framed(self.framed_run(f, layout.1, n)));
+            }
+            Ok(Mode::Parts(self.route_part(
+                (kh, Some(mask)),
+                n,
+                &entries,
+                layout,
+                false,
+                route,
+            )))
         };
-        // Scatters the values chunks that have landed (`(buffer, first position, values)`).
-        let flush = |b: &RoutedBatch, mask: &Handle, waiting: &mut Vec<(Handle, usize, usize)>| {
+        // Scatters the values chunks that have landed (`(buffer, first position, values)`), or upserts their
+        // pairs in the frames.
+        let flush = |mode: &Mode,
+                     kh: &Handle,
+                     mask: &Handle,
+                     waiting: &mut Vec<(Handle, usize, usize)>| {
             for (vh, base, m) in waiting.drain(..) {
-                let chunk = vh.offset_start((base * vb) as u64);
-                self.scatter_values(b, (&chunk, base, m), mask);
+                match mode {
+                    Mode::Parts(b) => {
+                        let chunk = vh.offset_start((base * vb) as u64);
+                        self.scatter_values(b, (&chunk, base, m), mask);
+                    }
+                    Mode::Framed(run) => {
+                        let f = framed.expect("framed");
+                        self.upsert_chunk((kh, &vh, mask), (base, m), f, run, (&entries, route));
+                    }
+                }
             }
         };
         let mut keys_in: Option<Handle> = None;
         let mut planned: Option<(Handle, Handle)> = None;
-        let mut routed: Option<std::result::Result<RoutedBatch, usize>> = None;
+        let mut routed: Option<std::result::Result<Mode, usize>> = None;
         let mut waiting: Vec<(Handle, usize, usize)> = Vec::new();
         let mut uploaded = R::upload_chunked(
             client,
@@ -804,8 +1028,8 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout, K: Key, V: Value> Router<K
                     return;
                 };
                 let r = routed.get_or_insert_with(|| lay_out(kh, (mask, counts.clone())));
-                if let Ok(b) = r {
-                    flush(b, mask, &mut waiting);
+                if let Ok(mode) = r {
+                    flush(mode, kh, mask, &mut waiting);
                 }
             },
         )?;
@@ -819,15 +1043,24 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout, K: Key, V: Value> Router<K
             cache.give("route values in", vh, n * vb);
             cache.give("dedup mask", mask, n * 4);
         };
-        let batch = match routed {
-            Ok(b) => b,
+        let mode = match routed {
+            Ok(mode) => mode,
             Err(index) => {
                 // The claims met the sentinel: nothing is routed or inserted.
                 give_inputs(kh, vh, mask);
                 return Err(hashtile_core::Error::SentinelKey { index });
             }
         };
-        flush(&batch, &mask, &mut waiting);
+        flush(&mode, &kh, &mask, &mut waiting);
+        let batch = match mode {
+            Mode::Framed(run) => {
+                trace.mark(client, "framed upsert: copied, classified, inserted");
+                let counts = self.settle_framed(run, (&kh, &mask, n), (&entries, route));
+                give_inputs(kh, vh, mask);
+                return counts.map(Upserted::Framed);
+            }
+            Mode::Parts(b) => b,
+        };
         trace.mark(client, "route upsert: copied, routed, values scattered");
         let done = on_part(&batch);
         // One read settles every child the batch queued.
@@ -836,7 +1069,7 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout, K: Key, V: Value> Router<K
             .map_or_else(|_| Vec::new(), |_| self.read_counters(&batch));
         self.give_back(batch);
         give_inputs(kh, vh, mask);
-        done.map(|_| counters)
+        done.map(|_| Upserted::Routed(counters))
     }
 
     fn counters(&self, batch: &RoutedBatch) -> Result<Vec<u32>> {

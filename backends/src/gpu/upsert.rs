@@ -16,7 +16,7 @@
 //! never all ones, so `key + 1` fits), claimed by compare-and-swap and raised by `fetch_max`: one atomic per
 //! key. For 64-bit keys: a key word (all ones = empty) and a separate `u32` last-index word.
 
-use super::device_api::{ShapeScalars, meta_of, tile_find_at};
+use super::device_api::{ShapeScalars, TableMeta, meta_of, tile_find_core};
 use super::kernels::ADDED_COUNTERS;
 use super::layout::KeyLayout;
 use cubecl::prelude::*;
@@ -155,7 +155,43 @@ pub fn classify_kernel<S: ProbingScheme, L: KeyLayout>(
     #[comptime] tile_width: u32,
     #[comptime] update: bool,
 ) {
-    let meta = meta_of(shape);
+    // One table: no frame descriptors (a one-word stand-in, never read).
+    let frames = Array::<u32>::new(1usize);
+    classify_core::<S, L>(
+        keys,
+        values,
+        table,
+        table_values,
+        mask,
+        meta_of(shape),
+        &frames,
+        0u32,
+        bucket_size,
+        tile_width,
+        update,
+        false,
+    );
+}
+
+/// The body of [`classify_kernel`]; with `framed`, each lane's key is looked up in table `child` of slot
+/// frames whose descriptors are `frames` (`super::frames`), and a found slot's address is one of the frames'
+/// shared slot arrays.
+#[cube]
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn classify_core<S: ProbingScheme, L: KeyLayout>(
+    keys: &Array<L::Key>,
+    values: &Array<L::Value>,
+    table: &mut Array<u64>,
+    table_values: &mut Array<u64>,
+    mask: &mut Array<u32>,
+    meta: TableMeta,
+    frames: &Array<u32>,
+    child: u32,
+    #[comptime] bucket_size: u32,
+    #[comptime] tile_width: u32,
+    #[comptime] update: bool,
+    #[comptime] framed: bool,
+) {
     let pos = ABSOLUTE_POS;
     let mut active = false;
     let mut key = L::Key::new(0);
@@ -163,16 +199,19 @@ pub fn classify_kernel<S: ProbingScheme, L: KeyLayout>(
         key = keys[pos];
         active = mask[pos] == MASK_NEW;
     }
-    let r = tile_find_at::<S, L>(
+    let r = tile_find_core::<S, L>(
         table,
         table_values,
         meta,
         key,
         active,
+        frames,
+        child,
         bucket_size,
         tile_width,
         false,
         update,
+        framed,
     );
     if active && r.found == 1u32 {
         mask[pos] = MASK_UPDATE;

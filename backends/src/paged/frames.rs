@@ -71,6 +71,37 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
         Ok(Some((frames, descs)))
     }
 
+    /// A framed upsert's plan ([`crate::engine::FramedUpsert`]: the frames, the descriptors, each child's room
+    /// and whether any child holds pairs) when every child is resident in the frames ([`Self::framed`]). A
+    /// child's room is what it takes before its load passes the limit, and none while its stash holds pairs
+    /// (an update of a stashed key must reach the stash: such a batch is partitioned). Diagnosis:
+    /// `HASHTILE_NO_FRAMED_UPSERT=1` partitions every batch (the A/B of framed upserts).
+    #[allow(clippy::type_complexity)]
+    pub(super) fn framed_upsert(
+        &mut self,
+    ) -> Result<Option<(SlotFrames, Vec<u32>, Vec<usize>, bool)>> {
+        static OFF: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        let off = *OFF.get_or_init(|| std::env::var_os("HASHTILE_NO_FRAMED_UPSERT").is_some());
+        if off {
+            return Ok(None);
+        }
+        let Some((frames, descs)) = self.framed()? else {
+            return Ok(None);
+        };
+        let limit = self.limit();
+        let room = (0..self.children.len())
+            .map(|c| {
+                if self.meta[c].stash.is_empty() {
+                    limit.saturating_sub(self.load(c))
+                } else {
+                    0
+                }
+            })
+            .collect();
+        let stored = self.children.iter().any(|c| !c.is_empty());
+        Ok(Some((frames, descs, room, stored)))
+    }
+
     /// Frames are wanted: a GPU table with [`super::PagedConfig::shared_frames`] on. Diagnosis:
     /// `HASHTILE_NO_FRAMES=1` keeps every child in its own allocation (the A/B of the frames).
     fn frames_on(&self) -> bool {

@@ -61,8 +61,8 @@ mod residency;
 pub(crate) mod route;
 
 use crate::engine::{
-    Engine, Inserted, ROUTED_COUNTERS, Rebuilt, RoutedBatch, Router, SlotFrames, SplitSpec,
-    bits_from, options_from_bits,
+    Engine, FramedCounts, FramedUpsert, Inserted, ROUTED_COUNTERS, Rebuilt, RoutedBatch, Router,
+    SlotFrames, SplitSpec, Upserted, bits_from, options_from_bits,
 };
 use crate::gpu::routing::MAX_ROUTED_CHILDREN;
 use crate::select::{Backend, BackendChoice, is_available, resolve};
@@ -748,6 +748,8 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
             let mut queued: Vec<usize> = Vec::new();
             let mut on_host: Vec<Batch<K, V>> = Vec::new();
             let route = dir.route_map(children);
+            // Every child resident in the frames: a batch that fits goes in without a partition.
+            let framed = self.framed_upsert()?;
             // Diagnosis (HASHTILE_TRACE): when the partition reached the children, and when they were queued.
             let mut part_at: Vec<std::time::Instant> = Vec::new();
             let mut on_part = |batch: &RoutedBatch| -> Result<()> {
@@ -806,9 +808,32 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
                 part_at.push(std::time::Instant::now());
                 done
             };
-            let routed = router.upsert(&keys[start..end], &values[start..end], route, &mut on_part);
+            let plan = framed
+                .as_ref()
+                .map(|(frames, descs, room, stored)| FramedUpsert {
+                    frames,
+                    descs,
+                    room,
+                    stored: *stored,
+                });
+            let routed = router.upsert(
+                &keys[start..end],
+                &values[start..end],
+                route,
+                plan,
+                &mut on_part,
+            );
             trace.split(&part_at, &["copied and routed", "children queued"]);
-            let counters = routed?;
+            let counters = match routed? {
+                Upserted::Routed(counters) => counters,
+                Upserted::Framed(counts) => {
+                    trace.lap("framed upsert");
+                    self.residency.stats.framed_upserts += 1;
+                    self.settle_framed(counts, failed)?;
+                    trace.lap("framed upsert settled");
+                    continue;
+                }
+            };
             trace.lap("counters read");
             self.settle_queued(&mut queued, &mut pending, failed, &counters)?;
             trace.lap("children settled");
@@ -853,6 +878,46 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
             self.place_unplaced(c, unplaced, failed)?;
         }
         first_error.map_or(Ok(()), Err)
+    }
+
+    /// Settles a framed upsert batch: each child written holds its new keys less those it gave up on, which
+    /// it then keeps like any child's (stash, confined rebuild, growth: [`Self::place_unplaced`]).
+    fn settle_framed(
+        &mut self,
+        counts: FramedCounts<K, V>,
+        failed: &mut Vec<(K, V)>,
+    ) -> Result<()> {
+        let n = self.children.len();
+        // Every written child records its writes, even after one fails.
+        let mut first_error = None;
+        for c in (0..n).filter(|&c| counts.kept[c] > 0) {
+            let stored = counts.new[c] - counts.failed[c].min(counts.new[c]);
+            if let Err(e) = self.children[c].note_framed(stored) {
+                first_error.get_or_insert(e);
+            }
+        }
+        let mut lost: Vec<Pairs<K, V>> = (0..n).map(|_| Vec::new()).collect();
+        for (k, v) in counts.unplaced {
+            let c = self.child_of(k).expect("a hash-routed table");
+            lost[c].push((k, v));
+        }
+        if counts.untracked > 0 {
+            return Err(Error::StashOverflow {
+                untracked: counts.untracked,
+                unplaced: lost
+                    .into_iter()
+                    .flatten()
+                    .map(|(k, v)| (k.widen(), v.widen()))
+                    .collect(),
+            });
+        }
+        if let Some(e) = first_error {
+            return Err(e);
+        }
+        for (c, pairs) in lost.into_iter().enumerate() {
+            self.place_unplaced(c, pairs, failed)?;
+        }
+        Ok(())
     }
 
     /// Hash-routed find on the device: each device batch is copied in and partitioned there, each child

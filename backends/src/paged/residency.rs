@@ -21,6 +21,9 @@ pub struct PagingStats {
     pub rebuilds: u64,
     /// Children split in two (hash-routed growth) or appended (arrival-order growth).
     pub grown: u64,
+    /// Upsert device batches that went in over the slot frames, every child resident (one classify and one
+    /// insert launch per copy chunk, no partition: `gpu::frames`).
+    pub framed_upserts: u64,
 }
 
 /// Resident children, in the order the policy evicts them (front first).
