@@ -173,7 +173,7 @@ pub const FRAME_DESC_WORDS: usize = crate::gpu::device_api::FRAME_DESC_WORDS;
 
 /// One device allocation holding the slots of `count` tables of one shape, frame after frame (`gpu::frames`):
 /// made by [`Engine::new_frames`], filled by [`Engine::move_to_frame`] and [`Engine::page_in_frame`], read by
-/// [`Router::find_framed`]. The tables hold sub-ranges of the buffers, which live while any of them does.
+/// [`Router::find_framed`] and written by [`Router::upsert`] with a [`FramedUpsert`]. The tables hold sub-ranges of the buffers, which live while any of them does.
 #[derive(Debug, Clone)]
 pub struct SlotFrames {
     /// Tells frames apart ([`Engine::frame`]).

@@ -125,16 +125,38 @@ fn frames_with_stashes_and_tombstones() {
             continue;
         }
         let what = format!("{backend} stashes and tombstones");
-        // Pairs in the stashes; IHT children erase by tombstones.
+        // Pairs in the stashes (full load, two hash functions, short eviction chains). The batch fits every
+        // child's room, so it goes in over the frames on a GPU, and the pairs given up on come back from that
+        // one launch, each to its own child (stash, rebuild or split).
         let cfg =
             filling_stashes(config(backend, 512, DeviceBudget::Unlimited).initial_children(4));
         let mut t: PagedTable<Bcht, u32, u32> = PagedTable::new(cfg).unwrap();
         let mut oracle = HashMap::new();
-        let keys: Vec<u32> = (0..1900).map(|i| i * 7919 % 100_003).collect();
+        let keys: Vec<u32> = (0..1700).map(|i| i * 7919 % 100_003).collect();
         t.insert(&keys, &keys).unwrap();
         oracle.extend(keys.iter().map(|&k| (k, k)));
         check(&mut t, &oracle, &[100_007, 100_009], &what);
-        assert!(t.stash_len() > 0, "{what}: some pairs in stashes");
+        // How many pairs a parallel build gives up on varies from run to run: most runs stash some; a run
+        // whose confined rebuild placed every pair has none in its stashes.
+        let stats = t.paging();
+        assert!(
+            t.stash_len() > 0 || stats.rebuilds > 0 || stats.grown > 0,
+            "{what}: some pairs were given up on ({stats:?})"
+        );
+        if backend != Backend::Cpu {
+            assert_eq!(stats.framed_upserts, 1, "{what}: the batch went in framed");
+        }
+        // Every key again with new values: stashed keys are updated in their stash (a batch that reaches a
+        // child whose stash holds pairs is partitioned), the others in place.
+        let values: Vec<u32> = keys.iter().map(|k| k ^ 0x5555).collect();
+        t.insert(&keys, &values).unwrap();
+        oracle.extend(keys.iter().zip(&values).map(|(&k, &v)| (k, v)));
+        check(
+            &mut t,
+            &oracle,
+            &[100_007, 100_009],
+            &format!("{what}, updated"),
+        );
 
         let cfg = config(backend, 1024, DeviceBudget::Unlimited).initial_children(4);
         let mut t: PagedTable<Iht, u32, u32> = PagedTable::new(cfg).unwrap();
@@ -217,45 +239,15 @@ fn tables_made_past_their_budget_page_through_frames() {
     }
 }
 
-/// Upsert batches into a table whose children all stay resident, so that its device batches go in over the
-/// frames (one classify and one insert launch per copy chunk): keys repeat within a batch (the last occurrence
-/// wins) and across batches (updates in place), checked against the oracle after every batch. Returns the
-/// table and its oracle.
-fn framed_batches<S: SchemeInfo, K: Key, V: Value>(
-    backend: Backend,
-    cfg: PagedConfig,
-    batches: usize,
-    batch: usize,
-    range: u64,
-) -> (PagedTable<S, K, V>, HashMap<K, V>) {
-    let mut t: PagedTable<S, K, V> = PagedTable::new(cfg).unwrap();
-    let mut oracle = HashMap::new();
-    let mut rng = StdRng::seed_from_u64(range ^ batch as u64);
-    for b in 0..batches {
-        let what = format!("{backend} {} {}-bit framed batch {b}", S::NAME, K::BITS);
-        let keys: Vec<K> = random_keys(&mut rng, batch, range);
-        let values: Vec<V> = (0..batch)
-            .map(|_| V::narrow(rng.random::<u32>() as u64))
-            .collect();
-        t.insert(&keys, &values).unwrap();
-        for (k, v) in keys.iter().zip(&values) {
-            oracle.insert(*k, *v);
-        }
-        let absent: Vec<K> = (0..64).map(|i| K::narrow(range + i)).collect();
-        check(&mut t, &oracle, &absent, &what);
-    }
+/// Asserts that `t`'s upserts went in over the frames (GPUs) or not at all (the CPU, which has none).
+fn assert_framed<S: SchemeInfo, K: Key, V: Value>(t: &PagedTable<S, K, V>, backend: Backend) {
     let framed = t.paging().framed_upserts;
+    let what = format!("{backend} {} {}-bit", S::NAME, K::BITS);
     if backend == Backend::Cpu {
-        assert_eq!(framed, 0, "{backend} {}: no frames on the CPU", S::NAME);
+        assert_eq!(framed, 0, "{what}: no frames on the CPU");
     } else {
-        assert!(
-            framed > 0,
-            "{backend} {} {}-bit: framed upserts",
-            S::NAME,
-            K::BITS
-        );
+        assert!(framed > 0, "{what}: framed upserts");
     }
-    (t, oracle)
 }
 
 #[test]
@@ -264,54 +256,22 @@ fn framed_upserts_match_the_oracle() {
         if !present(backend) {
             continue;
         }
-        // Device batches of 4096 keys in copy chunks of 2048: each batch is classified and inserted chunk by
-        // chunk, with updates of the keys of earlier batches.
+        // Children with room for every batch, all resident: each device batch (4096 keys, copy chunks of
+        // 2048) is classified and inserted over the frames chunk by chunk, with keys repeated within a batch
+        // (the last occurrence wins) and across batches (updates in place).
         let cfg = config(backend, 4096, DeviceBudget::Unlimited).initial_children(8);
-        framed_batches::<Bcht, u32, u32>(backend, cfg.clone(), 6, 3000, 12_000);
-        framed_batches::<P2bht, u32, u32>(backend, cfg.clone(), 4, 3000, 10_000);
-        framed_batches::<Cht1, u32, u32>(backend, cfg.clone().max_load(0.45), 4, 2000, 8_000);
+        let t = grow_and_check::<Bcht, u32, u32>(backend, cfg.clone(), 6, 3000, true);
+        assert_framed(&t, backend);
+        let t = grow_and_check::<P2bht, u32, u32>(backend, cfg.clone(), 4, 3000, true);
+        assert_framed(&t, backend);
+        let cfg1 = cfg.max_load(0.45);
+        let t = grow_and_check::<Cht1, u32, u32>(backend, cfg1, 4, 2000, true);
+        assert_framed(&t, backend);
         // Wide pairs (values in their own frames' buffer) and overflow probes; narrow keys in a wide table.
         let cfg = config(backend, 2048, DeviceBudget::Unlimited).initial_children(8);
-        framed_batches::<Iht, u64, u64>(backend, cfg.clone(), 5, 2500, 10_000);
-        framed_batches::<Iht, u32, u64>(backend, cfg, 4, 2500, 9_000);
-    }
-}
-
-#[test]
-fn framed_upserts_hand_failures_to_their_child() {
-    for backend in BACKENDS {
-        if !present(backend) {
-            continue;
-        }
-        let what = format!("{backend} framed failures");
-        // Children that give pairs up (full load, two hash functions, short eviction chains) and a batch that
-        // fits every child's room: its failures come back from the frames' launch, each to its own child
-        // (stash, rebuild or split).
-        let cfg =
-            filling_stashes(config(backend, 512, DeviceBudget::Unlimited).initial_children(4));
-        let mut t: PagedTable<Bcht, u32, u32> = PagedTable::new(cfg).unwrap();
-        let keys: Vec<u32> = (0..1700).map(|i| i * 7919 % 100_003).collect();
-        t.insert(&keys, &keys).unwrap();
-        let mut oracle: HashMap<u32, u32> = keys.iter().map(|&k| (k, k)).collect();
-        check(&mut t, &oracle, &[100_007, 100_009], &what);
-        let stats = t.paging();
-        assert!(
-            t.stash_len() > 0 || stats.rebuilds > 0 || stats.grown > 0,
-            "{what}: some pairs were given up on ({stats:?})"
-        );
-        if backend != Backend::Cpu {
-            assert_eq!(stats.framed_upserts, 1, "{what}: the batch went in framed");
-        }
-        // Every key again with new values: stashed keys are updated in their stash (a child whose stash holds
-        // pairs takes its part partitioned), the others in place.
-        let values: Vec<u32> = keys.iter().map(|k| k ^ 0x5555).collect();
-        t.insert(&keys, &values).unwrap();
-        oracle.extend(keys.iter().zip(&values).map(|(&k, &v)| (k, v)));
-        check(
-            &mut t,
-            &oracle,
-            &[100_007, 100_009],
-            &format!("{what}, updated"),
-        );
+        let t = grow_and_check::<Iht, u64, u64>(backend, cfg.clone(), 5, 2500, true);
+        assert_framed(&t, backend);
+        let t = grow_and_check::<Iht, u32, u64>(backend, cfg, 4, 2500, true);
+        assert_framed(&t, backend);
     }
 }

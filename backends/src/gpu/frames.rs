@@ -2,8 +2,11 @@
 //! serves them all. A paged table's children live in frames while resident (`crate::paged`), and a find over
 //! every child is then one launch per copy chunk, as a plain table's is ([`framed_find_kernel`]): each key's
 //! child comes from the route directory, and the child's seeds and first bucket from its descriptor
-//! ([`FRAME_DESC_WORDS`] words). Without frames a routed find partitions the batch, launches each child's find
-//! on its part after the copy and gathers the answers (`super::routing`).
+//! ([`FRAME_DESC_WORDS`] words). An upsert is one classify and one insert launch per copy chunk
+//! ([`framed_classify_kernel`], [`framed_insert_kernel`]: the plain kernels' bodies with the child carried per
+//! key). Without frames a routed find partitions the batch, launches each child's find on its part after the
+//! copy and gathers the answers, and an upsert launches each child's classify and insert on its part
+//! (`super::routing`).
 //!
 //! A frame is `stride` slots: a table's slots rounded up to 256 bytes (a child's sub-range must be a valid
 //! buffer binding: Vulkan's offset alignment) and to a whole bucket. Tables hold sub-ranges of the frames'

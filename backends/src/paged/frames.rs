@@ -1,6 +1,9 @@
 //! Slot frames of a paged table (`gpu::frames`): its resident GPU children share one device allocation, so that
 //! a hash-routed find over every child is one kernel launch per copy chunk, as a plain table's find is
-//! (`Router::find_framed`), instead of a partition, a launch per child after the copy and a gather.
+//! (`Router::find_framed`), instead of a partition, a launch per child after the copy and a gather; and an
+//! upsert batch whose keys fit every child's room is one classify and one insert launch per copy chunk
+//! (`Router::upsert` with a [`crate::engine::FramedUpsert`]: `PagedTable::framed_upsert`), instead of a
+//! partition and two launches per child.
 //!
 //! Which child holds which frame is asked of the children ([`Engine::frame`]), never kept here, so no path
 //! that pages, splits or rebuilds a child can leave a stale map behind:
