@@ -156,8 +156,9 @@ pub trait Engine<K: Key, V: Value>: Send + Sync {
         Err(no_device_batches())
     }
     /// Records a framed upsert ([`Router::upsert`] with a [`FramedUpsert`]) that wrote into this table's
-    /// frame: `stored` more pairs are held (its new keys less those given up on), and its host image is stale.
-    /// The table must be settled and in frames.
+    /// frame: `stored` more pairs are held (its new keys less those given up on), and its host image is stale
+    /// (0 after a framed batch that failed: the image is stale, the count unknown). The table must be settled
+    /// and in frames.
     fn note_framed(&mut self, _stored: usize) -> Result<()> {
         Err(no_device_batches())
     }

@@ -125,14 +125,15 @@ fn frames_with_stashes_and_tombstones() {
             continue;
         }
         let what = format!("{backend} stashes and tombstones");
-        // Pairs in the stashes (full load, two hash functions, short eviction chains). The batch fits every
-        // child's room, so it goes in over the frames on a GPU, and the pairs given up on come back from that
-        // one launch, each to its own child (stash, rebuild or split).
+        // Pairs in the stashes (two hash functions, short eviction chains, children filled to 93% of their
+        // slots). The batch fits every child's room (full load), so it goes in over the frames on a GPU, and
+        // the pairs given up on come back from that one launch, each to its own child (stash, rebuild or
+        // split).
         let cfg =
             filling_stashes(config(backend, 512, DeviceBudget::Unlimited).initial_children(4));
         let mut t: PagedTable<Bcht, u32, u32> = PagedTable::new(cfg).unwrap();
         let mut oracle = HashMap::new();
-        let keys: Vec<u32> = (0..1700).map(|i| i * 7919 % 100_003).collect();
+        let keys: Vec<u32> = (0..1900).map(|i| i * 7919 % 100_003).collect();
         t.insert(&keys, &keys).unwrap();
         oracle.extend(keys.iter().map(|&k| (k, k)));
         check(&mut t, &oracle, &[100_007, 100_009], &what);

@@ -824,6 +824,13 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
                 &mut on_part,
             );
             trace.split(&part_at, &["copied and routed", "children queued"]);
+            if routed.is_err() && framed.is_some() {
+                // A framed batch may have written chunks into the frames before it failed: no child may page
+                // out with its old host image.
+                for c in &mut self.children {
+                    let _ = c.note_framed(0);
+                }
+            }
             let counters = match routed? {
                 Upserted::Routed(counters) => counters,
                 Upserted::Framed(counts) => {
@@ -888,6 +895,7 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
         failed: &mut Vec<(K, V)>,
     ) -> Result<()> {
         let n = self.children.len();
+        self.residency.touch(|c| counts.kept[c] > 0);
         // Every written child records its writes, even after one fails.
         let mut first_error = None;
         for c in (0..n).filter(|&c| counts.kept[c] > 0) {

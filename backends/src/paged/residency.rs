@@ -138,9 +138,42 @@ impl Residency {
         Ok(())
     }
 
+    /// Marks the resident children that `used` names as used (LRU: they move to the back, in their order), in
+    /// one pass over the resident list (a framed upsert uses many children at once).
+    pub fn touch(&mut self, used: impl Fn(usize) -> bool) {
+        if self.policy != Replacement::Lru {
+            return;
+        }
+        let (back, front): (Vec<usize>, Vec<usize>) = self.order.iter().partition(|&&c| used(c));
+        self.order = front.into_iter().chain(back).collect();
+    }
+
     /// Forgets every child (the table was cleared; their memory is gone with them).
     pub fn forget_all(&mut self) {
         self.order.clear();
         self.bytes = 0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn touch_moves_the_used_children_to_the_back_in_their_order() {
+        let mut lru = Residency::new(DeviceBudget::Unlimited, Replacement::Lru);
+        for c in 0..6 {
+            lru.admitted_new(c, 1);
+        }
+        lru.touch(|c| c % 2 == 0);
+        assert_eq!(lru.resident(), vec![1, 3, 5, 0, 2, 4]);
+        assert_eq!(lru.resident_bytes(), 6);
+        // FIFO keeps the order children came in.
+        let mut fifo = Residency::new(DeviceBudget::Unlimited, Replacement::Fifo);
+        for c in 0..4 {
+            fifo.admitted_new(c, 1);
+        }
+        fifo.touch(|c| c == 0);
+        assert_eq!(fifo.resident(), vec![0, 1, 2, 3]);
     }
 }
