@@ -310,10 +310,9 @@ pub enum Upserted<K, V> {
 pub struct FramedCounts<K, V> {
     /// Kept keys (each key's last occurrence) per child: the children written.
     pub kept: Vec<usize>,
-    /// Of those, keys that were not stored (inserted, or given up on) per child.
-    pub new: Vec<usize>,
-    /// Pairs each child's inserts gave up on: it holds `new[c] - failed[c]` more pairs.
-    pub failed: Vec<usize>,
+    /// Pairs each child holds more than before: its kept keys that were not stored, less those its inserts
+    /// gave up on.
+    pub stored: Vec<usize>,
     /// The pairs given up on, as far as the launch's stash holds them (each is its child's own: a cuckoo
     /// eviction may hand back a pair the child held before); the route says whose.
     pub unplaced: Vec<(K, V)>,

@@ -841,7 +841,7 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> DeviceRouter<R, S, L> {
         let failed = to_usize(&c[INSERT_COUNTERS..INSERT_COUNTERS + children]);
         let ops: usize = run.kept.iter().sum();
         let (all_failed, added, _) = super::kernels::decode_insert_counters(c, ops as u64);
-        let stored: usize = new.iter().zip(&failed).map(|(n, f)| n - f.min(n)).sum();
+        let stored: Vec<usize> = new.iter().zip(&failed).map(|(n, f)| n - f.min(n)).collect();
         let held = all_failed.min(run.stash_len);
         let unplaced = if held > 0 {
             let words = u64::from_bytes(&client.read_one_unchecked(run.stash.clone())).to_vec();
@@ -862,16 +862,16 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> DeviceRouter<R, S, L> {
             run.stash,
             run.stash_len * L::STASH_WORDS * 8,
         );
-        if stored != added || failed.iter().sum::<usize>() != all_failed {
+        let total: usize = stored.iter().sum();
+        if total != added || failed.iter().sum::<usize>() != all_failed {
             return Err(hashtile_core::Error::Device(format!(
-                "a framed upsert's counts disagree: {stored} new keys stored by the children's counts, \
+                "a framed upsert's counts disagree: {total} new keys stored by the children's counts, \
                  {added} by the insert's; {all_failed} failures"
             )));
         }
         Ok(FramedCounts {
             kept: run.kept,
-            new,
-            failed,
+            stored,
             unplaced,
             untracked: all_failed - held,
         })

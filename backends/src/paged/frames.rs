@@ -20,10 +20,31 @@
 //! frames.
 
 use super::PagedTable;
-use crate::engine::{FRAME_DESC_WORDS, SlotFrames};
+use crate::engine::{FRAME_DESC_WORDS, FramedUpsert, SlotFrames};
 use crate::select::Backend;
 use hashtile_core::scheme::SchemeInfo;
 use hashtile_core::{Key, Result, Value};
+
+/// A framed upsert's plan for one device batch ([`PagedTable::framed_upsert`]), which the router borrows as a
+/// [`FramedUpsert`].
+pub(super) struct FramedPlan {
+    frames: SlotFrames,
+    descs: Vec<u32>,
+    room: Vec<usize>,
+    stored: bool,
+}
+
+impl FramedPlan {
+    /// The plan as [`crate::engine::Router::upsert`] takes it.
+    pub(super) fn upsert(&self) -> FramedUpsert<'_> {
+        FramedUpsert {
+            frames: &self.frames,
+            descs: &self.descs,
+            room: &self.room,
+            stored: self.stored,
+        }
+    }
+}
 
 impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
     /// Each child's frame descriptor, in child order, with every child placed in the frames first; `None`
@@ -79,10 +100,7 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
     /// child's room is what it takes before its load passes the limit, and none while its stash holds pairs
     /// (an update of a stashed key must reach the stash: such a batch is partitioned). Diagnosis:
     /// `HASHTILE_NO_FRAMED_UPSERT=1` partitions every batch (the A/B of framed upserts).
-    #[allow(clippy::type_complexity)]
-    pub(super) fn framed_upsert(
-        &mut self,
-    ) -> Result<Option<(SlotFrames, Vec<u32>, Vec<usize>, bool)>> {
+    pub(super) fn framed_upsert(&mut self) -> Result<Option<FramedPlan>> {
         static OFF: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
         let off = *OFF.get_or_init(|| std::env::var_os("HASHTILE_NO_FRAMED_UPSERT").is_some());
         if off {
@@ -102,7 +120,12 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
             })
             .collect();
         let stored = self.children.iter().any(|c| !c.is_empty());
-        Ok(Some((frames, descs, room, stored)))
+        Ok(Some(FramedPlan {
+            frames,
+            descs,
+            room,
+            stored,
+        }))
     }
 
     /// Frames are wanted: a GPU table with [`super::PagedConfig::shared_frames`] on. Diagnosis:

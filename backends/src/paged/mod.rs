@@ -61,8 +61,8 @@ mod residency;
 pub(crate) mod route;
 
 use crate::engine::{
-    Engine, FramedCounts, FramedUpsert, Inserted, ROUTED_COUNTERS, Rebuilt, RoutedBatch, Router,
-    SlotFrames, SplitSpec, Upserted, bits_from, options_from_bits,
+    Engine, FramedCounts, Inserted, ROUTED_COUNTERS, Rebuilt, RoutedBatch, Router, SlotFrames,
+    SplitSpec, Upserted, bits_from, options_from_bits,
 };
 use crate::gpu::routing::MAX_ROUTED_CHILDREN;
 use crate::select::{Backend, BackendChoice, is_available, resolve};
@@ -808,14 +808,7 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
                 part_at.push(std::time::Instant::now());
                 done
             };
-            let plan = framed
-                .as_ref()
-                .map(|(frames, descs, room, stored)| FramedUpsert {
-                    frames,
-                    descs,
-                    room,
-                    stored: *stored,
-                });
+            let plan = framed.as_ref().map(frames::FramedPlan::upsert);
             let routed = router.upsert(
                 &keys[start..end],
                 &values[start..end],
@@ -899,8 +892,7 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
         // Every written child records its writes, even after one fails.
         let mut first_error = None;
         for c in (0..n).filter(|&c| counts.kept[c] > 0) {
-            let stored = counts.new[c] - counts.failed[c].min(counts.new[c]);
-            if let Err(e) = self.children[c].note_framed(stored) {
+            if let Err(e) = self.children[c].note_framed(counts.stored[c]) {
                 first_error.get_or_insert(e);
             }
         }

@@ -117,12 +117,7 @@ impl Residency {
         frame: Option<(&SlotFrames, usize)>,
     ) -> Result<()> {
         if children[c].is_resident() {
-            if self.policy == Replacement::Lru
-                && let Some(at) = self.order.iter().position(|&x| x == c)
-            {
-                self.order.remove(at);
-                self.order.push_back(c);
-            }
+            self.touch(|x| x == c);
             return Ok(());
         }
         let need = children[c].device_bytes();
