@@ -25,10 +25,11 @@
 //! `hashtile-backends` (CPU, CUDA, Vulkan). This crate re-exports what a user needs.
 
 pub use hashtile_backends::chained::{ChainedConfig, ChainedTable};
-pub use hashtile_backends::csr::{CsrBuild, CsrConfig, CsrJoin, CsrTable, FindAll, JoinMethod};
+pub use hashtile_backends::csr::{CsrBuild, CsrConfig, CsrJoin, CsrTable, JoinMethod};
 pub use hashtile_backends::paged::{
     DeviceBudget, PagedConfig, PagedTable, PagingStats, Placement, Replacement,
 };
+pub use hashtile_backends::results::FindAll;
 pub use hashtile_backends::{
     Backend, BackendChoice, DEFAULT_SEED, Engine, HashTable, PinnedBuffer, TableConfig, chained,
     cpu, csr, default_bucket_size_of, gpu, is_available, paged, resolve,

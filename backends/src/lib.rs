@@ -1,32 +1,63 @@
 //! # hashtile-backends
 //!
-//! Runs the schemes of `hashtile-probing` on a device:
+//! Runs the schemes of `hashtile-probing` on a device. Layers point down only:
 //!
-//! - [`cpu`]: plain Rust, multi-threaded (rayon), always available; a deterministic sequential mode gives
-//!   exactly reproducible placement and probe counts.
-//! - [`gpu`]: CUDA (feature `cuda`) and Vulkan (feature `vulkan`) through CubeCL; [`gpu::GpuTable`] also
-//!   takes device-resident buffers and exposes the device API for your own kernels.
-//! - [`HashTable`]: the typed host API over any of them, with [`BackendChoice::Auto`] selection.
-//! - [`chained`]: dynamic tables by slab-list chaining (SlabHash): multimap and unique inserts, erase,
-//!   `find_all`, flush, mixed batches.
-//! - [`csr`]: static CSR tables (HashGraph): multimap builds by count / prefix sum / place, `find_all`, joins.
-//! - [`paged`]: tables larger than device memory (Starfish): child tables of any static scheme, paged within a
-//!   device budget, with confined rebuilds and growth.
+//! - containers and their families: [`table`] (static open addressing: [`HashTable`] over the CPU engine and
+//!   [`gpu::GpuTable`]), [`paged`] (Starfish: tables larger than device memory, children of any static
+//!   scheme), [`chained`] (SlabHash: slab-list chaining), [`csr`] (HashGraph: static CSR multimaps and joins);
+//! - the shared device layer, [`device`]: the `#[cube]` table shape, key layouts and the device API;
+//! - the shared runtime layer, [`runtime`]: launch helpers, host transfers and pinned memory, the one runtime
+//!   dispatch, device scans;
+//! - [`select`] (backend choice and availability) and [`results`] (shared result shapes).
+//!
+//! [`gpu`] and [`cpu`] gather the GPU and CPU engines' public names in one place for users.
 
 pub mod chained;
-pub mod cpu;
 pub mod csr;
-mod engine;
-pub mod gpu;
-mod gpu_engine;
+pub mod device;
 pub mod paged;
+pub mod results;
+pub mod runtime;
 pub mod select;
 pub mod table;
 
-pub use engine::{
+/// The GPU engines and the device API, gathered for users: [`GpuTable`] (device-resident calls), key layouts,
+/// pinned transfers, and the functions your own CubeCL kernels call ([`device_api`]). Nothing here is defined
+/// here: each name lives in its layer.
+pub mod gpu {
+    pub use crate::device::layout::{KeyLayout, Packed, Wide};
+    #[doc(hidden)]
+    pub use crate::runtime::launch;
+    pub use crate::runtime::{scan, transfer};
+    pub use crate::select::{cuda_available, vulkan_available, vulkan_hardware_available};
+    pub use crate::table::gpu::{DeviceRef, GpuOptions, GpuTable, Unplaced};
+
+    /// Table operations callable from your own CubeCL kernels.
+    pub mod device_api {
+        pub use crate::device::find::{FindResult, FoundAt, tile_find, tile_find_at};
+        pub use crate::device::meta::{
+            FRAME_DESC_WORDS, SHAPE_WORDS, ShapeScalars, TableMeta, bucket_of, bucket_of_wide,
+            load_meta, meta_of, probe_bucket,
+        };
+    }
+
+    #[doc(hidden)]
+    pub use crate::chained::gpu as chained;
+    #[doc(hidden)]
+    pub use crate::csr::gpu as csr;
+    #[doc(hidden)]
+    pub use crate::table::gpu::{kernels, upsert};
+}
+
+/// The CPU engine (plain Rust, multi-threaded), for users who want it without a [`HashTable`].
+pub mod cpu {
+    pub use crate::table::cpu::*;
+}
+
+pub use runtime::transfer::PinnedBuffer;
+pub use select::{Backend, BackendChoice, is_available, resolve};
+pub use table::engine::{
     Engine, FramedCounts, FramedUpsert, Inserted, Rebuilt, RouteMap, RoutedBatch, Router,
     SplitSpec, Upserted,
 };
-pub use gpu::transfer::PinnedBuffer;
-pub use select::{Backend, BackendChoice, is_available, resolve};
 pub use table::{DEFAULT_SEED, HashTable, TableConfig, default_bucket_size_of};

@@ -2,6 +2,9 @@
 //! else CPU. Software Vulkan adapters (lavapipe) are skipped by `Auto`: they run on the CPU, slower than the CPU
 //! backend. Ask for `Backend::Vulkan` explicitly to use one.
 
+#[allow(unused_imports)] // unused when no GPU runtime is compiled in
+use cubecl::prelude::*;
+use hashtile_core::Error;
 use std::fmt;
 
 /// Which backend a table runs on.
@@ -61,8 +64,8 @@ impl std::str::FromStr for BackendChoice {
 pub fn is_available(backend: Backend) -> bool {
     match backend {
         Backend::Cpu => true,
-        Backend::Cuda => crate::gpu::cuda_available(),
-        Backend::Vulkan => crate::gpu::vulkan_available(),
+        Backend::Cuda => cuda_available(),
+        Backend::Vulkan => vulkan_available(),
     }
 }
 
@@ -73,11 +76,110 @@ pub fn resolve(choice: BackendChoice) -> Backend {
         BackendChoice::Auto => {
             if is_available(Backend::Cuda) {
                 Backend::Cuda
-            } else if crate::gpu::vulkan_hardware_available() {
+            } else if vulkan_hardware_available() {
                 Backend::Vulkan
             } else {
                 Backend::Cpu
             }
         }
+    }
+}
+
+/// The typed error for a backend that is not compiled in or has no device, with how to get it.
+pub(crate) fn unavailable(backend: Backend) -> Error {
+    let (reason, how) = match backend {
+        Backend::Cuda if !cfg!(feature = "cuda") => (
+            "not compiled in".to_string(),
+            "Build with the `cuda` feature (on by default).",
+        ),
+        Backend::Cuda => (
+            "no CUDA driver or device answered".to_string(),
+            "Install the NVIDIA driver and CUDA runtime and set LD_LIBRARY_PATH=/usr/local/cuda/lib64.",
+        ),
+        Backend::Vulkan if !cfg!(feature = "vulkan") => (
+            "not compiled in".to_string(),
+            "Build with the `vulkan` feature (on by default).",
+        ),
+        Backend::Vulkan => (
+            "no Vulkan adapter answered".to_string(),
+            "Install a Vulkan driver; on a machine without a GPU: apt-get install mesa-vulkan-drivers (lavapipe).",
+        ),
+        Backend::Cpu => ("unreachable".to_string(), ""),
+    };
+    Error::BackendUnavailable {
+        backend: backend.name(),
+        reason,
+        how,
+    }
+}
+
+/// Runs `f`, turning a panic (CubeCL panics when a driver or adapter is missing) into `None`, quietly.
+fn quietly<T>(f: impl FnOnce() -> T + std::panic::UnwindSafe) -> Option<T> {
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let r = std::panic::catch_unwind(f).ok();
+    std::panic::set_hook(hook);
+    r
+}
+
+/// `true` if the `cuda` feature is on and a CUDA device answers.
+pub fn cuda_available() -> bool {
+    #[cfg(feature = "cuda")]
+    {
+        static AVAILABLE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        *AVAILABLE.get_or_init(|| {
+            quietly(|| {
+                let client = cubecl::cuda::CudaRuntime::client(&Default::default());
+                client.properties().hardware.plane_size_max > 0
+            })
+            .unwrap_or(false)
+        })
+    }
+    #[cfg(not(feature = "cuda"))]
+    {
+        false
+    }
+}
+
+/// `true` if the `vulkan` feature is on and a hardware (discrete or integrated) Vulkan GPU answers; software
+/// adapters such as lavapipe do not count (on those the CPU backend is the better choice).
+pub fn vulkan_hardware_available() -> bool {
+    #[cfg(feature = "vulkan")]
+    {
+        use cubecl::wgpu::{WgpuDevice, WgpuRuntime};
+        static AVAILABLE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        *AVAILABLE.get_or_init(|| {
+            [WgpuDevice::DiscreteGpu(0), WgpuDevice::IntegratedGpu(0)]
+                .into_iter()
+                .any(|d| {
+                    quietly(move || {
+                        WgpuRuntime::client(&d).properties().hardware.plane_size_max > 0
+                    })
+                    .unwrap_or(false)
+                })
+        })
+    }
+    #[cfg(not(feature = "vulkan"))]
+    {
+        false
+    }
+}
+
+/// `true` if the `vulkan` feature is on and a Vulkan adapter answers.
+pub fn vulkan_available() -> bool {
+    #[cfg(feature = "vulkan")]
+    {
+        static AVAILABLE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        *AVAILABLE.get_or_init(|| {
+            quietly(|| {
+                let client = cubecl::wgpu::WgpuRuntime::client(&Default::default());
+                client.properties().hardware.plane_size_max > 0
+            })
+            .unwrap_or(false)
+        })
+    }
+    #[cfg(not(feature = "vulkan"))]
+    {
+        false
     }
 }

@@ -6,7 +6,8 @@
 use crate::cli::ScanArgs;
 use hashtile::Backend;
 use hashtile::cubecl::prelude::*;
-use hashtile::gpu::scan::{copy_u32, exclusive_scan};
+use hashtile::gpu::launch::copy_u32;
+use hashtile::gpu::scan::exclusive_scan;
 use std::io::Write;
 use std::time::Instant;
 

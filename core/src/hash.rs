@@ -14,6 +14,9 @@ use cubecl::prelude::*;
 /// Most hash functions any scheme uses (1CHT uses 4).
 pub const MAX_HASHES: usize = 4;
 
+/// The default master seed of every table's hash family (`HashFamily::new(DEFAULT_SEED)`).
+pub const DEFAULT_SEED: u64 = 0x5eed_0f4a_5117_e000;
+
 /// Low 32 bits of `a * b`, computed in 64 bits so that it never overflows on the host.
 #[cube]
 pub fn mul_lo32(a: u32, b: u32) -> u32 {

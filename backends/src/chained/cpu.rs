@@ -11,7 +11,7 @@
 //! operations, as the GPU table promises. The allocator is shared: a bitmap of pool slabs claimed by
 //! compare-and-swap, with a count of free slabs.
 
-use super::{ChainStats, NeedSlab, SLAB_SLOTS};
+use super::config::{ChainStats, NeedSlab, SLAB_SLOTS};
 use hashtile_core::scheme::{
     BucketView, NO_NEXT, ProbingScheme, SchemeParams, action, blank_state,
 };

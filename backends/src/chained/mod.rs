@@ -6,7 +6,7 @@
 //! (`hashtile_probing::Chain`), the same way the static schemes decide for their buckets.
 //!
 //! **Backends.** The CPU store ([`cpu::CpuChained`]) is the oracle and the default without a GPU. The GPU
-//! store (`crate::gpu::chained::GpuChained`) holds every width: 32-bit keys and values packed into its slab
+//! store (`crate::chained::gpu::GpuChained`) holds every width: 32-bit keys and values packed into its slab
 //! words, anything with a 64-bit side widened to 64 bits (keys in the slabs, values beside them); host data
 //! moves through the host path's pinned stager.
 //!
@@ -28,115 +28,21 @@
 //! # Ok::<(), hashtile_core::Error>(())
 //! ```
 
+pub mod config;
 pub mod cpu;
+pub mod gpu;
 
-use crate::csr::FindAll;
-use crate::gpu::chained::{DeviceChained, device_chained, op, status};
-use crate::gpu::layout::{Packed, Wide, same_options_vec, same_words_vec, words_of};
+pub use config::{ChainStats, ChainedConfig, NeedSlab, Op, Outcome, SLAB_SLOTS};
+
+use crate::chained::gpu::{DeviceChained, device_chained, op, status};
+use crate::device::layout::{Packed, Wide};
+use crate::results::FindAll;
+use crate::runtime::words::{same_options_vec, same_words_vec, words_of};
 use crate::select::{Backend, BackendChoice};
 use cpu::{CpuChained, Placed};
 use hashtile_core::{Element, Error, HashFamily, Key, Result, Value};
 use rayon::prelude::*;
 use std::marker::PhantomData;
-
-/// Slots per slab: a slab is read as 16 words, 15 pairs and the link (SlabHash's 128-byte slab of 32-bit pairs).
-pub const SLAB_SLOTS: usize = 15;
-
-/// An insert found the pool empty: the batch grows the pool and runs it again.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct NeedSlab;
-
-/// What a chained table holds, from [`ChainedTable::check`].
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct ChainStats {
-    /// Lists (base slabs).
-    pub buckets: usize,
-    /// Live pairs.
-    pub live: usize,
-    /// Erased slots not yet reclaimed by `flush`.
-    pub tombstones: usize,
-    /// Pool slabs linked into lists.
-    pub list_slabs: usize,
-    /// Pool slabs free in the allocator.
-    pub free_slabs: usize,
-    /// Pool slabs in all.
-    pub pool_slabs: usize,
-}
-
-/// How to build a [`ChainedTable`].
-#[derive(Debug, Clone, PartialEq)]
-pub struct ChainedConfig {
-    /// Number of lists (base slabs).
-    pub buckets: u32,
-    /// Free slabs in the pool at the start (it grows between batches when needed).
-    pub pool_slabs: u32,
-    /// Seed of the hash function.
-    pub seed: u64,
-    /// Where the table lives.
-    pub backend: BackendChoice,
-}
-
-impl ChainedConfig {
-    /// Lists for `n` keys at `load` keys per base-slab slot (SlabHash's knob: 0.6 leaves most lists one slab
-    /// long), and a pool of a quarter of the buckets.
-    pub fn for_keys(n: usize, load: f64) -> Self {
-        let buckets = ((n as f64 / (load.max(1e-3) * SLAB_SLOTS as f64)).ceil() as u32).max(1);
-        Self {
-            buckets,
-            pool_slabs: buckets.div_ceil(4).max(32),
-            seed: crate::DEFAULT_SEED,
-            backend: BackendChoice::Auto,
-        }
-    }
-
-    /// The same configuration on `backend`.
-    pub fn backend(mut self, backend: BackendChoice) -> Self {
-        self.backend = backend;
-        self
-    }
-
-    /// The same configuration with `pool_slabs` free slabs at the start.
-    pub fn pool_slabs(mut self, pool_slabs: u32) -> Self {
-        self.pool_slabs = pool_slabs;
-        self
-    }
-}
-
-/// One operation of a mixed batch ([`ChainedTable::apply`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Op<K, V> {
-    /// A further copy of the key (multimap insert).
-    Insert(K, V),
-    /// Insert, or overwrite the key's first copy (unique keys).
-    Replace(K, V),
-    /// Erase the key's first copy.
-    Erase(K),
-    /// The value of the key's first copy.
-    Find(K),
-}
-
-impl<K: Copy, V> Op<K, V> {
-    fn key(&self) -> K {
-        match *self {
-            Op::Insert(k, _) | Op::Replace(k, _) | Op::Erase(k) | Op::Find(k) => k,
-        }
-    }
-}
-
-/// What one operation of a mixed batch did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome<V> {
-    /// `Insert`, or `Replace` of a new key: a slot now holds the pair.
-    Inserted,
-    /// `Replace` of a stored key: its value is overwritten.
-    Updated,
-    /// `Erase`: the first copy is erased.
-    Erased,
-    /// `Find`: the value of the first copy.
-    Found(V),
-    /// `Erase` or `Find` of a key not stored.
-    NotFound,
-}
 
 /// A dynamic hash table of `K -> V` by slab-list chaining, on the CPU or a GPU (see the module documentation).
 pub struct ChainedTable<K: Key, V: Value> {
@@ -218,7 +124,7 @@ impl<K: Key, V: Value> ChainedTable<K, V> {
             BackendChoice::Exactly(Backend::Cpu) => Backend::Cpu,
             BackendChoice::Exactly(b) => {
                 if !crate::select::is_available(b) {
-                    return Err(crate::table::unavailable(b));
+                    return Err(crate::select::unavailable(b));
                 }
                 b
             }

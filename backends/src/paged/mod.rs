@@ -57,16 +57,20 @@
 //! ```
 
 mod frames;
+pub mod gpu;
 mod residency;
 pub(crate) mod route;
+mod trace;
 
-use crate::engine::{
-    Engine, FramedCounts, Inserted, ROUTED_COUNTERS, Rebuilt, RoutedBatch, Router, SlotFrames,
-    SplitSpec, Upserted, bits_from, options_from_bits,
-};
-use crate::gpu::routing::MAX_ROUTED_CHILDREN;
+use crate::paged::gpu::routing::MAX_ROUTED_CHILDREN;
+use crate::results::{bits_from, options_from_bits};
+use crate::select::unavailable;
 use crate::select::{Backend, BackendChoice, is_available, resolve};
-use crate::table::{EngineShape, TableConfig, default_bucket_size_of, make_engine, unavailable};
+use crate::table::engine::{
+    Engine, FramedCounts, Inserted, ROUTED_COUNTERS, Rebuilt, RoutedBatch, Router, SlotFrames,
+    SplitSpec, Upserted,
+};
+use crate::table::{EngineShape, TableConfig, default_bucket_size_of, make_engine};
 use hashtile_core::element::first_sentinel;
 use hashtile_core::scheme::{SchemeInfo, SchemeParams};
 use hashtile_core::{Error, HashFamily, Key, Result, Value};
@@ -76,6 +80,7 @@ use residency::Residency;
 use route::{Directory, partition, route_hash, scatter};
 use std::collections::{HashMap, HashSet};
 use std::marker::PhantomData;
+use trace::Trace;
 
 /// Bytes of one child by default: the paper's page size.
 pub const DEFAULT_PAGE_BYTES: u64 = 64 << 20;
@@ -144,6 +149,10 @@ pub struct PagedConfig {
     /// swap stream, beside the working child's kernels and the page-outs' copies), when the budget holds two
     /// children (default: on; off pages each child in when its turn comes, the A/B).
     pub prefetch: bool,
+    /// With every child resident in the shared frames, a hash-routed upsert batch whose kept keys fit each
+    /// child's room goes in with one classify and one insert launch per copy chunk over the frames (default: on;
+    /// off: every batch is partitioned by child, the A/B).
+    pub framed_upserts: bool,
 }
 
 impl Default for PagedConfig {
@@ -167,10 +176,16 @@ impl PagedConfig {
             device_routing: true,
             shared_frames: true,
             prefetch: true,
+            framed_upserts: true,
         }
     }
     /// Pages the next child a batch needs in while the current one works (default on; see
     /// [`PagedConfig::prefetch`]).
+    pub fn framed_upserts(mut self, on: bool) -> Self {
+        self.framed_upserts = on;
+        self
+    }
+    /// The same configuration with [`PagedConfig::prefetch`] on or off.
     pub fn prefetch(mut self, on: bool) -> Self {
         self.prefetch = on;
         self
@@ -542,7 +557,7 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
         mut work: impl FnMut(&mut Self, usize) -> Result<()>,
     ) -> Result<()> {
         let ahead = self.prefetching();
-        // Diagnosis (HASHTILE_TRACE): where the host's time goes while children swap.
+        // Diagnosis (a TRACE subscriber): where the host's time goes while children swap.
         let mut trace = Trace::start();
         for (j, &c) in order.iter().enumerate() {
             self.admit(c, &[])?;
@@ -574,10 +589,7 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
     /// Whether a child is paged in while another works ([`PagedConfig::prefetch`], and a budget that holds two
     /// children).
     fn prefetching(&self) -> bool {
-        static OFF: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-        // Diagnosis: HASHTILE_NO_PREFETCH=1 turns it off (the A/B).
-        let off = *OFF.get_or_init(|| std::env::var_os("HASHTILE_NO_PREFETCH").is_some());
-        !off && self.config.prefetch
+        self.config.prefetch
             && !self.children.is_empty()
             && self.residency.holds(2, 2 * self.child_bytes())
     }
@@ -750,7 +762,7 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
             let route = dir.route_map(children);
             // Every child resident in the frames: a batch that fits goes in without a partition.
             let framed = self.framed_upsert()?;
-            // Diagnosis (HASHTILE_TRACE): when the partition reached the children, and when they were queued.
+            // Diagnosis (a TRACE subscriber): when the partition reached the children, and when they were queued.
             let mut part_at: Vec<std::time::Instant> = Vec::new();
             let mut on_part = |batch: &RoutedBatch| -> Result<()> {
                 part_at.push(std::time::Instant::now());
@@ -934,14 +946,10 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
         let mut trace = Trace::start();
         // Presence bits come back when the caller or the stashes' lookup needs them; otherwise the children
         // look values up only (absent keys read all ones).
-        // Diagnosis: HASHTILE_ROUTE_BITS=1 asks for them always (the A/B of the value-only lookups).
-        static ALWAYS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-        let always = *ALWAYS.get_or_init(|| std::env::var_os("HASHTILE_ROUTE_BITS").is_some());
-        let with_bits = need_bits || self.stash_len() > 0 || always;
+        let with_bits = need_bits || self.stash_len() > 0;
         // Device batches are multiples of 2048 keys, so each starts on a whole word of `bits`.
         let step = router.batch_keys();
         // Every child resident: one launch per copy chunk over the shared slot frames.
-        // Diagnosis: HASHTILE_TRACE_ROUTE shows the framed find's phases.
         let framed = self.framed()?;
         for start in (0..keys.len()).step_by(step) {
             let end = (start + step).min(keys.len());
@@ -1688,58 +1696,6 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
         self.frames = None;
         self.residency.forget_all();
         self.start()
-    }
-}
-
-/// Per-phase host times of one call, printed when `HASHTILE_TRACE` is set (diagnosis of the paged calls).
-struct Trace {
-    on: bool,
-    at: std::time::Instant,
-    laps: Vec<(&'static str, f64)>,
-}
-
-impl Trace {
-    fn start() -> Self {
-        static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-        Self {
-            on: *ON.get_or_init(|| std::env::var_os("HASHTILE_TRACE").is_some()),
-            at: std::time::Instant::now(),
-            laps: Vec::new(),
-        }
-    }
-    fn lap(&mut self, what: &'static str) {
-        if self.on {
-            let t = self.at.elapsed().as_secs_f64();
-            self.at = std::time::Instant::now();
-            match self.laps.iter_mut().find(|l| l.0 == what) {
-                Some(l) => l.1 += t,
-                None => self.laps.push((what, t)),
-            }
-        }
-    }
-    /// Laps ending at `marks` (the last at most `names.len()` of them, paired in order), from the last lap.
-    fn split(&mut self, marks: &[std::time::Instant], names: &[&'static str]) {
-        if !self.on || marks.len() < names.len() {
-            return;
-        }
-        for (m, what) in marks[marks.len() - names.len()..].iter().zip(names) {
-            let t = m.saturating_duration_since(self.at).as_secs_f64();
-            self.at = *m;
-            match self.laps.iter_mut().find(|l| l.0 == *what) {
-                Some(l) => l.1 += t,
-                None => self.laps.push((what, t)),
-            }
-        }
-    }
-    fn report(&self, call: &str, n: usize) {
-        if self.on {
-            let laps: Vec<String> = self
-                .laps
-                .iter()
-                .map(|(w, t)| format!("{w} {:.2} ms", t * 1e3))
-                .collect();
-            eprintln!("trace paged {call} of {n}: {}", laps.join(", "));
-        }
     }
 }
 

@@ -2,7 +2,7 @@
 //! one to page out when another must come in.
 
 use super::{DeviceBudget, Replacement};
-use crate::engine::{Engine, SlotFrames};
+use crate::table::engine::{Engine, SlotFrames};
 use hashtile_core::{Error, Key, Result, Value};
 use std::collections::VecDeque;
 

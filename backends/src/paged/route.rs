@@ -45,8 +45,8 @@ impl Directory {
     }
 
     /// The directory as the device router sees it, for a table of `children` children.
-    pub fn route_map(&self, children: usize) -> crate::engine::RouteMap<'_> {
-        crate::engine::RouteMap {
+    pub fn route_map(&self, children: usize) -> crate::table::engine::RouteMap<'_> {
+        crate::table::engine::RouteMap {
             seed: self.seed,
             depth: self.depth,
             entries: &self.entries,
@@ -131,7 +131,7 @@ impl<K, V> Partition<K, V> {
 /// sort in parallel pieces, each piece counting, then writing its keys, values (if `values` is not empty) and
 /// positions (if `keep_order`) at its own offsets. The buffers of `reuse` (a previous partition) are filled
 /// again instead of new ones: fresh memory costs a page fault per 4 KiB on first touch, which at 2^26 keys cost
-/// more than the copies themselves (H100 host, `HASHTILE_TRACE`).
+/// more than the copies themselves (H100 host, TRACE events).
 pub(crate) fn partition<K: Copy + Default + Send + Sync, V: Copy + Default + Send + Sync>(
     keys: &[K],
     values: &[V],

@@ -6,9 +6,10 @@
 
 use super::{Case, CsrRow};
 use crate::cli::CsrArgs;
+use hashtile::csr::DeviceCsrParams;
 use hashtile::cubecl::prelude::*;
 use hashtile::gpu::csr::join::GpuJoin;
-use hashtile::gpu::csr::{DeviceCsrParams, GpuCsr, Key32};
+use hashtile::gpu::csr::{GpuCsr, Key32};
 use hashtile::gpu::transfer::HostTransfer;
 use hashtile::gpu::{GpuOptions, GpuTable};
 use hashtile::{Backend, Bcht, HashFamily, JoinMethod, SchemeInfo, TableConfig};

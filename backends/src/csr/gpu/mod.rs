@@ -1,0 +1,657 @@
+//! CSR (HashGraph) tables on the device, 32- and 64-bit keys ([`Key32`], [`Key64`]) and values (issue 11):
+//! [`GpuCsr`] builds by the paper's v1 or binned v2 ([`build`]), looks keys up with tiles of 1-32 lanes per
+//! query ([`lookup`]: `count`; `find_all` as count, scan, gather), and [`join::GpuJoin`] joins two key columns
+//! (probe or intersect). The vertex of a key is `HashFamily::bucket(key, 0, vertices)`, the same hash as the CPU
+//! table (`crate::csr`), which is the oracle in the tests. `CsrTable` and `CsrJoin` use these when their
+//! configuration names (or `Auto` finds) a GPU, through [`DeviceCsr`] and [`join::DeviceJoin`].
+
+pub mod build;
+pub mod join;
+pub mod lookup;
+
+use crate::csr::config::{CsrBuild, DeviceCsrParams, check_lookup_tile};
+use crate::results::FindAll;
+use crate::runtime::dispatch::{OnRuntime, on_backend, shared_stager, upload};
+use crate::runtime::launch::{CUBE_SIZE, cube_count, fill_u32};
+use crate::runtime::scan::{exclusive_scan, total_u64};
+use crate::runtime::transfer::HostTransfer;
+use crate::runtime::words::{bytes_of_mut, same_words, same_words_vec};
+use build::{csr_bin_count_kernel, csr_bin_place_kernel, csr_bin_scatter_kernel};
+use cubecl::prelude::*;
+use cubecl::server::Handle;
+use hashtile_core::hash::{HashFamily, bucket_index, hash_key, hash_key32, seed_mix};
+use hashtile_core::{Element, Error, Key, Result, Value};
+use lookup::{LookupMode, csr_lookup_kernel, mode_word};
+use std::sync::Arc;
+
+/// The key width of a device CSR table: how a key word hashes to its vertex (the host's
+/// `HashFamily::bucket(key, 0, vertices)`). [`Key32`] and [`Key64`].
+#[cube]
+pub trait CsrKey: Send + Sync + 'static {
+    /// A key as kernels and the host arrays hold it.
+    type Word: Int + CubeElement + hashtile_core::Key;
+    /// The key's vertex (`mix`: the seed's precomputed part, used by 32-bit keys).
+    fn vertex(key: Self::Word, vertices: u32, seed: u32, mix: u32) -> u32;
+}
+
+/// 32-bit keys.
+pub struct Key32;
+/// 64-bit keys.
+pub struct Key64;
+
+#[cube]
+impl CsrKey for Key32 {
+    type Word = u32;
+    fn vertex(key: u32, vertices: u32, seed: u32, mix: u32) -> u32 {
+        bucket_index(hash_key32(key, seed, mix), vertices)
+    }
+}
+
+#[cube]
+impl CsrKey for Key64 {
+    type Word = u64;
+    #[allow(unused_variables)]
+    fn vertex(key: u64, vertices: u32, seed: u32, mix: u32) -> u32 {
+        let lo = (key & 0xffff_ffffu64) as u32;
+        let hi = (key >> 32u64) as u32;
+        bucket_index(hash_key(lo, hi, seed), vertices)
+    }
+}
+
+/// A CSR table of `K::Word -> V` pairs on the device of `client` (`GpuCsr<R>`: 32-bit keys and values).
+pub struct GpuCsr<R: HostTransfer, K: CsrKey = Key32, V: CsrValue = u32> {
+    _pairs: std::marker::PhantomData<(K, V)>,
+    client: ComputeClient<R>,
+    /// Host transfers (CUDA: a stream and pinned staging buffers, as hash tables' host path uses).
+    stager: Arc<R::Stager>,
+    vertices: u32,
+    seed: u32,
+    mix: u32,
+    n: usize,
+    /// Lanes per query in lookups (1: a thread per query).
+    tile: u32,
+    offsets: Handle,
+    keys: Handle,
+    values: Handle,
+}
+
+/// A value type of device CSR tables (`u32`, `u64`).
+pub trait CsrValue: CubePrimitive + CubeElement + hashtile_core::Value {}
+impl CsrValue for u32 {}
+impl CsrValue for u64 {}
+
+/// Lanes per query of a lookup: `requested` (0: automatic, see [`crate::csr::CsrConfig::lookup_tile`]) checked
+/// and clamped to the device's plane (a tile cannot span planes).
+fn lookup_tile<R: Runtime>(client: &ComputeClient<R>, requested: u32) -> Result<u32> {
+    check_lookup_tile(requested)?;
+    let plane = client.properties().hardware.plane_size_max.max(1);
+    // Automatic: 4 lanes. Measured on the H100 (2^25 keys, range factor 1; docs/PERFORMANCE.md): the best or
+    // within 5% of it for count and find_all at 1 and at 32 duplicates per key, where a thread per query
+    // gathers 32 values 4.6x slower and a 32-lane tile wastes lanes on short ranges.
+    Ok(match requested {
+        0 => 4.min(plane),
+        t => t.min(plane),
+    })
+}
+
+impl<R: HostTransfer, K: CsrKey, V: CsrValue> GpuCsr<R, K, V> {
+    /// Builds the table of `(keys[i], values[i])` with `vertices` vertices and hash family `family` (function
+    /// 0) by `method`, and waits for the device to finish it.
+    pub fn build(
+        client: &ComputeClient<R>,
+        family: &HashFamily,
+        vertices: u32,
+        keys: &[K::Word],
+        values: &[V],
+        method: CsrBuild,
+    ) -> Result<Self> {
+        if keys.len() != values.len() {
+            return Err(Error::LengthMismatch {
+                what: "values",
+                got: values.len(),
+                expected: keys.len(),
+            });
+        }
+        let stager = shared_stager(client)?;
+        let kh = upload(client, &stager, keys)?;
+        let vh = upload(client, &stager, values)?;
+        Self::build_device(client, family, vertices, &kh, &vh, keys.len(), method)
+    }
+
+    /// [`GpuCsr::build`] from `n` keys and values already on the device (buffers of at least one word each).
+    pub fn build_device(
+        client: &ComputeClient<R>,
+        family: &HashFamily,
+        vertices: u32,
+        kh: &Handle,
+        vh: &Handle,
+        n: usize,
+        method: CsrBuild,
+    ) -> Result<Self> {
+        if vertices == 0 {
+            return Err(Error::InvalidConfig(
+                "a CSR table needs at least one vertex".into(),
+            ));
+        }
+        method.validate()?;
+        // Host transfers (the table's later lookups from host data) go through the runtime's one stager.
+        let stager = shared_stager(client)?;
+        let seed = family.seeds[0];
+        let mix = seed_mix(seed);
+        let vn = vertices as usize;
+        let (out_keys, out_values) = (
+            client.empty(n.max(1) * size_of::<K::Word>()),
+            client.empty(n.max(1) * size_of::<V>()),
+        );
+        let offsets = match method {
+            // v2's bin arithmetic is 32-bit: a hash range within one bin of 2^32 takes v1.
+            CsrBuild::V2 { bin_vertices } if vertices <= u32::MAX - bin_vertices => {
+                let offsets = client.empty((vn + 1) * 4);
+                build_v2::<R, K, V>(
+                    client,
+                    kh,
+                    vh,
+                    n,
+                    &offsets,
+                    &out_keys,
+                    &out_values,
+                    vertices,
+                    seed,
+                    mix,
+                    bin_vertices,
+                );
+                offsets
+            }
+            _ => build_v1::<R, K, V>(
+                client,
+                kh,
+                vh,
+                n,
+                &out_keys,
+                &out_values,
+                vertices,
+                seed,
+                mix,
+            ),
+        };
+        // The build returns a finished table, as the CPU one does: a device error surfaces here, and a caller
+        // timing the build times the work, not its queueing.
+        cubecl::future::block_on(client.sync())
+            .map_err(|e| Error::Device(format!("CSR build: {e:?}")))?;
+        Ok(Self {
+            _pairs: std::marker::PhantomData,
+            client: client.clone(),
+            stager,
+            vertices,
+            seed,
+            mix,
+            n,
+            tile: 1,
+            offsets,
+            keys: out_keys,
+            values: out_values,
+        })
+    }
+
+    /// This table with lookups run by tiles of `tile` lanes per query (0: automatic; a power of two up to 32,
+    /// at most the device's plane size: wider requests run as wide as the plane).
+    pub fn with_lookup_tile(mut self, tile: u32) -> Result<Self> {
+        self.tile = lookup_tile(&self.client, tile)?;
+        Ok(self)
+    }
+
+    /// Lanes per query in this table's lookups.
+    pub fn tile(&self) -> u32 {
+        self.tile
+    }
+
+    /// Number of pairs stored.
+    pub fn len(&self) -> usize {
+        self.n
+    }
+
+    /// `true` when no pair is stored.
+    pub fn is_empty(&self) -> bool {
+        self.n == 0
+    }
+
+    /// The client the table lives on.
+    pub fn client(&self) -> &ComputeClient<R> {
+        &self.client
+    }
+
+    /// Copies the first `dst.len()` elements of device buffer `src` into `dst`, after the queued kernels.
+    pub(crate) fn download<E: Element>(&self, src: &Handle, dst: &mut [E]) -> Result<()> {
+        if dst.is_empty() {
+            return Ok(());
+        }
+        R::download(&self.client, &self.stager, src, bytes_of_mut(dst))
+    }
+
+    /// Queues the lookup kernel over `q` queries (`mode`: what it writes; `starts` and the outputs are only
+    /// read or written by the modes that use them).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn lookup(
+        &self,
+        queries: &Handle,
+        q: usize,
+        mode: LookupMode,
+        out_counts: &Handle,
+        starts: &Handle,
+        out: &Handle,
+        out_index: &Handle,
+        out_len: usize,
+    ) {
+        let gather = mode != LookupMode::Count;
+        let tile = self.tile as usize;
+        // SAFETY: indices are bounded by `q`, the table's offsets (`vertices + 1`, each at most `n`) and, when
+        // gathering, by `starts` (an exclusive scan of this table's counts for the same queries: `<= out_len`).
+        unsafe {
+            csr_lookup_kernel::launch_unchecked::<K, V, R>(
+                &self.client,
+                cube_count(q * tile),
+                CubeDim::new_1d(CUBE_SIZE),
+                ArrayArg::from_raw_parts(queries.clone(), q),
+                ArrayArg::from_raw_parts(self.offsets.clone(), self.vertices as usize + 1),
+                ArrayArg::from_raw_parts(self.keys.clone(), self.n.max(1)),
+                ArrayArg::from_raw_parts(self.values.clone(), self.n.max(1)),
+                ArrayArg::from_raw_parts(out_counts.clone(), if gather { 1 } else { q }),
+                ArrayArg::from_raw_parts(starts.clone(), if gather { q + 1 } else { 1 }),
+                ArrayArg::from_raw_parts(out.clone(), out_len.max(1)),
+                ArrayArg::from_raw_parts(
+                    out_index.clone(),
+                    if mode == LookupMode::Pairs {
+                        out_len.max(1)
+                    } else {
+                        1
+                    },
+                ),
+                self.vertices,
+                self.seed,
+                self.mix,
+                self.tile,
+                mode_word(mode),
+            )
+        }
+    }
+
+    /// The queries' match counts, on the device (`q` words), queued.
+    pub(crate) fn counts_of(&self, queries: &Handle, q: usize) -> Handle {
+        let counts = self.client.empty(q.max(1) * 4);
+        // Distinct stand-ins: wgpu mis-binds a buffer bound twice in one launch.
+        let (no_starts, no_out, no_index) = (
+            self.client.empty(4),
+            self.client.empty(size_of::<V>()),
+            self.client.empty(4),
+        );
+        self.lookup(
+            queries,
+            q,
+            LookupMode::Count,
+            &counts,
+            &no_starts,
+            &no_out,
+            &no_index,
+            1,
+        );
+        counts
+    }
+
+    /// How many values each query key has.
+    pub fn count(&self, queries: &[K::Word]) -> Result<Vec<u32>> {
+        if queries.is_empty() {
+            return Ok(Vec::new());
+        }
+        let qh = upload(&self.client, &self.stager, queries)?;
+        let counts = self.counts_of(&qh, queries.len());
+        let mut out = vec![0u32; queries.len()];
+        self.download(&counts, &mut out)?;
+        Ok(out)
+    }
+
+    /// Every value of each query key: counts, an exclusive scan of them, then a gather pass.
+    pub fn find_all(&self, queries: &[K::Word]) -> Result<FindAll<V>> {
+        let q = queries.len();
+        if q == 0 {
+            return Ok(FindAll {
+                offsets: vec![0],
+                values: Vec::new(),
+            });
+        }
+        let qh = upload(&self.client, &self.stager, queries)?;
+        let (starts, total) = self.find_all_plan(&qh, q)?;
+        let out = self.client.empty(total.max(1) * size_of::<V>());
+        self.gather_into(&qh, q, &starts, &out, total);
+        let mut starts_host = vec![0u32; q + 1];
+        self.download(&starts, &mut starts_host)?;
+        let mut values = vec![V::default(); total];
+        self.download(&out, &mut values)?;
+        // Widened in parallel: at 2^25 queries a serial pass first-touches 256 MB of fresh pages on one core.
+        use rayon::prelude::*;
+        Ok(FindAll {
+            offsets: starts_host.par_iter().map(|&s| s as usize).collect(),
+            values,
+        })
+    }
+
+    /// The second half of a `find_all` on device queries, queued: the matching values of query `i` go to
+    /// `out[starts[i]..starts[i + 1]]` (`starts`, `total`: from [`GpuCsr::find_all_plan`] for the same queries).
+    pub fn gather_into(
+        &self,
+        queries: &Handle,
+        q: usize,
+        starts: &Handle,
+        out: &Handle,
+        total: usize,
+    ) {
+        let (no_counts, no_index) = (self.client.empty(4), self.client.empty(4));
+        self.lookup(
+            queries,
+            q,
+            LookupMode::Values,
+            &no_counts,
+            starts,
+            out,
+            &no_index,
+            total,
+        );
+    }
+
+    /// The first half of a `find_all` on device queries: the exclusive scan of their counts (`q + 1` words)
+    /// and the number of values, checked to fit 32-bit offsets.
+    pub fn find_all_plan(&self, queries: &Handle, q: usize) -> Result<(Handle, usize)> {
+        let counts = self.counts_of(queries, q);
+        let total = checked_total(&self.client, &counts, q, "find_all")?;
+        Ok((exclusive_scan(&self.client, &counts, q), total))
+    }
+}
+
+/// The sum of `n` device counts, as a `usize`, or a typed error when 32-bit offsets cannot address it.
+pub(crate) fn checked_total<R: Runtime>(
+    client: &ComputeClient<R>,
+    counts: &Handle,
+    n: usize,
+    what: &str,
+) -> Result<usize> {
+    let total = total_u64(client, counts, n);
+    if total > u32::MAX as u64 {
+        return Err(Error::InvalidConfig(format!(
+            "{what} yields {total} results; device CSR offsets are 32-bit (at most 2^32 - 1): split the queries"
+        )));
+    }
+    Ok(total as usize)
+}
+
+/// Where a scatter pass puts each pair: the arrays it writes and whether 32-bit pairs go as one packed word.
+struct ScatterTo<'a> {
+    keys: &'a Handle,
+    values: &'a Handle,
+    pairs: &'a Handle,
+    packed: bool,
+}
+
+/// The pass both builds share, queued: counts the keys per group of `2^shift` consecutive vertices (a bin; one
+/// vertex in v1), scans the counts into `groups + 1` offsets, and moves every pair to its group's next slot of
+/// `to` (an atomic cursor per group). Returns the offsets.
+#[allow(clippy::too_many_arguments)]
+fn count_scan_scatter<R: Runtime, K: CsrKey, V: CsrValue>(
+    client: &ComputeClient<R>,
+    kh: &Handle,
+    vh: &Handle,
+    n: usize,
+    to: ScatterTo<'_>,
+    groups: usize,
+    vertices: u32,
+    seed: u32,
+    mix: u32,
+    shift: u32,
+) -> Handle {
+    let counts = client.empty(groups * 4);
+    fill_u32(client, &counts, groups, 0);
+    if n > 0 {
+        // SAFETY: indices are bounded by `n` and by `groups` (a vertex is < vertices, so its group < groups).
+        unsafe {
+            csr_bin_count_kernel::launch_unchecked::<K, R>(
+                client,
+                cube_count(n),
+                CubeDim::new_1d(CUBE_SIZE),
+                ArrayArg::from_raw_parts(kh.clone(), n),
+                ArrayArg::from_raw_parts(counts.clone(), groups),
+                vertices,
+                seed,
+                mix,
+                shift,
+            )
+        }
+    }
+    let offsets = exclusive_scan(client, &counts, groups);
+    if n > 0 {
+        // The counts buffer becomes the cursor.
+        fill_u32(client, &counts, groups, 0);
+        let len = |used: bool| if used { n } else { 1 };
+        // SAFETY: as above; `offsets[g] + cursor[g] < offsets[g + 1] <= n`.
+        unsafe {
+            csr_bin_scatter_kernel::launch_unchecked::<K, V, R>(
+                client,
+                cube_count(n.div_ceil(build::SCATTER_PER_UNIT)),
+                CubeDim::new_1d(CUBE_SIZE),
+                ArrayArg::from_raw_parts(kh.clone(), n),
+                ArrayArg::from_raw_parts(vh.clone(), n),
+                ArrayArg::from_raw_parts(offsets.clone(), groups + 1),
+                ArrayArg::from_raw_parts(counts, groups),
+                ArrayArg::from_raw_parts(to.keys.clone(), len(!to.packed)),
+                ArrayArg::from_raw_parts(to.values.clone(), len(!to.packed)),
+                ArrayArg::from_raw_parts(to.pairs.clone(), len(to.packed)),
+                vertices,
+                seed,
+                mix,
+                shift,
+                to.packed,
+            )
+        }
+    }
+    offsets
+}
+
+/// The v1 build, queued: count per vertex, scan, place with an atomic cursor per vertex (the shared pass with
+/// one vertex per group, straight into the table's arrays). Returns the offsets.
+#[allow(clippy::too_many_arguments)]
+fn build_v1<R: Runtime, K: CsrKey, V: CsrValue>(
+    client: &ComputeClient<R>,
+    kh: &Handle,
+    vh: &Handle,
+    n: usize,
+    out_keys: &Handle,
+    out_values: &Handle,
+    vertices: u32,
+    seed: u32,
+    mix: u32,
+) -> Handle {
+    let to = ScatterTo {
+        keys: out_keys,
+        values: out_values,
+        pairs: &client.empty(8),
+        packed: false,
+    };
+    count_scan_scatter::<R, K, V>(
+        client,
+        kh,
+        vh,
+        n,
+        to,
+        vertices as usize,
+        vertices,
+        seed,
+        mix,
+        0,
+    )
+}
+
+/// The v2 build, queued (`bin_vertices` vertices per bin): the shared pass into a binned copy, then one cube
+/// per bin writes its offsets and places its pairs.
+#[allow(clippy::too_many_arguments)]
+fn build_v2<R: Runtime, K: CsrKey, V: CsrValue>(
+    client: &ComputeClient<R>,
+    kh: &Handle,
+    vh: &Handle,
+    n: usize,
+    offsets: &Handle,
+    out_keys: &Handle,
+    out_values: &Handle,
+    vertices: u32,
+    seed: u32,
+    mix: u32,
+    bin_vertices: u32,
+) {
+    let bins = (vertices as usize).div_ceil(bin_vertices as usize);
+    // 32-bit keys and values travel as one word through the bins.
+    let packed = size_of::<K::Word>() == 4 && size_of::<V>() == 4;
+    let (binned_keys, binned_values, binned_pairs) = if packed {
+        (client.empty(8), client.empty(8), client.empty(n.max(1) * 8))
+    } else {
+        (
+            client.empty(n.max(1) * size_of::<K::Word>()),
+            client.empty(n.max(1) * size_of::<V>()),
+            client.empty(8),
+        )
+    };
+    let to = ScatterTo {
+        keys: &binned_keys,
+        values: &binned_values,
+        pairs: &binned_pairs,
+        packed,
+    };
+    let bin_offsets = count_scan_scatter::<R, K, V>(
+        client,
+        kh,
+        vh,
+        n,
+        to,
+        bins,
+        vertices,
+        seed,
+        mix,
+        bin_vertices.trailing_zeros(),
+    );
+    let len = |used: bool| if used { n.max(1) } else { 1 };
+    // SAFETY: one cube per bin; a bin's keys lie in `bin_offsets[b]..bin_offsets[b + 1]` and hash into its
+    // `bin_vertices` vertices (the shared counters), and its outputs into the same range of the outputs.
+    unsafe {
+        csr_bin_place_kernel::launch_unchecked::<K, V, R>(
+            client,
+            cube_count(bins * CUBE_SIZE as usize),
+            CubeDim::new_1d(CUBE_SIZE),
+            ArrayArg::from_raw_parts(binned_keys, len(!packed)),
+            ArrayArg::from_raw_parts(binned_values, len(!packed)),
+            ArrayArg::from_raw_parts(binned_pairs, len(packed)),
+            ArrayArg::from_raw_parts(bin_offsets, bins + 1),
+            ArrayArg::from_raw_parts(offsets.clone(), vertices as usize + 1),
+            ArrayArg::from_raw_parts(out_keys.clone(), n.max(1)),
+            ArrayArg::from_raw_parts(out_values.clone(), n.max(1)),
+            vertices,
+            seed,
+            mix,
+            bin_vertices,
+            packed,
+        )
+    }
+}
+
+impl<R: HostTransfer, K: CsrKey, V: CsrValue> GpuCsr<R, K, V> {
+    /// The stored pairs, read back: by vertex, in an unspecified order within one (atomic placement).
+    pub fn pairs(&self) -> Result<Vec<(K::Word, V)>> {
+        if self.n == 0 {
+            return Ok(Vec::new());
+        }
+        let mut keys = vec![K::Word::default(); self.n];
+        self.download(&self.keys, &mut keys)?;
+        let mut values = vec![V::default(); self.n];
+        self.download(&self.values, &mut values)?;
+        Ok(keys.into_iter().zip(values).collect())
+    }
+}
+
+/// A device CSR table of the caller's `K -> V` pairs behind one runtime-free interface: what `CsrTable` holds for
+/// a GPU backend. The table has the caller's widths, so keys and values cross as they are (`same_words`: no
+/// copy, as `Engine` does for hash tables).
+pub trait DeviceCsr<K: Key, V: Value>: Send + Sync {
+    /// [`GpuCsr::count`].
+    fn count(&self, queries: &[K]) -> Result<Vec<u32>>;
+    /// [`GpuCsr::find_all`].
+    fn find_all(&self, queries: &[K]) -> Result<FindAll<V>>;
+    /// [`GpuCsr::pairs`].
+    fn pairs(&self) -> Result<Vec<(K, V)>>;
+}
+
+/// `s` as the device table's words (the table was built for the caller's widths).
+fn words<E: Element, W: Element>(s: &[E]) -> &[W] {
+    same_words(s).expect("a device CSR table has its caller's key and value widths")
+}
+
+impl<R: HostTransfer, CK: CsrKey, CV: CsrValue, K: Key, V: Value> DeviceCsr<K, V>
+    for GpuCsr<R, CK, CV>
+{
+    fn count(&self, queries: &[K]) -> Result<Vec<u32>> {
+        GpuCsr::count(self, words(queries))
+    }
+    fn find_all(&self, queries: &[K]) -> Result<FindAll<V>> {
+        let FindAll { offsets, values } = GpuCsr::find_all(self, words(queries))?;
+        Ok(FindAll {
+            offsets,
+            values: same_words_vec(values)
+                .expect("a device CSR table has its caller's value width"),
+        })
+    }
+    fn pairs(&self) -> Result<Vec<(K, V)>> {
+        // Pairs are read back as two arrays and zipped anyway: one pass converts them.
+        Ok(GpuCsr::pairs(self)?
+            .into_iter()
+            .map(|(k, v)| (K::narrow(k.widen()), V::narrow(v.widen())))
+            .collect())
+    }
+}
+
+/// Builds a device CSR table of the caller's `K -> V` pairs on `backend`, which the caller has checked is
+/// available and not the CPU.
+pub(crate) fn device_csr<K: Key, V: Value>(
+    backend: crate::select::Backend,
+    p: DeviceCsrParams,
+    keys: &[K],
+    values: &[V],
+) -> Result<std::sync::Arc<dyn DeviceCsr<K, V>>> {
+    struct Build<'a, K, V> {
+        p: DeviceCsrParams,
+        keys: &'a [K],
+        values: &'a [V],
+    }
+    impl<K: Key, V: Value> OnRuntime for Build<'_, K, V> {
+        type Out = std::sync::Arc<dyn DeviceCsr<K, V>>;
+        fn run<R: HostTransfer>(self, client: ComputeClient<R>) -> Result<Self::Out> {
+            fn build<R: HostTransfer, CK: CsrKey, CV: CsrValue, K: Key, V: Value>(
+                c: &ComputeClient<R>,
+                p: DeviceCsrParams,
+                keys: &[K],
+                values: &[V],
+            ) -> Result<std::sync::Arc<dyn DeviceCsr<K, V>>> {
+                let t = GpuCsr::<R, CK, CV>::build(
+                    c,
+                    &p.family,
+                    p.vertices,
+                    words(keys),
+                    words(values),
+                    p.build,
+                )?
+                .with_lookup_tile(p.lookup_tile)?;
+                Ok(std::sync::Arc::new(t))
+            }
+            let (p, keys, values) = (self.p, self.keys, self.values);
+            match (K::BITS, V::BITS) {
+                (32, 32) => build::<R, Key32, u32, K, V>(&client, p, keys, values),
+                (32, _) => build::<R, Key32, u64, K, V>(&client, p, keys, values),
+                (_, 32) => build::<R, Key64, u32, K, V>(&client, p, keys, values),
+                _ => build::<R, Key64, u64, K, V>(&client, p, keys, values),
+            }
+        }
+    }
+    on_backend(backend, Build { p, keys, values })
+}

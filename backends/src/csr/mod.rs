@@ -1,0 +1,271 @@
+//! Static CSR hash tables (HashGraph, `../shared/papers/hashgraph-csr-hash-tables.txt`): the hash values are the
+//! vertices of a graph in compressed-sparse-row form. A build **counts** the keys that hash to each vertex,
+//! **prefix-sums** the counts into offsets, and **places** every pair in its vertex's contiguous range. There are
+//! no empty slots (so no sentinel key: every bit pattern is a key), no probing past a key's own range, and
+//! duplicate keys cost nothing extra: the table is a multimap.
+//!
+//! The number of vertices (the hash range) is the load knob; the paper uses N/2 .. 2N for N keys.
+//!
+//! Backends: the CPU build (also the GPU one's oracle) places pairs in input order within a vertex (a parallel
+//! sort by `(vertex, position)`), so its layout is deterministic; the device build (`gpu::csr::GpuCsr`, 32- and
+//! 64-bit keys and values; [`CsrBuild`]: the paper's v1 or binned v2) places with atomics. The order of a key's
+//! values in [`CsrTable::find_all`] is therefore **unspecified** in the API; compare them as multisets. `Auto`
+//! picks a GPU when one is there (as `HashTable` does) and the CPU otherwise; joins run where tables do.
+//!
+//! ```
+//! use hashtile_backends::csr::{CsrConfig, CsrTable, JoinMethod, CsrJoin};
+//!
+//! let keys = [7u32, 3, 7, 9, 7];
+//! let values = [70u32, 30, 71, 90, 72];
+//! let t = CsrTable::build(&CsrConfig::default(), &keys, &values)?;
+//! assert_eq!(t.count(&[7, 3, 5])?, vec![3, 1, 0]);
+//! let all = t.find_all(&[7, 5])?;
+//! assert_eq!(all.offsets, vec![0, 3, 3]);
+//! let mut sevens = all.values.clone();
+//! sevens.sort();
+//! assert_eq!(sevens, vec![70, 71, 72]);
+//!
+//! // A hash join: the matching (left index, right index) pairs; the size comes first.
+//! let join = CsrJoin::plan(&CsrConfig::default(), &keys, &[9u32, 7], JoinMethod::Probe)?;
+//! assert_eq!(join.len(), 4);
+//! let (mut left, mut right) = (vec![0u32; join.len()], vec![0u32; join.len()]);
+//! join.write_into(&mut left, &mut right)?;
+//! let mut pairs: Vec<(u32, u32)> = left.into_iter().zip(right).collect();
+//! pairs.sort();
+//! assert_eq!(pairs, vec![(0, 1), (2, 1), (3, 0), (4, 1)]);
+//! # Ok::<(), hashtile_core::Error>(())
+//! ```
+
+pub mod config;
+pub mod cpu;
+pub mod gpu;
+
+use crate::results::FindAll;
+pub use config::{CsrBuild, CsrConfig, DeviceCsrParams, JoinMethod, check_lookup_tile};
+use cpu::{HostCsr, HostJoin, intersect_vertex};
+
+use crate::csr::gpu::DeviceCsr;
+use crate::csr::gpu::join::DeviceJoin;
+use crate::select::Backend;
+use hashtile_core::{Error, HashFamily, Key, Result, Value};
+use rayon::prelude::*;
+use std::sync::Arc;
+
+/// A static CSR hash table (multimap) of `K -> V` pairs, on the CPU or a GPU ([`CsrConfig::backend`]).
+#[derive(Clone)]
+pub struct CsrTable<K: Key, V: Value> {
+    vertices: u32,
+    len: usize,
+    store: Store<K, V>,
+}
+
+/// Where a table's pairs live.
+#[derive(Clone)]
+enum Store<K: Key, V: Value> {
+    Host(HostCsr<K, V>),
+    /// A device table of the same widths.
+    Device(Backend, Arc<dyn DeviceCsr<K, V>>),
+}
+
+impl<K: Key, V: Value> std::fmt::Debug for CsrTable<K, V> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CsrTable")
+            .field("backend", &self.backend())
+            .field("vertices", &self.vertices)
+            .field("len", &self.len)
+            .finish()
+    }
+}
+
+impl<K: Key, V: Value> CsrTable<K, V> {
+    /// Builds the table of `(keys[i], values[i])`: count, prefix sum, place. Duplicate keys are all kept.
+    pub fn build(cfg: &CsrConfig, keys: &[K], values: &[V]) -> Result<Self> {
+        if keys.len() != values.len() {
+            return Err(Error::LengthMismatch {
+                what: "values",
+                got: values.len(),
+                expected: keys.len(),
+            });
+        }
+        let vertices = cfg.vertices_for(keys.len())?;
+        cfg.check_knobs()?;
+        let family = HashFamily::new(cfg.seed);
+        let store = match cfg.backend_for()? {
+            Backend::Cpu => Store::Host(HostCsr::build(family, vertices, keys, values)),
+            b => Store::Device(
+                b,
+                crate::csr::gpu::device_csr(b, cfg.device_params(family, vertices)?, keys, values)?,
+            ),
+        };
+        Ok(Self {
+            vertices,
+            len: keys.len(),
+            store,
+        })
+    }
+
+    /// Number of vertices (the hash range).
+    pub fn vertices(&self) -> u32 {
+        self.vertices
+    }
+
+    /// Number of pairs stored.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// `true` when no pair is stored.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The backend the table lives on.
+    pub fn backend(&self) -> Backend {
+        match &self.store {
+            Store::Host(_) => Backend::Cpu,
+            Store::Device(b, _) => *b,
+        }
+    }
+
+    /// How many values each query key has (0 when absent).
+    pub fn count(&self, queries: &[K]) -> Result<Vec<u32>> {
+        match &self.store {
+            Store::Host(h) => Ok(h.count(queries)),
+            Store::Device(_, d) => d.count(queries),
+        }
+    }
+
+    /// Every value of each query key (multimap semantics; the order of one key's values is unspecified).
+    pub fn find_all(&self, queries: &[K]) -> Result<FindAll<V>> {
+        match &self.store {
+            Store::Host(h) => Ok(h.find_all(queries)),
+            Store::Device(_, d) => d.find_all(queries),
+        }
+    }
+
+    /// The stored pairs (CPU: in placement order, vertex by vertex; GPU: by vertex, in an unspecified order
+    /// within one).
+    pub fn pairs(&self) -> Result<Vec<(K, V)>> {
+        match &self.store {
+            Store::Host(h) => Ok(h.pairs()),
+            Store::Device(_, d) => d.pairs(),
+        }
+    }
+}
+
+/// A hash join of two key columns: every `(i, j)` with `left[i] == right[j]`. [`CsrJoin::plan`] builds the
+/// tables and counts the matches, so that the caller can allocate the output ([`CsrJoin::len`]) before
+/// [`CsrJoin::write_into`] fills it. The order of the pairs is unspecified. The join runs where
+/// [`CsrConfig::backend`] resolves to (`Auto`: a GPU when one is there).
+#[derive(Clone)]
+pub struct CsrJoin<K: Key> {
+    store: JoinStore<K>,
+    /// Number of matching pairs.
+    pairs: usize,
+}
+
+/// Where a planned join lives.
+#[derive(Clone)]
+enum JoinStore<K: Key> {
+    Host(Box<HostJoin<K>>),
+    Device(Backend, Arc<dyn DeviceJoin>),
+}
+
+impl<K: Key> std::fmt::Debug for CsrJoin<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CsrJoin")
+            .field("backend", &self.backend())
+            .field("pairs", &self.pairs)
+            .finish()
+    }
+}
+
+impl<K: Key> CsrJoin<K> {
+    /// Builds what `method` needs for `left` and `right` and counts the matching pairs.
+    pub fn plan(cfg: &CsrConfig, left: &[K], right: &[K], method: JoinMethod) -> Result<Self> {
+        if left.len() > u32::MAX as usize || right.len() > u32::MAX as usize {
+            return Err(Error::InvalidConfig(
+                "join positions are 32-bit: each side holds at most 2^32 - 1 keys".into(),
+            ));
+        }
+        // Both sides share one hash range (sized by the larger side) so that `Intersect` can pair vertices.
+        let vertices = cfg.vertices_for(left.len().max(right.len()))?;
+        cfg.check_knobs()?;
+        let family = HashFamily::new(cfg.seed);
+        let backend = cfg.backend_for()?;
+        if backend != Backend::Cpu {
+            let params = cfg.device_params(family, vertices)?;
+            let d = crate::csr::gpu::join::device_join(backend, params, left, right, method)?;
+            return Ok(Self {
+                pairs: d.len(),
+                store: JoinStore::Device(backend, d),
+            });
+        }
+        let positions = |n: usize| (0..n as u32).collect::<Vec<u32>>();
+        let left_table = HostCsr::build(family, vertices, left, &positions(left.len()));
+        let (probe, right_table, pairs) = match method {
+            JoinMethod::Probe => {
+                let pairs = right
+                    .par_iter()
+                    .map(|&k| left_table.matches(k).count())
+                    .sum();
+                (right.to_vec(), None, pairs)
+            }
+            JoinMethod::Intersect => {
+                let r = HostCsr::build(family, vertices, right, &positions(right.len()));
+                let pairs = (0..vertices as usize)
+                    .into_par_iter()
+                    .map(|v| intersect_vertex(&left_table, &r, v).count())
+                    .sum();
+                (Vec::new(), Some(r), pairs)
+            }
+        };
+        Ok(Self {
+            store: JoinStore::Host(Box::new(HostJoin {
+                left: left_table,
+                probe,
+                right: right_table,
+            })),
+            pairs,
+        })
+    }
+
+    /// Number of matching pairs.
+    pub fn len(&self) -> usize {
+        self.pairs
+    }
+
+    /// `true` when nothing matches.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The backend the join runs on.
+    pub fn backend(&self) -> Backend {
+        match &self.store {
+            JoinStore::Host(_) => Backend::Cpu,
+            JoinStore::Device(b, _) => *b,
+        }
+    }
+
+    /// Writes the matching pairs: `left_out[k]` and `right_out[k]` are the positions of pair `k` in the left
+    /// and right columns. Both slices must hold exactly [`CsrJoin::len`] entries.
+    pub fn write_into(&self, left_out: &mut [u32], right_out: &mut [u32]) -> Result<()> {
+        for (what, got) in [("left_out", left_out.len()), ("right_out", right_out.len())] {
+            if got != self.len() {
+                return Err(Error::LengthMismatch {
+                    what,
+                    got,
+                    expected: self.len(),
+                });
+            }
+        }
+        match &self.store {
+            JoinStore::Host(h) => {
+                h.write_into(left_out, right_out);
+                Ok(())
+            }
+            JoinStore::Device(_, d) => d.write_into(left_out, right_out),
+        }
+    }
+}

@@ -1,0 +1,342 @@
+//! Slot frames: the slots of many tables of one shape in one device allocation, so that one kernel launch
+//! serves them all. A paged table's children live in frames while resident (`crate::paged`), and a find over
+//! every child is then one launch per copy chunk, as a plain table's is ([`framed_find_kernel`]): each key's
+//! child comes from the route directory, and the child's seeds and first bucket from its descriptor
+//! ([`FRAME_DESC_WORDS`] words). An upsert is one classify and one insert launch per copy chunk
+//! ([`framed_classify_kernel`], [`framed_insert_kernel`]: the plain kernels' bodies with the child carried per
+//! key). Without frames a routed find partitions the batch, launches each child's find on its part after the
+//! copy and gathers the answers, and an upsert launches each child's classify and insert on its part
+//! (`crate::paged::gpu::routing`).
+//!
+//! A frame is `stride` slots: a table's slots rounded up to 256 bytes (a child's sub-range must be a valid
+//! buffer binding: Vulkan's offset alignment) and to a whole bucket. Tables hold sub-ranges of the frames'
+//! buffers (`Handle::offset_start`), so their own kernels run on them unchanged, and the buffers live while
+//! any table holds a frame.
+
+use crate::device::find::tile_find_core;
+use crate::device::layout::KeyLayout;
+use crate::device::meta::{FRAME_DESC_WORDS, ShapeScalars, meta_of};
+use crate::paged::gpu::routing::route_child;
+use crate::runtime::launch::{CUBE_SIZE, cube_count};
+use crate::runtime::transfer::HostTransfer;
+use crate::table::engine::SlotFrames;
+use crate::table::gpu::kernels::{insert_core, select, store_found_bits};
+use crate::table::gpu::upsert::classify_core;
+use crate::table::gpu::{GpuTable, host_path};
+use cubecl::prelude::*;
+use cubecl::server::Handle;
+use hashtile_core::Result;
+use hashtile_core::scheme::ProbingScheme;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Copies `src` into `dst` (moving a table into a frame, or a Vulkan page-in's upload into its frame).
+#[cube(launch_unchecked)]
+pub fn copy_words_kernel(src: &Array<u64>, dst: &mut Array<u64>) {
+    if ABSOLUTE_POS < src.len() {
+        dst[ABSOLUTE_POS] = src[ABSOLUTE_POS];
+    }
+}
+
+/// Finds `keys` in the tables of a frame allocation (`table`, `table_values`): each key in its child's table
+/// (`route_child` of the directory `entries`, `seed`, `depth`), whose descriptor is that child's in `frames`;
+/// `shape` gives the bucket count and scheme parameters all children share. `out[i]` = the value or all ones;
+/// with `with_bits`, presence bits as the find kernel's `found_mode::BITS`.
+#[allow(clippy::too_many_arguments)]
+#[cube(launch_unchecked)]
+pub fn framed_find_kernel<S: ProbingScheme, L: KeyLayout>(
+    keys: &Array<L::Key>,
+    table: &Array<u64>,
+    table_values: &Array<u64>,
+    out: &mut Array<L::Value>,
+    found_bits: &Array<Atomic<u32>>,
+    frames: &Array<u32>,
+    entries: &Array<u32>,
+    shape: &ShapeScalars,
+    seed: u64,
+    depth: u32,
+    #[comptime] bucket_size: u32,
+    #[comptime] tile_width: u32,
+    #[comptime] with_bits: bool,
+) {
+    let meta = meta_of(shape);
+    let pos = ABSOLUTE_POS;
+    let active = pos < keys.len();
+    let mut key = L::Key::new(0);
+    let mut child = 0u32;
+    if active {
+        key = keys[pos];
+        child = route_child::<L>(key, entries, seed, depth);
+    }
+    let r = tile_find_core::<S, L>(
+        table,
+        table_values,
+        meta,
+        key,
+        active,
+        frames,
+        child,
+        bucket_size,
+        tile_width,
+        false,
+        false,
+        true,
+    );
+    if active {
+        let mut v = L::Value::max_value();
+        if r.found == 1u32 {
+            v = r.value;
+        }
+        out[pos] = v;
+    }
+    if comptime!(with_bits) {
+        store_found_bits(found_bits, active && r.found == 1u32, pos);
+    }
+}
+
+/// The child of the key at `pos` under the route directory (0 past the keys: such a lane is idle).
+#[cube]
+fn child_at<L: KeyLayout>(
+    keys: &Array<L::Key>,
+    entries: &Array<u32>,
+    seed: u64,
+    depth: u32,
+) -> u32 {
+    let mut child = 0u32;
+    if ABSOLUTE_POS < keys.len() {
+        child = route_child::<L>(keys[ABSOLUTE_POS], entries, seed, depth);
+    }
+    child
+}
+
+/// The classify pass of a framed upsert (`crate::table::gpu::upsert::classify_kernel` over the tables of a frame
+/// allocation): each kept key (`mask` [`crate::table::gpu::upsert::MASK_NEW`]) already stored in its child's table is
+/// marked [`crate::table::gpu::upsert::MASK_UPDATE`] and its value written in place. Children and descriptors as in
+/// [`framed_find_kernel`].
+#[allow(clippy::too_many_arguments)]
+#[cube(launch_unchecked)]
+pub fn framed_classify_kernel<S: ProbingScheme, L: KeyLayout>(
+    keys: &Array<L::Key>,
+    values: &Array<L::Value>,
+    table: &mut Array<u64>,
+    table_values: &mut Array<u64>,
+    mask: &mut Array<u32>,
+    frames: &Array<u32>,
+    entries: &Array<u32>,
+    shape: &ShapeScalars,
+    seed: u64,
+    depth: u32,
+    #[comptime] bucket_size: u32,
+    #[comptime] tile_width: u32,
+) {
+    let child = child_at::<L>(keys, entries, seed, depth);
+    classify_core::<S, L>(
+        keys,
+        values,
+        table,
+        table_values,
+        mask,
+        meta_of(shape),
+        frames,
+        child,
+        bucket_size,
+        tile_width,
+        true,
+        true,
+    );
+}
+
+/// The new-key pass of a framed upsert (`crate::table::gpu::kernels::insert_kernel`, mask mode, over the tables of a frame
+/// allocation): each key whose `mask` is `mode` goes into its child's table without the duplicate check.
+/// Counters and failures are the launch's, not a child's: `failed` receives the pairs given up on (their child
+/// is the route's), `counters` the new keys of every child together.
+#[allow(clippy::too_many_arguments)]
+#[cube(launch_unchecked)]
+pub fn framed_insert_kernel<S: ProbingScheme, L: KeyLayout>(
+    keys: &Array<L::Key>,
+    values: &Array<L::Value>,
+    mask: &Array<u32>,
+    mode: u32,
+    table: &Array<Atomic<u64>>,
+    table_plain: &Array<u64>,
+    table_values: &mut Array<u64>,
+    failed: &mut Array<u64>,
+    counters: &Array<Atomic<u32>>,
+    frames: &Array<u32>,
+    entries: &Array<u32>,
+    shape: &ShapeScalars,
+    seed: u64,
+    depth: u32,
+    #[comptime] bucket_size: u32,
+    #[comptime] tile_width: u32,
+    #[comptime] use_cas: bool,
+    #[comptime] plain_reads: bool,
+) {
+    let child = child_at::<L>(keys, entries, seed, depth);
+    insert_core::<S, L>(
+        keys,
+        values,
+        mask,
+        mode,
+        table,
+        table_plain,
+        table_values,
+        failed,
+        counters,
+        meta_of(shape),
+        frames,
+        child,
+        bucket_size,
+        tile_width,
+        use_cas,
+        plain_reads,
+        false,
+        select::MASK,
+        true,
+    );
+}
+
+/// Slots per frame for tables of `slots` slots in buckets of `bucket_size`.
+pub(crate) fn stride_of(slots: usize, bucket_size: u32) -> usize {
+    let b = bucket_size as usize;
+    let align = 32 * b / gcd(32, b);
+    slots.max(1).next_multiple_of(align)
+}
+
+fn gcd(a: usize, b: usize) -> usize {
+    if b == 0 { a } else { gcd(b, a % b) }
+}
+
+/// Queues a copy of `n` words from `src` to `dst`.
+pub(crate) fn copy_words<R: Runtime>(
+    client: &ComputeClient<R>,
+    src: &Handle,
+    dst: &Handle,
+    n: usize,
+) {
+    if n == 0 {
+        return;
+    }
+    // SAFETY: the kernel guards its index against the source's length; `dst` has at least `n` words.
+    unsafe {
+        copy_words_kernel::launch_unchecked::<R>(
+            client,
+            cube_count(n),
+            CubeDim::new_1d(CUBE_SIZE),
+            ArrayArg::from_raw_parts(src.clone(), n),
+            ArrayArg::from_raw_parts(dst.clone(), n),
+        )
+    }
+}
+
+/// Frame `index` of `all` (words of `stride` slots each), bounded at both ends.
+fn frame_of(all: &Handle, stride: usize, count: usize, index: usize) -> Handle {
+    let bytes = (stride * 8) as u64;
+    all.clone()
+        .offset_start(index as u64 * bytes)
+        .offset_end((count - index - 1) as u64 * bytes)
+}
+
+impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
+    /// See [`crate::table::engine::Engine::new_frames`].
+    pub(crate) fn new_frames(&self, count: usize) -> Result<Option<SlotFrames>> {
+        static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+        let stride = stride_of(self.capacity(), self.bucket_size);
+        // One buffer holds at most the runtime's largest allocation (CUDA: a quarter of the device's memory;
+        // a larger request panics inside CubeCL): fewer frames then, which the caller checks.
+        let largest = self.client.properties().memory.max_page_size as usize;
+        let count = count.max(1).min(largest / (stride * 8));
+        if count == 0 {
+            return Ok(None);
+        }
+        let words = stride * count;
+        let values_len = if L::MOVES_PAIRS { 1 } else { words };
+        let bytes = (words + if L::MOVES_PAIRS { 0 } else { words }) as u64 * 8;
+        if host_path::check_device_memory::<R>(&self.stager, "slot frames", bytes).is_err() {
+            return Ok(None);
+        }
+        Ok(Some(SlotFrames {
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            keys: self.client.empty(words * 8),
+            values: self.client.empty(values_len * 8),
+            values_len,
+            count,
+            stride,
+            shape: self.shape_words(),
+            bucket_size: self.bucket_size,
+            tile_width: self.tile_width,
+        }))
+    }
+
+    /// See [`crate::table::engine::Engine::move_to_frame`].
+    pub(crate) fn move_to_frame(&mut self, frames: &SlotFrames, index: usize) -> Result<()> {
+        self.check_resident()?;
+        self.check_frame(frames, index);
+        let (keys, values) = Self::frame_handles(frames, index);
+        copy_words(&self.client, &self.keys, &keys, self.capacity());
+        self.keys = keys;
+        if let Some(values) = values {
+            copy_words(&self.client, &self.values, &values, self.values_len);
+            self.values = values;
+        }
+        self.frame = Some((frames.id, index));
+        Ok(())
+    }
+
+    /// See [`crate::table::engine::Engine::page_in_frame`].
+    pub(crate) fn page_in_frame(&mut self, frames: &SlotFrames, index: usize) -> Result<u64> {
+        if self.resident {
+            return Ok(0);
+        }
+        self.check_frame(frames, index);
+        let (keys, values) = Self::frame_handles(frames, index);
+        let up = self.upload_image(keys.clone(), values.clone())?;
+        if !R::UPLOADS_INTO_DSTS {
+            // The runtime uploaded into buffers of its own: move them into the frame.
+            copy_words(&self.client, &up[0], &keys, self.capacity());
+            if let Some(vh) = &values {
+                copy_words(&self.client, &up[1], vh, self.values_len);
+            }
+        }
+        self.keys = keys;
+        if let Some(vh) = values {
+            self.values = vh;
+        }
+        self.stash = self.client.empty(self.stash_len * 8 * L::STASH_WORDS);
+        self.resident = true;
+        self.frame = Some((frames.id, index));
+        Ok(self.slot_bytes())
+    }
+
+    /// See [`crate::table::engine::Engine::frame_desc`].
+    pub(crate) fn frame_desc(&self, frames: &SlotFrames) -> Option<[u32; FRAME_DESC_WORDS]> {
+        let (id, index) = self.frame?;
+        // A framed launch reads the slots: a page-in's copy lands first (a failed one leaves the child out of
+        // the frames, and its own find reports the error).
+        if id != frames.id || !self.resident || self.swap_landed().is_err() {
+            return None;
+        }
+        let w = self.shape_words();
+        let base = (index * frames.stride / self.bucket_size as usize) as u32;
+        Some([base, w[1], w[9], w[2], w[10], w[3], w[11], w[4], w[12]])
+    }
+
+    /// Frame `index`'s key words and, where the layout keeps values apart, its value words.
+    fn frame_handles(frames: &SlotFrames, index: usize) -> (Handle, Option<Handle>) {
+        let of = |all| frame_of(all, frames.stride, frames.count, index);
+        (
+            of(&frames.keys),
+            (!L::MOVES_PAIRS).then(|| of(&frames.values)),
+        )
+    }
+
+    /// A frame of `frames` fits this table (same shape; the paged table's invariant).
+    fn check_frame(&self, frames: &SlotFrames, index: usize) {
+        assert!(
+            index < frames.count
+                && frames.stride == stride_of(self.capacity(), self.bucket_size)
+                && frames.bucket_size == self.bucket_size
+                && frames.shape[0] == self.num_buckets,
+            "a frame of another shape"
+        );
+    }
+}

@@ -1,0 +1,91 @@
+//! Launch helpers every family shares: the cube size, launch geometry for `n` threads, and the one fill and
+//! one copy kernel (no family keeps its own).
+
+use cubecl::prelude::*;
+use cubecl::server::Handle;
+
+/// Threads per cube for every kernel.
+pub const CUBE_SIZE: u32 = 256;
+/// Maximum cubes per grid dimension.
+const MAX_CUBES_X: u32 = 65_535;
+
+/// Fills the first `n` words of a `u64` buffer with `value` (queued).
+pub fn fill_u64<R: Runtime>(client: &ComputeClient<R>, h: &Handle, n: usize, value: u64) {
+    // SAFETY: the kernel guards its index against the array length.
+    unsafe {
+        fill_kernel::launch_unchecked::<R>(
+            client,
+            cube_count(n),
+            CubeDim::new_1d(CUBE_SIZE),
+            ArrayArg::from_raw_parts(h.clone(), n),
+            value,
+        )
+    }
+}
+
+/// Fills the first `n` words of a `u32` buffer with `value` (queued).
+pub fn fill_u32<R: Runtime>(client: &ComputeClient<R>, h: &Handle, n: usize, value: u32) {
+    // SAFETY: the kernel guards its index against the array length.
+    unsafe {
+        fill_u32_kernel::launch_unchecked::<R>(
+            client,
+            cube_count(n),
+            CubeDim::new_1d(CUBE_SIZE),
+            ArrayArg::from_raw_parts(h.clone(), n),
+            value,
+        )
+    }
+}
+
+/// Launch geometry for `n` threads: a 2-D grid when one dimension is not enough.
+pub fn cube_count(n: usize) -> CubeCount {
+    let cubes = (n as u64).div_ceil(CUBE_SIZE as u64).max(1);
+    if cubes <= MAX_CUBES_X as u64 {
+        CubeCount::Static(cubes as u32, 1, 1)
+    } else {
+        CubeCount::Static(MAX_CUBES_X, cubes.div_ceil(MAX_CUBES_X as u64) as u32, 1)
+    }
+}
+
+/// Fills `words` with `value` (table initialisation and `clear`).
+#[cube(launch_unchecked)]
+pub fn fill_kernel(words: &mut Array<u64>, value: u64) {
+    if ABSOLUTE_POS < words.len() {
+        words[ABSOLUTE_POS] = value;
+    }
+}
+
+/// Fills `words` with `value` (counter resets).
+#[cube(launch_unchecked)]
+pub fn fill_u32_kernel(words: &mut Array<u32>, value: u32) {
+    if ABSOLUTE_POS < words.len() {
+        words[ABSOLUTE_POS] = value;
+    }
+}
+
+/// `output[i] = input[i]`: the least traffic a scan can move (read every word, write every word), the
+/// ceiling its benchmark is measured against.
+#[cube(launch_unchecked)]
+pub fn copy_kernel(input: &Array<u32>, output: &mut Array<u32>) {
+    let pos = ABSOLUTE_POS;
+    if pos < input.len() {
+        output[pos] = input[pos];
+    }
+}
+
+/// Queues a copy of the first `n` words of `input` into `output` (the scan benchmark's ceiling).
+pub fn copy_u32<R: Runtime>(client: &ComputeClient<R>, input: &Handle, output: &Handle, n: usize) {
+    if n == 0 {
+        return;
+    }
+    // SAFETY: bounded by `n`, the length of both arrays as passed.
+    unsafe {
+        copy_kernel::launch_unchecked::<R>(
+            client,
+            cube_count(n),
+            CubeDim::new_1d(CUBE_SIZE),
+            ArrayArg::from_raw_parts(input.clone(), n),
+            ArrayArg::from_raw_parts(output.clone(), n),
+        )
+    }
+}

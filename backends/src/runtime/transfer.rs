@@ -1,0 +1,879 @@
+//! Host <-> device copies of the host API, per runtime ([`HostTransfer`]).
+//!
+//! CubeCL 0.10 uploads through `create_from_slice`, which copies the data twice on the host and then copies
+//! from pageable memory, and reads back whole buffers into fresh allocations; it has no way to write into an
+//! existing buffer from pinned memory. So on **CUDA** the host path uses cudarc (already in the dependency
+//! tree through cubecl-cuda) on a stream of its own, in CubeCL's context (the device's primary context):
+//!
+//! - pageable data moves through a ring of pinned staging buffers: the host copies piece `k + 1` into a free
+//!   buffer (in parallel) while the copy engine moves piece `k`;
+//! - pinned data (a [`PinnedBuffer`], or any page-locked memory: detected with `cuPointerGetAttribute`) is
+//!   copied directly, at the full bus rate;
+//! - device pointers come from CubeCL's own buffers (`ComputeClient::get_resource`); before a CubeCL kernel
+//!   reads an upload, the host waits for this stream, and before a read-back, for CubeCL's streams;
+//! - a paged table's page-ins leave their copies in flight (`upload_queued`: an event per page-in, waited for
+//!   at the child's first use), and its page-outs into pinned memory run on a second stream of the stager, so
+//!   that a swap's copy-out and the next child's copy-in share the (full-duplex) bus.
+//!
+//! On **Vulkan** (wgpu) the plain CubeCL calls are used (`create_from_slice`, `read_one`): simpler, and the
+//! software and hardware Vulkan targets CI and users run are not bus-bound.
+
+use cubecl::prelude::*;
+use cubecl::server::Handle;
+use hashtile_core::{Error, Result};
+
+/// Moves host slices into new device buffers and device buffers into host slices, for one runtime.
+pub trait HostTransfer: Runtime {
+    /// Per-table transfer state (CUDA: a stream and pinned staging buffers).
+    type Stager: Send + Sync + 'static;
+    /// Makes the transfer state for `client`'s device.
+    fn stager(client: &ComputeClient<Self>) -> Result<Self::Stager>;
+    /// A new device buffer holding `src` (ready for kernels when this returns).
+    fn upload(client: &ComputeClient<Self>, stager: &Self::Stager, src: &[u8]) -> Result<Handle> {
+        let dst = client.empty(src.len().max(4));
+        let mut h = Self::upload_chunked(
+            client,
+            stager,
+            &[src],
+            &[dst],
+            usize::MAX,
+            &mut |_, _, _, _| {},
+        )?;
+        Ok(h.remove(0))
+    }
+    /// Device buffers holding `srcs` (written into `dsts`, one per source and at least as large, where the
+    /// runtime can write into a buffer: CUDA; else new ones), copied one after the other in chunks of `chunk`
+    /// bytes;
+    /// `landed(source, offset, len, buffer)` is called for each chunk once its bytes are on the device (in
+    /// order), so that a kernel over that chunk can be queued while the next chunks are still being copied
+    /// (CUDA: the copy engine and the kernels overlap; later sources' copies overlap earlier sources' kernels).
+    /// `true` when [`HostTransfer::upload_chunked`] copies into the `dsts` it is given (else it returns buffers
+    /// of its own, and a caller that needs the bytes in a given buffer copies them there).
+    const UPLOADS_INTO_DSTS: bool;
+    fn upload_chunked(
+        client: &ComputeClient<Self>,
+        stager: &Self::Stager,
+        srcs: &[&[u8]],
+        dsts: &[Handle],
+        chunk: usize,
+        landed: &mut dyn FnMut(usize, usize, usize, &Handle),
+    ) -> Result<Vec<Handle>>;
+    /// The completion of a copy [`HostTransfer::upload_queued`] left in flight (CUDA: an event recorded after
+    /// it on the stager's stream).
+    type Fence: Send + Sync + 'static;
+    /// Copies `srcs` into `dsts` (whole, one per source) like [`HostTransfer::upload_chunked`], but returns as
+    /// soon as the copies are queued where the runtime can (CUDA, page-locked sources): the buffers may be
+    /// read once [`HostTransfer::wait`] has returned for the fence, and the sources must stay alive and
+    /// unchanged until then (a dropped fence waits too). `None`: the copies are done already.
+    fn upload_queued(
+        client: &ComputeClient<Self>,
+        stager: &Self::Stager,
+        srcs: &[&[u8]],
+        dsts: &[Handle],
+    ) -> Result<(Vec<Handle>, Option<Self::Fence>)>;
+    /// Waits until the copies behind `fence` are done (an error leaves the fence failing: keep it, so that
+    /// every later wait reports it too).
+    fn wait(fence: &mut Self::Fence) -> Result<()>;
+    /// Copies the first `dst.len()` bytes of `src` into `dst`, after all queued kernels.
+    fn download(
+        client: &ComputeClient<Self>,
+        stager: &Self::Stager,
+        src: &Handle,
+        dst: &mut [u8],
+    ) -> Result<()>;
+    /// Host memory the device can copy at the full bus rate (`n` bytes), or `None` when the runtime has none
+    /// (then a [`PinnedBuffer`] falls back to ordinary memory).
+    fn alloc_pinned(stager: &Self::Stager, n: usize) -> Option<PinnedAlloc>;
+    /// Device memory free for new buffers, in bytes, when the runtime can tell.
+    fn free_device_memory(stager: &Self::Stager) -> Option<u64>;
+    /// Measures the bus with plain driver copies of `bytes` bytes (the ceiling the host path is judged
+    /// against), or `None` when the runtime has no such copies.
+    fn copy_ceiling(client: &ComputeClient<Self>, bytes: usize) -> Result<Option<CopyCeiling>>;
+}
+
+/// Plain driver copy rates between host and device, in GB/s (10^9 bytes/s): best of three copies of the same
+/// bytes, from (to) ordinary pageable memory and from (to) pinned memory.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CopyCeiling {
+    /// Bytes per copy.
+    pub bytes: usize,
+    /// Host to device from pageable memory (`cuMemcpyHtoD` of a `Vec`).
+    pub h2d_pageable: f64,
+    /// Host to device from pinned memory.
+    pub h2d_pinned: f64,
+    /// Device to host into pageable memory.
+    pub d2h_pageable: f64,
+    /// Device to host into pinned memory.
+    pub d2h_pinned: f64,
+}
+
+/// Measures [`CopyCeiling`] on `backend`'s default device (`Ok(None)` for backends without driver copies:
+/// the CPU backend and Vulkan).
+pub fn measure_copy_ceiling(
+    backend: crate::select::Backend,
+    bytes: usize,
+) -> Result<Option<CopyCeiling>> {
+    match backend {
+        #[cfg(feature = "cuda")]
+        crate::select::Backend::Cuda => {
+            let client = cubecl::cuda::CudaRuntime::client(&Default::default());
+            <cubecl::cuda::CudaRuntime as HostTransfer>::copy_ceiling(&client, bytes)
+        }
+        _ => Ok(None),
+    }
+}
+
+/// Page-locked host memory (freed with the runtime's own call on drop).
+pub struct PinnedAlloc {
+    ptr: *mut u8,
+    len: usize,
+    /// Context word the free function needs (CUDA: the context to make current).
+    ctx: usize,
+    free: unsafe fn(*mut u8, usize),
+}
+
+// SAFETY: the allocation is plain host memory owned by this value; access goes through &/&mut borrows.
+unsafe impl Send for PinnedAlloc {}
+// SAFETY: as above.
+unsafe impl Sync for PinnedAlloc {}
+
+impl Drop for PinnedAlloc {
+    fn drop(&mut self) {
+        // SAFETY: `ptr` came from the allocator `free` belongs to and is freed once.
+        unsafe { (self.free)(self.ptr, self.ctx) }
+    }
+}
+
+/// A host buffer of `T` in page-locked (pinned) memory when the backend has it (CUDA), so that the host API
+/// moves it at the full bus rate (about 6x a `Vec` on an H100). Use it like a slice:
+/// `table.insert(&keys[..], &values[..])` detects pinned memory by itself.
+pub struct PinnedBuffer<T: Copy + Default> {
+    pinned: Option<PinnedAlloc>,
+    fallback: Vec<T>,
+    len: usize,
+}
+
+impl<T: Copy + Default> PinnedBuffer<T> {
+    /// `len` default elements in pinned memory from `alloc` (ordinary memory when `alloc` is `None`).
+    pub(crate) fn from_alloc(alloc: Option<PinnedAlloc>, len: usize) -> Self {
+        match alloc {
+            Some(a) => {
+                debug_assert!(a.len >= len * size_of::<T>());
+                debug_assert_eq!(a.ptr as usize % align_of::<T>(), 0);
+                let mut b = Self {
+                    pinned: Some(a),
+                    fallback: Vec::new(),
+                    len,
+                };
+                b.fill(T::default());
+                b
+            }
+            None => Self {
+                pinned: None,
+                fallback: vec![T::default(); len],
+                len,
+            },
+        }
+    }
+    /// `true` when the memory really is page-locked.
+    pub fn is_pinned(&self) -> bool {
+        self.pinned.is_some()
+    }
+}
+
+impl<T: Copy + Default> std::ops::Deref for PinnedBuffer<T> {
+    type Target = [T];
+    fn deref(&self) -> &[T] {
+        match &self.pinned {
+            // SAFETY: the allocation holds `len` initialised `T`s (filled on creation), aligned (page-aligned).
+            Some(a) => unsafe { std::slice::from_raw_parts(a.ptr as *const T, self.len) },
+            None => &self.fallback,
+        }
+    }
+}
+
+impl<T: Copy + Default> std::ops::DerefMut for PinnedBuffer<T> {
+    fn deref_mut(&mut self) -> &mut [T] {
+        match &mut self.pinned {
+            // SAFETY: as in `deref`, and `&mut self` makes the borrow unique.
+            Some(a) => unsafe { std::slice::from_raw_parts_mut(a.ptr as *mut T, self.len) },
+            None => &mut self.fallback,
+        }
+    }
+}
+
+/// Copies `src` into `dst` (same length) with all cores when it is large: one core copies about 10 GB/s,
+/// less than the pinned bus.
+pub(crate) fn par_copy(dst: &mut [u8], src: &[u8]) {
+    use rayon::prelude::*;
+    const PIECE: usize = 1 << 20;
+    if src.len() <= 4 * PIECE {
+        dst.copy_from_slice(src);
+    } else {
+        dst.par_chunks_mut(PIECE)
+            .zip(src.par_chunks(PIECE))
+            .for_each(|(d, s)| d.copy_from_slice(s));
+    }
+}
+
+fn device_error(what: &str, e: impl std::fmt::Debug) -> Error {
+    Error::Device(format!("{what}: {e:?}"))
+}
+
+#[cfg(feature = "vulkan")]
+impl HostTransfer for cubecl::wgpu::WgpuRuntime {
+    type Stager = ();
+    const UPLOADS_INTO_DSTS: bool = false;
+    fn stager(_: &ComputeClient<Self>) -> Result<()> {
+        Ok(())
+    }
+    fn upload_chunked(
+        client: &ComputeClient<Self>,
+        _: &(),
+        srcs: &[&[u8]],
+        _: &[Handle],
+        chunk: usize,
+        landed: &mut dyn FnMut(usize, usize, usize, &Handle),
+    ) -> Result<Vec<Handle>> {
+        let mut out = Vec::with_capacity(srcs.len());
+        for (i, src) in srcs.iter().enumerate() {
+            let h = client.create_from_slice(if src.is_empty() { &[0; 4] } else { src });
+            for (c, piece) in src.chunks(chunk.max(1)).enumerate() {
+                landed(i, c * chunk, piece.len(), &h);
+            }
+            out.push(h);
+        }
+        Ok(out)
+    }
+    type Fence = ();
+    fn upload_queued(
+        client: &ComputeClient<Self>,
+        stager: &(),
+        srcs: &[&[u8]],
+        dsts: &[Handle],
+    ) -> Result<(Vec<Handle>, Option<()>)> {
+        let h = Self::upload_chunked(client, stager, srcs, dsts, usize::MAX, &mut |_, _, _, _| {})?;
+        Ok((h, None))
+    }
+    fn wait(_: &mut ()) -> Result<()> {
+        Ok(())
+    }
+    fn download(client: &ComputeClient<Self>, _: &(), src: &Handle, dst: &mut [u8]) -> Result<()> {
+        let bytes = client
+            .read_one(src.clone())
+            .map_err(|e| device_error("read-back", e))?;
+        dst.copy_from_slice(&bytes[..dst.len()]);
+        Ok(())
+    }
+    fn alloc_pinned(_: &(), _: usize) -> Option<PinnedAlloc> {
+        None
+    }
+    fn free_device_memory(_: &()) -> Option<u64> {
+        None
+    }
+    fn copy_ceiling(_: &ComputeClient<Self>, _: usize) -> Result<Option<CopyCeiling>> {
+        Ok(None)
+    }
+}
+
+#[cfg(feature = "cuda")]
+pub use cuda::CudaStager;
+
+#[cfg(feature = "cuda")]
+mod cuda {
+    use super::*;
+    use cubecl::cuda::CudaRuntime;
+    use cudarc::driver::result as cu;
+    use cudarc::driver::sys;
+    use std::sync::Mutex;
+
+    /// Bytes per staging buffer, and buffers in the ring: the host fills one while the copy engine drains
+    /// the others.
+    const STAGE_BYTES: usize = 16 << 20;
+    /// The finest cut of a pinned source (see `upload_chunked`).
+    const PINNED_MIN_CHUNK: usize = 4 << 20;
+    const STAGES: usize = 4;
+
+    struct Stage {
+        buf: PinnedAlloc,
+        /// Recorded after the last copy that used `buf`.
+        done: sys::CUevent,
+        /// A device-to-host copy landed in `buf` and still has to be copied out to `dst`.
+        pending_out: Option<(*mut u8, usize)>,
+    }
+
+    /// Chunks of a chunked upload whose copies are queued ahead of the one whose `landed` call is next, by
+    /// default: the host's turn per chunk (an event wait and the `landed` callback's kernel launches, about 80 us
+    /// with the host path's per-segment passes) then never leaves the copy engine without queued work. One
+    /// ahead was enough while the callbacks launched one kernel each.
+    const COPY_AHEAD: usize = 4;
+
+    struct Inner {
+        ctx: sys::CUcontext,
+        stream: sys::CUstream,
+        /// Copies from the device into page-locked memory (paged tables' page-outs): a stream of their own,
+        /// so that they run beside the uploads queued on `stream` (the bus is full duplex).
+        out_stream: sys::CUstream,
+        stages: Vec<Stage>,
+        next: usize,
+        /// Recorded after the copy of each chunk of a chunked upload (`COPY_AHEAD + 1`, in rotation).
+        chunk_done: Vec<sys::CUevent>,
+    }
+
+    /// A CUDA stream of the host path's own with a ring of pinned staging buffers (see the module docs).
+    pub struct CudaStager(Mutex<Inner>);
+
+    // SAFETY: the raw CUDA handles are only used under the mutex, after making the context current.
+    unsafe impl Send for CudaStager {}
+    // SAFETY: as above.
+    unsafe impl Sync for CudaStager {}
+
+    unsafe fn free_pinned(p: *mut u8, ctx: usize) {
+        // SAFETY: `p` came from `cu::malloc_host` in context `ctx`, which stays retained.
+        unsafe {
+            let _ = cu::ctx::set_current(ctx as sys::CUcontext);
+            let _ = cu::free_host(p.cast());
+        }
+    }
+
+    fn check<T>(what: &str, r: std::result::Result<T, cudarc::driver::DriverError>) -> Result<T> {
+        r.map_err(|e| device_error(what, e))
+    }
+
+    fn make_current(ctx: sys::CUcontext) -> Result<()> {
+        // SAFETY: `ctx` is the device's primary context, retained for the stager's lifetime.
+        check("cuCtxSetCurrent", unsafe { cu::ctx::set_current(ctx) })
+    }
+
+    fn pinned(ctx: sys::CUcontext, n: usize) -> Result<PinnedAlloc> {
+        make_current(ctx)?;
+        // SAFETY: plain page-locked host allocation; freed by `free_pinned`.
+        let ptr = check("cuMemHostAlloc", unsafe { cu::malloc_host(n.max(1), 0) })?;
+        Ok(PinnedAlloc {
+            ptr: ptr.cast(),
+            len: n,
+            ctx: ctx as usize,
+            free: free_pinned,
+        })
+    }
+
+    /// `true` if `p` is page-locked host memory the driver knows (a `PinnedBuffer`, or registered memory).
+    /// `cuPointerGetAttributes` (plural) answers "unknown" for pageable memory instead of failing, so
+    /// compute-sanitizer sees no API error.
+    fn is_pinned(p: *const u8) -> bool {
+        let mut kind: u32 = 0;
+        let mut attr = sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_MEMORY_TYPE;
+        let mut data = [(&mut kind as *mut u32).cast::<std::ffi::c_void>()];
+        // SAFETY: a query of one attribute into `kind`; unknown pointers leave it 0.
+        let r = unsafe {
+            sys::cuPointerGetAttributes(1, &mut attr, data.as_mut_ptr(), p as sys::CUdeviceptr)
+        };
+        r == sys::CUresult::CUDA_SUCCESS && kind == sys::CUmemorytype::CU_MEMORYTYPE_HOST as u32
+    }
+
+    fn device_ptr(client: &ComputeClient<CudaRuntime>, h: &Handle) -> Result<u64> {
+        let r = client
+            .get_resource(h.clone())
+            .map_err(|e| device_error("device pointer", e))?;
+        Ok(r.resource().ptr)
+    }
+
+    /// The device addresses of `dsts` (0 where the source is empty: nothing is copied there), after waiting
+    /// for CubeCL's queued kernels: CubeCL may hand out memory one of them still reads (an upload's
+    /// destinations are all allocated before it queues kernels of its own, so one wait is enough).
+    fn upload_targets(
+        client: &ComputeClient<CudaRuntime>,
+        srcs: &[&[u8]],
+        dsts: &[Handle],
+    ) -> Result<Vec<u64>> {
+        let mut ptrs = Vec::with_capacity(srcs.len());
+        for (h, s) in dsts.iter().zip(srcs) {
+            ptrs.push(if s.is_empty() {
+                0
+            } else {
+                device_ptr(client, h)?
+            });
+        }
+        sync_cubecl(client)?;
+        Ok(ptrs)
+    }
+
+    fn sync_cubecl(client: &ComputeClient<CudaRuntime>) -> Result<()> {
+        cubecl::future::block_on(client.sync()).map_err(|e| device_error("device sync", e))
+    }
+
+    impl Inner {
+        /// Waits for stage `i`'s last copy and finishes a pending copy-out from it.
+        fn reclaim(&mut self, i: usize) -> Result<()> {
+            let st = &mut self.stages[i];
+            // SAFETY: `done` is a live event of this context.
+            check("cuEventSynchronize", unsafe {
+                cu::event::synchronize(st.done)
+            })?;
+            if let Some((dst, n)) = st.pending_out.take() {
+                // SAFETY: `dst` points into the caller's slice of `download`, which is still borrowed (every
+                // pending copy-out is finished before `download` returns); `n <= STAGE_BYTES`.
+                let (d, s) = unsafe {
+                    (
+                        std::slice::from_raw_parts_mut(dst, n),
+                        std::slice::from_raw_parts(st.buf.ptr as *const u8, n),
+                    )
+                };
+                par_copy(d, s);
+            }
+            Ok(())
+        }
+        fn take_stage(&mut self) -> Result<usize> {
+            let i = self.next;
+            self.next = (self.next + 1) % self.stages.len();
+            self.reclaim(i)?;
+            Ok(i)
+        }
+        fn drain(&mut self) -> Result<()> {
+            for i in 0..self.stages.len() {
+                self.reclaim(i)?;
+            }
+            Ok(())
+        }
+        /// After a failed copy: waits for the stream and forgets pending copy-outs, whose destination the
+        /// caller is about to take back.
+        fn abandon(&mut self) {
+            // SAFETY: `stream` is this stager's live stream.
+            let _ = unsafe { cu::stream::synchronize(self.stream) };
+            for st in &mut self.stages {
+                st.pending_out = None;
+            }
+        }
+    }
+
+    impl Drop for Inner {
+        fn drop(&mut self) {
+            // SAFETY: the handles belong to this stager; the stream is idle once synchronised.
+            unsafe {
+                let _ = cu::ctx::set_current(self.ctx);
+                let _ = cu::stream::synchronize(self.stream);
+                for st in &self.stages {
+                    let _ = cu::event::destroy(st.done);
+                }
+                for &e in &self.chunk_done {
+                    let _ = cu::event::destroy(e);
+                }
+                let _ = cu::stream::synchronize(self.out_stream);
+                let _ = cu::stream::destroy(self.stream);
+                let _ = cu::stream::destroy(self.out_stream);
+            }
+        }
+    }
+
+    /// An event recorded after copies queued by `upload_queued` (destroyed once waited for, or on drop).
+    pub struct CudaFence {
+        ctx: sys::CUcontext,
+        event: sys::CUevent,
+    }
+
+    // SAFETY: the event is only touched by `wait` or `drop`, which take the fence by value or by `&mut`.
+    unsafe impl Send for CudaFence {}
+    // SAFETY: as above; `&CudaFence` gives no access to the event.
+    unsafe impl Sync for CudaFence {}
+
+    impl CudaFence {
+        /// Waits for the event and destroys it; on an error the event stays (later waits fail again).
+        fn finish(&mut self) -> Result<()> {
+            if self.event.is_null() {
+                return Ok(());
+            }
+            make_current(self.ctx)?;
+            // SAFETY: a live event of this context, recorded once.
+            check("cuEventSynchronize", unsafe {
+                cu::event::synchronize(self.event)
+            })?;
+            let event = std::mem::replace(&mut self.event, std::ptr::null_mut());
+            // SAFETY: completed above; destroyed once.
+            let _ = unsafe { cu::event::destroy(event) };
+            Ok(())
+        }
+    }
+
+    impl Drop for CudaFence {
+        fn drop(&mut self) {
+            // The copies read host memory the fence's owner is about to free: they finish first.
+            let _ = self.finish();
+        }
+    }
+
+    /// Host time per phase of one chunked upload, as a `tracing` event (target `hashtile::transfer`, level
+    /// TRACE) when a subscriber listens at that level.
+    struct Timeline {
+        on: bool,
+        last: std::time::Instant,
+        /// Queueing copies, waiting for chunks, `landed` callbacks.
+        spent: [f64; 3],
+    }
+
+    impl Timeline {
+        fn new() -> Self {
+            Self {
+                on: tracing::enabled!(target: "hashtile::transfer", tracing::Level::TRACE),
+                last: std::time::Instant::now(),
+                spent: [0.0; 3],
+            }
+        }
+        /// Charges the time since the last lap to phase `phase`.
+        fn lap(&mut self, phase: usize) {
+            if self.on {
+                let now = std::time::Instant::now();
+                self.spent[phase] += (now - self.last).as_secs_f64() * 1e3;
+                self.last = now;
+            }
+        }
+        fn report(&self, chunks: usize) {
+            if self.on {
+                let [q, w, l] = self.spent;
+                tracing::trace!(
+                    target: "hashtile",
+                    chunks,
+                    queueing_ms = q,
+                    waiting_ms = w,
+                    landed_ms = l,
+                    "chunked upload"
+                );
+            }
+        }
+    }
+
+    impl HostTransfer for CudaRuntime {
+        type Stager = CudaStager;
+        const UPLOADS_INTO_DSTS: bool = true;
+
+        fn stager(client: &ComputeClient<Self>) -> Result<CudaStager> {
+            // CubeCL runs in the device's primary context; retaining it again gives the same context.
+            let _ = client.properties();
+            let dev = check("cuDeviceGet", cu::device::get(0))?;
+            // SAFETY: `dev` is a valid device; the retained context is never released (CubeCL keeps it too).
+            let ctx = check("cuDevicePrimaryCtxRetain", unsafe {
+                cu::primary_ctx::retain(dev)
+            })?;
+            make_current(ctx)?;
+            let stream = check(
+                "cuStreamCreate",
+                cu::stream::create(cu::stream::StreamKind::NonBlocking),
+            )?;
+            let out_stream = check(
+                "cuStreamCreate",
+                cu::stream::create(cu::stream::StreamKind::NonBlocking),
+            )?;
+            let mut stages = Vec::with_capacity(STAGES);
+            for _ in 0..STAGES {
+                let done = check(
+                    "cuEventCreate",
+                    cu::event::create(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING),
+                )?;
+                // SAFETY: a fresh event recorded on a fresh stream completes at once.
+                check("cuEventRecord", unsafe { cu::event::record(done, stream) })?;
+                stages.push(Stage {
+                    buf: pinned(ctx, STAGE_BYTES)?,
+                    done,
+                    pending_out: None,
+                });
+            }
+            let event = || {
+                check(
+                    "cuEventCreate",
+                    cu::event::create(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING),
+                )
+            };
+            let chunk_done = (0..=COPY_AHEAD)
+                .map(|_| event())
+                .collect::<Result<Vec<_>>>()?;
+            Ok(CudaStager(Mutex::new(Inner {
+                ctx,
+                stream,
+                out_stream,
+                stages,
+                next: 0,
+                chunk_done,
+            })))
+        }
+
+        fn upload_chunked(
+            client: &ComputeClient<Self>,
+            stager: &CudaStager,
+            srcs: &[&[u8]],
+            dsts: &[Handle],
+            chunk: usize,
+            landed: &mut dyn FnMut(usize, usize, usize, &Handle),
+        ) -> Result<Vec<Handle>> {
+            let handles: Vec<Handle> = dsts.to_vec();
+            let ptrs = upload_targets(client, srcs, dsts)?;
+            let mut st = stager.0.lock().expect("stager poisoned");
+            make_current(st.ctx)?;
+            let stream = st.stream;
+            let chunk = chunk.max(1);
+            // Chunks whose copies are queued and whose `landed` calls are still due, oldest first.
+            let mut due: std::collections::VecDeque<(usize, usize, usize, sys::CUevent)> =
+                std::collections::VecDeque::new();
+            let ahead = COPY_AHEAD;
+            let mut n_chunks = 0usize;
+            // Diagnosis (a TRACE subscriber): where the host's time goes per chunked upload: queueing copies
+            // (pageable sources: the staging copies), waiting for chunks to land, and the `landed` callbacks.
+            let mut timeline = Timeline::new();
+            let mut run = |st: &mut Inner| -> Result<()> {
+                for (i, (src, &dst)) in srcs.iter().zip(&ptrs).enumerate() {
+                    let pinned = !src.is_empty() && is_pinned(src.as_ptr());
+                    // Pinned memory copies ~7x faster than the staging ring fills, so a pinned source is
+                    // cut 4x finer (down to 4 MB): each chunk's kernel then waits on a shorter copy (H100,
+                    // 2^26-key pinned insert: 2.4 G keys/s at 16 MB chunks, 2.8 at 4 MB; pageable sources
+                    // lose at 4 MB: the per-chunk waits stall the staging copies).
+                    let chunk = if pinned && chunk / 4 >= PINNED_MIN_CHUNK {
+                        chunk / 4
+                    } else {
+                        chunk
+                    };
+                    for (c, piece) in src.chunks(chunk).enumerate() {
+                        let off = c * chunk;
+                        if pinned {
+                            // SAFETY: the range lies inside the buffer; `src` stays borrowed until the
+                            // stream syncs.
+                            check("cuMemcpyHtoDAsync", unsafe {
+                                cu::memcpy_htod_async(dst + off as u64, piece, stream)
+                            })?;
+                        } else {
+                            for (k, sub) in piece.chunks(STAGE_BYTES).enumerate() {
+                                let j = st.take_stage()?;
+                                let stage = &mut st.stages[j];
+                                // SAFETY: the stage's last copy is finished (`take_stage`), so the host may
+                                // write it; the device range lies inside the buffer; the stage stays
+                                // untouched until its event (recorded right after) completes.
+                                unsafe {
+                                    let buf =
+                                        std::slice::from_raw_parts_mut(stage.buf.ptr, sub.len());
+                                    par_copy(buf, sub);
+                                    check(
+                                        "cuMemcpyHtoDAsync",
+                                        cu::memcpy_htod_async(
+                                            dst + (off + k * STAGE_BYTES) as u64,
+                                            &*buf,
+                                            stream,
+                                        ),
+                                    )?;
+                                    check("cuEventRecord", cu::event::record(stage.done, stream))?;
+                                }
+                            }
+                        }
+                        // Events rotate through `ahead + 1` slots: an event is recorded again only after
+                        // its chunk left `due` (at most `ahead` are due when this one is recorded).
+                        let ev = st.chunk_done[n_chunks % (ahead + 1)];
+                        n_chunks += 1;
+                        // SAFETY: a live event of this context, recorded on this stager's stream.
+                        check("cuEventRecord", unsafe { cu::event::record(ev, stream) })?;
+                        timeline.lap(0);
+                        due.push_back((i, off, piece.len(), ev));
+                        // The oldest chunk has landed once its event completes: queue its kernels, which then
+                        // run while the chunks queued after it are copied.
+                        if due.len() > ahead {
+                            let (pi, o, l, e) = due.pop_front().expect("non-empty");
+                            // SAFETY: a live event.
+                            check("cuEventSynchronize", unsafe { cu::event::synchronize(e) })?;
+                            timeline.lap(1);
+                            landed(pi, o, l, &handles[pi]);
+                            timeline.lap(2);
+                        }
+                    }
+                }
+                while let Some((pi, o, l, e)) = due.pop_front() {
+                    // SAFETY: a live event.
+                    check("cuEventSynchronize", unsafe { cu::event::synchronize(e) })?;
+                    timeline.lap(1);
+                    landed(pi, o, l, &handles[pi]);
+                    timeline.lap(2);
+                }
+                Ok(())
+            };
+            let r = run(&mut st);
+            timeline.report(n_chunks);
+            // SAFETY: `stream` is this stager's live stream; after this no copy reads the sources.
+            let synced = check("cuStreamSynchronize", unsafe {
+                cu::stream::synchronize(stream)
+            });
+            r.and(synced).map(|_| handles)
+        }
+
+        type Fence = CudaFence;
+
+        fn upload_queued(
+            client: &ComputeClient<Self>,
+            stager: &CudaStager,
+            srcs: &[&[u8]],
+            dsts: &[Handle],
+        ) -> Result<(Vec<Handle>, Option<CudaFence>)> {
+            if srcs.iter().any(|s| !s.is_empty() && !is_pinned(s.as_ptr())) {
+                // Pageable sources pass through the staging ring, which the host fills: no queueing.
+                let h = Self::upload_chunked(
+                    client,
+                    stager,
+                    srcs,
+                    dsts,
+                    usize::MAX,
+                    &mut |_, _, _, _| {},
+                )?;
+                return Ok((h, None));
+            }
+            // The destination may be memory a queued kernel still reads (a frame a paged-out child left).
+            let ptrs = upload_targets(client, srcs, dsts)?;
+            let st = stager.0.lock().expect("stager poisoned");
+            make_current(st.ctx)?;
+            let queue = || -> Result<sys::CUevent> {
+                for (src, &dst) in srcs.iter().zip(&ptrs) {
+                    if !src.is_empty() {
+                        // SAFETY: `dst` holds at least `src.len()` bytes (the caller's buffers); the source stays
+                        // alive and unchanged until the fence is waited for (the trait's contract).
+                        check("cuMemcpyHtoDAsync", unsafe {
+                            cu::memcpy_htod_async(dst, src, st.stream)
+                        })?;
+                    }
+                }
+                let event = check(
+                    "cuEventCreate",
+                    cu::event::create(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING),
+                )?;
+                // SAFETY: a fresh event of this context, on this stager's live stream.
+                if let Err(e) = check("cuEventRecord", unsafe {
+                    cu::event::record(event, st.stream)
+                }) {
+                    // SAFETY: never recorded; destroyed once.
+                    let _ = unsafe { cu::event::destroy(event) };
+                    return Err(e);
+                }
+                Ok(event)
+            };
+            match queue() {
+                Ok(event) => Ok((dsts.to_vec(), Some(CudaFence { ctx: st.ctx, event }))),
+                Err(e) => {
+                    // SAFETY: this stager's live stream; no copy may outlive the error.
+                    let _ = unsafe { cu::stream::synchronize(st.stream) };
+                    Err(e)
+                }
+            }
+        }
+
+        fn wait(fence: &mut CudaFence) -> Result<()> {
+            fence.finish()
+        }
+
+        fn download(
+            client: &ComputeClient<Self>,
+            stager: &CudaStager,
+            src: &Handle,
+            dst: &mut [u8],
+        ) -> Result<()> {
+            if dst.is_empty() {
+                return Ok(());
+            }
+            sync_cubecl(client)?; // the kernels that write `src` are done
+            let from = device_ptr(client, src)?;
+            let mut st = stager.0.lock().expect("stager poisoned");
+            make_current(st.ctx)?;
+            let stream = st.stream;
+            if is_pinned(dst.as_ptr()) {
+                // On the copy-out stream, beside uploads queued on the other one (`upload_queued`), which
+                // never write `src`: their owners wait for them before anything reads their buffers.
+                let out = st.out_stream;
+                // SAFETY: `src` holds at least `dst.len()` bytes; the stream is synchronised below.
+                unsafe {
+                    check(
+                        "cuMemcpyDtoHAsync",
+                        cu::memcpy_dtoh_async(&mut *dst, from, out),
+                    )?;
+                    check("cuStreamSynchronize", cu::stream::synchronize(out))?;
+                }
+                return Ok(());
+            }
+            let mut copy = || -> Result<()> {
+                for (k, piece) in dst.chunks_mut(STAGE_BYTES).enumerate() {
+                    let i = st.take_stage()?;
+                    let stage = &mut st.stages[i];
+                    // SAFETY: the stage is free (`take_stage`); the device range lies inside `src`.
+                    unsafe {
+                        let buf = std::slice::from_raw_parts_mut(stage.buf.ptr, piece.len());
+                        check(
+                            "cuMemcpyDtoHAsync",
+                            cu::memcpy_dtoh_async(buf, from + (k * STAGE_BYTES) as u64, stream),
+                        )?;
+                        check("cuEventRecord", cu::event::record(stage.done, stream))?;
+                    }
+                    stage.pending_out = Some((piece.as_mut_ptr(), piece.len()));
+                }
+                st.drain()
+            };
+            let r = copy();
+            if r.is_err() {
+                st.abandon();
+            }
+            r
+        }
+
+        fn alloc_pinned(stager: &CudaStager, n: usize) -> Option<PinnedAlloc> {
+            let ctx = stager.0.lock().expect("stager poisoned").ctx;
+            pinned(ctx, n).ok()
+        }
+
+        fn copy_ceiling(client: &ComputeClient<Self>, bytes: usize) -> Result<Option<CopyCeiling>> {
+            let stager = Self::stager(client)?;
+            let ctx = stager.0.lock().expect("stager poisoned").ctx;
+            let dev = client.empty(bytes.max(4));
+            let ptr = device_ptr(client, &dev)?;
+            sync_cubecl(client)?;
+            let mut pageable = vec![0x5au8; bytes];
+            let pin = pinned(ctx, bytes)?;
+            // SAFETY: `pin` holds `bytes` bytes; filled before any copy reads it.
+            let pin = unsafe {
+                std::ptr::write_bytes(pin.ptr, 0xa5, bytes);
+                (pin.ptr, pin)
+            };
+            make_current(ctx)?;
+            let best = |f: &mut dyn FnMut() -> Result<()>| -> Result<f64> {
+                let mut best = f64::INFINITY;
+                for _ in 0..3 {
+                    let t0 = std::time::Instant::now();
+                    f()?;
+                    best = best.min(t0.elapsed().as_secs_f64());
+                }
+                Ok(bytes as f64 / best / 1e9)
+            };
+            // SAFETY (all four): `ptr` is a device buffer of `bytes` bytes; the host buffers hold `bytes` bytes
+            // and outlive the synchronous copies.
+            let h2d_pageable = best(&mut || {
+                check("cuMemcpyHtoD", unsafe {
+                    cu::memcpy_htod_sync(ptr, &pageable)
+                })
+            })?;
+            let h2d_pinned = best(&mut || {
+                let src = unsafe { std::slice::from_raw_parts(pin.0 as *const u8, bytes) };
+                check("cuMemcpyHtoD", unsafe { cu::memcpy_htod_sync(ptr, src) })
+            })?;
+            let d2h_pageable = best(&mut || {
+                check("cuMemcpyDtoH", unsafe {
+                    cu::memcpy_dtoh_sync(&mut pageable, ptr)
+                })
+            })?;
+            let d2h_pinned = best(&mut || {
+                let dst = unsafe { std::slice::from_raw_parts_mut(pin.0, bytes) };
+                check("cuMemcpyDtoH", unsafe { cu::memcpy_dtoh_sync(dst, ptr) })
+            })?;
+            drop(pin);
+            Ok(Some(CopyCeiling {
+                bytes,
+                h2d_pageable,
+                h2d_pinned,
+                d2h_pageable,
+                d2h_pinned,
+            }))
+        }
+
+        fn free_device_memory(stager: &CudaStager) -> Option<u64> {
+            let st = stager.0.lock().expect("stager poisoned");
+            make_current(st.ctx).ok()?;
+            cu::mem_get_info().ok().map(|(free, _)| free as u64)
+        }
+    }
+}

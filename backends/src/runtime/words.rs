@@ -1,0 +1,87 @@
+//! Host byte and word casts: the caller's `K` / `V` slices seen as the device's words without a copy where the
+//! widths match, widened or narrowed where they do not.
+
+use hashtile_core::Element;
+
+/// `s` as a slice of `W` when `E` and `W` are the same type (no copy), else `None`.
+pub(crate) fn same_words<E: Element, W: Element>(s: &[E]) -> Option<&[W]> {
+    (E::BITS == W::BITS).then(|| {
+        // SAFETY: `Element` is sealed to `u32` and `u64`, so equal widths mean `E` and `W` are one type.
+        unsafe { std::slice::from_raw_parts(s.as_ptr().cast::<W>(), s.len()) }
+    })
+}
+
+/// `v` as a vector of `W` when `E` and `W` are the same type (no copy), else `None` (and `v` is dropped).
+pub(crate) fn same_words_vec<E: Element, W: Element>(v: Vec<E>) -> Option<Vec<W>> {
+    (E::BITS == W::BITS).then(|| {
+        let mut v = std::mem::ManuallyDrop::new(v);
+        // SAFETY: as in `same_words`: one type, so the allocation's layout, length and capacity carry over.
+        unsafe { Vec::from_raw_parts(v.as_mut_ptr().cast::<W>(), v.len(), v.capacity()) }
+    })
+}
+
+/// `v` as a vector of `Option<W>` when `E` and `W` are the same type (no copy), else `Err(v)` unchanged.
+pub(crate) fn same_options_vec<E: Element, W: Element>(
+    v: Vec<Option<E>>,
+) -> std::result::Result<Vec<Option<W>>, Vec<Option<E>>> {
+    if E::BITS != W::BITS {
+        return Err(v);
+    }
+    let mut v = std::mem::ManuallyDrop::new(v);
+    // SAFETY: as in `same_words`: one type, so `Option<E>` and `Option<W>` are one type too, and the
+    // allocation's layout, length and capacity carry over.
+    Ok(unsafe { Vec::from_raw_parts(v.as_mut_ptr().cast::<Option<W>>(), v.len(), v.capacity()) })
+}
+
+/// Mutable [`same_words`].
+pub(crate) fn same_words_mut<E: Element, W: Element>(s: &mut [E]) -> Option<&mut [W]> {
+    (E::BITS == W::BITS).then(|| {
+        // SAFETY: as in `same_words`; the borrow is unique.
+        unsafe { std::slice::from_raw_parts_mut(s.as_mut_ptr().cast::<W>(), s.len()) }
+    })
+}
+
+/// Runs `f` on `out` as the layout's words `W`: in place when the widths match, else on widened words that are
+/// narrowed into `out` after (the answers of a find into the caller's slice).
+pub(crate) fn with_words_mut<E: Element, W: Element, T>(
+    out: &mut [E],
+    f: impl FnOnce(&mut [W]) -> hashtile_core::Result<T>,
+) -> hashtile_core::Result<T> {
+    if let Some(o) = same_words_mut::<E, W>(out) {
+        return f(o);
+    }
+    let mut wide = vec![W::default(); out.len()];
+    let done = f(&mut wide)?;
+    for (o, w) in out.iter_mut().zip(&wide) {
+        *o = E::narrow(w.widen());
+    }
+    Ok(done)
+}
+
+/// `s` as the layout's words: as is when the widths match, else widened (a copy; only a table of a 32-bit key
+/// with a 64-bit value, or the reverse, widens, and only into the [`Wide`] layout).
+pub(crate) fn words_of<E: Element, W: Element>(s: &[E]) -> std::borrow::Cow<'_, [W]> {
+    debug_assert!(
+        W::BITS >= E::BITS,
+        "layout words are never narrower than the data"
+    );
+    match same_words(s) {
+        Some(w) => std::borrow::Cow::Borrowed(w),
+        None => {
+            use rayon::prelude::*;
+            std::borrow::Cow::Owned(s.par_iter().map(|e| W::narrow(e.widen())).collect())
+        }
+    }
+}
+
+/// The bytes of a slice of elements (what the host path copies).
+pub(crate) fn bytes_of<E: Element>(s: &[E]) -> &[u8] {
+    // SAFETY: `u32` and `u64` (the only elements) have no padding and every byte is initialised.
+    unsafe { std::slice::from_raw_parts(s.as_ptr().cast(), std::mem::size_of_val(s)) }
+}
+
+/// The bytes of a slice of elements, writable.
+pub(crate) fn bytes_of_mut<E: Element>(s: &mut [E]) -> &mut [u8] {
+    // SAFETY: as in `bytes_of`, and any byte pattern is a valid `u32` / `u64`.
+    unsafe { std::slice::from_raw_parts_mut(s.as_mut_ptr().cast(), std::mem::size_of_val(s)) }
+}

@@ -1,0 +1,364 @@
+#!/usr/bin/env bash
+# The device runner: named suites, run in the order given, in one device call.
+#
+#   bash scripts/device.sh SUITE...        (on the GPU machine, from the repository root)
+#
+# Before the call, here: build (`cargo build --release --workspace --all-targets`), then
+# `bash scripts/pack.sh` (-> .device/bins.tar.xz); for `peers`, `ceiling` and `bench-chained` also
+# `cp -r ../shared/peers .device/peers`; for `ab` also a baseline set (`bash scripts/pack.sh --as base ...`,
+# -> .device/base.tar.xz); for `vulkan` the loader packages in .gl/ (docs/PERFORMANCE.md, "Vulkan").
+# Carry [".device"] (and ".gl" for `vulkan`).
+#
+# Suites (each writes under $OUT/<suite>/; every step has its own time limit, so a step cut short loses
+# nothing else):
+#   tests          every GPU test binary on CUDA (HASHTILE_REQUIRE_GPU=cuda: a missing device fails)
+#   sanitize       compute-sanitizer memcheck and racecheck over small filters of every GPU test binary
+#   bench-static   device-resident rates at 2^26 keys: BCHT / IHT / P2BHT at B = 16, 1CHT, BCHT B = 8 (upsert
+#                  and bulk build); wide pairs at 2^24
+#   bench-host     the user-facing calls on host data at 2^26 keys against the bus of the same run
+#   bench-chained  the original SlabHash (slab_bench) and `hashtile-bench chained` at 2^24 keys, same call
+#   bench-csr      `hashtile-bench csr` at 2^25 keys over duplicates and hash ranges, and the device scan
+#   bench-paged    paged tables: all resident (64 x 16 MiB, 16 x 64 MiB), 16 GiB under 4 GiB, rebuild, growth
+#   bench-paged-big  the 84 GiB table under a 56 GiB budget (an 80 GB GPU and ~125 GiB of host memory), and the
+#                  rates of 16 children at 4 / 8 / 12 / 16 resident
+#   bench-sweep    the BGHT paper's experiments at 2^26 keys (rates vs load and N, probes, build success), ~400 s
+#   peers          BGHT, cuCollections and SlabHash built from .device/peers and run at 2^26 (SlabHash 2^24)
+#   ceiling        the GPU's physical ceilings (copies, random bucket reads, compare-and-swap)
+#   vulkan         every GPU test binary on the NVIDIA Vulkan driver, and one rates row on Vulkan
+#   ab             the headline rows with the baseline binaries (.device/base.tar.xz) and the new ones
+#                  (.device/bins.tar.xz) in turn, one CSV with a `build` column, and the new/base ratios
+# A device call runs at most 10 minutes: `tests`, `sanitize`, `bench-chained`, `bench-csr`, `bench-paged`,
+# `bench-paged-big`, `bench-sweep`, `vulkan` and `ab` each want a call of their own; `bench-static peers` and
+# `bench-host ceiling` fit together.
+#
+# Environment: OUT (result folder, default /tmp/out), RUNS (timed runs of the rate rows, default 3),
+# ROUNDS and AB_ROWS for `ab` (default 1 round of: static host chained csr paged; for more rounds give each call
+# a part of the rows, e.g. AB_ROWS="static host" ROUNDS=2), SAN_TOOLS for `sanitize`
+# (default "memcheck racecheck"), SWEEP_SCHEMES and SWEEP_EXPERIMENTS for `bench-sweep` (a cut-short sweep is
+# finished in another call with, e.g., SWEEP_SCHEMES=p2bht,1cht SWEEP_EXPERIMENTS=success).
+# Ends by packing $OUT into $OUT/results.tgz (the device tool returns at most 8 files) beside a copy of this
+# runner's output, $OUT/summary.txt. The runner sets no HASHTILE_* switch but HASHTILE_REQUIRE_GPU.
+set -u
+cd "$(dirname "$0")/.."
+R=$PWD
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+export PATH=/usr/local/cuda/bin:$PATH
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+RUNS=${RUNS:-3}
+t0=$SECONDS
+
+# The GPU test binaries (tests/tests/*.rs that run kernels); scripts/pack.sh packs the same list.
+GPU_TESTS="host_path gpu matrix gpu_scan csr chained paged paged_frames paged_stress"
+
+[ $# -gt 0 ] || { echo "usage: bash scripts/device.sh SUITE...  (suites: see the header of this file)"; exit 2; }
+# On exit (a signal included): everything under $OUT but summary.txt into $OUT/results.tgz.
+finish() {
+  cd "$OUT" || return
+  tar -czf /tmp/results.tgz --exclude ./results.tgz --exclude ./summary.txt . &&
+    find . -mindepth 1 -maxdepth 1 ! -name results.tgz ! -name summary.txt -exec rm -rf {} + &&
+    mv /tmp/results.tgz .
+}
+trap finish EXIT
+
+need() { # file...: stop the suite when a carried file is missing
+  local f
+  for f in "$@"; do
+    [ -e "$f" ] && continue
+    echo "!! missing $f (see the header of scripts/device.sh)"; echo "$suite: missing $f" >> "$OUT/failed.txt"; return 1
+  done
+}
+
+# `step NAME SECONDS CMD...`: one command into $D/NAME.txt under a time limit; prints its exit status and its
+# test, sanitizer and error summaries on one line.
+step() {
+  local name=$1 limit=$2; shift 2
+  timeout "$limit" "$@" > "$D/$name.txt" 2>&1
+  local rc=$?
+  [ $rc -ne 0 ] && echo "$suite/$name (exit $rc)" >> "$OUT/failed.txt"
+  echo "== $name (exit $rc) at $((SECONDS - t0)) s: $(grep -hE 'test result|ERROR SUMMARY|RACECHECK SUMMARY|panicked|MISMATCH' "$D/$name.txt" | head -6 | tr '\n' ' ')"
+  return $rc
+}
+
+# `rates NAME SECONDS BIN ARGS...`: one `hashtile-bench` rates run on CUDA into $D/NAME.{csv,txt}; prints its
+# table rows.
+rates() {
+  local name=$1 limit=$2 bin=$3; shift 3
+  step "$name" "$limit" "$bin" --backend cuda --runs "$RUNS" --csv "$D/$name.csv" "$@"
+  grep -E "^\| (iht|p2bht|1cht|bcht) " "$D/$name.txt" | grep -v async
+}
+
+# `paged NAME SECONDS BIN ARGS...`: one `hashtile-bench paged` run on CUDA, its CSV and SVG in $D/NAME/.
+paged() {
+  local name=$1 limit=$2 bin=$3; shift 3
+  step "$name" "$limit" "$bin" paged --backend cuda --out-dir "$D/$name" "$@"
+  grep -vE "^(wrote|trace)" "$D/$name.txt" | tail -4
+}
+
+# `merge OUT NAME...`: the CSVs $D/NAME.csv as one, each row led by its run's name.
+merge() {
+  local out=$1 n; shift
+  for n in "$@"; do
+    [ -s "$D/$n.csv" ] || continue
+    if [ -s "$out" ]; then
+      awk -v n="$n" 'NR > 1 && !/^#/ { print n "," $0 }' "$D/$n.csv" >> "$out"
+    else
+      awk -v n="$n" 'NR == 1 { print "run," $0; next } !/^#/ { print n "," $0 }' "$D/$n.csv" > "$out"
+    fi
+  done
+}
+
+suite_tests() {
+  local t args
+  for t in $GPU_TESTS; do
+    need $B/$t || continue
+    case $t in
+      gpu|matrix) args=(--test-threads 1) ;;
+      paged|paged_stress) args=(--test-threads 4) ;;
+      *) args=() ;;
+    esac
+    HASHTILE_REQUIRE_GPU=cuda step "$t" 200 $B/$t ${args[@]+"${args[@]}"}
+  done
+}
+
+# Binary and test filters (small tests only: the sanitizers slow kernels down 10-100x; "" is the whole binary).
+SAN_RUNS=(
+  "host_path"
+  "gpu cuda_matches_oracle cuda_exchange_claims_match_oracle"
+  "matrix cuda_bcht_b8 cuda_iht_b16_u64 cuda_p2bht_b16 cuda_iht_one_sequence_b16 cuda_bcht_upsert_first_fit_b8 cuda_one_slot_bulk_build"
+  "gpu_scan cuda"
+  "csr cuda_"
+  "chained"
+  "paged prefetch_matches_paging_in_turn tombstone_erase"
+  "paged_frames"
+)
+suite_sanitize() {
+  local tool r bin
+  for tool in ${SAN_TOOLS:-memcheck racecheck}; do
+    for r in "${SAN_RUNS[@]}"; do
+      set -- $r; bin=$1; shift
+      need $B/$bin || continue
+      HASHTILE_REQUIRE_GPU=cuda step "${tool}_$bin" 200 compute-sanitizer --tool "$tool" --error-exitcode 99 \
+        --target-processes all $B/$bin --test-threads 1 "$@"
+    done
+  done
+}
+
+suite_bench_static() {
+  local hb=$B/hashtile-bench
+  need $hb || return
+  rates bcht8_upsert 150 $hb --log2-keys 26 --scheme bcht --bucket 8 --load 0.8,0.9
+  rates bcht8_no_upsert 150 $hb --log2-keys 26 --scheme bcht --bucket 8 --load 0.8,0.9 --no-upsert
+  rates bcht16 150 $hb --log2-keys 26 --scheme bcht --bucket 16 --load 0.8,0.9 --no-upsert
+  rates iht16_h2 150 $hb --log2-keys 26 --scheme iht --bucket 16 --load 0.8,0.9 --no-upsert --num-hashes 2
+  rates iht16_h3 150 $hb --log2-keys 26 --scheme iht --bucket 16 --load 0.8,0.9 --no-upsert
+  rates p2bht16 150 $hb --log2-keys 26 --scheme p2bht --bucket 16 --load 0.8,0.9 --no-upsert
+  rates cht1 150 $hb --log2-keys 26 --scheme 1cht --bucket 1 --load 0.8,0.9 --no-upsert
+  rates wide_2p24 100 $hb --log2-keys 24 --wide --scheme iht,p2bht --bucket 16 --load 0.8
+  merge "$D/static.csv" bcht8_upsert bcht8_no_upsert bcht16 iht16_h2 iht16_h3 p2bht16 cht1 wide_2p24
+}
+
+suite_bench_host() {
+  local hb=$B/hashtile-bench b
+  need $hb || return
+  for b in 8 16; do
+    step host_b$b 200 $hb host --backend cuda --log2-keys 26 --load 0.8,0.9 --runs "$RUNS" --bucket $b \
+      --csv "$D/host_b$b.csv"
+    grep -E "^bus|^0\.[0-9]+ +(vec|pinned) " "$D/host_b$b.txt"
+  done
+}
+
+# SlabHash's slab_bench from .device/peers (reused if `peers` built it in this call).
+slab_bench() {
+  local p=$R/.device/peers
+  if [ ! -x $p/bin/slab_bench ]; then
+    mkdir -p $p/bin
+    ( cd $p && step slab_build 200 nvcc -O3 -std=c++17 -arch=sm_90 --expt-extended-lambda --expt-relaxed-constexpr \
+      -w -Ivendor/slab/src -Ivendor/slab/src/concurrent_map -Ivendor/slab/SlabAlloc/src slab_bench.cu -o bin/slab_bench )
+  fi
+  timeout 150 $p/bin/slab_bench 24 > "$D/slab.csv" 2> "$D/slab.err"
+}
+
+suite_bench_chained() {
+  local hb=$B/hashtile-bench peer=()
+  need $hb "$R/.device/peers/slab_bench.cu" || return
+  slab_bench; local rc=$?
+  echo "== slab_bench (exit $rc) at $((SECONDS - t0)) s"; cat "$D/slab.csv"
+  # A failed or cut-off slab_bench leaves a torn CSV, which --peer-csv refuses: run without it then.
+  [ $rc -eq 0 ] && [ -s "$D/slab.csv" ] && peer=(--peer-csv "$D/slab.csv")
+  step chained 400 $hb chained --backend cuda --log2-keys 24 --runs 5 ${peer[@]+"${peer[@]}"} \
+    --out-dir "$D/chained"
+  grep -vE "^(chained: |wrote)" "$D/chained.txt" | head -60
+}
+
+suite_bench_csr() {
+  local hb=$B/hashtile-bench
+  need $hb || return
+  step csr 330 $hb csr --backend cuda --log2-keys 25 --dups 1,4,32 --range 0.5,1,2 --runs "$RUNS" --csv "$D/csr.csv"
+  grep -E "^cuda device" "$D/csr.txt"
+  step scan 60 $hb scan --backend cuda --log2-words 16,20,24,25,26,28 --runs 5 --csv "$D/scan.csv"
+  grep -E "^cuda " "$D/scan.txt"
+}
+
+suite_bench_paged() {
+  local hb=$B/hashtile-bench
+  need $hb || return
+  paged res64 120 $hb --experiments residency --placements hash --children 64 --child-mib 16 --runs 7 --all-resident-only
+  paged res16 120 $hb --experiments residency --placements hash --children 16 --runs 7 --all-resident-only
+  paged big16 150 $hb --experiments big --big-gib 16 --big-budget-gib 4
+  paged rebuild 120 $hb --experiments rebuild --log2-keys 26 --runs 5
+  paged growth 150 $hb --experiments growth --child-mib 64 --log2-keys 26 --log2-batch 20
+}
+
+suite_bench_paged_big() {
+  local hb=$B/hashtile-bench
+  need $hb || return
+  paged big84 420 $hb --experiments big --big-gib 84 --big-budget-gib 56 --big-keys 64
+  paged residency 150 $hb --experiments residency --placements hash --children 16 --runs 3
+}
+
+suite_bench_sweep() {
+  local hb=$B/hashtile-bench exp=()
+  need $hb || return
+  [ -n "${SWEEP_EXPERIMENTS:-}" ] && exp=(--experiments "$SWEEP_EXPERIMENTS")
+  # The sweep rewrites its CSV, SVG and summary.md after every scheme of every experiment: a cut-short run keeps
+  # what it measured.
+  step sweep 540 $hb sweep --backend cuda --log2-keys 26 --load 0.6,0.7,0.8,0.9,0.95,0.99 --runs 3 \
+    --min-log2-keys 18 --max-log2-keys 24 --probe-log2-keys 22 --success-log2-keys 18 --seeds 50 \
+    --scheme "${SWEEP_SCHEMES:-bcht,iht,p2bht,1cht}" --bucket 16 ${exp[@]+"${exp[@]}"} --out "$D/sweep"
+  [ -f "$D/sweep/summary.md" ] && sed -n '/^| scheme/,/^$/p' "$D/sweep/summary.md"
+}
+
+suite_peers() {
+  need "$R/.device/peers/run.sh" || return
+  step peers 300 bash "$R/.device/peers/run.sh" 26 0.8,0.9
+  grep -E "^(peer|bght|cuco|slabhash)," "$D/peers.txt" > "$D/peers.csv"
+  grep -E "^bght,(bcht,(8|16)|iht|p2bht|1cht)|^cuco,(dh,4|lp,1)," "$D/peers.csv" | cut -d, -f1-3,5-8 | tr '\n' ' '; echo
+}
+
+suite_ceiling() {
+  need "$R/.device/peers/ceiling.sh" || return
+  step ceiling 120 bash "$R/.device/peers/ceiling.sh"
+  grep -E "^ceiling," "$D/ceiling.txt" | tee "$D/ceiling.csv"
+}
+
+suite_vulkan() {
+  local t f args hb=$B/hashtile-bench
+  if [ -d "$R/.gl" ]; then
+    for f in "$R"/.gl/*.deb; do dpkg -x "$f" /; done; ldconfig
+  fi
+  local icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+  [ -z "${VK_DRIVER_FILES:-}" ] && [ -f $icd ] && export VK_DRIVER_FILES=$icd
+  ldconfig -p | grep -q libvulkan || { echo "!! no libvulkan: carry .gl (docs/PERFORMANCE.md, Vulkan)"; return 1; }
+  for t in $GPU_TESTS; do
+    need $B/$t || continue
+    case $t in
+      gpu|matrix) args=(--test-threads 1 vulkan) ;;  # their tests name the backend
+      paged|paged_stress) args=(--test-threads 4) ;;  # these run on every backend present
+      *) args=() ;;
+    esac
+    HASHTILE_REQUIRE_GPU=vulkan step "$t" 300 $B/$t ${args[@]+"${args[@]}"}
+  done
+  need $hb || return
+  step rates_vulkan 150 $hb --backend vulkan --log2-keys 24 --bucket 8,16 --load 0.8,0.9 --runs "$RUNS" \
+    --csv "$D/rates_vulkan.csv"
+  grep -E "^\| (bcht) " "$D/rates_vulkan.txt" | grep -v async
+}
+
+# `ab`: each row with the base binary and the new one in turn (order flipped every round), every CSV reduced to
+# `build,round,row,case,metric,value` in ab.csv, then new/base per case (mean over rounds) in ab_ratios.csv.
+extract() { # csv build round row key-columns value-columns
+  [ -s "$1" ] || return 0
+  awk -F, -v OFS=, -v b="$2" -v r="$3" -v row="$4" -v kc="$5" -v vc="$6" '
+    /^#/ { next }
+    !h { for (i = 1; i <= NF; i++) col[$i] = i; nk = split(kc, K, ","); nv = split(vc, V, ","); h = 1; next }
+    { key = ""; for (i = 1; i <= nk; i++) if (K[i] in col) key = key (key == "" ? "" : " ") K[i] "=" $(col[K[i]])
+      for (j = 1; j <= nv; j++) if (V[j] in col) print b, r, row, key, V[j], $(col[V[j]]) }' "$1" >> "$D/ab.csv"
+}
+ab_row() { # build round row dir-of-binaries
+  local v=$1 r=$2 row=$3 hb=$4/hashtile-bench n="$3_$1_r$2"
+  case $row in
+    static)
+      rates "${n}_bcht8" 150 $hb --log2-keys 26 --scheme bcht --bucket 8 --load 0.8,0.9
+      extract "$D/${n}_bcht8.csv" $v $r $row scheme,bucket,load,op,present median_mkeys_s
+      rates "${n}_iht16" 150 $hb --log2-keys 26 --scheme iht --bucket 16 --load 0.8,0.9
+      extract "$D/${n}_iht16.csv" $v $r $row scheme,bucket,load,op,present median_mkeys_s ;;
+    host)
+      step "$n" 150 $hb host --backend cuda --log2-keys 26 --load 0.8 --runs "$RUNS" --csv "$D/$n.csv"
+      extract "$D/$n.csv" $v $r $row memory,call,load rate_mkeys,ratio ;;
+    chained)
+      step "$n" 200 $hb chained --backend cuda --log2-keys 24 --runs "$RUNS" --experiments bulk,incremental \
+        --loads 0.6,0.8 --batches 17 --out-dir "$D/$n"
+      extract "$D/$n/chained_bulk.csv" $v $r $row load \
+        build_insert_gkeys_s,build_replace_gkeys_s,find_present_gkeys_s,find_absent_gkeys_s
+      extract "$D/$n/chained_incremental.csv" $v $r $row log2_batch incremental_gkeys_s ;;
+    csr)
+      step "$n" 150 $hb csr --backend cuda --log2-keys 25 --dups 1,32 --range 1 --builds v2 --runs "$RUNS" --csv "$D/$n.csv"
+      extract "$D/$n.csv" $v $r $row data,dups,range,op mkeys_s ;;
+    paged)
+      paged "$n" 120 $hb --experiments residency --placements hash --children 64 --child-mib 16 --runs 5 --all-resident-only
+      extract "$D/$n/paged_residency.csv" $v $r $row table,children,resident,op M_keys_per_s
+      paged "${n}_big16" 150 $hb --experiments big --big-gib 16 --big-budget-gib 4
+      extract "$D/${n}_big16/paged_big_16g_32bit.csv" $v $r $row table_GiB,budget_GiB \
+        build_M_keys_per_s,build_of_pinned,find_of_pinned ;;
+    *) echo "!! unknown ab row $row (static host chained csr paged)" ;;
+  esac
+}
+suite_ab() {
+  need $A/hashtile-bench $B/hashtile-bench || return
+  local r row order v
+  echo "build,round,row,case,metric,value" > "$D/ab.csv"
+  for r in $(seq 1 "${ROUNDS:-1}"); do
+    order="base new"; [ $((r % 2)) -eq 0 ] && order="new base"
+    for row in ${AB_ROWS:-static host chained csr paged}; do
+      for v in $order; do
+        if [ $v = base ]; then ab_row base $r $row $A; else ab_row new $r $row $B; fi
+      done
+    done
+  done
+  echo "row,case,metric,base,new,new_over_base" > "$D/ab_ratios.csv"
+  awk -F, -v OFS=, 'NR > 1 { k = $3 "," $4 "," $5; s[k, $1] += $6; c[k, $1]++; keys[k] = 1 }
+    END { for (k in keys) if (c[k, "base"] && c[k, "new"]) {
+        b = s[k, "base"] / c[k, "base"]; n = s[k, "new"] / c[k, "new"]
+        print k, b, n, (b > 0 ? sprintf("%.4f", n / b) : "NaN") } }' "$D/ab.csv" | sort >> "$D/ab_ratios.csv"
+  echo "== ab: new/base below 0.98 (mean over ${ROUNDS:-1} round(s)):"
+  awk -F, 'NR > 1 && $6 != "NaN" && $6 < 0.98' "$D/ab_ratios.csv"
+}
+
+main() {
+  nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem,memory.total --format=csv,noheader |
+    tee "$OUT/gpu.txt"
+
+  # Binaries: .device/bins.tar.xz into $B, the baseline .device/base.tar.xz (if carried) into $A.
+  B=/tmp/bin/new A=/tmp/bin/base
+  rm -rf /tmp/bin && mkdir -p $B $A
+  if [ -f .device/bins.tar.xz ]; then
+    tar -xJf .device/bins.tar.xz -C $B && cat $B/build-info.txt 2>/dev/null | tee "$OUT/build-new.txt"
+  fi
+  if [ -f .device/base.tar.xz ]; then
+    tar -xJf .device/base.tar.xz -C $A && cat $A/build-info.txt 2>/dev/null | tee "$OUT/build-base.txt"
+  fi
+  for suite in "$@"; do
+    D=$OUT/$suite; mkdir -p "$D"
+    echo "==== $suite at $((SECONDS - t0)) s"
+    case $suite in
+      tests) suite_tests ;;
+      sanitize) suite_sanitize ;;
+      bench-static) suite_bench_static ;;
+      bench-host) suite_bench_host ;;
+      bench-chained) suite_bench_chained ;;
+      bench-csr) suite_bench_csr ;;
+      bench-paged) suite_bench_paged ;;
+      bench-paged-big) suite_bench_paged_big ;;
+      bench-sweep) suite_bench_sweep ;;
+      peers) suite_peers ;;
+      ceiling) suite_ceiling ;;
+      vulkan) suite_vulkan ;;
+      ab) suite_ab ;;
+      *) echo "!! unknown suite $suite"; echo "$suite: unknown suite" >> "$OUT/failed.txt" ;;
+    esac
+  done
+  echo "==== all done at $((SECONDS - t0)) s; steps that failed or ran out of time: $(cat "$OUT/failed.txt" 2>/dev/null | tr '\n' ' ')"
+}
+
+main "$@" 2>&1 | tee "$OUT/summary.txt"
+[ ! -s "$OUT/failed.txt" ]
