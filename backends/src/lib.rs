@@ -35,9 +35,9 @@ pub mod gpu {
     /// Table operations callable from your own CubeCL kernels.
     pub mod device_api {
         pub use crate::device::find::{FindResult, FoundAt, tile_find, tile_find_at};
-        pub use crate::device::meta::{
-            FRAME_DESC_WORDS, SHAPE_WORDS, ShapeScalars, TableMeta, bucket_of, bucket_of_wide,
-            load_meta, meta_of, probe_bucket,
+        pub use crate::device::probe::{FRAME_DESC_WORDS, probe_bucket};
+        pub use crate::device::shape::{
+            SHAPE_WORDS, ShapeScalars, TableMeta, bucket_of, bucket_of_wide, load_meta, meta_of,
         };
     }
 

@@ -23,6 +23,30 @@ pub fn mul_lo32(a: u32, b: u32) -> u32 {
     ((a as u64 * b as u64) & 0xffff_ffffu64) as u32
 }
 
+/// Low 64 bits of `a * b` from 32-bit pieces, so that it never overflows on the host (a wrapping multiply in
+/// the arithmetic kernels and host code share).
+#[cube]
+pub fn mul_lo64(a: u64, b: u64) -> u64 {
+    let a_lo = (a & 0xffff_ffffu64) as u32;
+    let a_hi = (a >> 32u64) as u32;
+    let b_lo = (b & 0xffff_ffffu64) as u32;
+    let b_hi = (b >> 32u64) as u32;
+    let low = a_lo as u64 * b_lo as u64;
+    let high = ((low >> 32u64) + mul_lo32(a_lo, b_hi) as u64 + mul_lo32(a_hi, b_lo) as u64)
+        & 0xffff_ffffu64;
+    (high << 32u64) | (low & 0xffff_ffffu64)
+}
+
+/// The route hash of a 64-bit key under `seed` (the splitmix64 finaliser of `key ^ seed`): which child of a
+/// paged table a key goes to (its high bits, `paged::route`). One function on the host and in kernels.
+#[cube]
+pub fn route_hash(key: u64, seed: u64) -> u64 {
+    let mut z = key ^ seed;
+    z = mul_lo64(z ^ (z >> 30u64), 0xbf58_476d_1ce4_e5b9u64);
+    z = mul_lo64(z ^ (z >> 27u64), 0x94d0_49bb_1331_11ebu64);
+    z ^ (z >> 31u64)
+}
+
 /// MurmurHash3's 32-bit finaliser: a bijection with full avalanche.
 #[cube]
 pub fn fmix32(x: u32) -> u32 {
@@ -203,5 +227,33 @@ mod tests {
     fn wide_keys_use_the_high_word() {
         let fam = HashFamily::new(3);
         assert_ne!(fam.hash(5, 0), fam.hash(5 | (1 << 40), 0));
+    }
+
+    #[test]
+    fn mul_lo64_is_the_wrapping_multiply() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..10_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let y = x.rotate_left(29) ^ 0xdead_beef;
+            assert_eq!(mul_lo64(x, y), x.wrapping_mul(y));
+        }
+        assert_eq!(mul_lo64(u64::MAX, u64::MAX), 1);
+    }
+
+    #[test]
+    fn route_hash_is_the_splitmix64_finaliser() {
+        fn reference(key: u64, seed: u64) -> u64 {
+            let mut z = key ^ seed;
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            z ^ (z >> 31)
+        }
+        for key in [0u64, 1, 7, u64::MAX, 0x1234_5678_9abc_def0] {
+            for seed in [0u64, 42, DEFAULT_SEED] {
+                assert_eq!(route_hash(key, seed), reference(key, seed));
+            }
+        }
     }
 }

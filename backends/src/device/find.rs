@@ -6,7 +6,8 @@
 //! tile take turns serving each other's keys (warp-cooperative work sharing), and each lane gets its own answer
 //! back.
 
-use super::meta::{TableMeta, frame_bucket};
+use super::probe::frame_bucket;
+use super::shape::TableMeta;
 use crate::device::layout::{KeyLayout, key_view};
 use cubecl::prelude::*;
 use hashtile_core::scheme::{ProbingScheme, action, blank_state};

@@ -15,7 +15,7 @@
 //! tile's bucket reads and views (`hashtile_core::tile`) serve both unchanged; the key's position in the word
 //! is [`KeyLayout::KEY_SHIFT`].
 
-use super::meta::{TableMeta, bucket_of, bucket_of_wide};
+use super::shape::{TableMeta, bucket_of, bucket_of_wide};
 use cubecl::prelude::*;
 use hashtile_core::hash::key_mix;
 use hashtile_core::scheme::BucketView;

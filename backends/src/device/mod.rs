@@ -1,6 +1,8 @@
-//! The `#[cube]` layer every GPU family builds on: a table's shape and bucket addressing ([`meta`]), how slots
-//! hold pairs ([`layout`]), and the cooperative find of the device API ([`find`]).
+//! The `#[cube]` layer every GPU family builds on: a table's shape and hash functions ([`shape`]), how slots
+//! hold pairs ([`layout`]), a key's bucket per probe under a scheme ([`probe`]), and the cooperative find of the
+//! device API ([`find`]).
 
 pub mod find;
 pub mod layout;
-pub mod meta;
+pub mod probe;
+pub mod shape;

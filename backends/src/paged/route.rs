@@ -10,13 +10,7 @@
 
 use rayon::prelude::*;
 
-/// The route hash of `key` (a splitmix64 finaliser of the key under `seed`).
-pub(crate) fn route_hash(key: u64, seed: u64) -> u64 {
-    let mut z = key ^ seed;
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
+pub(crate) use hashtile_core::hash::route_hash;
 
 /// The directory of a hash-routed table.
 #[derive(Debug, Clone)]

@@ -170,7 +170,7 @@ fn no_device_batches() -> Error {
 
 /// Words of one table's descriptor in [`SlotFrames`]: its first bucket in the frames' slot arrays, then its
 /// seeds and their mixes.
-pub const FRAME_DESC_WORDS: usize = crate::device::meta::FRAME_DESC_WORDS;
+pub const FRAME_DESC_WORDS: usize = crate::device::probe::FRAME_DESC_WORDS;
 
 /// One device allocation holding the slots of `count` tables of one shape, frame after frame (`gpu::frames`):
 /// made by [`Engine::new_frames`], filled by [`Engine::move_to_frame`] and [`Engine::page_in_frame`], read by
@@ -191,7 +191,7 @@ pub struct SlotFrames {
     /// bucket.
     pub stride: usize,
     /// The shape words of the tables (bucket count and scheme parameters; seeds differ per table).
-    pub shape: [u32; crate::device::meta::SHAPE_WORDS],
+    pub shape: [u32; crate::device::shape::SHAPE_WORDS],
     /// Slots per bucket.
     pub bucket_size: u32,
     /// Lanes per tile.

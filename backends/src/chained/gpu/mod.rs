@@ -19,8 +19,8 @@
 //! pool (a larger array, the old slabs copied; indices stay valid) and runs the recorded operations again.
 
 use crate::device::layout::{KeyLayout, Packed, key_view};
-use crate::device::meta::{ShapeScalars, TableMeta, meta_of};
-use crate::device::meta::{shape_scalars, shape_words_of};
+use crate::device::shape::{ShapeScalars, TableMeta, meta_of};
+use crate::device::shape::{shape_scalars, shape_words_of};
 use crate::runtime::launch::{CUBE_SIZE, cube_count, fill_u32, fill_u64};
 use cubecl::prelude::*;
 use cubecl::server::Handle;
@@ -308,7 +308,7 @@ pub struct ChainedAnswer<V: CubePrimitive> {
 /// words in the slabs, the values in `slab_values` at the same index). The table comes from
 /// [`GpuChained::device_ref`]: `slabs` (atomic) and `slabs_plain` (the same array without atomics where
 /// `plain`, which only CUDA can bind twice; else a dummy), `slab_values` (wide tables; a dummy otherwise), the
-/// allocator's `bitmap` and `pool`, and `meta` (from [`crate::device::meta::load_meta`] of the shape). Launches
+/// allocator's `bitmap` and `pool`, and `meta` (from [`crate::device::shape::load_meta`] of the shape). Launches
 /// that only walk (finds, counts, gathers) may bind a dummy as `slabs` and must set `plain`.
 ///
 /// **Wide tables and mixed operations:** a wide insert claims the key word, then stores the value; with no
@@ -1145,7 +1145,7 @@ impl<R: Runtime, L: KeyLayout> GpuChained<R, L> {
         tile_width: u32,
         free_memory: Option<FreeMemory>,
     ) -> Result<Self> {
-        let plane = crate::device::meta::tile_width_for(client, SLAB_WORDS)?;
+        let plane = crate::device::shape::tile_width_for(client, SLAB_WORDS)?;
         if !matches!(tile_width, 8 | 16) || tile_width > plane {
             return Err(Error::InvalidConfig(format!(
                 "chained tables read a slab with tiles of 8 or 16 lanes (at most {plane} here), got {tile_width}"
@@ -1274,7 +1274,7 @@ impl<R: Runtime, L: KeyLayout> GpuChained<R, L> {
     }
 
     /// The table's shape for kernels (inserts choose upsert per operation).
-    fn shape(&self) -> [u32; crate::device::meta::SHAPE_WORDS] {
+    fn shape(&self) -> [u32; crate::device::shape::SHAPE_WORDS] {
         shape_words_of(self.buckets, self.family, Chain::default_params(SLAB_WORDS))
     }
 
@@ -2000,7 +2000,7 @@ impl<R: Runtime, L: KeyLayout> GpuChained<R, L> {
 /// [`GpuChained::device_ref`]). Bind `slabs` as the atomic array; as `slabs_plain` bind `slabs` again where
 /// `plain` (CUDA), else a one-word dummy, and pass `plain` as the compile-time flag; a kernel that only finds
 /// or counts may bind a dummy as the atomic array and the slabs as `slabs_plain` with `plain == true`. Build
-/// `meta` in the kernel with [`crate::device::meta::load_meta`] of `shape`.
+/// `meta` in the kernel with [`crate::device::shape::load_meta`] of `shape`.
 #[derive(Debug, Clone)]
 pub struct ChainedDeviceRef {
     /// The slab words (`Array<Atomic<u64>>` or `Array<u64>`, `slab_words` long).
@@ -2017,7 +2017,7 @@ pub struct ChainedDeviceRef {
     pub bitmap_words: usize,
     /// Pool slabs (the `pool` argument).
     pub pool: u32,
-    /// The shape words (`Array<u32>`, [`crate::device::meta::SHAPE_WORDS`] long).
+    /// The shape words (`Array<u32>`, [`crate::device::shape::SHAPE_WORDS`] long).
     pub shape: Handle,
     /// Lanes per tile (the compile-time `tw`).
     pub tile_width: u32,

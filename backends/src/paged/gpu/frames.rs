@@ -15,8 +15,9 @@
 
 use crate::device::find::tile_find_core;
 use crate::device::layout::KeyLayout;
-use crate::device::meta::{FRAME_DESC_WORDS, ShapeScalars, meta_of};
-use crate::paged::gpu::routing::route_child;
+use crate::device::probe::FRAME_DESC_WORDS;
+use crate::device::shape::{ShapeScalars, meta_of};
+use crate::paged::gpu::kernels::route_child;
 use crate::runtime::launch::{CUBE_SIZE, cube_count};
 use crate::runtime::transfer::HostTransfer;
 use crate::table::engine::SlotFrames;

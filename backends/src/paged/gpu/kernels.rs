@@ -4,20 +4,11 @@
 
 use crate::device::find::tile_find_at;
 use crate::device::layout::KeyLayout;
-use crate::device::meta::{ShapeScalars, meta_of};
+use crate::device::shape::{ShapeScalars, meta_of};
 use cubecl::prelude::*;
+use hashtile_core::hash::route_hash;
 use hashtile_core::scheme::ProbingScheme;
 use hashtile_core::tile::EMPTY_WORD;
-
-/// The route hash of a key (`paged::route::route_hash`, the splitmix64 finaliser of `key ^ seed`), on the
-/// device.
-#[cube]
-pub fn route_hash(key: u64, seed: u64) -> u64 {
-    let mut z = key ^ seed;
-    z = (z ^ (z >> 30u64)) * 0xbf58_476d_1ce4_e5b9u64;
-    z = (z ^ (z >> 27u64)) * 0x94d0_49bb_1331_11ebu64;
-    z ^ (z >> 31u64)
-}
 
 /// Unpacks slot `i` of a table into `keys[i]`, `values[i]` and `mask[i]`: 0 for an empty or erased slot (key
 /// word `erased`; `EMPTY_WORD` when the table has no erased slots), else 1, or 2 when `split` is on and the
@@ -104,4 +95,15 @@ pub fn erase_kernel<S: ProbingScheme, L: KeyLayout>(
         table[r.slot as usize] = erased;
         count[0].fetch_add(1u32);
     }
+}
+
+/// The child of a key under the route directory (`paged::route::Directory::child_of`, on the device).
+#[cube]
+pub fn route_child<L: KeyLayout>(key: L::Key, entries: &Array<u32>, seed: u64, depth: u32) -> u32 {
+    let h = route_hash(L::key_bits(key), seed);
+    let mut e = 0u64;
+    if depth > 0u32 {
+        e = h >> u64::cast_from(64u32 - depth);
+    }
+    entries[e as usize]
 }

@@ -36,7 +36,7 @@
 //! scattering as the keys land at 0.94-1.01x: H100, 16 resident children.)
 
 use crate::device::layout::KeyLayout;
-use crate::paged::gpu::kernels::route_hash;
+use crate::paged::gpu::kernels::route_child;
 use crate::runtime::launch::{CUBE_SIZE, cube_count, fill_u32};
 use crate::runtime::transfer::HostTransfer;
 use crate::runtime::words::{bytes_of, bytes_of_mut, with_words_mut, words_of};
@@ -63,22 +63,6 @@ const TILE: usize = CUBE * PER_UNIT;
 /// The most children a table can route on the device (the shared-memory counters of one cube: 16 KB, twice in
 /// the scatter kernel). Larger tables partition on the host.
 pub const MAX_ROUTED_CHILDREN: usize = 4096;
-
-/// The child of a key under the route directory (`paged::route::Directory::child_of`, on the device).
-#[cube]
-pub(crate) fn route_child<L: KeyLayout>(
-    key: L::Key,
-    entries: &Array<u32>,
-    seed: u64,
-    depth: u32,
-) -> u32 {
-    let h = route_hash(L::key_bits(key), seed);
-    let mut e = 0u64;
-    if depth > 0u32 {
-        e = h >> u64::cast_from(64u32 - depth);
-    }
-    entries[e as usize]
-}
 
 /// No child: a position past the keys, or (masked) a key that is not its key's last occurrence.
 const NO_CHILD: u32 = u32::MAX;
@@ -764,7 +748,7 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> DeviceRouter<R, S, L> {
                     ArrayArg::from_raw_parts(mk.clone(), m),
                     ArrayArg::from_raw_parts(run.descs.clone(), descs),
                     ArrayArg::from_raw_parts(entries.clone(), route.entries.len()),
-                    crate::device::meta::shape_scalars(frames.shape),
+                    crate::device::shape::shape_scalars(frames.shape),
                     route.seed,
                     route.depth,
                     frames.bucket_size,
@@ -799,7 +783,7 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> DeviceRouter<R, S, L> {
                 ArrayArg::from_raw_parts(run.counters.clone(), INSERT_COUNTERS + route.children),
                 ArrayArg::from_raw_parts(run.descs.clone(), descs),
                 ArrayArg::from_raw_parts(entries.clone(), route.entries.len()),
-                crate::device::meta::shape_scalars(shape),
+                crate::device::shape::shape_scalars(shape),
                 route.seed,
                 route.depth,
                 frames.bucket_size,
@@ -899,7 +883,7 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> DeviceRouter<R, S, L> {
                 ArrayArg::from_raw_parts(bh, bl),
                 ArrayArg::from_raw_parts(descs.clone(), route.children * FRAME_DESC_WORDS),
                 ArrayArg::from_raw_parts(entries.clone(), route.entries.len()),
-                crate::device::meta::shape_scalars(frames.shape),
+                crate::device::shape::shape_scalars(frames.shape),
                 route.seed,
                 route.depth,
                 frames.bucket_size,

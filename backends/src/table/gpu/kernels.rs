@@ -4,7 +4,8 @@
 
 use crate::device::find::tile_find;
 use crate::device::layout::{KeyLayout, key_view};
-use crate::device::meta::{ShapeScalars, TableMeta, frame_bucket, meta_of};
+use crate::device::probe::frame_bucket;
+use crate::device::shape::{ShapeScalars, TableMeta, meta_of};
 use cubecl::prelude::*;
 use hashtile_core::scheme::{NO_PAIR, ProbingScheme, action, blank_state};
 use hashtile_core::tile::{

@@ -39,8 +39,8 @@ pub mod kernels;
 pub mod upsert;
 
 use crate::device::layout::{KeyLayout, Packed};
-use crate::device::meta::ShapeScalarsLaunch;
-use crate::device::meta::{SHAPE_WORDS, shape_scalars, shape_words_of, tile_width_for};
+use crate::device::shape::ShapeScalarsLaunch;
+use crate::device::shape::{SHAPE_WORDS, shape_scalars, shape_words_of, tile_width_for};
 use crate::runtime::launch::{CUBE_SIZE, cube_count, fill_u32, fill_u64};
 use crate::runtime::transfer::{self, HostTransfer, PinnedAlloc};
 use crate::runtime::words::{bytes_of, bytes_of_mut, with_words_mut, words_of};
@@ -268,7 +268,7 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
         self.len = 0;
     }
 
-    /// The table's shape as the `u32` words kernels read (see [`crate::device::meta::load_meta`]).
+    /// The table's shape as the `u32` words kernels read (see [`crate::device::shape::load_meta`]).
     pub fn shape_words(&self) -> [u32; SHAPE_WORDS] {
         shape_words_of(self.num_buckets, self.family, self.params)
     }
@@ -847,7 +847,7 @@ pub struct Unplaced {
 }
 
 /// What a user kernel needs to call the table's device API ([`crate::device::find::tile_find`] with the table's scheme
-/// and layout; its `meta` from [`crate::device::meta::load_meta`] of `shape`).
+/// and layout; its `meta` from [`crate::device::shape::load_meta`] of `shape`).
 #[derive(Debug, Clone)]
 pub struct DeviceRef {
     /// The key words (`&Array<u64>` in the kernel, `slots` long).

@@ -18,7 +18,7 @@
 
 use crate::device::find::tile_find_core;
 use crate::device::layout::KeyLayout;
-use crate::device::meta::{ShapeScalars, TableMeta, meta_of};
+use crate::device::shape::{ShapeScalars, TableMeta, meta_of};
 use crate::table::gpu::kernels::ADDED_COUNTERS;
 use cubecl::prelude::*;
 use hashtile_core::hash::hash_key;

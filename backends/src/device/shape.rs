@@ -1,12 +1,10 @@
 //! A table's shape as kernels see it: [`TableMeta`] (bucket count, seeds, scheme parameters), where it comes
-//! from (scalar kernel arguments, [`ShapeScalars`], or a user's shape buffer, [`load_meta`]), and the bucket of a
-//! key under each hash function ([`probe_bucket`]; [`frame_bucket`] for tables that share slot frames).
+//! from (scalar kernel arguments, [`ShapeScalars`], or a user's shape buffer, [`load_meta`]), the bucket of a key
+//! under each hash function ([`bucket_of`], [`bucket_of_wide`]), and the host side of the shape words.
 
-use crate::device::layout::KeyLayout;
 use cubecl::prelude::*;
-use hashtile_core::hash::seed_mix;
-use hashtile_core::hash::{MAX_HASHES, bucket_index, hash_key, hash_key32, overflow_bucket};
-use hashtile_core::scheme::{ProbingScheme, SchemeParams};
+use hashtile_core::hash::{bucket_index, hash_key, hash_key32, seed_mix};
+use hashtile_core::scheme::SchemeParams;
 use hashtile_core::{Error, HashFamily, Result};
 
 /// Everything a kernel needs to address a table.
@@ -116,32 +114,6 @@ pub fn load_meta(shape: &Array<u32>) -> TableMeta {
     }
 }
 
-/// The bucket of `key` under hash index `i` for scheme `S` in layout `L`: the family's function `i`, or for a
-/// scheme that overflows ([`ProbingScheme::OVERFLOW`]) and `i >= MAX_HASHES`, the key's overflow sequence
-/// (`hashtile_core::hash::overflow_bucket`). Other schemes compile to `L::bucket` alone.
-// The initial `b` is a CubeCL variable declaration; both branches assign it.
-#[allow(unused_assignments)]
-#[cube]
-pub fn probe_bucket<S: ProbingScheme, L: KeyLayout>(meta: TableMeta, key: L::Key, i: u32) -> u32 {
-    if comptime!(S::OVERFLOW) {
-        let last = comptime!(MAX_HASHES as u32 - 1);
-        let mut b = u32::new(0);
-        if i <= last {
-            b = L::bucket(meta, key, i);
-        } else {
-            b = overflow_bucket(
-                L::bucket(meta, key, last),
-                L::key_mix(key),
-                i - last,
-                meta.num_buckets,
-            );
-        }
-        b
-    } else {
-        L::bucket(meta, key, i)
-    }
-}
-
 /// The bucket of a 32-bit key under hash function `i`.
 #[cube]
 pub fn bucket_of(meta: TableMeta, key: u32, i: u32) -> u32 {
@@ -175,59 +147,6 @@ pub fn bucket_of_wide(meta: TableMeta, key: u64, i: u32) -> u32 {
     let lo = (key & 0xffff_ffffu64) as u32;
     let hi = (key >> 32u64) as u32;
     bucket_index(hash_key(lo, hi, seed), meta.num_buckets)
-}
-
-/// Words per frame descriptor of a framed find ([`tile_find_core`] with `framed`): `[base bucket, seed0, mix0,
-/// seed1, mix1, seed2, mix2, seed3, mix3]` of one child whose slots start at bucket `base` of the shared slot
-/// arrays (`gpu::frames`).
-pub const FRAME_DESC_WORDS: usize = 9;
-
-/// The [`TableMeta`] of hash function `i` of frame `f`: `meta`'s bucket count and scheme parameters (every
-/// frame has them) with the frame's seed of function `min(i, MAX_HASHES - 1)` (and its mix) in every seed
-/// field, so that the probe of function `i` (an overflow probe hashes with the last function) reads two
-/// descriptor words, not eight.
-#[cube]
-fn frame_meta(meta: TableMeta, frames: &Array<u32>, at: u32, i: u32) -> TableMeta {
-    let h = i.min(comptime!(MAX_HASHES as u32 - 1));
-    let seed = frames[(at + 1u32 + 2u32 * h) as usize];
-    let mix = frames[(at + 2u32 + 2u32 * h) as usize];
-    TableMeta {
-        num_buckets: meta.num_buckets,
-        seed0: seed,
-        seed1: seed,
-        seed2: seed,
-        seed3: seed,
-        mix0: mix,
-        mix1: mix,
-        mix2: mix,
-        mix3: mix,
-        params: meta.params,
-    }
-}
-
-/// The bucket of `key` under hash function `i` ([`probe_bucket`]); with `framed`, in table `child` of slot
-/// frames whose descriptors are `frames` (its seeds, and its first bucket added: an index into the shared slot
-/// arrays). Without, `frames` and `child` are unused.
-// `b` is a CubeCL variable declaration; both branches assign it.
-#[allow(unused_assignments)]
-#[cube]
-pub(crate) fn frame_bucket<S: ProbingScheme, L: KeyLayout>(
-    meta: TableMeta,
-    frames: &Array<u32>,
-    child: u32,
-    key: L::Key,
-    i: u32,
-    #[comptime] framed: bool,
-) -> u32 {
-    let mut b = u32::new(0);
-    if comptime!(framed) {
-        let at = child * comptime!(FRAME_DESC_WORDS as u32);
-        let m = frame_meta(meta, frames, at, i);
-        b = probe_bucket::<S, L>(m, key, i) + frames[at as usize];
-    } else {
-        b = probe_bucket::<S, L>(meta, key, i);
-    }
-    b
 }
 
 /// A table's shape words (`[num_buckets, seed0..seed3, num_hashes, max_chain, threshold, upsert,
