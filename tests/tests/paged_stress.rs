@@ -117,7 +117,7 @@ fn stress<S: SchemeInfo, K: Key, V: Value>(backend: Backend, cfg: &Cfg, seed: u6
         .backend(BackendChoice::Exactly(backend))
         .placement(Placement::HashRouted)
         .initial_children(cfg.initial_children)
-        .budget(cfg.budget.clone())
+        .budget(cfg.budget)
         .seed(seed);
     if let Some(bk) = cfg.batch_keys {
         pc = pc.batch_keys(bk);

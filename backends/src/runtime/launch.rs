@@ -63,24 +63,29 @@ pub fn fill_u32_kernel(words: &mut Array<u32>, value: u32) {
     }
 }
 
-/// `output[i] = input[i]`: the least traffic a scan can move (read every word, write every word), the
-/// ceiling its benchmark is measured against.
+/// `output[i] = input[i]` for `i < input.len()`: the one copy kernel (pool growth, frame moves, and the scan
+/// benchmark's ceiling: the least traffic a pass can move).
 #[cube(launch_unchecked)]
-pub fn copy_kernel(input: &Array<u32>, output: &mut Array<u32>) {
+pub fn copy_kernel<E: CubePrimitive>(input: &Array<E>, output: &mut Array<E>) {
     let pos = ABSOLUTE_POS;
     if pos < input.len() {
         output[pos] = input[pos];
     }
 }
 
-/// Queues a copy of the first `n` words of `input` into `output` (the scan benchmark's ceiling).
-pub fn copy_u32<R: Runtime>(client: &ComputeClient<R>, input: &Handle, output: &Handle, n: usize) {
+/// Queues a copy of the first `n` elements of `input` into `output` (which holds at least `n`).
+pub fn copy<R: Runtime, E: CubePrimitive>(
+    client: &ComputeClient<R>,
+    input: &Handle,
+    output: &Handle,
+    n: usize,
+) {
     if n == 0 {
         return;
     }
     // SAFETY: bounded by `n`, the length of both arrays as passed.
     unsafe {
-        copy_kernel::launch_unchecked::<R>(
+        copy_kernel::launch_unchecked::<E, R>(
             client,
             cube_count(n),
             CubeDim::new_1d(CUBE_SIZE),
@@ -88,4 +93,9 @@ pub fn copy_u32<R: Runtime>(client: &ComputeClient<R>, input: &Handle, output: &
             ArrayArg::from_raw_parts(output.clone(), n),
         )
     }
+}
+
+/// [`copy`] of `u32` words.
+pub fn copy_u32<R: Runtime>(client: &ComputeClient<R>, input: &Handle, output: &Handle, n: usize) {
+    copy::<R, u32>(client, input, output, n)
 }
