@@ -9,11 +9,16 @@ pub const CUBE_SIZE: u32 = 256;
 /// Maximum cubes per grid dimension.
 const MAX_CUBES_X: u32 = 65_535;
 
-/// Fills the first `n` words of a `u64` buffer with `value` (queued).
-pub fn fill_u64<R: Runtime>(client: &ComputeClient<R>, h: &Handle, n: usize, value: u64) {
+/// Fills the first `n` elements of a buffer with `value` (queued).
+pub fn fill<R: Runtime, E: Numeric + CubeElement>(
+    client: &ComputeClient<R>,
+    h: &Handle,
+    n: usize,
+    value: E,
+) {
     // SAFETY: the kernel guards its index against the array length.
     unsafe {
-        fill_kernel::launch_unchecked::<R>(
+        fill_kernel::launch_unchecked::<E, R>(
             client,
             cube_count(n),
             CubeDim::new_1d(CUBE_SIZE),
@@ -23,18 +28,14 @@ pub fn fill_u64<R: Runtime>(client: &ComputeClient<R>, h: &Handle, n: usize, val
     }
 }
 
-/// Fills the first `n` words of a `u32` buffer with `value` (queued).
+/// [`fill`] of `u64` words (table initialisation and `clear`).
+pub fn fill_u64<R: Runtime>(client: &ComputeClient<R>, h: &Handle, n: usize, value: u64) {
+    fill::<R, u64>(client, h, n, value)
+}
+
+/// [`fill`] of `u32` words (counter resets).
 pub fn fill_u32<R: Runtime>(client: &ComputeClient<R>, h: &Handle, n: usize, value: u32) {
-    // SAFETY: the kernel guards its index against the array length.
-    unsafe {
-        fill_u32_kernel::launch_unchecked::<R>(
-            client,
-            cube_count(n),
-            CubeDim::new_1d(CUBE_SIZE),
-            ArrayArg::from_raw_parts(h.clone(), n),
-            value,
-        )
-    }
+    fill::<R, u32>(client, h, n, value)
 }
 
 /// Launch geometry for `n` threads: a 2-D grid when one dimension is not enough.
@@ -47,17 +48,9 @@ pub fn cube_count(n: usize) -> CubeCount {
     }
 }
 
-/// Fills `words` with `value` (table initialisation and `clear`).
+/// `words[i] = value`: the one fill kernel.
 #[cube(launch_unchecked)]
-pub fn fill_kernel(words: &mut Array<u64>, value: u64) {
-    if ABSOLUTE_POS < words.len() {
-        words[ABSOLUTE_POS] = value;
-    }
-}
-
-/// Fills `words` with `value` (counter resets).
-#[cube(launch_unchecked)]
-pub fn fill_u32_kernel(words: &mut Array<u32>, value: u32) {
+pub fn fill_kernel<E: Numeric + CubeElement>(words: &mut Array<E>, value: E) {
     if ABSOLUTE_POS < words.len() {
         words[ABSOLUTE_POS] = value;
     }
