@@ -21,8 +21,8 @@ pub mod runtime;
 pub mod select;
 pub mod table;
 
-/// The GPU engines and the device API, gathered for users: [`GpuTable`] (device-resident calls), key layouts,
-/// pinned transfers, and the functions your own CubeCL kernels call ([`device_api`]). Nothing here is defined
+/// The GPU engines and the device API, gathered for users: `GpuTable` (device-resident calls), key layouts,
+/// pinned transfers, and the functions your own CubeCL kernels call (`device_api`). Nothing here is defined
 /// here: each name lives in its layer.
 pub mod gpu {
     pub use crate::device::layout::{KeyLayout, Packed, Wide};

@@ -3,10 +3,10 @@
 //! Every function here is a `#[cube]` function written in plain integer arithmetic, so the **same source** is
 //! compiled into kernels and called on the host (CPU backend, placement checks, probe model). Two rules keep
 //! the host build identical to the device build and free of debug-mode overflow panics:
-//! multiplications go through [`mul_lo32`] (a 32x32 multiply done in 64 bits), and casts are `as` casts.
+//! multiplications go through [`mul_lo32()`] (a 32x32 multiply done in 64 bits), and casts are `as` casts.
 //!
 //! A key is hashed as two 32-bit words `(lo, hi)` (`hi = 0` for 32-bit keys), so one family serves both widths.
-//! Bucket indices use Lemire's multiply-shift range reduction ([`bucket_index`]) instead of `%`: one multiply
+//! Bucket indices use Lemire's multiply-shift range reduction ([`bucket_index()`]) instead of `%`: one multiply
 //! instead of an integer division, and any number of buckets (not only powers of two).
 
 use cubecl::prelude::*;
@@ -65,21 +65,21 @@ pub fn hash_key(lo: u32, hi: u32, seed: u32) -> u32 {
     fmix32(mul_lo32(folded, 0x9e37_79b1u32) ^ seed)
 }
 
-/// [`hash_key`] of a 32-bit key (`hi = 0`) with the seed's fold precomputed: `seed_mix` must be
-/// [`seed_mix`]`(seed)`. Same value, two multiplies fewer: kernels take the mixes with the table's shape.
+/// [`hash_key()`] of a 32-bit key (`hi = 0`) with the seed's fold precomputed: `seed_mix` must be
+/// [`seed_mix()`]`(seed)`. Same value, two multiplies fewer: kernels take the mixes with the table's shape.
 #[cube]
 pub fn hash_key32(key: u32, seed: u32, seed_mix: u32) -> u32 {
     fmix32(mul_lo32(key ^ seed_mix, 0x9e37_79b1u32) ^ seed)
 }
 
-/// The part of [`hash_key`] that depends on the seed alone when `hi = 0` (see [`hash_key32`]).
+/// The part of [`hash_key()`] that depends on the seed alone when `hi = 0` (see [`hash_key32()`]).
 #[cube]
 pub fn seed_mix(seed: u32) -> u32 {
     fmix32(seed)
 }
 
 /// A key's mix `(lo, hi)`: seeds its eviction randomness (every backend) and its overflow sequence
-/// ([`overflow_bucket`]). `hi = 0` for 32-bit keys.
+/// ([`overflow_bucket()`]). `hi = 0` for 32-bit keys.
 #[cube]
 pub fn key_mix(lo: u32, hi: u32) -> u32 {
     fmix32(lo ^ fmix32(hi))
@@ -152,7 +152,7 @@ impl HashFamily {
     }
 
     /// Bucket of `key` under function `i` in a table of `num_buckets` buckets; from `i = MAX_HASHES` on, the
-    /// key's overflow sequence ([`overflow_bucket`]).
+    /// key's overflow sequence ([`overflow_bucket()`]).
     pub fn bucket(&self, key: u64, i: usize, num_buckets: u32) -> u32 {
         if i < MAX_HASHES {
             bucket_index(self.hash(key, i), num_buckets)

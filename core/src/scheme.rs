@@ -153,7 +153,7 @@ pub trait ProbingScheme: Send + Sync + 'static {
         #[comptime] bucket_size: u32,
     ) -> Step;
     /// After a `FOUND` view whose matches the driver has all taken (a multi-value lookup): where more matches
-    /// of the key can be. `ABSENT`: nowhere ([`no_more_matches`], every static scheme); `FOLLOW`: the next
+    /// of the key can be. `ABSENT`: nowhere ([`no_more_matches()`], every static scheme); `FOLLOW`: the next
     /// bucket of the list; `NEXT`: the bucket of `state.hash_index`.
     fn find_more(state: &mut ProbeState, view: BucketView, params: SchemeParams) -> Step;
 }

@@ -169,7 +169,7 @@ pub fn check_lookup_tile(t: u32) -> Result<()> {
     Ok(())
 }
 
-/// How [`CsrJoin`] finds the matching pairs.
+/// How `CsrJoin` finds the matching pairs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum JoinMethod {
     /// Build a table of the left keys (values: their positions) and probe it with each right key.

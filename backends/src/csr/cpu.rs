@@ -1,5 +1,5 @@
-//! The CPU side of CSR tables and joins: [`HostCsr`] (count, prefix sum, place; the device build's oracle) and
-//! [`HostJoin`].
+//! The CPU side of CSR tables and joins: `HostCsr` (count, prefix sum, place; the device build's oracle) and
+//! `HostJoin`.
 
 use crate::results::FindAll;
 use hashtile_core::{HashFamily, Key, Value};

@@ -1,7 +1,7 @@
 //! The device API's cooperative find: table lookups callable from your own CubeCL kernels.
 //!
 //! A [`TableMeta`] carries a table's shape, seeds and scheme parameters (build it in your kernel from the
-//! shape buffer [`crate::table::gpu::GpuTable::device_ref`] returns, with [`super::meta::load_meta`]). [`tile_find`] is
+//! shape buffer [`crate::table::gpu::GpuTable::device_ref`] returns, with `super::meta::load_meta`). [`tile_find()`] is
 //! cooperative: **every lane of the plane must call it**, each with its own key and an `active` flag; lanes of a
 //! tile take turns serving each other's keys (warp-cooperative work sharing), and each lane gets its own answer
 //! back.
@@ -74,7 +74,7 @@ pub fn tile_find<S: ProbingScheme, L: KeyLayout>(
     }
 }
 
-/// [`tile_find`], with the slot's address in the answer when `want_slot` (else the address is left 0 and
+/// [`tile_find()`], with the slot's address in the answer when `want_slot` (else the address is left 0 and
 /// compiled out).
 #[allow(clippy::too_many_arguments)]
 #[cube]

@@ -1,5 +1,5 @@
 //! Key layouts: how a GPU table's slots hold its pairs. The insert kernel, the find kernel, the device API's
-//! [`super::find::tile_find`], the duplicate passes and `GpuTable` are each written once,
+//! [`super::find::tile_find()`], the duplicate passes and `GpuTable` are each written once,
 //! generic over a [`KeyLayout`]; a layout only answers the few questions in which the two differ:
 //!
 //! - [`Packed`]: a 32-bit key and a 32-bit value in one `u64` slot word `key << 32 | value`. One

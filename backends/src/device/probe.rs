@@ -1,6 +1,6 @@
-//! A key's bucket under probe `i` for a scheme and a layout ([`probe_bucket`]: the hash functions, then the
+//! A key's bucket under probe `i` for a scheme and a layout ([`probe_bucket()`]: the hash functions, then the
 //! overflow sequence of schemes that have one), and the same in slot frames that hold many tables of one shape
-//! ([`frame_bucket`], a paged table's children).
+//! (`frame_bucket`, a paged table's children).
 
 use super::layout::KeyLayout;
 use super::shape::TableMeta;
@@ -34,7 +34,7 @@ pub fn probe_bucket<S: ProbingScheme, L: KeyLayout>(meta: TableMeta, key: L::Key
     }
 }
 
-/// Words per frame descriptor of a framed find ([`tile_find_core`] with `framed`): `[base bucket, seed0, mix0,
+/// Words per frame descriptor of a framed find (`tile_find_core` with `framed`): `[base bucket, seed0, mix0,
 /// seed1, mix1, seed2, mix2, seed3, mix3]` of one child whose slots start at bucket `base` of the shared slot
 /// arrays (`gpu::frames`).
 pub const FRAME_DESC_WORDS: usize = 9;

@@ -1,6 +1,6 @@
 //! A table's shape as kernels see it: [`TableMeta`] (bucket count, seeds, scheme parameters), where it comes
-//! from (scalar kernel arguments, [`ShapeScalars`], or a user's shape buffer, [`load_meta`]), the bucket of a key
-//! under each hash function ([`bucket_of`], [`bucket_of_wide`]), and the host side of the shape words.
+//! from (scalar kernel arguments, [`ShapeScalars`], or a user's shape buffer, [`load_meta()`]), the bucket of a key
+//! under each hash function ([`bucket_of()`], [`bucket_of_wide()`]), and the host side of the shape words.
 
 use cubecl::prelude::*;
 use hashtile_core::hash::{bucket_index, hash_key, hash_key32, seed_mix};
@@ -150,7 +150,7 @@ pub fn bucket_of_wide(meta: TableMeta, key: u64, i: u32) -> u32 {
 }
 
 /// A table's shape words (`[num_buckets, seed0..seed3, num_hashes, max_chain, threshold, upsert,
-/// mix0..mix3]`, see [`load_meta`]).
+/// mix0..mix3]`, see [`load_meta()`]).
 pub fn shape_words_of(num_buckets: u32, family: HashFamily, p: SchemeParams) -> [u32; SHAPE_WORDS] {
     let s = family.seeds;
     [

@@ -1,5 +1,5 @@
-//! The one way to pick and hold a runtime: [`on_backend`] runs a piece of work ([`OnRuntime`]) on the CubeCL
-//! runtime a [`Backend`] names, and [`shared_stager`] keeps one set of host transfers per runtime for the
+//! The one way to pick and hold a runtime: `on_backend` runs a piece of work (`OnRuntime`) on the CubeCL
+//! runtime a [`Backend`] names, and `shared_stager` keeps one set of host transfers per runtime for the
 //! process.
 
 use super::words::bytes_of;

@@ -2,12 +2,12 @@
 //! build's offsets (issue 11), and any count-then-place pass. CubeCL 0.10 has no device-wide scan primitive
 //! (its plane scans cover one plane), so this module builds one from a cube-wide scan in shared memory:
 //!
-//! 1. [`scan_block_kernel`]: each cube of [`CUBE_SIZE`] units scans its block of the input in shared memory
+//! 1. [`scan_block_kernel()`]: each cube of [`CUBE_SIZE`] units scans its block of the input in shared memory
 //!    (Hillis-Steele: log2 of the block in steps, a barrier each), writes the block's exclusive prefix sums and
 //!    the block's total;
 //! 2. the totals (one per block, 1/256 of the input) are scanned the same way, recursively, until one block
 //!    holds them;
-//! 3. [`scan_add_kernel`]: each block adds its total's prefix.
+//! 3. [`scan_add_kernel()`]: each block adds its total's prefix.
 //!
 //! Shared memory and cube barriers only, no plane operations, so the result does not depend on the plane
 //! size (8 on lavapipe, 32 on CUDA). The sums are 32-bit: inputs whose total exceeds `u32::MAX` wrap.
@@ -19,7 +19,7 @@ use cubecl::server::Handle;
 /// Units per cube, as a compile-time constant for the shared memory size.
 const BLOCK: usize = CUBE_SIZE as usize;
 
-/// Inclusive prefix sums of `shared[0..BLOCK]`, in place, across one cube of [`BLOCK`] units (Hillis-Steele:
+/// Inclusive prefix sums of `shared[0..BLOCK]`, in place, across one cube of `BLOCK` units (Hillis-Steele:
 /// log2 of the block in steps, two barriers each). Every unit calls it with its position `t`, after a barrier
 /// that follows its write of `shared[t]`; the sums are visible to every unit when it returns.
 #[cube]
@@ -37,7 +37,7 @@ pub fn cube_inclusive_scan(shared: &mut SharedMemory<u32>, t: usize) {
     }
 }
 
-/// Step 1 over one level: `output[i]` = the sum of `input[j]` for `j < i` within `i`'s block of [`BLOCK`]
+/// Step 1 over one level: `output[i]` = the sum of `input[j]` for `j < i` within `i`'s block of `BLOCK`
 /// positions; `sums[b]` = block `b`'s total. Positions `input.len()..output.len()` read as 0, so an output one
 /// longer than the input ends with the input's total.
 #[cube(launch_unchecked)]

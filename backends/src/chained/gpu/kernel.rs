@@ -67,7 +67,7 @@ pub mod status {
     /// An erase tombstoned the key's first copy.
     pub const ERASED: u32 = 4;
     /// An insert found the pool empty and did nothing: run it again once the pool has grown (the batch calls
-    /// do; a kernel calling [`crate::chained::gpu::chained_tile_op`] sees it).
+    /// do; a kernel calling [`crate::chained::gpu::chained_tile_op()`] sees it).
     pub const NO_SLAB: u32 = 5;
 }
 
@@ -108,10 +108,10 @@ pub(crate) fn slab_view<L: KeyLayout>(
     }
 }
 
-/// Lanes per tile unless chosen ([`GpuChained::with_tile_width`]).
+/// Lanes per tile unless chosen (`GpuChained::with_tile_width`).
 pub const DEFAULT_TILE: u32 = 8;
 
-/// What [`chained_tile_op`] did for one lane's operation (`V`: the layout's value type).
+/// What [`chained_tile_op()`] did for one lane's operation (`V`: the layout's value type).
 #[derive(CubeType, Clone, Copy)]
 pub struct ChainedAnswer<V: CubePrimitive> {
     /// A find's value (its key's first copy).
@@ -130,11 +130,11 @@ pub struct ChainedAnswer<V: CubePrimitive> {
 /// `mode` is a single [`op`] for every lane or [`op::MIXED`] (then `my_op` is [`op::INSERT`] to
 /// [`op::FIND`]); [`op::GATHER`] writes a key's values to `out[my_at..]` (`out` is unused otherwise).
 ///
-/// `L` is the table's key layout: [`Packed`] (32-bit keys and values in one slab word) or [`Wide`](crate::device::layout::Wide) (64-bit key
+/// `L` is the table's key layout: `Packed` (32-bit keys and values in one slab word) or [`Wide`](crate::device::layout::Wide) (64-bit key
 /// words in the slabs, the values in `slab_values` at the same index). The table comes from
-/// [`GpuChained::device_ref`]: `slabs` (atomic) and `slabs_plain` (the same array without atomics where
+/// `GpuChained::device_ref`: `slabs` (atomic) and `slabs_plain` (the same array without atomics where
 /// `plain`, which only CUDA can bind twice; else a dummy), `slab_values` (wide tables; a dummy otherwise), the
-/// allocator's `bitmap` and `pool`, and `meta` (from [`crate::device::shape::load_meta`] of the shape). Launches
+/// allocator's `bitmap` and `pool`, and `meta` (from [`crate::device::shape::load_meta()`] of the shape). Launches
 /// that only walk (finds, counts, gathers) may bind a dummy as `slabs` and must set `plain`.
 ///
 /// **Wide tables and mixed operations:** a wide insert claims the key word, then stores the value; with no
@@ -526,7 +526,7 @@ pub fn chained_tile_op<L: KeyLayout>(
 /// - [`op::FIND`] and mixed batches: `out[q]`, a found value, and `aux[q]`, a [`status`];
 /// - [`op::ERASE`], [`op::COUNT`], [`op::ERASE_ALL`]: `aux[q]`, how many; [`op::GATHER`]: see [`op`].
 ///
-/// `phase` splits a mixed batch of a wide table into two launches (see [`chained_tile_op`]): 1 runs only its
+/// `phase` splits a mixed batch of a wide table into two launches (see [`chained_tile_op()`]): 1 runs only its
 /// erases and finds, 2 only its inserts; 0 runs everything.
 ///
 /// **Reads.** Finds and counts read `slabs_plain` (the slab array bound without atomics: CubeCL lowers an atomic

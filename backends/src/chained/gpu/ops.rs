@@ -251,7 +251,7 @@ impl<R: Runtime, L: KeyLayout> GpuChained<R, L> {
         (self.buckets, self.pool)
     }
 
-    /// Device handles for calling [`chained_tile_op`] from your own kernel (see [`ChainedDeviceRef`]). Call
+    /// Device handles for calling [`chained_tile_op()`] from your own kernel (see [`ChainedDeviceRef`]). Call
     /// [`GpuChained::reserve`] first for the slabs your kernel's inserts may take, and
     /// [`GpuChained::recount`] after a kernel that changed the table. The handles stay valid until the pool
     /// grows (a call that inserts from the host may grow it). Until [`GpuChained::recount`], queued inserts
@@ -311,11 +311,11 @@ impl<R: Runtime, L: KeyLayout> GpuChained<R, L> {
     }
 }
 
-/// What a kernel of yours needs to call [`chained_tile_op`] on a [`GpuChained`] table (from
+/// What a kernel of yours needs to call [`chained_tile_op()`] on a [`GpuChained`] table (from
 /// [`GpuChained::device_ref`]). Bind `slabs` as the atomic array; as `slabs_plain` bind `slabs` again where
 /// `plain` (CUDA), else a one-word dummy, and pass `plain` as the compile-time flag; a kernel that only finds
 /// or counts may bind a dummy as the atomic array and the slabs as `slabs_plain` with `plain == true`. Build
-/// `meta` in the kernel with [`crate::device::shape::load_meta`] of `shape`.
+/// `meta` in the kernel with [`crate::device::shape::load_meta()`] of `shape`.
 #[derive(Debug, Clone)]
 pub struct ChainedDeviceRef {
     /// The slab words (`Array<Atomic<u64>>` or `Array<u64>`, `slab_words` long).

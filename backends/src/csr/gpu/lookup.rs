@@ -11,7 +11,7 @@ use super::CsrKey;
 use cubecl::prelude::*;
 use hashtile_core::tile::{tile_ballot, tile_lane, tile_loop_any};
 
-/// What [`csr_lookup_kernel`] writes.
+/// What [`csr_lookup_kernel()`] writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum LookupMode {
     /// `out_counts[i]` = the matches of query `i`.

@@ -9,7 +9,7 @@ use std::sync::atomic::AtomicU64;
 
 /// The empty key word.
 pub const EMPTY_KEY: u64 = u64::MAX;
-/// The key word of an erased slot ([`CpuTable::erase_stored`]): never a 32-bit key, and neither empty nor a
+/// The key word of an erased slot (`CpuTable::erase_stored`): never a 32-bit key, and neither empty nor a
 /// match for any key, so lookups probe past it and inserts do not claim it (the slot stays taken until the
 /// next rebuild).
 pub const ERASED_KEY: u64 = u64::MAX - 1;

@@ -15,8 +15,8 @@
 //! each in a different array, one miss after another. Parallel upserts therefore sort the batch by bucket range
 //! first ([`CpuTable::upsert`]) so that each thread works inside a slice of the table that its L2 holds (and
 //! claims the slots of that slice without locks), and finds run a software pipeline that prefetches the
-//! buckets of the keys a few positions ahead ([`CpuTable::lookups`]), reading buckets with AVX2 / AVX-512
-//! compares where the CPU has them. Large arrays sit on transparent huge pages ([`Buffer`]).
+//! buckets of the keys a few positions ahead (`CpuTable::lookups`), reading buckets with AVX2 / AVX-512
+//! compares where the CPU has them. Large arrays sit on transparent huge pages (`Buffer`).
 
 mod find;
 mod memory;

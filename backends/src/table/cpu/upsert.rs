@@ -108,19 +108,19 @@ impl<S: SchemeInfo> CpuTable<S> {
     /// carries its key in flight, miss it, and store the key a second time. So, with a barrier (the end of a
     /// rayon pass) after each step:
     ///
-    /// 1. **Partition** ([`CpuTable::partition`]): a stable parallel counting sort of the pairs by the range of
+    /// 1. **Partition** (`CpuTable::partition`): a stable parallel counting sort of the pairs by the range of
     ///    buckets (a run of whole buckets, sized for L2) their first bucket falls in. Every occurrence of a
     ///    key lands in one range, in input order.
-    /// 2. **Settle and update**, per range in parallel ([`CpuTable::settle_range`]): the last occurrence of each
+    /// 2. **Settle and update**, per range in parallel (`CpuTable::settle_range`): the last occurrence of each
     ///    key is kept (a small set that stays in cache); each kept key is looked up, and a stored one gets its
     ///    new value there and then. This is the update pass, merged with the plan's lookup: nothing moves during
     ///    it (no claims, no evictions), so a lookup cannot miss a stored key, and each value slot is written by
     ///    the one thread owning its key's range. What is left per range are the new keys: distinct and absent.
     /// 3. **New keys**, after every update, without the duplicate check (`upsert = 0`). Cuckoo schemes:
     ///    (a) per range in parallel, each key whose first bucket has room claims it without a lock (the range
-    ///    owns those buckets, [`CpuTable::claim_own`]); (b) then the rest, per range in parallel, the general
+    ///    owns those buckets, `CpuTable::claim_own`); (b) then the rest, per range in parallel, the general
     ///    way (locks, evictions). Stable schemes: all of them in rounds across the ranges
-    ///    ([`CpuTable::interleaved`]), because their bucket choices are sensitive to the order.
+    ///    (`CpuTable::interleaved`), because their bucket choices are sensitive to the order.
     ///
     /// Each thread works through one range at a time, and most keys' first buckets lie in it, so the bucket
     /// and value reads and writes hit its cache instead of memory.
