@@ -88,7 +88,7 @@ pub(crate) fn time<T>(
             rates.push(keys as f64 / secs / 1e6);
         }
     }
-    Ok((crate::median(&mut rates), ok))
+    Ok((crate::common::median(&mut rates), ok))
 }
 
 /// Runs the host mode; returns the exit status (2 when an answer did not match).

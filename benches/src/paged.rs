@@ -174,7 +174,7 @@ fn find_runs(
         times.push(fs);
         ok &= o;
     }
-    Ok((crate::median(&mut times), moved, ok))
+    Ok((crate::common::median(&mut times), moved, ok))
 }
 
 /// Finds `q` (the first `present` stored) into a buffer; returns (seconds, ok).
@@ -377,16 +377,21 @@ fn residency(s: &PagedSetup) -> Result<bool, String> {
             "paged (interleaved)",
             "insert",
             n,
-            crate::median(&mut paged_ins),
+            crate::common::median(&mut paged_ins),
         ),
-        ("plain", "insert", n, crate::median(&mut plain_ins)),
+        ("plain", "insert", n, crate::common::median(&mut plain_ins)),
         (
             "paged (interleaved)",
             "find",
             q.len(),
-            crate::median(&mut paged_find),
+            crate::common::median(&mut paged_find),
         ),
-        ("plain", "find", q.len(), crate::median(&mut plain_find)),
+        (
+            "plain",
+            "find",
+            q.len(),
+            crate::common::median(&mut plain_find),
+        ),
     ];
     for (table, op, keys, secs) in rows {
         let paged_row = table != "plain";
@@ -558,7 +563,10 @@ fn rebuild(s: &PagedSetup) -> Result<bool, String> {
     let mut out = vec![0u32; q.len()];
     plain.find_into(&q, &mut out).map_err(lib)?;
     let ok2 = answers_ok(&q, &out, n) && plain.len() == n;
-    let (ct, wt) = (crate::median(&mut child_t), crate::median(&mut whole_t));
+    let (ct, wt) = (
+        crate::common::median(&mut child_t),
+        crate::common::median(&mut whole_t),
+    );
     let csv = format!(
         "keys,children,child_keys,child_rebuild_s,whole_rebuild_s,speedup,ok\n{n},{},{},{ct:.5},{wt:.5},{:.1},{}\n",
         t.children(),

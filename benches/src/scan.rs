@@ -13,7 +13,7 @@ use std::time::Instant;
 
 /// Runs the mode; returns the exit status (2 when a scan was wrong).
 pub fn run(a: &ScanArgs) -> Result<i32, String> {
-    let backend = crate::cli::available_backend(a.backend)?;
+    let backend = crate::checks::available_backend(a.backend)?;
     let rows = match backend {
         #[cfg(feature = "cuda")]
         Backend::Cuda => on::<hashtile::cubecl::cuda::CudaRuntime>(a),
@@ -93,8 +93,8 @@ fn on<R: Runtime>(a: &ScanArgs) -> Result<Vec<(u32, f64, f64, bool)>, String> {
         }
         rows.push((
             log2,
-            crate::median(&mut scan_rates),
-            crate::median(&mut copy_rates),
+            crate::common::median(&mut scan_rates),
+            crate::common::median(&mut copy_rates),
             ok,
         ));
     }

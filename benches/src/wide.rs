@@ -3,7 +3,8 @@
 //! On GPUs the table keeps keys and values in parallel arrays (`hashtile::gpu::wide`), which only the stable
 //! schemes (IHT, P2BHT) support; on the CPU every scheme runs.
 
-use crate::{Args, Row, queries};
+use crate::common::queries;
+use crate::{Args, Row};
 use hashtile::gpu::{GpuTable, Wide};
 use hashtile::hash::fmix32;
 use hashtile::{Backend, BackendChoice, Error, HashTable, SchemeInfo, TableConfig};

@@ -28,7 +28,7 @@ struct Row {
 /// Runs the experiment; returns whether every answer was right.
 pub(super) fn run<R: HostTransfer>(ctx: &Ctx) -> Result<bool, String> {
     eprintln!("chained: bulk: BCHT baseline (device-resident)");
-    let bcht = crate::csr::device::bcht_baseline(ctx.backend, &ctx.keys, ctx.a.runs)?;
+    let bcht = crate::baseline::bcht_baseline(ctx.backend, &ctx.keys, ctx.a.runs)?;
     let (bcht, bcht_bulk) = (bcht[0] / 1e3, bcht[1] / 1e3);
     let mut rows = Vec::new();
     for &load in &ctx.a.loads {

@@ -245,7 +245,7 @@ fn rebuilds<R: HostTransfer>(
     if !ok {
         eprintln!("chained: incremental: a BCHT rebuild lost pairs or answered wrong");
     }
-    Ok((crate::median(&mut totals), ok))
+    Ok((crate::common::median(&mut totals), ok))
 }
 
 /// G keys/s vs batch size: ours, SlabHash's (if given) and the rebuilt BCHT's effective rate.

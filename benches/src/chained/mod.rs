@@ -78,7 +78,7 @@ fn value_of(k: u32) -> u32 {
 
 /// Runs the mode; returns the exit status (2 when an answer was wrong).
 pub fn run(a: &ChainedArgs) -> Result<i32, String> {
-    let backend = crate::cli::available_backend(a.backend)?;
+    let backend = crate::checks::available_backend(a.backend)?;
     let peer = a.peer_csv.as_deref().map(Peer::read).transpose()?;
     if let Some(p) = peer
         .as_ref()
@@ -199,7 +199,7 @@ fn read<R: Runtime>(client: &ComputeClient<R>, h: Handle, n: usize) -> Vec<u32> 
 /// The median of `count / s` over the timed runs' seconds `secs` (NaN when there are none).
 fn rate(count: usize, secs: &[f64]) -> f64 {
     let mut r: Vec<f64> = secs.iter().map(|s| count as f64 / s).collect();
-    crate::median(&mut r)
+    crate::common::median(&mut r)
 }
 
 /// `yes` / `NO` for a table's check column.

@@ -72,7 +72,7 @@ pub(crate) fn build_name(b: CsrBuild) -> String {
 /// Runs the mode; returns the exit status (2 when an answer was wrong).
 pub fn run(a: &CsrArgs) -> Result<i32, String> {
     let err = |e: hashtile::Error| e.to_string();
-    let backend = crate::cli::available_backend(a.backend)?;
+    let backend = crate::checks::available_backend(a.backend)?;
     let gpu = backend != Backend::Cpu;
     let n = 1usize << a.log2_keys;
     let mut rows = Vec::new();
@@ -99,7 +99,7 @@ pub fn run(a: &CsrArgs) -> Result<i32, String> {
             "csr: BCHT baseline (device-resident, 2^{} unique keys)",
             a.log2_keys
         );
-        Some(device::bcht_baseline(backend, &unique, a.runs)?)
+        Some(crate::baseline::bcht_baseline(backend, &unique, a.runs)?)
     } else {
         None
     };

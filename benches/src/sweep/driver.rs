@@ -6,7 +6,7 @@ use super::probes::probe_point;
 use super::rates::rate_points;
 use super::success::success_point;
 use super::{Ctx, Experiment, KeySet, Results, Setup, rate_ops};
-use crate::cli::BenchError;
+use crate::error::BenchError;
 use hashtile::SchemeInfo;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::time::Instant;

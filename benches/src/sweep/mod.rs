@@ -20,7 +20,7 @@
 //! family each), `driver` (runs the experiments in order), `output` (CSV files, plots, checkpoints) and
 //! `summary` (summary.md); this file holds what they share.
 
-use crate::distinct_keys;
+use crate::common::distinct_keys;
 use hashtile::{Backend, BackendChoice, Error, SchemeInfo, TableConfig};
 use indicatif::ProgressBar;
 use std::collections::HashMap;
@@ -187,7 +187,7 @@ fn bucket_of<S: SchemeInfo>(asked: u32) -> Result<u32, String> {
 /// The scheme's parameters for `bucket`, with `--no-upsert`, `--max-chain` and `--num-hashes` applied (checked
 /// before the sweep starts, so this cannot fail later).
 fn params_of<S: SchemeInfo>(ctx: &Ctx, bucket: u32) -> hashtile::SchemeParams {
-    crate::scheme_params::<S>(
+    crate::common::scheme_params::<S>(
         bucket,
         ctx.args.no_upsert,
         ctx.args.max_chain,

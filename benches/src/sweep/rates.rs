@@ -2,7 +2,8 @@
 //! mode's code.
 
 use super::{Ctx, FINDS, KeySet, Status, bucket_of, is_build_failure, rate_ops};
-use crate::{Args as RatesArgs, measure, median};
+use crate::common::median;
+use crate::{Args as RatesArgs, measure};
 use hashtile::SchemeInfo;
 
 /// One rate measurement (experiments 1 and 2).
