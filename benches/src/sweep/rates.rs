@@ -3,7 +3,8 @@
 
 use super::{Ctx, FINDS, KeySet, Status, bucket_of, is_build_failure, rate_ops};
 use crate::common::median;
-use crate::{Args as RatesArgs, measure};
+use crate::rates::args::Args as RatesArgs;
+use crate::rates::measure::measure;
 use hashtile::SchemeInfo;
 
 /// One rate measurement (experiments 1 and 2).
