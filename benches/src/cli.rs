@@ -6,13 +6,9 @@
 //! `u32`), the backend (an explicitly asked GPU backend must answer), memory (an estimate of the run's peak
 //! host and device bytes against what the machine has).
 
-use crate::checks::{
-    available_backend, check_bucket, check_csv_path, check_log2_keys, check_repeats, load_list,
-    scheme_name, table_slots,
-};
-use crate::footprint::{Capacity, Footprint, check_footprint, hashmap_bytes};
-use crate::{rates, sweep};
-use hashtile::{Backend, BackendChoice, Cht1, SchemeInfo};
+use crate::checks::{available_backend, check_log2_keys, check_repeats};
+use crate::{csr, host, rates, scan, sweep};
+use hashtile::{Backend, BackendChoice};
 use std::path::Path;
 
 /// The command line: a subcommand, or the `rates` options alone (the original flat invocation).
@@ -41,14 +37,14 @@ pub enum Cmd {
     Sweep(sweep::SweepArgs),
     /// The user-facing calls (`insert`, `find_into`, `find`, upsert) on host data, from `Vec`s and from pinned
     /// buffers, each against a ceiling measured in the same run (GPUs: the bus; CPU: `std::collections::HashMap`).
-    Host(HostArgs),
+    Host(host::HostArgs),
     /// CSR (HashGraph) tables: build, count, find_all and joins over hash ranges and duplicates per key, against
     /// a `HashMap<K, Vec<V>>` multimap and hashtile's BCHT measured in the same run (on GPUs also
     /// device-resident), with SVG plots beside the CSV.
-    Csr(CsrArgs),
+    Csr(csr::CsrArgs),
     /// The device prefix sum (`gpu::scan::exclusive_scan`, the CSR build's scan) at several sizes, against a
     /// device copy of the same words measured in the same run, every result checked against a host prefix sum.
-    Scan(ScanArgs),
+    Scan(scan::ScanArgs),
     /// Chained (SlabHash) tables on a GPU, issue 10's experiments (`--experiments`): bulk build and finds vs
     /// memory utilisation (with BCHT's insert and, from `--peer-csv`, the original SlabHash beside them),
     /// incremental batches (SlabHash's Figure 6, against rebuilding BCHT after each batch), operation mixes,
@@ -261,227 +257,6 @@ pub fn chained(mut a: ChainedArgs) -> Result<ChainedArgs, String> {
         crate::chained::Peer::read(p)?;
     }
     Ok(a)
-}
-
-/// Options of the `scan` mode.
-#[derive(clap::Args, Debug, Clone)]
-pub struct ScanArgs {
-    /// Backend: auto, cuda or vulkan (a GPU: the scan is a device primitive).
-    #[arg(long, default_value = "auto")]
-    pub backend: BackendChoice,
-    /// Input sizes in 32-bit words, as powers of two (comma separated, 1..=30).
-    #[arg(long, value_delimiter = ',', default_value = "16,20,24")]
-    pub log2_words: Vec<u32>,
-    /// Timed runs per size after one warm-up (the median is reported).
-    #[arg(long, default_value_t = 5)]
-    pub runs: usize,
-    /// CSV output file.
-    #[arg(long, default_value = "hashtile-bench-scan.csv")]
-    pub csv: String,
-}
-
-/// Checks the `scan` mode's options.
-pub fn scan(a: ScanArgs) -> Result<ScanArgs, String> {
-    check_repeats("--runs", a.runs)?;
-    check_csv_path(&a.csv)?;
-    if a.log2_words.is_empty() {
-        return Err("--log2-words needs at least one size".into());
-    }
-    if a.backend == BackendChoice::Exactly(Backend::Cpu) {
-        return Err(
-            "--backend cpu: the scan is a device primitive (use auto, cuda or vulkan)".into(),
-        );
-    }
-    for &l in &a.log2_words {
-        check_log2_keys("--log2-words", l)?;
-    }
-    Ok(a)
-}
-
-/// Options of the `csr` mode.
-#[derive(clap::Args, Debug, Clone)]
-pub struct CsrArgs {
-    /// Backend of the tables and joins: auto, cpu, cuda or vulkan.
-    #[arg(long, default_value = "auto")]
-    pub backend: BackendChoice,
-    /// Keys, as a power of two (1..=30).
-    #[arg(long, default_value_t = 20)]
-    pub log2_keys: u32,
-    /// Device build methods (comma separated): v1, or v2 / v2:BINS (vertices per bin, a power of two from 256 to
-    /// 4096; v2 alone: the default). The first is used for lookups and joins. The CPU build ignores them.
-    #[arg(long, value_delimiter = ',', default_value = "v2", value_parser = parse_build)]
-    pub builds: Vec<hashtile::CsrBuild>,
-    /// Lookup tile widths (comma separated): 1 (a thread per query), 2..32 (lanes per query), 0 (automatic).
-    /// The first is used for joins. The CPU backend ignores them.
-    #[arg(long, value_delimiter = ',', default_value = "0")]
-    pub tiles: Vec<u32>,
-    /// Occurrences of each distinct key (comma separated), each a divisor of 2^log2-keys (a power of two).
-    #[arg(long, value_delimiter = ',', default_value = "1,4,32")]
-    pub dups: Vec<usize>,
-    /// Vertices per key (comma separated), each finite and positive (the paper: 0.5 .. 2).
-    #[arg(
-        long,
-        value_delimiter = ',',
-        default_value = "0.5,1,2",
-        allow_negative_numbers = true
-    )]
-    pub range: Vec<f64>,
-    /// Timed runs per call after one warm-up (the median is reported).
-    #[arg(long, default_value_t = 3)]
-    pub runs: usize,
-    /// CSV output file.
-    #[arg(long, default_value = "hashtile-bench-csr.csv")]
-    pub csv: String,
-}
-
-/// A build method named on the command line: `v1`, `v2`, `v2:BINS`.
-fn parse_build(s: &str) -> Result<hashtile::CsrBuild, String> {
-    let b = match s.split_once(':') {
-        None if s == "v1" => hashtile::CsrBuild::V1,
-        None if s == "v2" => hashtile::CsrBuild::default(),
-        Some(("v2", bins)) => hashtile::CsrBuild::V2 {
-            bin_vertices: bins
-                .parse()
-                .map_err(|_| format!("'{bins}' is not a number of vertices per bin"))?,
-        },
-        _ => return Err(format!("'{s}': expected v1, v2 or v2:BINS")),
-    };
-    b.validate().map_err(|e| e.to_string())?;
-    Ok(b)
-}
-
-/// Checks the `csr` mode's options (sizes against the machine's memory included).
-pub fn csr(a: CsrArgs) -> Result<CsrArgs, String> {
-    check_repeats("--runs", a.runs)?;
-    if a.builds.is_empty() || a.tiles.is_empty() {
-        return Err("--builds and --tiles need at least one value each".into());
-    }
-    for &t in &a.tiles {
-        hashtile::csr::check_lookup_tile(t)
-            .map_err(|_| format!("--tiles {t}: must be 0 or a power of two up to 32"))?;
-    }
-    let log2 = check_log2_keys("--log2-keys", a.log2_keys)?;
-    check_csv_path(&a.csv)?;
-    let n = 1usize << log2;
-    if a.dups.is_empty() || a.range.is_empty() {
-        return Err("--dups and --range need at least one value each".into());
-    }
-    for &d in &a.dups {
-        if d == 0 || d > n || !n.is_multiple_of(d) {
-            return Err(format!(
-                "--dups {d}: must divide 2^{log2} (so that every key occurs exactly that often)"
-            ));
-        }
-    }
-    for &r in &a.range {
-        if !r.is_finite() || r <= 0.0 || r > 64.0 {
-            return Err(format!(
-                "--range {r}: must be finite, positive and at most 64"
-            ));
-        }
-    }
-    // Keys, values, the table (keys, values, offsets), the multimap, and the largest join's output.
-    let nn = n as u64;
-    let max_range = a.range.iter().cloned().fold(0.0, f64::max);
-    let max_dups = *a.dups.iter().max().expect("checked non-empty") as u64;
-    let need = 8 * nn
-        + 8 * nn
-        + (4.0 * nn as f64 * max_range) as u64
-        + hashmap_bytes(nn, 8)
-        + 8 * nn * max_dups;
-    check_footprint(
-        &format!("csr mode, 2^{log2} keys"),
-        Footprint::host(need),
-        Capacity::of_machine(Backend::Cpu),
-    )?;
-    Ok(a)
-}
-
-/// Options of the `host` mode.
-#[derive(clap::Args, Debug, Clone)]
-pub struct HostArgs {
-    /// Backend: auto, cpu, cuda or vulkan.
-    #[arg(long, default_value = "auto")]
-    pub backend: BackendChoice,
-    /// Keys per batch, as a power of two (1..=30).
-    #[arg(long, default_value_t = 20)]
-    pub log2_keys: u32,
-    /// Load factors (comma separated), each in (0, 1].
-    #[arg(
-        long,
-        value_delimiter = ',',
-        default_value = "0.8,0.9",
-        allow_negative_numbers = true
-    )]
-    pub load: Vec<f64>,
-    /// Probing scheme: bcht, iht, p2bht or 1cht.
-    #[arg(long, default_value = "bcht")]
-    pub scheme: String,
-    /// Bucket size [default: the backend's, `hashtile::default_bucket_size_of`].
-    #[arg(long)]
-    pub bucket: Option<u32>,
-    /// Timed runs per call after one warm-up (the median is reported).
-    #[arg(long, default_value_t = 3)]
-    pub runs: usize,
-    /// CSV output file.
-    #[arg(long, default_value = "hashtile-bench-host.csv")]
-    pub csv: String,
-}
-
-/// Checks the `host` mode's options.
-pub fn host(a: HostArgs) -> Result<crate::host::HostSetup, String> {
-    let runs = check_repeats("--runs", a.runs)?;
-    let log2 = check_log2_keys("--log2-keys", a.log2_keys)?;
-    let loads = load_list("--load", &a.load)?;
-    let scheme = scheme_name("--scheme", &a.scheme)?;
-    let bucket = match (scheme, a.bucket) {
-        (s, Some(b)) if s == Cht1::NAME && b != 1 => {
-            return Err(format!("--bucket {b}: 1cht has one-slot buckets only"));
-        }
-        (_, Some(b)) => Some(check_bucket("--bucket", b)?),
-        (_, None) => None,
-    };
-    check_csv_path(&a.csv)?;
-    let backend = available_backend(a.backend)?;
-    let n = 1usize << log2;
-    let b = bucket.unwrap_or(16);
-    let mut peak = Footprint::default();
-    for &load in &loads {
-        let slots = table_slots(&format!("{scheme} --log2-keys {log2}"), n, load, b)?;
-        let nn = n as u64;
-        // Host: 2n keys, values, half batch and its values, the pinned copies of all of them, one output,
-        // `find`'s answers. CPU tables: 17 bytes a slot and the HashMap ceiling. GPUs: the table, one device
-        // batch (keys, values, mask, slot index, a scratch table of 2n-4n words), the stash.
-        let f = match backend {
-            Backend::Cpu => Footprint {
-                host: 64 * nn + 17 * slots + hashmap_bytes(nn, 8),
-                ..Footprint::default()
-            },
-            _ => {
-                let scratch = 8 * (2 * nn).next_power_of_two();
-                Footprint {
-                    host: 64 * nn,
-                    device: 8 * slots + slots / 2 + 16 * nn + scratch,
-                    device_buffer: (8 * slots).max(scratch),
-                }
-            }
-        };
-        peak = peak.max(f);
-    }
-    check_footprint(
-        &format!("host mode, 2^{log2} keys on {backend}"),
-        peak,
-        Capacity::of_machine(backend),
-    )?;
-    Ok(crate::host::HostSetup {
-        backend,
-        scheme,
-        bucket,
-        n,
-        loads,
-        runs,
-        csv: a.csv,
-    })
 }
 
 /// Parses the process's command line. `--help` and `--version` print and exit here (status 0); every parse

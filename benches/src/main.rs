@@ -52,9 +52,9 @@ fn run() -> Result<i32, BenchError> {
     match cli.cmd {
         Some(Cmd::Sweep(a)) => sweep::run(sweep::Setup::new(a)?),
         Some(Cmd::Rates(args)) => rates::run(rates::check(args)?),
-        Some(Cmd::Host(args)) => host::run(&cli::host(args)?).map_err(BenchError::Run),
-        Some(Cmd::Csr(args)) => csr::run(&cli::csr(args)?).map_err(BenchError::Run),
-        Some(Cmd::Scan(args)) => scan::run(&cli::scan(args)?).map_err(BenchError::Run),
+        Some(Cmd::Host(args)) => host::run(&host::check(args)?).map_err(BenchError::Run),
+        Some(Cmd::Csr(args)) => csr::run(&csr::check(args)?).map_err(BenchError::Run),
+        Some(Cmd::Scan(args)) => scan::run(&scan::check(args)?).map_err(BenchError::Run),
         Some(Cmd::Chained(args)) => chained::run(&cli::chained(args)?).map_err(BenchError::Run),
         Some(Cmd::Paged(args)) => paged::run(&cli::paged(args)?).map_err(BenchError::Run),
         None => rates::run(rates::check(cli.rates)?),

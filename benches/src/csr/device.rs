@@ -4,14 +4,13 @@
 //! same run (issue 11's aims: a unique-key CSR build at least as fast as BCHT's insert; at 32 duplicates per key
 //! within 20% of it; a join within 2x of building both tables).
 
-use super::{Case, CsrRow};
-use crate::cli::CsrArgs;
+use super::args::CsrArgs;
+use super::common::{Case, CsrRow, build_name};
 use hashtile::csr::DeviceCsrParams;
 use hashtile::cubecl::prelude::*;
 use hashtile::gpu::csr::join::GpuJoin;
 use hashtile::gpu::csr::{GpuCsr, Key32};
 use hashtile::gpu::transfer::HostTransfer;
-
 use hashtile::{Backend, HashFamily, JoinMethod};
 use std::time::Instant;
 
@@ -97,7 +96,7 @@ fn on<R: HostTransfer>(
         // Checked: every key's count is its number of occurrences.
         let counts = t.count(&case.keys[..n.min(1 << 16)])?;
         let ok = t.len() == n && counts.iter().all(|&c| c == want_count);
-        push("build".into(), super::build_name(build), 0, rate, ok);
+        push("build".into(), build_name(build), 0, rate, ok);
     }
     let build = a.builds[0];
     let table =
@@ -113,13 +112,7 @@ fn on<R: HostTransfer>(
         })?;
         // `find_all_plan` counts and scans; its total is checked (every key finds `dups` values).
         let ok = counts.1 == n * case.dups;
-        push(
-            "count+scan".into(),
-            super::build_name(build),
-            tile,
-            rate,
-            ok,
-        );
+        push("count+scan".into(), build_name(build), tile, rate, ok);
         let (starts, total) = counts;
         let (rate, out) = timed(&client, a.runs, n, || {
             let out = client.empty(total.max(1) * 4);
@@ -132,7 +125,7 @@ fn on<R: HostTransfer>(
             .sum::<u64>();
         push(
             "find_all gather".into(),
-            super::build_name(build),
+            build_name(build),
             tile,
             rate,
             got == case.value_sum_all,
@@ -165,7 +158,7 @@ fn on<R: HostTransfer>(
                     .zip(&r)
                     .all(|(&i, &j)| case.keys[i as usize] == case.keys[j as usize])
             };
-            push(op.into(), super::build_name(build), j.tile(), rate, ok);
+            push(op.into(), build_name(build), j.tile(), rate, ok);
         }
     }
     Ok(())
