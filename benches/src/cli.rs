@@ -7,9 +7,8 @@
 //! host and device bytes against what the machine has).
 
 use crate::checks::{available_backend, check_log2_keys, check_repeats};
-use crate::{csr, host, rates, scan, sweep};
-use hashtile::{Backend, BackendChoice};
-use std::path::Path;
+use crate::{chained, csr, host, rates, scan, sweep};
+use hashtile::BackendChoice;
 
 /// The command line: a subcommand, or the `rates` options alone (the original flat invocation).
 #[derive(clap::Parser, Debug)]
@@ -50,7 +49,7 @@ pub enum Cmd {
     /// incremental batches (SlabHash's Figure 6, against rebuilding BCHT after each batch), operation mixes,
     /// the slab allocator alone, and the user-facing host calls (against the CPU store). One CSV and one SVG
     /// per experiment in `--out-dir`; every answer checked.
-    Chained(ChainedArgs),
+    Chained(chained::ChainedArgs),
     /// Paged tables (Starfish) larger than their device budget, issue 12's experiments (`--experiments`): rates
     /// vs resident children beside a plain table and the pinned copy ceiling, concentrated vs uniform finds,
     /// a confined rebuild vs a whole-table rebuild, growth vs rebuild-per-batch, and one big table. One CSV (and
@@ -162,103 +161,6 @@ pub fn paged(a: PagedArgs) -> Result<crate::paged::PagedSetup, String> {
     })
 }
 
-/// Options of the `chained` mode.
-#[derive(clap::Args, Debug, Clone)]
-pub struct ChainedArgs {
-    /// Backend: auto, cuda or vulkan (the GPU store; `host` also runs the CPU store for reference).
-    #[arg(long, default_value = "auto")]
-    pub backend: BackendChoice,
-    /// Keys, as a power of two (1..=30; 24 is SlabHash's benchmark size).
-    #[arg(long, default_value_t = 24)]
-    pub log2_keys: u32,
-    /// Keys per base-slab slot for `bulk` (comma separated, each in 0.05..=8): sets the number of lists.
-    #[arg(long, value_delimiter = ',', default_value = "0.5,0.6,0.7,0.8,1.0")]
-    pub loads: Vec<f64>,
-    /// Timed runs per case after one warm-up (the median is reported).
-    #[arg(long, default_value_t = 5)]
-    pub runs: usize,
-    /// Output directory (created): `chained_<experiment>.csv` and `.svg` for each experiment.
-    #[arg(long, default_value = ".")]
-    pub out_dir: String,
-    /// Experiments to run, comma separated, in this order: `bulk` (build and finds vs memory utilisation),
-    /// `incremental` (batches of `--batches` keys), `mixes` (operation mixes), `alloc` (the slab allocator),
-    /// `host` (the user-facing calls on host data).
-    #[arg(
-        long,
-        value_delimiter = ',',
-        value_enum,
-        default_value = "bulk,incremental,mixes,alloc,host"
-    )]
-    pub experiments: Vec<crate::chained::Experiment>,
-    /// Batch sizes of `incremental`, as powers of two (comma separated, each below --log2-keys).
-    #[arg(long, value_delimiter = ',', default_value = "15,17,20")]
-    pub batches: Vec<u32>,
-    /// The original SlabHash's results (the peers' `slab_bench` CSV: `slabhash,<table>,15,<log2 keys>,<util>,
-    /// <op>,<G keys/s>,<ok|WRONG>`), shown beside ours with ratios in `bulk` and `incremental`.
-    #[arg(long)]
-    pub peer_csv: Option<String>,
-    /// Lanes per tile of the GPU store (8 or 16; default: the store's, 8), in every experiment but `host`.
-    #[arg(long)]
-    pub tile_width: Option<u32>,
-    /// How inserts take pool slabs: `hashed` (the store's default) or `resident` (SlabAlloc's resident blocks),
-    /// in every experiment but `host` and `alloc`.
-    #[arg(long, default_value = "hashed", value_parser = ["hashed", "resident"])]
-    pub allocator: String,
-}
-
-/// Checks the `chained` mode's options (the peer CSV is parsed here, so that a bad one stops the run before
-/// anything is measured).
-pub fn chained(mut a: ChainedArgs) -> Result<ChainedArgs, String> {
-    check_repeats("--runs", a.runs)?;
-    check_log2_keys("--log2-keys", a.log2_keys)?;
-    if a.backend == BackendChoice::Exactly(Backend::Cpu) {
-        return Err(
-            "--backend cpu: this mode measures the GPU store (use auto, cuda or vulkan)".into(),
-        );
-    }
-    if a.loads.is_empty() || a.loads.iter().any(|l| !(0.05..=8.0).contains(l)) {
-        return Err(format!("--loads {:?}: each must be in 0.05..=8", a.loads));
-    }
-    if a.out_dir.is_empty() {
-        return Err("--out-dir: empty directory name".into());
-    }
-    if Path::new(&a.out_dir).exists() && !Path::new(&a.out_dir).is_dir() {
-        return Err(format!(
-            "--out-dir {}: exists and is not a directory",
-            a.out_dir
-        ));
-    }
-    // Each experiment once, in the order first given.
-    let mut seen = Vec::new();
-    a.experiments.retain(|e| {
-        let new = !seen.contains(e);
-        seen.push(*e);
-        new
-    });
-    if a.experiments.is_empty() {
-        return Err("--experiments: no experiment given".into());
-    }
-    a.batches.sort_unstable();
-    a.batches.dedup();
-    if a.experiments
-        .contains(&crate::chained::Experiment::Incremental)
-    {
-        if a.batches.is_empty() {
-            return Err("--batches: no batch size given".into());
-        }
-        if let Some(b) = a.batches.iter().find(|&&b| b == 0 || b >= a.log2_keys) {
-            return Err(format!(
-                "--batches {b}: each must be in 1..{} (a batch is smaller than the 2^{} keys)",
-                a.log2_keys, a.log2_keys
-            ));
-        }
-    }
-    if let Some(p) = &a.peer_csv {
-        crate::chained::Peer::read(p)?;
-    }
-    Ok(a)
-}
-
 /// Parses the process's command line. `--help` and `--version` print and exit here (status 0); every parse
 /// error comes back as one line.
 pub fn parse() -> Result<Cli, String> {
@@ -305,6 +207,7 @@ fn clap_one_line(e: &clap::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use hashtile::Backend;
 
     fn parse(args: &[&str]) -> Result<Cli, String> {
         parse_from(std::iter::once("hashtile-bench").chain(args.iter().copied()))
@@ -373,7 +276,7 @@ mod tests {
     #[test]
     fn chained_options_are_checked() {
         let of = |args: &[&str]| match parse(&[&["chained"][..], args].concat())?.cmd {
-            Some(Cmd::Chained(a)) => chained(a),
+            Some(Cmd::Chained(a)) => chained::check(a),
             other => panic!("parsed as {other:?}"),
         };
         let err = |args: &[&str]| of(args).err().unwrap_or_default();
