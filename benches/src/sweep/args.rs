@@ -1,7 +1,7 @@
 //! The sweep's command line: [`SweepArgs`], its presets and validation ([`Plan`]), and the checks run before
 //! anything is allocated ([`Setup`]).
 
-use super::{bucket_of, scheme_names};
+use super::schemes::{bucket_of, scheme_names};
 use crate::checks::{
     available_backend, check_bucket, check_log2_keys, check_repeats, load_list, table_slots,
 };
@@ -348,6 +348,23 @@ impl Setup {
     }
 }
 
+/// The sweep's options parsed from `args` (without the subcommand), for the tests.
+#[cfg(test)]
+pub(super) fn parse(args: &[&str]) -> SweepArgs {
+    use clap::Parser;
+
+    /// A command line holding only the sweep's options.
+    #[derive(Parser)]
+    struct Cmd {
+        #[command(flatten)]
+        args: SweepArgs,
+    }
+
+    Cmd::try_parse_from(std::iter::once("sweep").chain(args.iter().copied()))
+        .expect("valid arguments")
+        .args
+}
+
 /// How `--experiments` spells experiment `e`.
 fn experiment_name(e: Experiment) -> &'static str {
     match e {
@@ -361,7 +378,6 @@ fn experiment_name(e: Experiment) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sweep::tests::parse;
 
     #[test]
     fn quick_preset_and_overrides() {
