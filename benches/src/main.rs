@@ -56,7 +56,7 @@ fn run() -> Result<i32, BenchError> {
         Some(Cmd::Csr(args)) => csr::run(&csr::check(args)?).map_err(BenchError::Run),
         Some(Cmd::Scan(args)) => scan::run(&scan::check(args)?).map_err(BenchError::Run),
         Some(Cmd::Chained(args)) => chained::run(&chained::check(args)?).map_err(BenchError::Run),
-        Some(Cmd::Paged(args)) => paged::run(&cli::paged(args)?).map_err(BenchError::Run),
+        Some(Cmd::Paged(args)) => paged::run(&paged::check(args)?).map_err(BenchError::Run),
         None => rates::run(rates::check(cli.rates)?),
     }
 }
