@@ -196,4 +196,21 @@ mod tests {
         assert_eq!(a.batches, vec![10, 12]);
         assert_eq!(a.out_dir, ".");
     }
+
+    #[test]
+    fn paged_switches_are_on_unless_turned_off() {
+        let of = |args: &[&str]| match parse(&[&["paged", "--backend", "cpu"][..], args].concat())
+            .unwrap()
+            .cmd
+        {
+            Some(Cmd::Paged(a)) => paged::check(a).unwrap(),
+            other => panic!("parsed as {other:?}"),
+        };
+        let s = of(&[]);
+        assert!(s.framed_upserts && s.shared_frames && s.prefetch && !s.host_routing);
+        let s = of(&["--no-framed-upserts", "--no-prefetch"]);
+        assert!(!s.framed_upserts && s.shared_frames && !s.prefetch);
+        let s = of(&["--no-shared-frames", "--host-routing"]);
+        assert!(s.framed_upserts && !s.shared_frames && s.prefetch && s.host_routing);
+    }
 }

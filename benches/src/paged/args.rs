@@ -30,6 +30,12 @@ pub struct PagedSetup {
     pub placements: Vec<Placement>,
     /// Hash-routed batches are partitioned on the host (`PagedConfig::device_routing` off).
     pub host_routing: bool,
+    /// `PagedConfig::framed_upserts` (on unless `--no-framed-upserts`).
+    pub framed_upserts: bool,
+    /// `PagedConfig::shared_frames` (on unless `--no-shared-frames`).
+    pub shared_frames: bool,
+    /// `PagedConfig::prefetch` (on unless `--no-prefetch`).
+    pub prefetch: bool,
     /// `residency`: only the budget that holds every child (and the comparison with the plain table).
     pub all_resident_only: bool,
     pub out_dir: String,
@@ -55,6 +61,18 @@ pub struct PagedArgs {
     /// Partition hash-routed batches on the host instead of the device (the A/B of the device routing).
     #[arg(long)]
     pub host_routing: bool,
+    /// Turn framed upserts off: every hash-routed upsert batch is partitioned by child, even with every child
+    /// resident in the shared frames (`PagedConfig::framed_upserts`; the A/B of the framed upserts).
+    #[arg(long)]
+    pub no_framed_upserts: bool,
+    /// Turn the shared frames off: each resident GPU child has its own slot allocation and finds partition the
+    /// batch by child (`PagedConfig::shared_frames`; the A/B of the shared frames).
+    #[arg(long)]
+    pub no_shared_frames: bool,
+    /// Turn prefetch off: each child is paged in when its turn comes, not while the previous child works
+    /// (`PagedConfig::prefetch`; the A/B of the prefetch).
+    #[arg(long)]
+    pub no_prefetch: bool,
     /// `residency`: run only the budget that holds every child, and the comparison with the plain table.
     #[arg(long)]
     pub all_resident_only: bool,
@@ -134,6 +152,9 @@ pub fn check(a: PagedArgs) -> Result<PagedSetup, String> {
             })
             .collect(),
         host_routing: a.host_routing,
+        framed_upserts: !a.no_framed_upserts,
+        shared_frames: !a.no_shared_frames,
+        prefetch: !a.no_prefetch,
         all_resident_only: a.all_resident_only,
         out_dir: a.out_dir,
     })

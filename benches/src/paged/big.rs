@@ -2,7 +2,7 @@
 //! generated per batch), built and sampled; swap GB/s against the pinned ceiling.
 
 use super::args::PagedSetup;
-use super::common::{ABSENT_FROM, VALUE_MASK, ceiling, key, lib, pinned_gbs, save};
+use super::common::{ABSENT_FROM, VALUE_MASK, ceiling, key, lib, pinned_gbs, save, with_switches};
 use hashtile::{BackendChoice, Bcht, DeviceBudget, PagedConfig, PagedTable, Placement};
 use rayon::prelude::*;
 use std::time::Instant;
@@ -75,8 +75,8 @@ fn big_of<S: hashtile::SchemeInfo, K: BigKey>(s: &PagedSetup) -> Result<bool, St
         .backend(BackendChoice::Exactly(s.backend))
         .placement(Placement::HashRouted)
         .initial_children(children)
-        .budget(DeviceBudget::Children(budget))
-        .device_routing(!s.host_routing);
+        .budget(DeviceBudget::Children(budget));
+    let cfg = with_switches(s, cfg);
     // Making the table pages the children past the budget out at once (their pinned host images are
     // allocated then): timed apart from the build.
     let t_new = Instant::now();

@@ -74,7 +74,7 @@ pub(super) fn paged_config(
     budget: usize,
 ) -> PagedConfig {
     let slots = (s.child_mib << 20) as usize / 8;
-    PagedConfig::with_child_slots(slots)
+    let cfg = PagedConfig::with_child_slots(slots)
         .backend(BackendChoice::Exactly(s.backend))
         .placement(placement)
         .initial_children(if placement == Placement::HashRouted {
@@ -82,8 +82,17 @@ pub(super) fn paged_config(
         } else {
             1
         })
-        .budget(DeviceBudget::Children(budget))
-        .device_routing(!s.host_routing)
+        .budget(DeviceBudget::Children(budget));
+    with_switches(s, cfg)
+}
+
+/// `cfg` with the command line's A/B switches: device routing (`--host-routing`), framed upserts
+/// (`--no-framed-upserts`), shared frames (`--no-shared-frames`) and prefetch (`--no-prefetch`).
+pub(super) fn with_switches(s: &PagedSetup, cfg: PagedConfig) -> PagedConfig {
+    cfg.device_routing(!s.host_routing)
+        .framed_upserts(s.framed_upserts)
+        .shared_frames(s.shared_frames)
+        .prefetch(s.prefetch)
 }
 
 /// Inserts keys `0..n` in batches of `b` (generated outside the timed region) with `insert` (a paged or a
@@ -195,4 +204,44 @@ pub(super) fn save(
 /// Keys that fill `children` children of `child_mib` MiB to 0.75.
 pub(super) fn fill_keys(s: &PagedSetup, children: usize) -> usize {
     ((s.child_mib << 20) as usize / 8 * children) * 3 / 4
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hashtile::Backend;
+
+    #[test]
+    fn switches_reach_the_config() {
+        let s = PagedSetup {
+            backend: Backend::Cpu,
+            experiments: Vec::new(),
+            children: 4,
+            child_mib: 1,
+            log2_keys: 12,
+            log2_batch: 10,
+            runs: 1,
+            big_gib: 1,
+            big_budget_gib: 1,
+            big_keys: 32,
+            placements: vec![Placement::HashRouted],
+            host_routing: true,
+            framed_upserts: false,
+            shared_frames: true,
+            prefetch: false,
+            all_resident_only: false,
+            out_dir: ".".into(),
+        };
+        let cfg = paged_config(&s, Placement::HashRouted, 4, 2);
+        assert!(!cfg.device_routing && !cfg.framed_upserts && cfg.shared_frames && !cfg.prefetch);
+        let s = PagedSetup {
+            host_routing: false,
+            framed_upserts: true,
+            shared_frames: false,
+            prefetch: true,
+            ..s
+        };
+        let cfg = paged_config(&s, Placement::HashRouted, 4, 2);
+        assert!(cfg.device_routing && cfg.framed_upserts && !cfg.shared_frames && cfg.prefetch);
+    }
 }

@@ -16,6 +16,10 @@
 //! - `big`: a table of `--big-gib` GiB of slots under a budget of `--big-budget-gib` GiB (hash-routed, keys
 //!   generated per batch), built and sampled; swap GB/s against the pinned ceiling.
 //!
+//! A/B switches, each off by default and applied to every paged table of the run (the warm-up's included):
+//! `--host-routing` (`PagedConfig::device_routing` off), `--no-framed-upserts` (`framed_upserts` off),
+//! `--no-shared-frames` (`shared_frames` off) and `--no-prefetch` (`prefetch` off).
+//!
 //! Layout: `args` (the options, their checks and [`PagedSetup`]), `common` (keys, answers, the paged table's
 //! configuration, timed fills and finds, outputs), `residency` (`residency`, `skew`), `rebuild` (`rebuild`,
 //! `growth`) and `big`; this file warms up and runs the experiments asked for.
@@ -29,7 +33,7 @@ mod residency;
 pub use args::{PagedArgs, check};
 
 use args::{Experiment, PagedSetup};
-use common::{batch, lib};
+use common::{batch, lib, with_switches};
 use hashtile::{
     BackendChoice, Bcht, DeviceBudget, HashTable, PagedConfig, PagedTable, TableConfig,
 };
@@ -41,6 +45,7 @@ fn warm_up(s: &PagedSetup) -> Result<(), String> {
     let cfg = PagedConfig::with_child_slots(1 << 12)
         .backend(BackendChoice::Exactly(s.backend))
         .budget(DeviceBudget::Children(4));
+    let cfg = with_switches(s, cfg);
     let mut t: PagedTable<Bcht, u32, u32> = PagedTable::new(cfg).map_err(lib)?;
     let (k, v) = batch(0, 1 << 14);
     t.insert(&k, &v).map_err(lib)?;
