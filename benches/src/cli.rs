@@ -1,10 +1,13 @@
-//! The command line of `hashtile-bench`: its clap definitions, and every check of what the user typed.
+//! The command line of `hashtile-bench`: the top-level clap definitions ([`Cli`], [`Cmd`]) and the parse. Each
+//! mode's options and their checks live beside the mode (`rates::args`, `sweep::args`, `host`, `csr::args`,
+//! `scan`, `chained::args`, `paged::args`), the checks the modes share in `checks` and the memory estimates in
+//! `footprint`: this module imports them, none of them imports it.
 //!
-//! Every bad input ends in one `error: ...` line on stderr and exit status 2 ([`BenchError::Input`], printed
-//! by `main`), before anything large is allocated: never a panic, never an allocation the machine cannot hold.
-//! The checks run in this order: parsing (clap), values (ranges, lists, names), table sizes (slots must fit in
-//! `u32`), the backend (an explicitly asked GPU backend must answer), memory (an estimate of the run's peak
-//! host and device bytes against what the machine has).
+//! Every bad input ends in one `error: ...` line on stderr and exit status 2
+//! ([`crate::error::BenchError::Input`], printed by `main`), before anything large is allocated: never a panic,
+//! never an allocation the machine cannot hold. The checks run in this order: parsing (clap), values (ranges,
+//! lists, names), table sizes (slots must fit in `u32`), the backend (an explicitly asked GPU backend must
+//! answer), memory (an estimate of the run's peak host and device bytes against what the machine has).
 
 use crate::{chained, csr, host, paged, rates, scan, sweep};
 

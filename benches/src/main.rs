@@ -12,7 +12,15 @@
 //! `scan` (the device prefix sum against a device copy; `scan.rs`), `chained` (issue 10's experiments on the
 //! chained (SlabHash) tables: bulk build and finds vs memory utilisation, incremental batches against
 //! rebuilding BCHT, operation mixes, the slab allocator, the host calls against the CPU store, beside the
-//! original SlabHash's results where given; one file per experiment in `chained/`).
+//! original SlabHash's results where given; one file per experiment in `chained/`), `paged` (issue 12's
+//! experiments on paged tables larger than their device budget; `paged/`).
+//!
+//! Layout, top down: this file (the exit path) and `cli` (the command line) import the modes; each mode (`rates/`,
+//! `sweep/`, `host.rs`, `csr/`, `scan.rs`, `chained/`, `paged/`) holds its options, their checks and its
+//! measurements; the leaves below them import no mode: `checks` (shared checks of the command line), `footprint`
+//! (memory estimates), `common` (the median, keys, scheme parameters, oracle checks), `baseline` (the device
+//! BCHT baseline), `error` ([`error::BenchError`]) and `plot` (SVG plots). No module imports one that imports it
+//! back, and no submodule imports from its parent `mod.rs`.
 
 mod baseline;
 mod chained;
