@@ -11,6 +11,11 @@
 //! - the CPU backend: `std::collections::HashMap` (SipHash, as users get it) filled from the same keys on one
 //!   thread, and its lookups.
 
+use crate::checks::{
+    available_backend, check_bucket, check_csv_path, check_log2_keys, check_repeats, load_list,
+    scheme_name, table_slots,
+};
+use crate::footprint::{Capacity, Footprint, check_footprint, hashmap_bytes};
 use hashtile::gpu::transfer::{CopyCeiling, measure_copy_ceiling};
 use hashtile::hash::fmix32;
 use hashtile::{
@@ -21,7 +26,94 @@ use std::collections::HashMap;
 use std::io::Write;
 use std::time::Instant;
 
-/// What the host mode measures (checked by `cli`).
+/// Options of the `host` mode.
+#[derive(clap::Args, Debug, Clone)]
+pub struct HostArgs {
+    /// Backend: auto, cpu, cuda or vulkan.
+    #[arg(long, default_value = "auto")]
+    pub backend: BackendChoice,
+    /// Keys per batch, as a power of two (1..=30).
+    #[arg(long, default_value_t = 20)]
+    pub log2_keys: u32,
+    /// Load factors (comma separated), each in (0, 1].
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "0.8,0.9",
+        allow_negative_numbers = true
+    )]
+    pub load: Vec<f64>,
+    /// Probing scheme: bcht, iht, p2bht or 1cht.
+    #[arg(long, default_value = "bcht")]
+    pub scheme: String,
+    /// Bucket size [default: the backend's, `hashtile::default_bucket_size_of`].
+    #[arg(long)]
+    pub bucket: Option<u32>,
+    /// Timed runs per call after one warm-up (the median is reported).
+    #[arg(long, default_value_t = 3)]
+    pub runs: usize,
+    /// CSV output file.
+    #[arg(long, default_value = "hashtile-bench-host.csv")]
+    pub csv: String,
+}
+
+/// Checks the `host` mode's options.
+pub fn check(a: HostArgs) -> Result<HostSetup, String> {
+    let runs = check_repeats("--runs", a.runs)?;
+    let log2 = check_log2_keys("--log2-keys", a.log2_keys)?;
+    let loads = load_list("--load", &a.load)?;
+    let scheme = scheme_name("--scheme", &a.scheme)?;
+    let bucket = match (scheme, a.bucket) {
+        (s, Some(b)) if s == Cht1::NAME && b != 1 => {
+            return Err(format!("--bucket {b}: 1cht has one-slot buckets only"));
+        }
+        (_, Some(b)) => Some(check_bucket("--bucket", b)?),
+        (_, None) => None,
+    };
+    check_csv_path(&a.csv)?;
+    let backend = available_backend(a.backend)?;
+    let n = 1usize << log2;
+    let b = bucket.unwrap_or(16);
+    let mut peak = Footprint::default();
+    for &load in &loads {
+        let slots = table_slots(&format!("{scheme} --log2-keys {log2}"), n, load, b)?;
+        let nn = n as u64;
+        // Host: 2n keys, values, half batch and its values, the pinned copies of all of them, one output,
+        // `find`'s answers. CPU tables: 17 bytes a slot and the HashMap ceiling. GPUs: the table, one device
+        // batch (keys, values, mask, slot index, a scratch table of 2n-4n words), the stash.
+        let f = match backend {
+            Backend::Cpu => Footprint {
+                host: 64 * nn + 17 * slots + hashmap_bytes(nn, 8),
+                ..Footprint::default()
+            },
+            _ => {
+                let scratch = 8 * (2 * nn).next_power_of_two();
+                Footprint {
+                    host: 64 * nn,
+                    device: 8 * slots + slots / 2 + 16 * nn + scratch,
+                    device_buffer: (8 * slots).max(scratch),
+                }
+            }
+        };
+        peak = peak.max(f);
+    }
+    check_footprint(
+        &format!("host mode, 2^{log2} keys on {backend}"),
+        peak,
+        Capacity::of_machine(backend),
+    )?;
+    Ok(HostSetup {
+        backend,
+        scheme,
+        bucket,
+        n,
+        loads,
+        runs,
+        csv: a.csv,
+    })
+}
+
+/// What the host mode measures (checked by [`check`]).
 #[derive(Debug, Clone)]
 pub struct HostSetup {
     /// The backend (available).
@@ -88,7 +180,7 @@ pub(crate) fn time<T>(
             rates.push(keys as f64 / secs / 1e6);
         }
     }
-    Ok((crate::median(&mut rates), ok))
+    Ok((crate::common::median(&mut rates), ok))
 }
 
 /// Runs the host mode; returns the exit status (2 when an answer did not match).

@@ -3,17 +3,52 @@
 //! measured in the same run. Data is device-resident; each timed region ends with a device sync. Every scan is
 //! checked against a host prefix sum.
 
-use crate::cli::ScanArgs;
-use hashtile::Backend;
+use crate::checks::{check_csv_path, check_log2_keys, check_repeats};
 use hashtile::cubecl::prelude::*;
 use hashtile::gpu::launch::copy_u32;
 use hashtile::gpu::scan::exclusive_scan;
+use hashtile::{Backend, BackendChoice};
 use std::io::Write;
 use std::time::Instant;
 
+/// Options of the `scan` mode.
+#[derive(clap::Args, Debug, Clone)]
+pub struct ScanArgs {
+    /// Backend: auto, cuda or vulkan (a GPU: the scan is a device primitive).
+    #[arg(long, default_value = "auto")]
+    pub backend: BackendChoice,
+    /// Input sizes in 32-bit words, as powers of two (comma separated, 1..=30).
+    #[arg(long, value_delimiter = ',', default_value = "16,20,24")]
+    pub log2_words: Vec<u32>,
+    /// Timed runs per size after one warm-up (the median is reported).
+    #[arg(long, default_value_t = 5)]
+    pub runs: usize,
+    /// CSV output file.
+    #[arg(long, default_value = "hashtile-bench-scan.csv")]
+    pub csv: String,
+}
+
+/// Checks the `scan` mode's options.
+pub fn check(a: ScanArgs) -> Result<ScanArgs, String> {
+    check_repeats("--runs", a.runs)?;
+    check_csv_path(&a.csv)?;
+    if a.log2_words.is_empty() {
+        return Err("--log2-words needs at least one size".into());
+    }
+    if a.backend == BackendChoice::Exactly(Backend::Cpu) {
+        return Err(
+            "--backend cpu: the scan is a device primitive (use auto, cuda or vulkan)".into(),
+        );
+    }
+    for &l in &a.log2_words {
+        check_log2_keys("--log2-words", l)?;
+    }
+    Ok(a)
+}
+
 /// Runs the mode; returns the exit status (2 when a scan was wrong).
 pub fn run(a: &ScanArgs) -> Result<i32, String> {
-    let backend = crate::cli::available_backend(a.backend)?;
+    let backend = crate::checks::available_backend(a.backend)?;
     let rows = match backend {
         #[cfg(feature = "cuda")]
         Backend::Cuda => on::<hashtile::cubecl::cuda::CudaRuntime>(a),
@@ -93,8 +128,8 @@ fn on<R: Runtime>(a: &ScanArgs) -> Result<Vec<(u32, f64, f64, bool)>, String> {
         }
         rows.push((
             log2,
-            crate::median(&mut scan_rates),
-            crate::median(&mut copy_rates),
+            crate::common::median(&mut scan_rates),
+            crate::common::median(&mut copy_rates),
             ok,
         ));
     }

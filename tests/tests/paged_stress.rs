@@ -1,13 +1,15 @@
 //! Stress test of hash-routed paged tables (written by the twelfth session's review of the device router's
 //! upserts routed during their copy and finds scattered into parts sized ahead): many random rounds of hash-routed paged tables against a `HashMap` oracle, on the CPU backend and on Vulkan (lavapipe)
-//! when present. Small device batches (1, 2 or 3 copy chunks; with `HASHTILE_CHUNK_KEYS=2048` the default-sized
-//! config copies in many chunks), batch sizes around the chunk and batch boundaries (0, 1, 2047, 2048, 2049,
-//! just over a batch), repeats within and across chunks, updates, finds of present and absent keys (`find`
-//! and `find_into`), erases, batches whose keys all route to one child (upserts and finds, finds large enough
-//! to be sized ahead and overflow), a sentinel inside a batch, budgets `Unlimited` and `Children(2)`, growth.
+//! when present. Small device batches (`PagedConfig::batch_keys` of 2048 to 65536 keys, each copied in chunks of
+//! half a batch rounded down to a multiple of 2048 keys: 1, 2 or 3 copy chunks per batch) and one config with the
+//! default batch sizes (2^26-key batches in 2^22-key chunks, so each of its calls copies in one chunk), batch
+//! sizes around the chunk and batch boundaries (0, 1, 2047, 2048, 2049, just over a batch), repeats within and
+//! across chunks, updates, finds of present and absent keys (`find` and `find_into`), erases, batches whose keys
+//! all route to one child (upserts and finds, finds large enough to be sized ahead and overflow), a sentinel
+//! inside a batch, budgets `Unlimited` and `Children(2)`, growth.
 //!
-//! Knobs: `STRESS_ROUNDS` (rounds per config; default 3 in the test suite, the review ran 40 with seeds 1-3
-//! and 30 with `HASHTILE_CHUNK_KEYS=2048`), `STRESS_SEED`.
+//! Knobs: `STRESS_ROUNDS` (rounds per config; default 3 in the test suite, the review ran 40 with seeds 1-3),
+//! `STRESS_SEED`.
 
 use hashtile::{
     Backend, BackendChoice, Bcht, DeviceBudget, Error, Iht, Key, PagedConfig, PagedTable,

@@ -4,7 +4,7 @@
 //! each with a device sync. Checked every run: the indices taken are exactly `0..pool`, one more request gets
 //! none (`u32::MAX`), and after the release the bitmap is all zeros.
 
-use super::{Ctx, lib, rate, read, sync, yes};
+use super::common::{self, Ctx, lib, rate, read, sync, yes};
 use crate::plot::{Figure, Panel, Series, XAxis};
 use hashtile::HashFamily;
 use hashtile::gpu::transfer::HostTransfer;
@@ -120,6 +120,6 @@ pub(super) fn run<R: HostTransfer>(ctx: &Ctx) -> Result<bool, String> {
             ],
         }],
     };
-    super::write_outputs(ctx, "alloc", &csv, &fig)?;
+    common::write_outputs(ctx, "alloc", &csv, &fig)?;
     Ok(rows.iter().all(|r| r.ok))
 }

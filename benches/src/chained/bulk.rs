@@ -5,7 +5,8 @@
 //! use, SlabHash's measure). Every find is checked. Baselines in the same run: hashtile's BCHT device-resident
 //! insert (B = 8, load 0.8); with `--peer-csv`, the SlabHash table of the nearest utilisation and the ratios.
 
-use super::{Ctx, Peer, PeerTable, cell, lib, rate, ratio, read, shown, sync, upload, yes};
+use super::common::{self, Ctx, cell, lib, rate, ratio, read, shown, sync, upload, yes};
+use super::peer::{Peer, PeerTable};
 use crate::plot::{Figure, Panel, Series, XAxis};
 use hashtile::HashFamily;
 use hashtile::chained::ChainedConfig;
@@ -28,7 +29,7 @@ struct Row {
 /// Runs the experiment; returns whether every answer was right.
 pub(super) fn run<R: HostTransfer>(ctx: &Ctx) -> Result<bool, String> {
     eprintln!("chained: bulk: BCHT baseline (device-resident)");
-    let bcht = crate::csr::device::bcht_baseline(ctx.backend, &ctx.keys, ctx.a.runs)?;
+    let bcht = crate::baseline::bcht_baseline(ctx.backend, &ctx.keys, ctx.a.runs)?;
     let (bcht, bcht_bulk) = (bcht[0] / 1e3, bcht[1] / 1e3);
     let mut rows = Vec::new();
     for &load in &ctx.a.loads {
@@ -123,7 +124,7 @@ pub(super) fn run<R: HostTransfer>(ctx: &Ctx) -> Result<bool, String> {
     println!(
         "util: pair bytes over the bytes of the slabs in use (15 pairs of 8 bytes per 128-byte slab at most)"
     );
-    super::write_outputs(ctx, "bulk", &csv, &figure(ctx, &rows, peer))?;
+    common::write_outputs(ctx, "bulk", &csv, &figure(ctx, &rows, peer))?;
     Ok(rows.iter().all(|r| r.ok))
 }
 

@@ -12,7 +12,7 @@
 //! its key and value up; a find its key up and its value down; a count its key up and a `u32` down; a
 //! `find_all` its key up and its value and count down; an erase its key up) at the bus rates.
 
-use super::{Ctx, cell, yes};
+use super::common::{self, Ctx, cell, yes};
 use crate::plot::{Figure, Panel, Series, XAxis};
 use hashtile::chained::ChainedConfig;
 use hashtile::gpu::transfer::{CopyCeiling, measure_copy_ceiling};
@@ -52,9 +52,9 @@ fn timed<T, U>(
     let mut secs = Vec::new();
     let mut last = None;
     for run in 0..=runs {
-        let mut t = setup().map_err(super::lib)?;
+        let mut t = setup().map_err(common::lib)?;
         let t0 = Instant::now();
-        let u = call(&mut t).map_err(super::lib)?;
+        let u = call(&mut t).map_err(common::lib)?;
         if run > 0 {
             secs.push(t0.elapsed().as_secs_f64());
         }
@@ -111,18 +111,18 @@ fn calls<K: Key, V: Value>(ctx: &Ctx, backend: Backend, m: usize) -> Result<Vec<
     };
     let found = |got: &[Option<V>]| got.iter().zip(values).all(|(g, v)| *g == Some(*v));
     let r = |secs: &[f64], ok: bool| Rate {
-        mkeys: super::rate(m, secs) / 1e6,
+        mkeys: common::rate(m, secs) / 1e6,
         ok,
     };
     let mut out = Vec::new();
     let (secs, t, ()) = timed(runs, new, |t| t.insert(keys, values))?;
-    let got = t.find(keys).map_err(super::lib)?;
+    let got = t.find(keys).map_err(common::lib)?;
     out.push(r(&secs, t.len() == m && found(&got)));
     drop(t);
     let (secs, t, added) = timed(runs, new, |t| t.replace(keys, values))?;
     out.push(r(&secs, added == m && t.len() == m));
     drop(t);
-    let f = filled().map_err(super::lib)?;
+    let f = filled().map_err(common::lib)?;
     let (secs, _, got) = timed(runs, || Ok(()), |_| f.find(keys))?;
     out.push(r(&secs, found(&got)));
     let (secs, _, got) = timed(runs, || Ok(()), |_| f.count(keys))?;
@@ -171,7 +171,7 @@ fn rows_at<K: Key, V: Value>(ctx: &Ctx, s: u32, widths: &'static str) -> Result<
 pub(super) fn run(ctx: &Ctx) -> Result<bool, String> {
     let l = ctx.a.log2_keys;
     eprintln!("chained: host: measuring the bus with driver copies");
-    let ceiling = measure_copy_ceiling(ctx.backend, 8 << l).map_err(super::lib)?;
+    let ceiling = measure_copy_ceiling(ctx.backend, 8 << l).map_err(common::lib)?;
     let mut sizes: Vec<u32> = [l.saturating_sub(4), l.saturating_sub(2), l]
         .into_iter()
         .filter(|&s| s >= 10.min(l))
@@ -223,10 +223,10 @@ pub(super) fn run(ctx: &Ctx) -> Result<bool, String> {
             r.widths,
             r.op,
             r.gpu.mkeys,
-            super::shown(bus, 0, 8),
-            super::shown(of_bus, 2, 7),
-            super::shown(cpu, 1, 10),
-            super::shown(over, 2, 8),
+            common::shown(bus, 0, 8),
+            common::shown(of_bus, 2, 7),
+            common::shown(cpu, 1, 10),
+            common::shown(over, 2, 8),
             yes(ok_of(r))
         );
         let _ = writeln!(
@@ -244,7 +244,7 @@ pub(super) fn run(ctx: &Ctx) -> Result<bool, String> {
             ok_of(r)
         );
     }
-    super::write_outputs(ctx, "host", &csv, &figure(ctx, &rows))?;
+    common::write_outputs(ctx, "host", &csv, &figure(ctx, &rows))?;
     Ok(rows.iter().all(ok_of))
 }
 

@@ -11,7 +11,7 @@
 //! baseline. Each rebuild size is built `--runs` + 1 times on one table, and run `r`'s total is the sum of
 //! every size's run `r`. Speed-up = rebuild time / incremental time (issue 10's acceptance: at least 5x).
 
-use super::{Ctx, cell, lib, rate, read, shown, sync, upload, yes};
+use super::common::{self, Ctx, cell, lib, rate, read, shown, sync, upload, yes};
 use crate::plot::{Figure, Panel, Series, XAxis};
 use hashtile::cubecl::prelude::*;
 use hashtile::cubecl::server::Handle;
@@ -144,7 +144,7 @@ pub(super) fn run<R: HostTransfer>(ctx: &Ctx) -> Result<bool, String> {
     println!(
         "rebuild G = keys / total rebuild time (each batch's rebuild inserts every key so far); speedup = rebuild time / incremental time; waits / grows: batches of the last run that waited for a read of the slabs in use / grew the pool"
     );
-    super::write_outputs(ctx, "incremental", &csv, &figure(ctx, &rows))?;
+    common::write_outputs(ctx, "incremental", &csv, &figure(ctx, &rows))?;
     Ok(rows.iter().all(|r| r.ok))
 }
 
@@ -245,7 +245,7 @@ fn rebuilds<R: HostTransfer>(
     if !ok {
         eprintln!("chained: incremental: a BCHT rebuild lost pairs or answered wrong");
     }
-    Ok((crate::median(&mut totals), ok))
+    Ok((crate::common::median(&mut totals), ok))
 }
 
 /// G keys/s vs batch size: ours, SlabHash's (if given) and the rebuilt BCHT's effective rate.

@@ -7,7 +7,7 @@
 //! after it. The operations are shuffled with a fixed seed. Timed: the batch on device-resident arrays and a
 //! sync, on a fresh prefilled table each run. SlabHash's benchmark has no mixes, so there is no peer ratio.
 
-use super::{Ctx, lib, rate, read, sync, upload, value_of, yes};
+use super::common::{self, Ctx, lib, rate, read, sync, upload, value_of, yes};
 use crate::plot::{Figure, Panel, Series, XAxis};
 use hashtile::HashFamily;
 use hashtile::chained::ChainedConfig;
@@ -161,7 +161,7 @@ pub(super) fn run<R: HostTransfer>(ctx: &Ctx) -> Result<bool, String> {
             ctx.backend, ctx.a.log2_keys, r.ops, r.rate, r.ok
         );
     }
-    super::write_outputs(ctx, "mixes", &csv, &figure(ctx, &rows))?;
+    common::write_outputs(ctx, "mixes", &csv, &figure(ctx, &rows))?;
     Ok(rows.iter().all(|r| r.ok))
 }
 

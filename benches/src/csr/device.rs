@@ -4,81 +4,15 @@
 //! same run (issue 11's aims: a unique-key CSR build at least as fast as BCHT's insert; at 32 duplicates per key
 //! within 20% of it; a join within 2x of building both tables).
 
-use super::{Case, CsrRow};
-use crate::cli::CsrArgs;
+use super::args::CsrArgs;
+use super::common::{Case, CsrRow, build_name};
 use hashtile::csr::DeviceCsrParams;
 use hashtile::cubecl::prelude::*;
 use hashtile::gpu::csr::join::GpuJoin;
 use hashtile::gpu::csr::{GpuCsr, Key32};
 use hashtile::gpu::transfer::HostTransfer;
-use hashtile::gpu::{GpuOptions, GpuTable};
-use hashtile::{Backend, Bcht, HashFamily, JoinMethod, SchemeInfo, TableConfig};
+use hashtile::{Backend, HashFamily, JoinMethod};
 use std::time::Instant;
-
-/// BCHT's device-resident insert of `keys` (unique) at load 0.8, bucket 8 (CUDA's default), with the upsert
-/// check (as `HashTable` inserts) and without it (the paper's bulk build): M keys/s each, checked by a find of
-/// every key.
-pub(crate) fn bcht_baseline(
-    backend: Backend,
-    keys: &[u32],
-    runs: usize,
-) -> Result<[f64; 2], String> {
-    fn on<R: HostTransfer>(keys: &[u32], runs: usize, cuda: bool) -> hashtile::Result<[f64; 2]> {
-        let n = keys.len();
-        let cfg = TableConfig::for_keys(n, 0.8).bucket_size(8);
-        let nb = cfg.capacity.div_ceil(8) as u32;
-        let family = HashFamily::new(cfg.seed);
-        let opts = GpuOptions {
-            use_cas: true,
-            plain_reads: cuda,
-        };
-        let mut out = [0.0; 2];
-        for (i, upsert) in [true, false].into_iter().enumerate() {
-            let mut params = Bcht::default_params(8);
-            if !upsert {
-                params.upsert = 0;
-            }
-            let mut t = GpuTable::<R, Bcht>::new(&Default::default(), nb, 8, family, params, opts)?;
-            let kh = t.upload(keys);
-            let mut rates = Vec::new();
-            for run in 0..=runs {
-                t.reset(family)?;
-                t.sync()?;
-                let t0 = Instant::now();
-                t.insert_device_async(&kh, &kh, n);
-                t.sync()?;
-                let dt = t0.elapsed().as_secs_f64();
-                let lost = t.settle()?;
-                if !lost.pairs.is_empty() || lost.untracked > 0 || t.len() != n {
-                    return Err(hashtile::Error::Device(format!(
-                        "BCHT baseline build lost pairs (len {} of {n})",
-                        t.len()
-                    )));
-                }
-                if run > 0 {
-                    rates.push(n as f64 / dt / 1e6);
-                }
-            }
-            let found = t.alloc_u32(n);
-            t.find_device(&kh, &found, None, n);
-            if t.read_u32(found) != keys {
-                return Err(hashtile::Error::Device(
-                    "BCHT baseline find mismatch".into(),
-                ));
-            }
-            out[i] = crate::median(&mut rates);
-        }
-        Ok(out)
-    }
-    let r = match backend {
-        #[cfg(feature = "cuda")]
-        Backend::Cuda => on::<hashtile::cubecl::cuda::CudaRuntime>(keys, runs, true),
-        #[cfg(feature = "vulkan")]
-        Backend::Vulkan => on::<hashtile::cubecl::wgpu::WgpuRuntime>(keys, runs, false),
-        b => return Err(format!("{b} is not a GPU backend")),
-    };
-    r.map_err(|e| e.to_string())
-}
 
 /// The device-resident rows of one case (keys with `case.dups` occurrences each, one hash range): the build
 /// by every method, `count` and `find_all` by every tile width, and both joins of the keys with themselves.
@@ -120,7 +54,10 @@ fn timed<R: Runtime, T>(
         }
         last = Some(out);
     }
-    Ok((crate::median(&mut rates), last.expect("at least one run")))
+    Ok((
+        crate::common::median(&mut rates),
+        last.expect("at least one run"),
+    ))
 }
 
 fn on<R: HostTransfer>(
@@ -159,7 +96,7 @@ fn on<R: HostTransfer>(
         // Checked: every key's count is its number of occurrences.
         let counts = t.count(&case.keys[..n.min(1 << 16)])?;
         let ok = t.len() == n && counts.iter().all(|&c| c == want_count);
-        push("build".into(), super::build_name(build), 0, rate, ok);
+        push("build".into(), build_name(build), 0, rate, ok);
     }
     let build = a.builds[0];
     let table =
@@ -175,13 +112,7 @@ fn on<R: HostTransfer>(
         })?;
         // `find_all_plan` counts and scans; its total is checked (every key finds `dups` values).
         let ok = counts.1 == n * case.dups;
-        push(
-            "count+scan".into(),
-            super::build_name(build),
-            tile,
-            rate,
-            ok,
-        );
+        push("count+scan".into(), build_name(build), tile, rate, ok);
         let (starts, total) = counts;
         let (rate, out) = timed(&client, a.runs, n, || {
             let out = client.empty(total.max(1) * 4);
@@ -194,7 +125,7 @@ fn on<R: HostTransfer>(
             .sum::<u64>();
         push(
             "find_all gather".into(),
-            super::build_name(build),
+            build_name(build),
             tile,
             rate,
             got == case.value_sum_all,
@@ -227,7 +158,7 @@ fn on<R: HostTransfer>(
                     .zip(&r)
                     .all(|(&i, &j)| case.keys[i as usize] == case.keys[j as usize])
             };
-            push(op.into(), super::build_name(build), j.tile(), rate, ok);
+            push(op.into(), build_name(build), j.tile(), rate, ok);
         }
     }
     Ok(())

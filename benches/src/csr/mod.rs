@@ -8,12 +8,19 @@
 //!
 //! Over duplicates per key, hash ranges (vertices per key), build methods (`--builds`) and lookup tile widths
 //! (`--tiles`). Writes a CSV and SVG plots beside it (rates vs duplicates, rates vs hash range).
+//!
+//! Layout: `args` (the options and their checks), `common` (the row and the case both groups use), `device`
+//! (the device-resident rows); this file runs the mode and writes the host rows, the CSV and the plots.
 
-pub(crate) mod device;
+mod args;
+mod common;
+mod device;
 
-use crate::cli::CsrArgs;
+pub use args::{CsrArgs, check};
+
 use crate::host::time;
 use crate::plot::{Figure, Panel, Series, XAxis, write_svg};
+use common::{Case, CsrRow, build_name};
 use hashtile::hash::fmix32;
 use hashtile::{
     Backend, BackendChoice, Bcht, CsrBuild, CsrConfig, CsrJoin, CsrTable, HashTable, JoinMethod,
@@ -24,55 +31,10 @@ use std::collections::HashMap;
 use std::io::Write;
 use std::path::Path;
 
-/// One result row.
-pub(crate) struct CsrRow {
-    backend: Backend,
-    /// Device-resident data (kernel rates) rather than host data.
-    resident: bool,
-    dups: usize,
-    range: f64,
-    op: String,
-    /// Build method of the table(s) the call used.
-    build: String,
-    /// Lookup tile width (device rows: the width that ran; host rows: as requested, 0 = automatic; builds: 0).
-    tile: u32,
-    keys: usize,
-    rate: f64,
-    /// The row's baseline rate: the multimap (host rows) or BCHT's device insert of unique keys (resident rows).
-    baseline: f64,
-    ok: bool,
-}
-
-impl CsrRow {
-    /// Where the row's data lived, as the table and CSV name it.
-    fn data(&self) -> &'static str {
-        if self.resident { "device" } else { "host" }
-    }
-}
-
-/// The input of one (duplicates, hash range) case.
-pub(crate) struct Case {
-    dups: usize,
-    range: f64,
-    keys: Vec<u32>,
-    values: Vec<u32>,
-    /// The sum of every value `find_all` of all keys returns: each key is queried `dups` times and finds its
-    /// `dups` values, so each value is returned `dups` times.
-    value_sum_all: u64,
-}
-
-/// A build method as rows name it.
-pub(crate) fn build_name(b: CsrBuild) -> String {
-    match b {
-        CsrBuild::V1 => "v1".into(),
-        CsrBuild::V2 { bin_vertices } => format!("v2/{bin_vertices}"),
-    }
-}
-
 /// Runs the mode; returns the exit status (2 when an answer was wrong).
 pub fn run(a: &CsrArgs) -> Result<i32, String> {
     let err = |e: hashtile::Error| e.to_string();
-    let backend = crate::cli::available_backend(a.backend)?;
+    let backend = crate::checks::available_backend(a.backend)?;
     let gpu = backend != Backend::Cpu;
     let n = 1usize << a.log2_keys;
     let mut rows = Vec::new();
@@ -99,7 +61,7 @@ pub fn run(a: &CsrArgs) -> Result<i32, String> {
             "csr: BCHT baseline (device-resident, 2^{} unique keys)",
             a.log2_keys
         );
-        Some(device::bcht_baseline(backend, &unique, a.runs)?)
+        Some(crate::baseline::bcht_baseline(backend, &unique, a.runs)?)
     } else {
         None
     };

@@ -1,8 +1,13 @@
 //! The sweep's command line: [`SweepArgs`], its presets and validation ([`Plan`]), and the checks run before
 //! anything is allocated ([`Setup`]).
 
-use super::{bucket_of, scheme_names};
-use crate::cli::{self, Footprint, check_bucket, check_log2_keys, check_repeats, load_list};
+use super::schemes::{bucket_of, scheme_names};
+use crate::checks::{
+    available_backend, check_bucket, check_log2_keys, check_repeats, load_list, table_slots,
+};
+use crate::footprint::{
+    Capacity, Footprint, check_footprint, host_api_footprint, keyset_footprint, measure_footprint,
+};
 use hashtile::{Backend, BackendChoice, SchemeInfo};
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -266,8 +271,13 @@ impl Setup {
         for_each_scheme!(|S| {
             if on(S::NAME) {
                 let b = bucket_of::<S>(own_buckets.get(S::NAME).copied().unwrap_or(args.bucket))?;
-                crate::scheme_params::<S>(b, args.no_upsert, args.max_chain, args.num_hashes)
-                    .map_err(|e| format!("{} with buckets of {b}: {e}", S::NAME))?;
+                crate::common::scheme_params::<S>(
+                    b,
+                    args.no_upsert,
+                    args.max_chain,
+                    args.num_hashes,
+                )
+                .map_err(|e| format!("{} with buckets of {b}: {e}", S::NAME))?;
                 sizes.push((Experiment::Load, 1 << plan.log2_keys, &plan.loads, b));
                 // Rates vs N: its largest N is the one that can fail.
                 let hi = plan.size_log2[plan.size_log2.len() - 1];
@@ -291,7 +301,7 @@ impl Setup {
         for &(e, n, loads, b) in &sizes {
             for &load in loads {
                 let what = format!("{} experiment, {n} keys", experiment_name(e));
-                tables.push((e, n, cli::table_slots(&what, n, load, b)?));
+                tables.push((e, n, table_slots(&what, n, load, b)?));
             }
         }
         if args.out.exists() && !args.out.is_dir() {
@@ -300,25 +310,25 @@ impl Setup {
                 args.out.display()
             ));
         }
-        let backend = cli::available_backend(args.backend)?;
+        let backend = available_backend(args.backend)?;
         // Memory: the experiments run one after the other; each holds its key set and one table at a time
         // (rates vs N also holds experiment 1's key set, kept for the probes).
-        let have = cli::Capacity::of_machine(backend);
+        let have = Capacity::of_machine(backend);
         for &(e, n, slots) in &tables {
-            let keyset = cli::keyset_footprint(n);
+            let keyset = keyset_footprint(n);
             let need = match e {
-                Experiment::Load => keyset.plus(cli::measure_footprint(backend, false, n, slots)),
+                Experiment::Load => keyset.plus(measure_footprint(backend, false, n, slots)),
                 Experiment::Keys => {
                     let held = if plan.runs(Experiment::Load) {
-                        cli::keyset_footprint(1 << plan.log2_keys)
+                        keyset_footprint(1 << plan.log2_keys)
                     } else {
                         Footprint::default()
                     };
                     held.plus(keyset)
-                        .plus(cli::measure_footprint(backend, false, n, slots))
+                        .plus(measure_footprint(backend, false, n, slots))
                 }
                 Experiment::Probes | Experiment::Success => {
-                    keyset.plus(cli::host_api_footprint(backend, n, slots))
+                    keyset.plus(host_api_footprint(backend, n, slots))
                 }
             };
             let what = format!(
@@ -326,7 +336,7 @@ impl Setup {
                 experiment_name(e),
                 n.trailing_zeros()
             );
-            cli::check_footprint(&what, need, have)?;
+            check_footprint(&what, need, have)?;
         }
         Ok(Self {
             args,
@@ -336,6 +346,23 @@ impl Setup {
             backend,
         })
     }
+}
+
+/// The sweep's options parsed from `args` (without the subcommand), for the tests.
+#[cfg(test)]
+pub(super) fn parse(args: &[&str]) -> SweepArgs {
+    use clap::Parser;
+
+    /// A command line holding only the sweep's options.
+    #[derive(Parser)]
+    struct Cmd {
+        #[command(flatten)]
+        args: SweepArgs,
+    }
+
+    Cmd::try_parse_from(std::iter::once("sweep").chain(args.iter().copied()))
+        .expect("valid arguments")
+        .args
 }
 
 /// How `--experiments` spells experiment `e`.
@@ -351,7 +378,6 @@ fn experiment_name(e: Experiment) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sweep::tests::parse;
 
     #[test]
     fn quick_preset_and_overrides() {

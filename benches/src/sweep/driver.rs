@@ -1,12 +1,14 @@
 //! Runs a checked sweep: the four experiments in order, a checkpoint of every output after each scheme or size,
 //! then the final outputs and the exit status.
 
+use super::args::{Experiment, Setup};
+use super::common::{Ctx, KeySet, rate_ops};
 use super::output::{checkpoint, write_outputs};
 use super::probes::probe_point;
 use super::rates::rate_points;
+use super::results::Results;
 use super::success::success_point;
-use super::{Ctx, Experiment, KeySet, Results, Setup, rate_ops};
-use crate::cli::BenchError;
+use crate::error::BenchError;
 use hashtile::SchemeInfo;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::time::Instant;
@@ -179,8 +181,8 @@ fn sweep(setup: Setup) -> Result<bool, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sweep::tests::parse;
-    use crate::sweep::{Plan, scheme_names};
+    use crate::sweep::args::{Plan, parse};
+    use crate::sweep::schemes::scheme_names;
 
     #[test]
     fn experiments_subset_writes_only_its_outputs() {

@@ -1,10 +1,11 @@
 //! The sweep's outputs: CSV files and SVG plots of every experiment, the oracle verdict, and the checkpoints
 //! that rewrite them all while the sweep runs.
 
-use super::probes::ProbePoint;
+use super::args::Experiment;
+use super::common::{Ctx, Status, rate_ops};
 use super::rates::RatePoint;
+use super::results::{Results, probe_at, rate_at};
 use super::summary::summary_md;
-use super::{Ctx, Experiment, Results, Status, rate_ops};
 use crate::plot::{Figure, Panel, Series, XAxis, write_svg};
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -76,37 +77,6 @@ fn plotted(p: Option<&RatePoint>) -> Option<f64> {
     p.filter(|p| p.status == Status::Ok)
         .and_then(|p| p.rate)
         .map(|r| r.0)
-}
-
-/// Looks up the median rate of `scheme` for `(op, present)` at `load` and `keys` keys.
-pub(super) fn rate_at<'a>(
-    points: &'a [RatePoint],
-    scheme: &str,
-    keys: usize,
-    load: f64,
-    op: &str,
-    present: f64,
-) -> Option<&'a RatePoint> {
-    points.iter().find(|p| {
-        p.scheme == scheme
-            && p.keys == keys
-            && (p.load - load).abs() < 1e-9
-            && p.op == op
-            && p.present == present
-    })
-}
-
-/// Looks up the probe count of `scheme` for `(op, present)` at `load`.
-pub(super) fn probe_at<'a>(
-    res: &'a Results,
-    scheme: &str,
-    load: f64,
-    op: &str,
-    present: f64,
-) -> Option<&'a ProbePoint> {
-    res.probes.iter().find(|p| {
-        p.scheme == scheme && (p.load - load).abs() < 1e-9 && p.op == op && p.present == present
-    })
 }
 
 /// One panel per op (insert, find 100% / 50% / 0% present; titles end in `suffix`), one series per scheme,

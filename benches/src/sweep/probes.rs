@@ -1,7 +1,8 @@
 //! Experiment 3: average probes per operation vs load factor.
 
-use super::{Ctx, FINDS, KeySet, Status, bucket_of, config, is_build_failure, rate_ops};
-use crate::{check, queries};
+use super::common::{Ctx, FINDS, KeySet, Status, config, is_build_failure, rate_ops};
+use super::schemes::bucket_of;
+use crate::common::{check, queries};
 use hashtile::{HashTable, ProbeStats, SchemeInfo};
 
 /// One probe count (experiment 3).

@@ -1,8 +1,11 @@
 //! Experiments 1 and 2: insert and find rates vs load factor and vs number of keys, measured by the `rates`
 //! mode's code.
 
-use super::{Ctx, FINDS, KeySet, Status, bucket_of, is_build_failure, rate_ops};
-use crate::{Args as RatesArgs, measure, median};
+use super::common::{Ctx, FINDS, KeySet, Status, is_build_failure, rate_ops};
+use super::schemes::bucket_of;
+use crate::common::median;
+use crate::rates::args::Args as RatesArgs;
+use crate::rates::measure::measure;
 use hashtile::SchemeInfo;
 
 /// One rate measurement (experiments 1 and 2).

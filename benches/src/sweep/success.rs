@@ -1,7 +1,8 @@
 //! Experiment 4: build success rate over hash-function seeds, with no rebuilds.
 
-use super::{Ctx, KeySet, bucket_of, config};
-use crate::check;
+use super::common::{Ctx, KeySet, config};
+use super::schemes::bucket_of;
+use crate::common::check;
 use hashtile::{DEFAULT_SEED, Error, HashTable, SchemeInfo};
 use std::collections::{HashMap, HashSet};
 

@@ -1,9 +1,10 @@
 //! summary.md: the sweep's parameters, wall times, oracle verdict and one table row per scheme.
 
-use super::output::{probe_at, rate_at};
+use super::args::Experiment;
+use super::common::{Ctx, Status, rate_ops};
 use super::probes::ProbePoint;
 use super::rates::RatePoint;
-use super::{Ctx, Experiment, Results, Status, rate_ops};
+use super::results::{Results, probe_at, rate_at};
 use hashtile::Backend;
 use std::fmt::Write as _;
 

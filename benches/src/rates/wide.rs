@@ -3,7 +3,9 @@
 //! On GPUs the table keeps keys and values in parallel arrays (`hashtile::gpu::wide`), which only the stable
 //! schemes (IHT, P2BHT) support; on the CPU every scheme runs.
 
-use crate::{Args, Row, queries};
+use super::args::Args;
+use super::measure::{Row, gpu_options, params_for};
+use crate::common::queries;
 use hashtile::gpu::{GpuTable, Wide};
 use hashtile::hash::fmix32;
 use hashtile::{Backend, BackendChoice, Error, HashTable, SchemeInfo, TableConfig};
@@ -54,7 +56,7 @@ pub fn measure_wide<S: SchemeInfo>(
     let n = values.len();
     let wkeys: Vec<u64> = keys.par_iter().map(|&k| widen_key(k)).collect();
     let wvalues: Vec<u64> = values.par_iter().map(|&v| widen_value(v)).collect();
-    let params = crate::params_for::<S>(args)?;
+    let params = params_for::<S>(args)?;
     let cfg = TableConfig::for_keys(n, load)
         .bucket_size(args.cur_bucket)
         .params(params)
@@ -124,7 +126,7 @@ pub fn measure_wide<S: SchemeInfo>(
     }
     let nb = cfg.capacity.div_ceil(args.cur_bucket as usize) as u32;
     let family = hashtile::HashFamily::new(cfg.seed);
-    let opts = crate::gpu_options(args, backend == Backend::Cuda);
+    let opts = gpu_options(args, backend == Backend::Cuda);
     macro_rules! on_runtime {
         ($r:ty) => {
             run_gpu_wide::<$r, S>(

@@ -1,0 +1,169 @@
+//! The `rates` mode's options ([`Args`]) and their checks ([`check`], giving [`Rates`]).
+
+use crate::checks::{
+    available_backend, check_bucket, check_csv_path, check_loads, check_log2_keys, check_repeats,
+    scheme_name, table_slots,
+};
+use crate::footprint::{Capacity, Footprint, check_footprint, keyset_footprint, measure_footprint};
+use hashtile::{Backend, BackendChoice, Bcht, Cht1, Iht, P2bht, SchemeInfo};
+
+/// Options of the `rates` mode.
+#[derive(clap::Args, Debug, Clone)]
+pub struct Args {
+    /// Backend: auto, cpu, cuda or vulkan.
+    #[arg(long, default_value = "auto")]
+    pub backend: BackendChoice,
+    /// Number of keys, as a power of two (1..=30).
+    #[arg(long, default_value_t = 20)]
+    pub log2_keys: u32,
+    /// Load factors to run (comma separated), each in (0, 1].
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "0.8,0.9",
+        allow_negative_numbers = true
+    )]
+    pub load: Vec<f64>,
+    /// Probing scheme: bcht, iht, p2bht or 1cht (1CHT needs --bucket 1).
+    #[arg(long, value_delimiter = ',', default_value = "bcht")]
+    pub scheme: Vec<String>,
+    /// Bucket size (slots per bucket): powers of two in 1..=32.
+    #[arg(long, value_delimiter = ',', default_value = "16")]
+    pub bucket: Vec<u32>,
+    /// Timed runs per measurement (the median is reported).
+    #[arg(long, default_value_t = 5)]
+    pub runs: usize,
+    /// Seed of the key generator.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u32,
+    /// GPU claim path: `cas` (the default) or `exchange` (claim by exchange and re-insert what was displaced).
+    #[arg(long, value_parser = ["cas", "exchange"])]
+    pub claim: Option<String>,
+    /// GPU insert bucket reads: `plain` (default on CUDA) or `atomic` (the Vulkan path: wgpu cannot bind the
+    /// table twice in one launch).
+    #[arg(long, value_parser = ["plain", "atomic"])]
+    pub reads: Option<String>,
+    /// Skip the duplicate check on insert (the caller promises new, distinct keys: the paper's bulk build).
+    #[arg(long)]
+    pub no_upsert: bool,
+    /// Longest cuckoo eviction chain (BCHT, 1CHT) [default: the scheme's, 100].
+    #[arg(long)]
+    pub max_chain: Option<u32>,
+    /// Number of hash functions [default: the scheme's: BCHT 3, IHT 3, P2BHT 2, 1CHT 4].
+    #[arg(long)]
+    pub num_hashes: Option<u32>,
+    /// 64-bit keys with 64-bit values (GPUs: keys and values in parallel arrays, stable schemes IHT / P2BHT
+    /// only; the CPU backend runs every scheme).
+    #[arg(long)]
+    pub wide: bool,
+    /// The scheme being measured (set per iteration, not a flag).
+    #[arg(skip)]
+    pub cur_scheme: String,
+    /// The bucket size being measured (set per iteration, not a flag).
+    #[arg(skip)]
+    pub cur_bucket: u32,
+    /// CSV output file.
+    #[arg(long, default_value = "hashtile-bench.csv")]
+    pub csv: String,
+}
+
+/// Calls `f::<S>()` with the scheme type named `name` (one of [`crate::checks::SCHEMES`]).
+macro_rules! with_scheme {
+    ($name:expr, $f:ident $(, $arg:expr)*) => {
+        match $name {
+            "bcht" => $f::<Bcht>($($arg),*),
+            "iht" => $f::<Iht>($($arg),*),
+            "p2bht" => $f::<P2bht>($($arg),*),
+            "1cht" => $f::<Cht1>($($arg),*),
+            other => Err(format!("unknown scheme '{other}'")),
+        }
+    };
+}
+
+/// Scheme `S` supports bucket size `bucket` with the command line's knobs, and (GPUs) the pair width.
+fn check_scheme<S: SchemeInfo>(args: &Args, bucket: u32, backend: Backend) -> Result<(), String> {
+    if !S::BUCKET_SIZES.contains(&bucket) {
+        return Err(format!(
+            "--bucket {bucket}: {} does not support it (supported: {:?})",
+            S::NAME,
+            S::BUCKET_SIZES
+        ));
+    }
+    crate::common::scheme_params::<S>(bucket, args.no_upsert, args.max_chain, args.num_hashes)
+        .map_err(|e| format!("{} with buckets of {bucket}: {e}", S::NAME))?;
+    if args.wide && backend != Backend::Cpu && !S::STABLE {
+        return Err(format!(
+            "--wide: {} moves pairs (cuckoo eviction) and runs 64-bit pairs only on the CPU backend; use \
+             --scheme iht or p2bht on {backend}, or --backend cpu",
+            S::NAME
+        ));
+    }
+    Ok(())
+}
+
+/// The `rates` mode's checked command line and the backend it runs on.
+pub struct Rates {
+    /// The options, scheme names normalised.
+    pub args: Args,
+    /// The resolved, available backend.
+    pub backend: Backend,
+    /// `(scheme, bucket size)` of every table to measure, in order (1CHT: bucket size 1).
+    pub instances: Vec<(&'static str, u32)>,
+}
+
+/// Checks the `rates` mode's options (in the order `cli`'s module docs give).
+pub fn check(mut args: Args) -> Result<Rates, String> {
+    check_repeats("--runs", args.runs)?;
+    let log2 = check_log2_keys("--log2-keys", args.log2_keys)?;
+    check_loads("--load", &args.load)?;
+    if args.bucket.is_empty() {
+        return Err("--bucket: no bucket size given".into());
+    }
+    for &b in &args.bucket {
+        check_bucket("--bucket", b)?;
+    }
+    if args.scheme.is_empty() {
+        return Err("--scheme: no scheme given".into());
+    }
+    let schemes = args
+        .scheme
+        .iter()
+        .map(|s| scheme_name("--scheme", s))
+        .collect::<Result<Vec<_>, _>>()?;
+    args.scheme = schemes.iter().map(|s| s.to_string()).collect();
+    check_csv_path(&args.csv)?;
+    // Every (scheme, bucket size) pair asked for; 1CHT only has one-slot buckets.
+    let mut instances = Vec::new();
+    for &s in &schemes {
+        if s == Cht1::NAME {
+            instances.push((s, 1));
+        } else {
+            instances.extend(args.bucket.iter().map(|&b| (s, b)));
+        }
+    }
+    let n = 1usize << log2;
+    let mut slots = Vec::new();
+    for &(s, b) in &instances {
+        for &load in &args.load {
+            slots.push(table_slots(&format!("{s} --log2-keys {log2}"), n, load, b)?);
+        }
+    }
+    let backend = available_backend(args.backend)?;
+    for &(s, b) in &instances {
+        with_scheme!(s, check_scheme, &args, b, backend)?;
+    }
+    let peak = slots
+        .iter()
+        .map(|&sl| measure_footprint(backend, args.wide, n, sl))
+        .fold(Footprint::default(), Footprint::max);
+    check_footprint(
+        &format!("2^{log2} keys on {backend}"),
+        keyset_footprint(n).plus(peak),
+        Capacity::of_machine(backend),
+    )?;
+    Ok(Rates {
+        args,
+        backend,
+        instances,
+    })
+}

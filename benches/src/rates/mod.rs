@@ -1,0 +1,15 @@
+//! `hashtile-bench rates` (also what runs without a subcommand): insert and find rates (M keys/s) of each asked
+//! scheme and bucket size at each load factor, every result checked against a `std::collections::HashMap`
+//! oracle in the same run, written as CSV.
+//!
+//! Layout: `args` (the options and their checks), `measure` (one scheme at one load factor; the sweep measures
+//! with it too), `wide` (the same with 64-bit pairs, `--wide`) and `run` (the mode: every measurement, the CSV
+//! and the table).
+
+pub mod args;
+pub mod measure;
+mod run;
+mod wide;
+
+pub use args::{Args, check};
+pub use run::run;
