@@ -125,7 +125,7 @@ fn stress<S: SchemeInfo, K: Key, V: Value>(backend: Backend, cfg: &Cfg, seed: u6
         pc = pc.batch_keys(bk);
     }
     let mut t: PagedTable<S, K, V> = PagedTable::new(pc).unwrap();
-    // Device batch size the router uses (the default 2^26 keys: sizes around the env's chunk instead).
+    // Device batch size the router uses (the default 2^26 keys unless the config sets one).
     let bk = cfg
         .batch_keys
         .map(|b| b.max(1).next_multiple_of(2048))
@@ -283,7 +283,7 @@ fn configs() -> Vec<Cfg> {
             budget: DeviceBudget::Children(2),
             cap: 80_000,
         },
-        // Default batches (HASHTILE_CHUNK_KEYS=2048: many chunks per batch).
+        // Default batches (one copy chunk per batch at these sizes).
         Cfg {
             child_slots: 1 << 15,
             initial_children: 2,
