@@ -25,6 +25,11 @@ pub struct Cli {
     /// Options of the default (`rates`) mode.
     #[command(flatten)]
     pub rates: rates::Args,
+    /// Print the library's phase timings (`tracing` events of target `hashtile` at level TRACE) on stderr
+    /// (after a subcommand: `hashtile-bench chained --trace`). Each phase mark waits for the device, so a
+    /// traced run is slower: for diagnosis, not for figures.
+    #[arg(long, global = true)]
+    pub trace: bool,
 }
 
 /// Subcommands of `hashtile-bench`.
@@ -108,6 +113,13 @@ mod tests {
 
     fn parse(args: &[&str]) -> Result<Cli, String> {
         parse_from(std::iter::once("hashtile-bench").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn trace_is_accepted_alone_and_after_a_subcommand() {
+        assert!(parse(&["--trace", "--log2-keys", "10"]).unwrap().trace);
+        assert!(parse(&["chained", "--trace"]).unwrap().trace);
+        assert!(!parse(&["host"]).unwrap().trace);
     }
 
     fn rates_of(args: &[&str]) -> Result<rates::args::Rates, String> {

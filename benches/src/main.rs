@@ -57,6 +57,12 @@ fn main() {
 /// Parses and checks the command line, then runs the mode it asks for; returns the exit status.
 fn run() -> Result<i32, BenchError> {
     let cli = cli::parse()?;
+    if cli.trace {
+        tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::TRACE)
+            .with_writer(std::io::stderr)
+            .init();
+    }
     match cli.cmd {
         Some(Cmd::Sweep(a)) => sweep::run(sweep::Setup::new(a)?),
         Some(Cmd::Rates(args)) => rates::run(rates::check(args)?),
