@@ -5,7 +5,8 @@
 //! - containers and their families: [`table`] (static open addressing: [`HashTable`] over the CPU engine and
 //!   [`gpu::GpuTable`], behind the static table's [`Engine`]), [`paged`] (Starfish: tables larger than device
 //!   memory, children of any static scheme, each a static table wrapped with its residency: the paging
-//!   protocol is the paged table's own), [`chained`] (SlabHash: slab-list chaining), [`csr`] (HashGraph: static CSR multimaps and joins);
+//!   protocol is the paged table's own), [`chained`] (SlabHash: slab-list chaining), [`csr`] (HashGraph:
+//!   static CSR multimaps and joins);
 //! - the shared device layer, [`device`]: the `#[cube]` table shape, key layouts and the device API;
 //! - the shared runtime layer, [`runtime`]: launch helpers, host transfers and pinned memory, the one runtime
 //!   dispatch, device scans;

@@ -60,7 +60,8 @@
 mod cpu;
 mod frames;
 pub mod gpu;
-pub(crate) mod protocol;
+#[doc(hidden)]
+pub mod protocol;
 mod residency;
 pub(crate) mod route;
 mod trace;

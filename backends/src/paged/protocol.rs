@@ -1,16 +1,16 @@
 //! The protocol between a paged table and its children: [`PagedChild`], a static table ([`Engine`]) that also
 //! pages out and in, owns its residency (a paged-out child refuses the static table's calls with
-//! [`paged_out`]), rebuilds and splits itself where its slots live, takes a place in [`SlotFrames`], and serves
+//! `paged_out`), rebuilds and splits itself where its slots live, takes a place in [`SlotFrames`], and serves
 //! batches a [`Router`] moved to the device and partitioned by child ([`RoutedBatch`]) or wrote in the frames
-//! ([`FramedUpsert`]). The children are [`super::cpu::CpuChild`] (residency is logical there) and
-//! [`super::gpu::child::GpuChild`]; [`super::make_child`] builds them.
+//! ([`FramedUpsert`]). The children are `cpu::CpuChild` (residency is logical there) and
+//! `gpu::child::GpuChild`; `make_child` builds them.
 
 use crate::table::engine::{Engine, Inserted};
 use cubecl::server::Handle;
 use hashtile_core::{Error, HashFamily, Key, Result, Value};
 
 /// A split of [`PagedChild::rebuild_split`]: the pairs whose route bit `63 - depth` of
-/// `route_hash(key, seed)` ([`hashtile_core::hash::route_hash`]) is set move to a new table built under `family`.
+/// `route_hash(key, seed)` (`hashtile_core::hash::route_hash`) is set move to a new table built under `family`.
 #[derive(Debug, Clone, Copy)]
 pub struct SplitSpec {
     /// Route seed.
@@ -33,7 +33,7 @@ pub struct Rebuilt<K: Key, V: Value> {
 pub type SplitTable<K, V> = (Box<dyn PagedChild<K, V>>, Vec<(K, V)>);
 
 /// A child of a paged table: a static table ([`Engine`]) that owns its residency. While paged out, its
-/// [`Engine`] calls that need the slots return [`paged_out`]'s error; [`Engine::len`], [`Engine::capacity`]
+/// [`Engine`] calls that need the slots return `paged_out`'s error; [`Engine::len`], [`Engine::capacity`]
 /// and [`Engine::family`] answer from the host.
 pub trait PagedChild<K: Key, V: Value>: Engine<K, V> {
     /// Rebuilds the table from its own pairs under `family` where they live (GPU tables: unpacked and
@@ -47,7 +47,7 @@ pub trait PagedChild<K: Key, V: Value>: Engine<K, V> {
     /// Copies the table to host memory, unless the host copy is current, and frees its device memory. Returns
     /// the bytes copied. A paged-out table answers [`PagedChild::page_in`] and the other paging calls,
     /// [`Engine::len`], [`Engine::capacity`] and [`Engine::family`]; its other calls return
-    /// [`hashtile_core::Error::InvalidConfig`] ([`paged_out`]).
+    /// [`hashtile_core::Error::InvalidConfig`] (`paged_out`).
     fn page_out(&mut self) -> Result<u64>;
     /// Brings a paged-out table back to device memory; returns the bytes copied (0 when resident).
     fn page_in(&mut self) -> Result<u64>;
@@ -126,8 +126,9 @@ pub(crate) fn paged_out() -> Error {
 pub const FRAME_DESC_WORDS: usize = crate::device::probe::FRAME_DESC_WORDS;
 
 /// One device allocation holding the slots of `count` tables of one shape, frame after frame (`gpu::frames`):
-/// made by [`PagedChild::new_frames`], filled by [`PagedChild::move_to_frame`] and [`PagedChild::page_in_frame`], read by
-/// [`Router::find_framed`] and written by [`Router::upsert`] with a [`FramedUpsert`]. The tables hold sub-ranges of the buffers, which live while any of them does.
+/// made by [`PagedChild::new_frames`], filled by [`PagedChild::move_to_frame`] and
+/// [`PagedChild::page_in_frame`], read by [`Router::find_framed`] and written by [`Router::upsert`] with a
+/// [`FramedUpsert`]. The tables hold sub-ranges of the buffers, which live while any of them does.
 #[derive(Debug, Clone)]
 pub struct SlotFrames {
     /// Tells frames apart ([`PagedChild::frame`]).

@@ -1,5 +1,5 @@
 //! [`HashTable`]: the typed host API over any backend, its engines ([`engine::Engine`]: the CPU engine here,
-//! [`gpu::GpuTable`]) and their construction ([`make_engine`]).
+//! [`gpu::GpuTable`]) and their construction (`make_engine`).
 
 pub mod cpu;
 pub mod engine;

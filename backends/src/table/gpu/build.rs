@@ -1,6 +1,6 @@
-//! Construction of GPU tables for each compiled-in runtime: [`build`] makes the [`GpuTable`] a [`GpuSpec`]
-//! describes on the runtime a backend names ([`crate::runtime::dispatch::on_backend`]), with the layout its
-//! pairs need, and hands the concrete table to a [`WrapTable`] ([`AsEngine`]: a boxed [`Engine`]; owners that
+//! Construction of GPU tables for each compiled-in runtime: `build` makes the [`GpuTable`] a [`GpuSpec`]
+//! describes on the runtime a backend names (`runtime::dispatch::on_backend`), with the layout its
+//! pairs need, and hands the concrete table to a `WrapTable` (`AsEngine`: a boxed [`Engine`]; owners that
 //! extend the table wrap it in their own type).
 
 use crate::device::layout::{KeyLayout, Packed, Wide};
