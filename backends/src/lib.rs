@@ -3,8 +3,10 @@
 //! Runs the schemes of `hashtile-probing` on a device. Layers point down only:
 //!
 //! - containers and their families: [`table`] (static open addressing: [`HashTable`] over the CPU engine and
-//!   [`gpu::GpuTable`]), [`paged`] (Starfish: tables larger than device memory, children of any static
-//!   scheme), [`chained`] (SlabHash: slab-list chaining), [`csr`] (HashGraph: static CSR multimaps and joins);
+//!   [`gpu::GpuTable`], behind the static table's [`Engine`]), [`paged`] (Starfish: tables larger than device
+//!   memory, children of any static scheme, each a static table wrapped with its residency: the paging
+//!   protocol is the paged table's own), [`chained`] (SlabHash: slab-list chaining), [`csr`] (HashGraph:
+//!   static CSR multimaps and joins);
 //! - the shared device layer, [`device`]: the `#[cube]` table shape, key layouts and the device API;
 //! - the shared runtime layer, [`runtime`]: launch helpers, host transfers and pinned memory, the one runtime
 //!   dispatch, device scans;
@@ -54,10 +56,12 @@ pub mod cpu {
     pub use crate::table::cpu::*;
 }
 
+#[doc(hidden)]
+pub use paged::protocol::{
+    FramedCounts, FramedUpsert, PagedChild, Rebuilt, RouteMap, RoutedBatch, Router, SplitSpec,
+    Upserted,
+};
 pub use runtime::transfer::PinnedBuffer;
 pub use select::{Backend, BackendChoice, is_available, resolve};
-pub use table::engine::{
-    Engine, FramedCounts, FramedUpsert, Inserted, Rebuilt, RouteMap, RoutedBatch, Router,
-    SplitSpec, Upserted,
-};
+pub use table::engine::{Engine, Inserted};
 pub use table::{DEFAULT_SEED, HashTable, TableConfig, default_bucket_size_of};

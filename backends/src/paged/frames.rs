@@ -2,7 +2,7 @@
 //! a hash-routed find over every child is one kernel launch per copy chunk, as a plain table's find is
 //! (`Router::find_framed`), instead of a partition, a launch per child after the copy and a gather; and an
 //! upsert batch whose keys fit every child's room is one classify and one insert launch per copy chunk
-//! (`Router::upsert` with a [`crate::table::engine::FramedUpsert`]: `PagedTable::framed_upsert`), instead of a
+//! (`Router::upsert` with a [`crate::paged::protocol::FramedUpsert`]: `PagedTable::framed_upsert`), instead of a
 //! partition and two launches per child.
 //!
 //! Which child holds which frame is asked of the children ([`Engine::frame`]), never kept here, so no path
@@ -20,8 +20,8 @@
 //! frames.
 
 use super::PagedTable;
+use crate::paged::protocol::{FRAME_DESC_WORDS, FramedUpsert, SlotFrames};
 use crate::select::Backend;
-use crate::table::engine::{FRAME_DESC_WORDS, FramedUpsert, SlotFrames};
 use hashtile_core::scheme::SchemeInfo;
 use hashtile_core::{Key, Result, Value};
 
@@ -35,7 +35,7 @@ pub(super) struct FramedPlan {
 }
 
 impl FramedPlan {
-    /// The plan as [`crate::table::engine::Router::upsert`] takes it.
+    /// The plan as [`crate::paged::protocol::Router::upsert`] takes it.
     pub(super) fn upsert(&self) -> FramedUpsert<'_> {
         FramedUpsert {
             frames: &self.frames,
@@ -95,7 +95,7 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
         Ok(Some((frames, descs)))
     }
 
-    /// A framed upsert's plan ([`crate::table::engine::FramedUpsert`]: the frames, the descriptors, each child's room
+    /// A framed upsert's plan ([`crate::paged::protocol::FramedUpsert`]: the frames, the descriptors, each child's room
     /// and whether any child holds pairs) when every child is resident in the frames ([`Self::framed`]). A
     /// child's room is what it takes before its load passes the limit, and none while its stash holds pairs
     /// (an update of a stashed key must reach the stash: such a batch is partitioned). With

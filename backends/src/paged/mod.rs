@@ -2,10 +2,11 @@
 //! (64 MB by default), of which only a device budget's worth is resident; the others wait in (pinned) host
 //! memory and are swapped in when a batch needs them.
 //!
-//! A [`PagedTable`] is a composition over any static scheme, not a scheme: each child is the engine's own
-//! table ([`crate::HashTable`]'s engine: BCHT, IHT, P2BHT or 1CHT, any bucket size, 32- or 64-bit keys and
-//! values) on any backend, with a small host **stash** (108 pairs by default, the paper's) for pairs its
-//! build gave up on. Two placement policies:
+//! A [`PagedTable`] is a composition over any static scheme, not a scheme: each child is the static table
+//! [`crate::HashTable`] builds (BCHT, IHT, P2BHT or 1CHT, any bucket size, 32- or 64-bit keys and values) on
+//! any backend, wrapped with its residency (`protocol::PagedChild`: `cpu::CpuChild`,
+//! `gpu::child::GpuChild`, built by `make_child`), with a small host **stash** (108 pairs by default, the
+//! paper's) for pairs its build gave up on. Two placement policies:
 //!
 //! - [`Placement::ArrivalOrder`] (the paper's): children fill in turn, the table grows by appending children,
 //!   and a find runs the query batch against the resident children first, carrying the keys not found on to
@@ -56,21 +57,27 @@
 //! # Ok::<(), hashtile_core::Error>(())
 //! ```
 
+mod cpu;
 mod frames;
 pub mod gpu;
+#[doc(hidden)]
+pub mod protocol;
 mod residency;
 pub(crate) mod route;
 mod trace;
 
+use crate::paged::cpu::CpuChild;
+use crate::paged::gpu::child::AsChild;
 use crate::paged::gpu::routing::MAX_ROUTED_CHILDREN;
+use crate::paged::protocol::{
+    FramedCounts, PagedChild, ROUTED_COUNTERS, Rebuilt, RoutedBatch, Router, SlotFrames, SplitSpec,
+    Upserted,
+};
 use crate::results::{bits_from, options_from_bits};
 use crate::select::unavailable;
 use crate::select::{Backend, BackendChoice, is_available, resolve};
-use crate::table::engine::{
-    Engine, FramedCounts, Inserted, ROUTED_COUNTERS, Rebuilt, RoutedBatch, Router, SlotFrames,
-    SplitSpec, Upserted,
-};
-use crate::table::{EngineShape, TableConfig, default_bucket_size_of, make_engine};
+use crate::table::engine::Inserted;
+use crate::table::{EngineShape, TableConfig, cpu_engine, default_bucket_size_of, gpu_spec};
 use hashtile_core::element::first_sentinel;
 use hashtile_core::scheme::{SchemeInfo, SchemeParams};
 use hashtile_core::{Error, HashFamily, Key, Result, Value};
@@ -285,7 +292,7 @@ struct ChildMeta<K, V> {
 /// A table of `K -> V` larger than device memory: children of scheme `S`, paged within a device budget.
 /// See the [module docs](self).
 pub struct PagedTable<S: SchemeInfo, K: Key, V: Value> {
-    children: Vec<Box<dyn Engine<K, V>>>,
+    children: Vec<Box<dyn PagedChild<K, V>>>,
     meta: Vec<ChildMeta<K, V>>,
     residency: Residency,
     directory: Option<Directory>,
@@ -306,6 +313,23 @@ pub struct PagedTable<S: SchemeInfo, K: Key, V: Value> {
     /// The slot frames the resident children share (GPU, hash-routed: `frames`).
     frames: Option<SlotFrames>,
     _scheme: PhantomData<S>,
+}
+
+/// An empty child of `shape` under `family`, with `config`'s per-backend settings: the static table
+/// [`crate::HashTable`] would build (the same construction), wrapped with its residency.
+pub(crate) fn make_child<S: SchemeInfo, K: Key, V: Value>(
+    config: &TableConfig,
+    shape: EngineShape,
+    family: HashFamily,
+) -> Result<Box<dyn PagedChild<K, V>>> {
+    Ok(match shape.backend {
+        Backend::Cpu => Box::new(CpuChild::new(cpu_engine::<S>(config, shape, family)?)),
+        backend => crate::table::gpu::build::build::<S, _>(
+            backend,
+            gpu_spec::<K, V>(config, shape, family),
+            AsChild::<K, V>::default(),
+        )?,
+    })
 }
 
 /// Pairs split into keys and values.
@@ -432,7 +456,7 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
             self.residency.make_room(&mut self.children, need, keep)?;
         }
         let family = self.next_family();
-        let engine = make_engine::<S, K, V>(&self.config.child, self.shape, family)?;
+        let engine = make_child::<S, K, V>(&self.config.child, self.shape, family)?;
         self.residency.admitted_new(c, engine.device_bytes());
         self.children.push(engine);
         self.meta.push(ChildMeta {

@@ -2,7 +2,7 @@
 //! one to page out when another must come in.
 
 use super::{DeviceBudget, Replacement};
-use crate::table::engine::{Engine, SlotFrames};
+use crate::paged::protocol::{PagedChild, SlotFrames};
 use hashtile_core::{Error, Key, Result, Value};
 use std::collections::VecDeque;
 
@@ -77,7 +77,7 @@ impl Residency {
     /// Pages children out (in policy order, never one in `keep`) until one more child of `need` bytes fits.
     pub fn make_room<K: Key, V: Value>(
         &mut self,
-        children: &mut [Box<dyn Engine<K, V>>],
+        children: &mut [Box<dyn PagedChild<K, V>>],
         need: u64,
         keep: &[usize],
     ) -> Result<()> {
@@ -111,7 +111,7 @@ impl Residency {
     /// `frame` names the slot frame to page it into (the caller makes room first, so that it is free).
     pub fn admit<K: Key, V: Value>(
         &mut self,
-        children: &mut [Box<dyn Engine<K, V>>],
+        children: &mut [Box<dyn PagedChild<K, V>>],
         c: usize,
         keep: &[usize],
         frame: Option<(&SlotFrames, usize)>,

@@ -39,8 +39,8 @@ impl Directory {
     }
 
     /// The directory as the device router sees it, for a table of `children` children.
-    pub fn route_map(&self, children: usize) -> crate::table::engine::RouteMap<'_> {
-        crate::table::engine::RouteMap {
+    pub fn route_map(&self, children: usize) -> crate::paged::protocol::RouteMap<'_> {
+        crate::paged::protocol::RouteMap {
             seed: self.seed,
             depth: self.depth,
             entries: &self.entries,

@@ -1,4 +1,5 @@
-//! [`HashTable`]: the typed host API over any backend.
+//! [`HashTable`]: the typed host API over any backend, its engines ([`engine::Engine`]: the CPU engine here,
+//! [`gpu::GpuTable`]) and their construction (`make_engine`).
 
 pub mod cpu;
 pub mod engine;
@@ -178,14 +179,11 @@ pub fn default_bucket_size_of<S: SchemeInfo>(backend: Backend) -> u32 {
 /// The default master seed of the hash family.
 pub use hashtile_core::hash::DEFAULT_SEED;
 
+/// The CPU engine: a [`CpuTable`] behind [`Engine`], run in parallel or, with `deterministic`, one
+/// operation at a time in input order.
 pub(crate) struct CpuEngine<S: SchemeInfo> {
     pub(crate) table: CpuTable<S>,
     pub(crate) deterministic: bool,
-    /// Paging is logical on the CPU (the table stays in memory), but a paged-out table refuses work as a
-    /// device table does, so that the paged table's manager is checked by the CPU oracle tests.
-    pub(crate) resident: bool,
-    /// The "host copy" matches the table (nothing changed since the last page-out): paging out copies nothing.
-    pub(crate) image_current: bool,
 }
 
 impl<S: SchemeInfo> CpuEngine<S> {
@@ -193,42 +191,20 @@ impl<S: SchemeInfo> CpuEngine<S> {
         Self {
             table,
             deterministic,
-            resident: true,
-            image_current: false,
         }
     }
-    fn check_resident(&self) -> Result<()> {
-        if self.resident {
-            Ok(())
-        } else {
-            Err(paged_out())
-        }
-    }
-}
-
-/// Pairs.
-type Pairs<K, V> = Vec<(K, V)>;
-
-/// The error a paged-out table gives for work that needs its slots.
-pub(crate) fn paged_out() -> Error {
-    Error::InvalidConfig("the table is paged out (page_in first)".into())
 }
 
 impl<S: SchemeInfo, K: Key, V: Value> Engine<K, V> for CpuEngine<S> {
     fn upsert(&mut self, keys: &[K], values: &[V]) -> Result<Inserted<K, V>> {
-        self.check_resident()?;
-        self.image_current = false;
         let (stats, unplaced) = self.table.upsert(keys, values, self.deterministic, false);
         Ok(Inserted { stats, unplaced })
     }
     fn insert_distinct(&mut self, keys: &[K], values: &[V]) -> Result<Inserted<K, V>> {
-        self.check_resident()?;
-        self.image_current = false;
         let (stats, unplaced) = self.table.upsert(keys, values, self.deterministic, true);
         Ok(Inserted { stats, unplaced })
     }
     fn count_new(&self, keys: &[K]) -> Result<usize> {
-        self.check_resident()?;
         Ok(self.table.count_new(keys))
     }
     fn find_into(
@@ -237,11 +213,9 @@ impl<S: SchemeInfo, K: Key, V: Value> Engine<K, V> for CpuEngine<S> {
         out: &mut [V],
         found: Option<&mut [u32]>,
     ) -> Result<ProbeStats> {
-        self.check_resident()?;
         Ok(self.table.find_typed(keys, out, found, self.deterministic))
     }
     fn pairs(&self) -> Result<Vec<(K, V)>> {
-        self.check_resident()?;
         Ok(self
             .table
             .pairs()
@@ -250,8 +224,6 @@ impl<S: SchemeInfo, K: Key, V: Value> Engine<K, V> for CpuEngine<S> {
             .collect())
     }
     fn reset(&mut self, family: HashFamily) -> Result<()> {
-        self.check_resident()?;
-        self.image_current = false;
         self.table = self.table.emptied(family);
         Ok(())
     }
@@ -265,7 +237,6 @@ impl<S: SchemeInfo, K: Key, V: Value> Engine<K, V> for CpuEngine<S> {
         self.table.family()
     }
     fn placement(&self) -> Result<Vec<(K, u32)>> {
-        self.check_resident()?;
         Ok(self
             .table
             .placement()
@@ -277,66 +248,8 @@ impl<S: SchemeInfo, K: Key, V: Value> Engine<K, V> for CpuEngine<S> {
         if !S::STABLE || K::BITS > 32 {
             return Ok(None);
         }
-        self.check_resident()?;
-        self.image_current = false;
         let wide: Vec<u64> = keys.iter().map(|k| k.widen()).collect();
         Ok(Some(self.table.erase_stored(&wide)))
-    }
-    fn rebuild_split(
-        &mut self,
-        family: HashFamily,
-        split: Option<crate::table::engine::SplitSpec>,
-    ) -> Result<crate::table::engine::Rebuilt<K, V>> {
-        self.check_resident()?;
-        let all = Engine::<K, V>::pairs(self)?;
-        let (high, low): (Pairs<K, V>, Pairs<K, V>) = match split {
-            Some(sp) => all.into_iter().partition(|(k, _)| {
-                crate::paged::route::route_hash(k.widen(), sp.seed) >> (63 - sp.depth) & 1 == 1
-            }),
-            None => (Vec::new(), all),
-        };
-        Engine::<K, V>::reset(self, family)?;
-        let (k, v): (Vec<K>, Vec<V>) = low.into_iter().unzip();
-        let lost = Engine::<K, V>::insert_distinct(self, &k, &v)?.unplaced;
-        let split = match split {
-            Some(sp) => {
-                let mut other = Self::new(self.table.emptied(sp.family), self.deterministic);
-                let (k, v): (Vec<K>, Vec<V>) = high.into_iter().unzip();
-                let lost = Engine::<K, V>::insert_distinct(&mut other, &k, &v)?.unplaced;
-                Some((Box::new(other) as Box<dyn Engine<K, V>>, lost))
-            }
-            None => None,
-        };
-        Ok(crate::table::engine::Rebuilt { lost, split })
-    }
-    fn page_out(&mut self) -> Result<u64> {
-        if !self.resident {
-            return Ok(0);
-        }
-        self.resident = false;
-        let copied = if self.image_current {
-            0
-        } else {
-            Engine::<K, V>::device_bytes(self)
-        };
-        self.image_current = true;
-        Ok(copied)
-    }
-    fn page_in(&mut self) -> Result<u64> {
-        if self.resident {
-            return Ok(0);
-        }
-        self.resident = true;
-        Ok(Engine::<K, V>::device_bytes(self))
-    }
-    fn is_resident(&self) -> bool {
-        self.resident
-    }
-    fn device_bytes(&self) -> u64 {
-        // What a device table of these slots holds: one packed word per slot, or a key and a value word (the
-        // wide layout, for any 64-bit element).
-        let per_slot = if K::BITS > 32 || V::BITS > 32 { 16 } else { 8 };
-        self.table.capacity() as u64 * per_slot
     }
 }
 
@@ -635,7 +548,7 @@ pub(crate) struct EngineShape {
     pub bucket_size: u32,
     /// Checked by the scheme already.
     pub params: SchemeParams,
-    /// GPUs: copy through the process's shared stager (paged tables' children).
+    /// GPUs: copy through the process's shared stager (tables that come in numbers).
     pub share_stager: bool,
 }
 
@@ -646,35 +559,49 @@ pub(crate) fn make_engine<S: SchemeInfo, K: Key, V: Value>(
     shape: EngineShape,
     family: HashFamily,
 ) -> Result<Box<dyn Engine<K, V>>> {
-    let EngineShape {
-        backend,
-        num_buckets,
-        bucket_size,
-        params,
-        share_stager,
-    } = shape;
-    let gpu_spec = crate::table::gpu::build::GpuSpec {
-        num_buckets,
-        bucket_size,
+    Ok(match shape.backend {
+        Backend::Cpu => Box::new(cpu_engine::<S>(config, shape, family)?),
+        backend => {
+            let spec = gpu_spec::<K, V>(config, shape, family);
+            crate::table::gpu::build::build::<S, _>(
+                backend,
+                spec,
+                crate::table::gpu::build::AsEngine::<K, V>::default(),
+            )?
+        }
+    })
+}
+
+/// The CPU engine of `shape` under `family` ([`make_engine`]'s, for owners that wrap it).
+pub(crate) fn cpu_engine<S: SchemeInfo>(
+    config: &TableConfig,
+    shape: EngineShape,
+    family: HashFamily,
+) -> Result<CpuEngine<S>> {
+    let slots = shape.num_buckets as u64 * shape.bucket_size as u64;
+    check_host_memory("the table", slots * 17)?;
+    Ok(CpuEngine::new(
+        CpuTable::new(shape.num_buckets, shape.bucket_size, family, shape.params),
+        config.deterministic,
+    ))
+}
+
+/// What a GPU table of `shape` under `family` is built from, with `config`'s settings for `K -> V`.
+pub(crate) fn gpu_spec<K: Key, V: Value>(
+    config: &TableConfig,
+    shape: EngineShape,
+    family: HashFamily,
+) -> crate::table::gpu::build::GpuSpec {
+    crate::table::gpu::build::GpuSpec {
+        num_buckets: shape.num_buckets,
+        bucket_size: shape.bucket_size,
         family,
-        params,
+        params: shape.params,
         count_probes: config.count_probes,
         wide: K::BITS > 32 || V::BITS > 32,
         batch_keys: config.batch_keys,
-        share_stager,
-    };
-    Ok(match backend {
-        Backend::Cpu => {
-            let slots = num_buckets as u64 * bucket_size as u64;
-            check_host_memory("the table", slots * 17)?;
-            Box::new(CpuEngine::<S>::new(
-                CpuTable::new(num_buckets, bucket_size, family, params),
-                config.deterministic,
-            ))
-        }
-        Backend::Cuda => crate::table::gpu::build::cuda::<S, K, V>(gpu_spec)?,
-        Backend::Vulkan => crate::table::gpu::build::vulkan::<S, K, V>(gpu_spec)?,
-    })
+        share_stager: shape.share_stager,
+    }
 }
 
 /// Refuses a host allocation of `needed` bytes beyond the memory Linux reports available.

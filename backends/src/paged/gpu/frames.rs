@@ -2,33 +2,29 @@
 //! serves them all. A paged table's children live in frames while resident (`crate::paged`), and a find over
 //! every child is then one launch per copy chunk, as a plain table's is ([`framed_find_kernel`]): each key's
 //! child comes from the route directory, and the child's seeds and first bucket from its descriptor
-//! ([`FRAME_DESC_WORDS`] words). An upsert is one classify and one insert launch per copy chunk
+//! ([`crate::device::probe::FRAME_DESC_WORDS`] words). An upsert is one classify and one insert launch per copy chunk
 //! ([`framed_classify_kernel`], [`framed_insert_kernel`]: the plain kernels' bodies with the child carried per
 //! key). Without frames a routed find partitions the batch, launches each child's find on its part after the
 //! copy and gathers the answers, and an upsert launches each child's classify and insert on its part
 //! (`crate::paged::gpu::routing`).
 //!
-//! A frame is `stride` slots: a table's slots rounded up to 256 bytes (a child's sub-range must be a valid
+//! The children make, fill and describe the frames (`super::child::GpuChild`, through the frame calls of
+//! [`crate::paged::protocol::PagedChild`]); this module holds the framed kernels and the frame geometry. A
+//! frame is `stride` slots: a table's slots rounded up to 256 bytes (a child's sub-range must be a valid
 //! buffer binding: Vulkan's offset alignment) and to a whole bucket. Tables hold sub-ranges of the frames'
 //! buffers (`Handle::offset_start`), so their own kernels run on them unchanged, and the buffers live while
 //! any table holds a frame.
 
 use crate::device::find::tile_find_core;
 use crate::device::layout::KeyLayout;
-use crate::device::probe::FRAME_DESC_WORDS;
 use crate::device::shape::{ShapeScalars, meta_of};
 use crate::paged::gpu::kernels::route_child;
 use crate::runtime::launch::{CUBE_SIZE, cube_count};
-use crate::runtime::transfer::HostTransfer;
-use crate::table::engine::SlotFrames;
 use crate::table::gpu::kernels::{insert_core, select, store_found_bits};
 use crate::table::gpu::upsert::classify_core;
-use crate::table::gpu::{GpuTable, host_path};
 use cubecl::prelude::*;
 use cubecl::server::Handle;
-use hashtile_core::Result;
 use hashtile_core::scheme::ProbingScheme;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Copies `src` into `dst` (moving a table into a frame, or a Vulkan page-in's upload into its frame).
 #[cube(launch_unchecked)]
@@ -230,114 +226,9 @@ pub(crate) fn copy_words<R: Runtime>(
 }
 
 /// Frame `index` of `all` (words of `stride` slots each), bounded at both ends.
-fn frame_of(all: &Handle, stride: usize, count: usize, index: usize) -> Handle {
+pub(crate) fn frame_of(all: &Handle, stride: usize, count: usize, index: usize) -> Handle {
     let bytes = (stride * 8) as u64;
     all.clone()
         .offset_start(index as u64 * bytes)
         .offset_end((count - index - 1) as u64 * bytes)
-}
-
-impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
-    /// See [`crate::table::engine::Engine::new_frames`].
-    pub(crate) fn new_frames(&self, count: usize) -> Result<Option<SlotFrames>> {
-        static NEXT_ID: AtomicU64 = AtomicU64::new(1);
-        let stride = stride_of(self.capacity(), self.bucket_size);
-        // One buffer holds at most the runtime's largest allocation (CUDA: a quarter of the device's memory;
-        // a larger request panics inside CubeCL): fewer frames then, which the caller checks.
-        let largest = self.client.properties().memory.max_page_size as usize;
-        let count = count.max(1).min(largest / (stride * 8));
-        if count == 0 {
-            return Ok(None);
-        }
-        let words = stride * count;
-        let values_len = if L::MOVES_PAIRS { 1 } else { words };
-        let bytes = (words + if L::MOVES_PAIRS { 0 } else { words }) as u64 * 8;
-        if host_path::check_device_memory::<R>(&self.stager, "slot frames", bytes).is_err() {
-            return Ok(None);
-        }
-        Ok(Some(SlotFrames {
-            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
-            keys: self.client.empty(words * 8),
-            values: self.client.empty(values_len * 8),
-            values_len,
-            count,
-            stride,
-            shape: self.shape_words(),
-            bucket_size: self.bucket_size,
-            tile_width: self.tile_width,
-        }))
-    }
-
-    /// See [`crate::table::engine::Engine::move_to_frame`].
-    pub(crate) fn move_to_frame(&mut self, frames: &SlotFrames, index: usize) -> Result<()> {
-        self.check_resident()?;
-        self.check_frame(frames, index);
-        let (keys, values) = Self::frame_handles(frames, index);
-        copy_words(&self.client, &self.keys, &keys, self.capacity());
-        self.keys = keys;
-        if let Some(values) = values {
-            copy_words(&self.client, &self.values, &values, self.values_len);
-            self.values = values;
-        }
-        self.frame = Some((frames.id, index));
-        Ok(())
-    }
-
-    /// See [`crate::table::engine::Engine::page_in_frame`].
-    pub(crate) fn page_in_frame(&mut self, frames: &SlotFrames, index: usize) -> Result<u64> {
-        if self.resident {
-            return Ok(0);
-        }
-        self.check_frame(frames, index);
-        let (keys, values) = Self::frame_handles(frames, index);
-        let up = self.upload_image(keys.clone(), values.clone())?;
-        if !R::UPLOADS_INTO_DSTS {
-            // The runtime uploaded into buffers of its own: move them into the frame.
-            copy_words(&self.client, &up[0], &keys, self.capacity());
-            if let Some(vh) = &values {
-                copy_words(&self.client, &up[1], vh, self.values_len);
-            }
-        }
-        self.keys = keys;
-        if let Some(vh) = values {
-            self.values = vh;
-        }
-        self.stash = self.client.empty(self.stash_len * 8 * L::STASH_WORDS);
-        self.resident = true;
-        self.frame = Some((frames.id, index));
-        Ok(self.slot_bytes())
-    }
-
-    /// See [`crate::table::engine::Engine::frame_desc`].
-    pub(crate) fn frame_desc(&self, frames: &SlotFrames) -> Option<[u32; FRAME_DESC_WORDS]> {
-        let (id, index) = self.frame?;
-        // A framed launch reads the slots: a page-in's copy lands first (a failed one leaves the child out of
-        // the frames, and its own find reports the error).
-        if id != frames.id || !self.resident || self.swap_landed().is_err() {
-            return None;
-        }
-        let w = self.shape_words();
-        let base = (index * frames.stride / self.bucket_size as usize) as u32;
-        Some([base, w[1], w[9], w[2], w[10], w[3], w[11], w[4], w[12]])
-    }
-
-    /// Frame `index`'s key words and, where the layout keeps values apart, its value words.
-    fn frame_handles(frames: &SlotFrames, index: usize) -> (Handle, Option<Handle>) {
-        let of = |all| frame_of(all, frames.stride, frames.count, index);
-        (
-            of(&frames.keys),
-            (!L::MOVES_PAIRS).then(|| of(&frames.values)),
-        )
-    }
-
-    /// A frame of `frames` fits this table (same shape; the paged table's invariant).
-    fn check_frame(&self, frames: &SlotFrames, index: usize) {
-        assert!(
-            index < frames.count
-                && frames.stride == stride_of(self.capacity(), self.bucket_size)
-                && frames.bucket_size == self.bucket_size
-                && frames.shape[0] == self.num_buckets,
-            "a frame of another shape"
-        );
-    }
 }

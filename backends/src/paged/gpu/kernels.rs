@@ -1,13 +1,11 @@
-//! Rebuilding a table from its own slots on the device (paged tables' confined rebuilds and splits): the
-//! slots are unpacked into key and value arrays with a mask, the table is emptied and re-seeded, and the insert
-//! kernel re-inserts the masked pairs. No pair crosses the bus.
+//! The paging kernels. [`unpack_slots_kernel`] rebuilds a child from its own slots on the device (paged tables'
+//! confined rebuilds and splits): the slots are unpacked into key and value arrays with a mask, the table is
+//! emptied and re-seeded, and the insert kernel re-inserts the masked pairs; no pair crosses the bus.
+//! [`route_child`] is the route directory's lookup, on the device.
 
-use crate::device::find::tile_find_at;
 use crate::device::layout::KeyLayout;
-use crate::device::shape::{ShapeScalars, meta_of};
 use cubecl::prelude::*;
 use hashtile_core::hash::route_hash;
-use hashtile_core::scheme::ProbingScheme;
 use hashtile_core::tile::EMPTY_WORD;
 
 /// Unpacks slot `i` of a table into `keys[i]`, `values[i]` and `mask[i]`: 0 for an empty or erased slot (key
@@ -42,58 +40,6 @@ pub fn unpack_slots_kernel<L: KeyLayout>(
             }
         }
         mask[i] = m;
-    }
-}
-
-/// The key word an erase writes into a slot of layout `L` (`GpuTable::erase_stored`): neither empty nor a match
-/// for any key it can hold. Packed pairs: the sentinel key with value 0 (only a lookup of the sentinel key
-/// itself could match it, and paged tables answer those as absent); wide slots of 32-bit keys: all ones
-/// minus one, which no 32-bit key widens to.
-pub fn erased_word<L: KeyLayout>() -> u64 {
-    if L::MOVES_PAIRS {
-        0xffff_ffff_0000_0000
-    } else {
-        u64::MAX - 1
-    }
-}
-
-/// Tombstone erase: the slot of each stored key of `keys` (distinct keys) gets the key word `erased`
-/// ([`erased_word`]), and `count[0]` counts them. All lanes of every plane run the cooperative find. Safe beside
-/// concurrent lookups of other keys: for them the slot goes from one word that does not match to another.
-#[cube(launch_unchecked)]
-#[allow(clippy::too_many_arguments)]
-pub fn erase_kernel<S: ProbingScheme, L: KeyLayout>(
-    keys: &Array<L::Key>,
-    table: &mut Array<u64>,
-    table_values: &Array<u64>,
-    count: &Array<Atomic<u32>>,
-    shape: &ShapeScalars,
-    erased: u64,
-    #[comptime] bucket_size: u32,
-    #[comptime] tile_width: u32,
-) {
-    let meta = meta_of(shape);
-    let pos = ABSOLUTE_POS;
-    let mut active = false;
-    let mut key = L::Key::new(0);
-    if pos < keys.len() {
-        key = keys[pos];
-        active = true;
-    }
-    let r = tile_find_at::<S, L>(
-        table,
-        table_values,
-        meta,
-        key,
-        active,
-        bucket_size,
-        tile_width,
-        false,
-        true,
-    );
-    if active && r.found == 1u32 {
-        table[r.slot as usize] = erased;
-        count[0].fetch_add(1u32);
     }
 }
 

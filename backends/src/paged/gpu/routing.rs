@@ -37,13 +37,13 @@
 
 use crate::device::layout::KeyLayout;
 use crate::paged::gpu::kernels::route_child;
-use crate::runtime::launch::{CUBE_SIZE, cube_count, fill_u32};
-use crate::runtime::transfer::HostTransfer;
-use crate::runtime::words::{bytes_of, bytes_of_mut, with_words_mut, words_of};
-use crate::table::engine::{
+use crate::paged::protocol::{
     FRAME_DESC_WORDS, FramedCounts, FramedUpsert, ROUTED_COUNTERS, RouteMap, RoutedBatch, Router,
     SlotFrames, Upserted,
 };
+use crate::runtime::launch::{CUBE_SIZE, cube_count, fill_u32};
+use crate::runtime::transfer::HostTransfer;
+use crate::runtime::words::{bytes_of, bytes_of_mut, with_words_mut, words_of};
 use crate::table::gpu::host_path::{BatchSizes, CHUNK_ALIGN, Dedup, DeviceCache, Trace};
 use crate::table::gpu::kernels::INSERT_COUNTERS;
 use crate::table::gpu::upsert::MASK_NEW;

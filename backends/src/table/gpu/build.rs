@@ -1,11 +1,18 @@
-//! Construction of the GPU engines for each compiled-in runtime.
+//! Construction of GPU tables for each compiled-in runtime: `build` makes the [`GpuTable`] a [`GpuSpec`]
+//! describes on the runtime a backend names (`runtime::dispatch::on_backend`), with the layout its
+//! pairs need, and hands the concrete table to a `WrapTable` (`AsEngine`: a boxed [`Engine`]; owners that
+//! extend the table wrap it in their own type).
 
-#[allow(unused_imports)] // unused when no GPU runtime is compiled in
-use crate::device::layout::{Packed, Wide};
+use crate::device::layout::{KeyLayout, Packed, Wide};
+use crate::runtime::dispatch::{OnRuntime, on_backend};
+use crate::runtime::transfer::HostTransfer;
+use crate::select::Backend;
 use crate::table::engine::Engine;
-use crate::table::gpu::GpuTable;
+use crate::table::gpu::{GpuOptions, GpuTable};
+use cubecl::prelude::*;
 use hashtile_core::scheme::{ProbingScheme, SchemeParams};
 use hashtile_core::{HashFamily, Key, Result, Value};
+use std::marker::PhantomData;
 
 /// What a GPU engine is built from.
 #[derive(Debug, Clone, Copy)]
@@ -25,74 +32,101 @@ pub struct GpuSpec {
     pub wide: bool,
     /// Keys per device batch and find chunk of the host path (`None`: the defaults).
     pub batch_keys: Option<usize>,
-    /// Copy through the process's shared stager (paged tables' children) instead of one of the table's own.
+    /// Copy through the process's shared stager (tables that come in numbers) instead of one of the table's
+    /// own.
     pub share_stager: bool,
 }
 
-/// A table on runtime `R` with `options`: packed 32-bit pairs, or wide pairs in parallel arrays.
-#[allow(dead_code)] // unused when no GPU runtime is compiled in
-fn build<R: crate::runtime::transfer::HostTransfer, S: ProbingScheme, K: Key, V: Value>(
-    spec: GpuSpec,
-    options: crate::table::gpu::GpuOptions,
-) -> Result<Box<dyn Engine<K, V>>> {
-    let device = Default::default();
-    let GpuSpec {
-        num_buckets: nb,
-        bucket_size: b,
-        family: fam,
-        params: p,
-        ..
-    } = spec;
-    if spec.wide {
-        let mut t = if spec.share_stager {
-            GpuTable::<R, S, Wide>::new_sharing_stager(&device, nb, b, fam, p, options)?
-        } else {
-            GpuTable::<R, S, Wide>::new(&device, nb, b, fam, p, options)?
-        };
-        t.set_count_probes(spec.count_probes);
-        t.set_batch_keys(spec.batch_keys);
-        Ok(Box::new(t))
-    } else {
-        let mut t = if spec.share_stager {
-            GpuTable::<R, S, Packed>::new_sharing_stager(&device, nb, b, fam, p, options)?
-        } else {
-            GpuTable::<R, S, Packed>::new(&device, nb, b, fam, p, options)?
-        };
-        t.set_count_probes(spec.count_probes);
-        t.set_batch_keys(spec.batch_keys);
-        Ok(Box::new(t))
+/// What [`build`] does with the table it made: the table's type depends on the runtime and the layout, so the
+/// wrapper is generic over both.
+pub(crate) trait WrapTable<S: ProbingScheme> {
+    /// What the wrapper makes of a table.
+    type Out;
+    /// Wraps `table`.
+    fn wrap<R: HostTransfer, L: KeyLayout>(self, table: GpuTable<R, S, L>) -> Self::Out;
+}
+
+/// Boxes the table as an [`Engine`] of `K -> V` ([`crate::HashTable`]'s engine).
+pub(crate) struct AsEngine<K, V>(PhantomData<fn() -> (K, V)>);
+
+impl<K, V> Default for AsEngine<K, V> {
+    fn default() -> Self {
+        Self(PhantomData)
     }
 }
 
-/// A CUDA table: compare-and-swap claims, plain reads.
-#[cfg(feature = "cuda")]
-pub fn cuda<S: ProbingScheme, K: Key, V: Value>(spec: GpuSpec) -> Result<Box<dyn Engine<K, V>>> {
-    let opts = crate::table::gpu::GpuOptions {
+impl<S: ProbingScheme, K: Key, V: Value> WrapTable<S> for AsEngine<K, V> {
+    type Out = Box<dyn Engine<K, V>>;
+    fn wrap<R: HostTransfer, L: KeyLayout>(self, table: GpuTable<R, S, L>) -> Self::Out {
+        Box::new(table)
+    }
+}
+
+/// How a table on `backend` claims slots. CUDA: compare-and-swap claims, plain reads. Vulkan: compare-and-swap
+/// claims as on CUDA (needs the patched cubecl-opt in `vendor/`, see NOTES.md), atomic reads (wgpu cannot bind
+/// one buffer twice in a launch, so the plain-read alias is unavailable).
+pub(crate) fn options_for(backend: Backend) -> GpuOptions {
+    GpuOptions {
         use_cas: true,
-        plain_reads: true,
-    };
-    build::<cubecl::cuda::CudaRuntime, S, K, V>(spec, opts)
+        plain_reads: backend == Backend::Cuda,
+    }
 }
 
-/// CUDA is not compiled in.
-#[cfg(not(feature = "cuda"))]
-pub fn cuda<S: ProbingScheme, K: Key, V: Value>(_: GpuSpec) -> Result<Box<dyn Engine<K, V>>> {
-    unreachable!("availability is checked before construction")
+/// The table `spec` describes on `backend` (available and not the CPU: checked by the caller), handed to
+/// `wrap`: packed 32-bit pairs, or wide pairs in parallel arrays.
+pub(crate) fn build<S: ProbingScheme, W: WrapTable<S>>(
+    backend: Backend,
+    spec: GpuSpec,
+    wrap: W,
+) -> Result<W::Out> {
+    on_backend(
+        backend,
+        Build {
+            spec,
+            options: options_for(backend),
+            wrap,
+            _scheme: PhantomData::<fn() -> S>,
+        },
+    )
 }
 
-/// A Vulkan table: compare-and-swap claims as on CUDA (needs the patched cubecl-opt in `vendor/`, see NOTES.md),
-/// atomic reads (wgpu cannot bind one buffer twice in a launch, so the plain-read alias is unavailable).
-#[cfg(feature = "vulkan")]
-pub fn vulkan<S: ProbingScheme, K: Key, V: Value>(spec: GpuSpec) -> Result<Box<dyn Engine<K, V>>> {
-    let opts = crate::table::gpu::GpuOptions {
-        use_cas: true,
-        plain_reads: false,
-    };
-    build::<cubecl::wgpu::WgpuRuntime, S, K, V>(spec, opts)
+/// [`build`]'s work on the chosen runtime.
+struct Build<S, W> {
+    spec: GpuSpec,
+    options: GpuOptions,
+    wrap: W,
+    _scheme: PhantomData<fn() -> S>,
 }
 
-/// Vulkan is not compiled in.
-#[cfg(not(feature = "vulkan"))]
-pub fn vulkan<S: ProbingScheme, K: Key, V: Value>(_: GpuSpec) -> Result<Box<dyn Engine<K, V>>> {
-    unreachable!("availability is checked before construction")
+impl<S: ProbingScheme, W: WrapTable<S>> OnRuntime for Build<S, W> {
+    type Out = W::Out;
+    fn run<R: HostTransfer>(self, client: ComputeClient<R>) -> Result<W::Out> {
+        if self.spec.wide {
+            let t = table::<R, S, Wide>(client, self.spec, self.options)?;
+            Ok(self.wrap.wrap(t))
+        } else {
+            let t = table::<R, S, Packed>(client, self.spec, self.options)?;
+            Ok(self.wrap.wrap(t))
+        }
+    }
+}
+
+/// A table of layout `L` on `client`, as `spec` says.
+fn table<R: HostTransfer, S: ProbingScheme, L: KeyLayout>(
+    client: ComputeClient<R>,
+    spec: GpuSpec,
+    options: GpuOptions,
+) -> Result<GpuTable<R, S, L>> {
+    let mut t = GpuTable::<R, S, L>::build(
+        client,
+        spec.num_buckets,
+        spec.bucket_size,
+        spec.family,
+        spec.params,
+        options,
+        spec.share_stager,
+    )?;
+    t.set_count_probes(spec.count_probes);
+    t.set_batch_keys(spec.batch_keys);
+    Ok(t)
 }

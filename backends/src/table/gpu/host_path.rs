@@ -134,7 +134,8 @@ impl DeviceCache {
         drop(v);
         client.empty(bytes)
     }
-    /// Frees every cached buffer (a paged-out table keeps no device memory).
+    /// Frees every cached buffer (a table whose slots are stood in keeps no device memory:
+    /// `GpuTable::stand_in_slots`).
     pub(crate) fn clear(&self) {
         self.0.lock().expect("cache poisoned").clear();
     }

@@ -91,9 +91,9 @@ pub fn insert_kernel<S: ProbingScheme, L: KeyLayout>(
     );
 }
 
-/// The body of [`insert_kernel`]. With `framed`, the slot arrays hold many tables of `meta`'s shape (a paged
-/// table's children, `crate::paged::gpu::frames`) and each lane's pair goes to table `child`, whose seeds and first bucket
-/// are that child's descriptor in `frames`: the tile carries the child with the pair, and a pair an eviction
+/// The body of [`insert_kernel`]. With `framed`, the slot arrays hold many tables of `meta`'s shape (slot
+/// frames) and each lane's pair goes to table `child`, whose seeds and first bucket are that table's
+/// descriptor in `frames`: the tile carries the child with the pair, and a pair an eviction
 /// displaces stays in the same table. `counters` then has a failure counter per table after the
 /// [`INSERT_COUNTERS`] words.
 #[allow(clippy::too_many_arguments, clippy::collapsible_if)]

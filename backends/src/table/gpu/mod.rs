@@ -34,6 +34,7 @@
 //! ```
 
 pub mod build;
+pub mod erase;
 pub(crate) mod host_path;
 pub mod kernels;
 pub mod upsert;
@@ -42,7 +43,7 @@ use crate::device::layout::{KeyLayout, Packed};
 use crate::device::shape::ShapeScalarsLaunch;
 use crate::device::shape::{SHAPE_WORDS, shape_scalars, shape_words_of, tile_width_for};
 use crate::runtime::launch::{CUBE_SIZE, cube_count, fill_u32, fill_u64};
-use crate::runtime::transfer::{self, HostTransfer, PinnedAlloc};
+use crate::runtime::transfer::{HostTransfer, PinnedAlloc};
 use crate::runtime::words::{bytes_of, bytes_of_mut, with_words_mut, words_of};
 use crate::table::engine::{Engine, Inserted};
 use cubecl::prelude::*;
@@ -70,17 +71,6 @@ pub struct GpuTable<R: HostTransfer, S: ProbingScheme, L: KeyLayout = Packed> {
     /// Host-path copies (CUDA: a stream and pinned staging buffers; the table's own, or the process's shared
     /// one for tables that come in numbers: the children of a paged table).
     pub(crate) stager: std::sync::Arc<R::Stager>,
-    /// A page-in's copy still in flight (`upload_image`): waited for before any kernel or copy touches the
-    /// slots (`check_resident`, `frame_desc`, `page_out_slots`). Declared before `image` so that a dropped
-    /// table waits for it before its image is freed.
-    pub(crate) swap_in: std::sync::Mutex<Option<R::Fence>>,
-    /// Paging (`crate::paged`): the slots' host copy, whether the slots are in device memory, and whether
-    /// the host copy matches them.
-    pub(crate) image: Option<HostImage>,
-    pub(crate) resident: bool,
-    pub(crate) image_current: bool,
-    /// The slot frame holding the slots (`frames`: `(SlotFrames::id, index)`), while resident there.
-    pub(crate) frame: Option<(u64, usize)>,
     /// How host batches are cut for the device.
     pub(crate) batch: host_path::BatchSizes,
     /// Host-path buffers kept between calls.
@@ -115,9 +105,6 @@ pub struct GpuTable<R: HostTransfer, S: ProbingScheme, L: KeyLayout = Packed> {
     pub(crate) find_probes: Handle,
     /// Keys queued by inserts since the last settle.
     pub(crate) pending_ops: u64,
-    /// Keys queued by a routed upsert (`Engine::upsert_routed`, counted in the batch's counters) since the last
-    /// `Engine::settle_routed`.
-    pub(crate) routed_ops: u64,
     /// Probe statistics of the inserts read by the last settle.
     pub(crate) last_insert_probes: ProbeStats,
     pub(crate) counters: Handle,
@@ -128,13 +115,6 @@ pub struct GpuTable<R: HostTransfer, S: ProbingScheme, L: KeyLayout = Packed> {
 /// slots is far more than a build that can succeed ever hands back, and overflow is counted, never silent.
 pub(crate) fn stash_len_for(slots: usize) -> usize {
     (slots / 16).clamp(1024.min(slots), slots.max(1))
-}
-
-/// The host copy of a paged-out table's slots: its key words, and its value words where the layout keeps
-/// them apart (pinned memory where the runtime has it, so that swaps run at the full bus rate).
-pub(crate) struct HostImage {
-    keys: transfer::PinnedBuffer<u64>,
-    values: Option<transfer::PinnedBuffer<u64>>,
 }
 
 impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
@@ -180,7 +160,8 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
         )
     }
 
-    fn build(
+    /// [`GpuTable::new`] on `client`, with a stager of its own or the process's shared one.
+    pub(crate) fn build(
         client: ComputeClient<R>,
         num_buckets: u32,
         bucket_size: u32,
@@ -219,11 +200,6 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
         let mut t = Self {
             client,
             stager,
-            swap_in: Default::default(),
-            image: None,
-            resident: true,
-            image_current: false,
-            frame: None,
             batch,
             cache: Default::default(),
             keys,
@@ -245,7 +221,6 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
             count_probes: false,
             find_probes,
             pending_ops: 0,
-            routed_ops: 0,
             last_insert_probes: ProbeStats::default(),
             counters,
             _scheme: PhantomData,
@@ -412,7 +387,7 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
 
     /// Applies insert counters read back (`ops` operations): `len()`, the probe statistics, and the pairs the
     /// inserts gave up on (read from the stash).
-    fn settle_counters(&mut self, c: &[u32], ops: u64) -> Unplaced {
+    pub(crate) fn settle_counters(&mut self, c: &[u32], ops: u64) -> Unplaced {
         let (nfailed, added, stats) = kernels::decode_insert_counters(c, ops);
         self.len += added;
         self.last_insert_probes = stats;
@@ -482,7 +457,7 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
     }
 
     /// Queues the find kernel with presence reported per `mode` ([`found_mode`]) into `found`.
-    fn launch_find(
+    pub(crate) fn launch_find(
         &self,
         keys: &Handle,
         out: &Handle,
@@ -581,131 +556,95 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
         decode_slots::<L>(&keys, &values)
     }
 
-    /// `Ok` when the slots are in device memory and any page-in's copy into them has landed.
-    pub(crate) fn check_resident(&self) -> Result<()> {
-        if self.resident {
-            self.swap_landed()
-        } else {
-            Err(crate::table::paged_out())
-        }
-    }
-
-    /// Waits for a page-in's copy still in flight, if any. A failed copy keeps its fence, so that every later
-    /// use of the slots fails too instead of reading half-copied words.
-    pub(crate) fn swap_landed(&self) -> Result<()> {
-        let mut fence = self.swap_in.lock().expect("swap fence poisoned");
-        if let Some(f) = fence.as_mut() {
-            R::wait(f)?;
-            *fence = None;
-        }
-        Ok(())
-    }
-
-    /// Bytes of the slot arrays (what paging moves).
+    /// Bytes of the slot arrays.
     pub(crate) fn slot_bytes(&self) -> u64 {
         (self.capacity() + if L::MOVES_PAIRS { 0 } else { self.values_len }) as u64 * 8
     }
 
-    /// See [`Engine::page_out`]: the slot words go to the host image (unless it is current) and the slot,
-    /// stash and host-path buffers are freed (one-word stand-ins keep the handles valid).
-    fn page_out_slots(&mut self) -> Result<u64> {
-        if !self.resident {
-            return Ok(0);
-        }
-        // A page-in still copying into the slots finishes before they are read or handed on.
-        self.swap_landed()?;
-        let mut copied = 0;
-        if !self.image_current {
-            let slots = self.capacity();
-            let pinned = |n: usize| {
-                transfer::PinnedBuffer::<u64>::from_alloc(R::alloc_pinned(&self.stager, n * 8), n)
-            };
-            let mut image = self.image.take().unwrap_or_else(|| HostImage {
-                keys: pinned(slots),
-                values: (!L::MOVES_PAIRS).then(|| pinned(self.values_len)),
-            });
-            R::download(
-                &self.client,
-                &self.stager,
-                &self.keys,
-                bytes_of_mut(&mut image.keys),
-            )?;
-            if let Some(v) = image.values.as_mut() {
-                R::download(&self.client, &self.stager, &self.values, bytes_of_mut(v))?;
-            }
-            copied = self.slot_bytes();
-            self.image = Some(image);
-            self.image_current = true;
-        }
+    /// Frees the slot, stash and host-path buffers, leaving one-word stand-ins that keep the handles valid
+    /// (an owner that keeps the slots elsewhere meanwhile: a paged table's child, paged out). Nothing may run
+    /// on the table until [`GpuTable::install_slots`].
+    pub(crate) fn stand_in_slots(&mut self) {
         self.keys = self.client.empty(8);
         if !L::MOVES_PAIRS {
             self.values = self.client.empty(8);
         }
         self.stash = self.client.empty(8);
         self.cache.clear();
-        self.resident = false;
-        self.frame = None;
-        Ok(copied)
     }
 
-    /// See [`Engine::rebuild_split`]: unpacks the slots on the device, empties the table under `family`, and
-    /// re-inserts the pairs (mask 1) into it and, with a split, the moving ones (mask 2) into a new table.
-    #[allow(clippy::type_complexity)]
-    fn rebuild_split_device(
-        &mut self,
-        family: HashFamily,
-        split: Option<crate::table::engine::SplitSpec>,
-    ) -> Result<(Vec<(u64, u64)>, Option<(Self, Vec<(u64, u64)>)>)> {
-        self.check_resident()?;
-        let n = self.capacity();
-        let keys = self.client.empty(n * size_of::<L::Key>());
-        let values = self.client.empty(n * size_of::<L::Value>());
-        let mask = self.client.empty(n * 4);
-        let (seed, depth) = split.map_or((0, 0), |s| (s.seed, s.depth));
-        // SAFETY: the kernel guards its index against the slot array's length; the outputs have `n` elements.
-        unsafe {
-            crate::paged::gpu::kernels::unpack_slots_kernel::launch_unchecked::<L, R>(
-                &self.client,
-                cube_count(n),
-                CubeDim::new_1d(CUBE_SIZE),
-                ArrayArg::from_raw_parts(self.keys.clone(), n),
-                ArrayArg::from_raw_parts(self.values.clone(), self.values_len),
-                ArrayArg::from_raw_parts(keys.clone(), n),
-                ArrayArg::from_raw_parts(values.clone(), n),
-                ArrayArg::from_raw_parts(mask.clone(), n),
-                seed,
-                depth,
-                self.erased,
-                split.is_some(),
-            )
-        };
-        self.image_current = false;
+    /// Puts slot buffers holding the table's slots in place (`values` where the layout keeps them apart) and
+    /// allocates the stash again: undoes [`GpuTable::stand_in_slots`].
+    pub(crate) fn install_slots(&mut self, keys: Handle, values: Option<Handle>) {
+        self.set_slots(keys, values);
+        self.stash = self.client.empty(self.stash_len * 8 * L::STASH_WORDS);
+    }
+
+    /// Points the table at other slot buffers holding its slots (a copy of them: moved elsewhere on the device,
+    /// such as a sub-range of a larger buffer); `values` where the layout keeps them apart.
+    pub(crate) fn set_slots(&mut self, keys: Handle, values: Option<Handle>) {
+        self.keys = keys;
+        if let Some(v) = values.filter(|_| !L::MOVES_PAIRS) {
+            self.values = v;
+        }
+    }
+
+    /// Empties the table under `family` and zeroes its insert counters (rebuilds from unpacked slots).
+    pub(crate) fn empty_under(&mut self, family: HashFamily) {
         self.family = family;
         self.upload_shape();
         self.fill_empty();
         self.reset_counters();
-        self.launch_insert(&keys, &values, Selection::Mask(&mask, 1), n, Some(false));
-        let lost = self.settle_all()?;
-        let other = match split {
-            Some(sp) => {
-                let mut t = Self::build(
-                    self.client.clone(),
-                    self.num_buckets,
-                    self.bucket_size,
-                    sp.family,
-                    self.params,
-                    self.options,
-                    true,
-                )?;
-                t.count_probes = self.count_probes;
-                t.batch = self.batch;
-                t.launch_insert(&keys, &values, Selection::Mask(&mask, 2), n, Some(false));
-                let lost = t.settle_all()?;
-                Some((t, lost))
-            }
-            None => None,
-        };
-        Ok((lost, other))
+    }
+
+    /// An empty table of this one's shape, options, probe counting and batch sizes under `family`, on the same
+    /// client, copying through the process's shared stager.
+    pub(crate) fn empty_like(&self, family: HashFamily) -> Result<Self> {
+        let mut t = Self::build(
+            self.client.clone(),
+            self.num_buckets,
+            self.bucket_size,
+            family,
+            self.params,
+            self.options,
+            true,
+        )?;
+        t.count_probes = self.count_probes;
+        t.batch = self.batch;
+        Ok(t)
+    }
+
+    /// Inserts the `n` device pairs (`keys`, `values`: the layout's types) whose `mask` is `mode`, all distinct
+    /// and not stored, and waits: returns the pairs it could not place.
+    pub(crate) fn insert_masked(
+        &mut self,
+        keys: &Handle,
+        values: &Handle,
+        mask: &Handle,
+        mode: u32,
+        n: usize,
+    ) -> Result<Vec<(u64, u64)>> {
+        self.launch_insert(keys, values, Selection::Mask(mask, mode), n, Some(false));
+        self.settle_all()
+    }
+
+    /// Queues an upsert of `n` distinct device keys that fit (`keys`, `values`; `mask`: `n` words, each
+    /// [`upsert::MASK_NEW`]) as a segment of the host path: stored keys are updated in place by the classify
+    /// pass, then the new ones go in without the duplicate check, counting into `counters`
+    /// ([`INSERT_COUNTERS`] words, read back by the caller and applied by [`GpuTable::settle_counters`]).
+    pub(crate) fn queue_upsert_distinct(
+        &self,
+        keys: &Handle,
+        values: &Handle,
+        mask: &Handle,
+        n: usize,
+        counters: &Handle,
+    ) {
+        if self.len > 0 {
+            BatchTable::classify(self, keys, Some(values), mask, n);
+        }
+        let which = Selection::Mask(mask, upsert::MASK_NEW);
+        self.queue_insert_kernel(keys, values, which, n, Some(false), counters);
     }
 
     /// [`GpuTable::settle`], with an overflowed stash as the typed error.
@@ -718,51 +657,6 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
             });
         }
         Ok(lost.pairs)
-    }
-
-    /// See [`Engine::page_in`].
-    fn page_in_slots(&mut self) -> Result<u64> {
-        if self.resident {
-            return Ok(0);
-        }
-        host_path::check_device_memory::<R>(&self.stager, "a paged-in table", self.slot_bytes())?;
-        let keys = self.client.empty(self.capacity() * 8);
-        let values = (!L::MOVES_PAIRS).then(|| self.client.empty(self.values_len * 8));
-        let mut up = self.upload_image(keys, values)?;
-        if !L::MOVES_PAIRS {
-            self.values = up.remove(1);
-        }
-        self.keys = up.remove(0);
-        self.stash = self.client.empty(self.stash_len * 8 * L::STASH_WORDS);
-        self.resident = true;
-        Ok(self.slot_bytes())
-    }
-}
-
-impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
-    /// Copies the host image up into `keys` (and `values` for layouts that keep them apart); returns the
-    /// buffers that hold it: the given ones where the runtime copies into them
-    /// ([`HostTransfer::UPLOADS_INTO_DSTS`]), else buffers of the runtime's own. Where the runtime can, the
-    /// copy is only queued (`swap_in`): the caller goes on (a paged table pages the next child in while this
-    /// one works), and the table's first use waits for it.
-    pub(crate) fn upload_image(&self, keys: Handle, values: Option<Handle>) -> Result<Vec<Handle>> {
-        let image = self
-            .image
-            .as_ref()
-            .expect("a paged-out table has a host image");
-        let mut srcs: Vec<&[u8]> = vec![bytes_of(&image.keys[..])];
-        let mut dsts = vec![keys];
-        if let (Some(v), Some(vh)) = (image.values.as_ref(), values) {
-            srcs.push(bytes_of(&v[..]));
-            dsts.push(vh);
-        }
-        let (handles, fence) = R::upload_queued(&self.client, &self.stager, &srcs, &dsts)?;
-        let old = std::mem::replace(
-            &mut *self.swap_in.lock().expect("swap fence poisoned"),
-            fence,
-        );
-        debug_assert!(old.is_none(), "a page-in over one in flight");
-        Ok(handles)
     }
 }
 
@@ -787,8 +681,6 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
         values: &[V],
         distinct: bool,
     ) -> Result<Inserted<K, V>> {
-        self.check_resident()?;
-        self.image_current = false;
         let k = words_of::<K, L::Key>(keys);
         let v = words_of::<V, L::Value>(values);
         let (stats, lost) = host_path::upsert(self, bytes_of(&k), bytes_of(&v), distinct)?;
@@ -947,7 +839,6 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout, K: Key, V: Value> Engine<K
     }
 
     fn count_new(&self, keys: &[K]) -> Result<usize> {
-        self.check_resident()?;
         host_path::count_new(self, bytes_of(&words_of::<K, L::Key>(keys)))
     }
 
@@ -961,14 +852,12 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout, K: Key, V: Value> Engine<K
         out: &mut [V],
         found: Option<&mut [u32]>,
     ) -> Result<ProbeStats> {
-        self.check_resident()?;
         let k = words_of::<K, L::Key>(keys);
         // Where the caller's slice is the layout's own type, the values land in it directly.
         with_words_mut::<V, L::Value, _>(out, |o| self.find_words(&k, o, found))
     }
 
     fn pairs(&self) -> Result<Vec<(K, V)>> {
-        self.check_resident()?;
         Ok(self
             .stored_slots()
             .into_iter()
@@ -977,8 +866,6 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout, K: Key, V: Value> Engine<K
     }
 
     fn reset(&mut self, family: HashFamily) -> Result<()> {
-        self.check_resident()?;
-        self.image_current = false;
         self.family = family;
         self.upload_shape();
         self.fill_empty();
@@ -998,7 +885,6 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout, K: Key, V: Value> Engine<K
     }
 
     fn placement(&self) -> Result<Vec<(K, u32)>> {
-        self.check_resident()?;
         Ok(self
             .stored_slots()
             .into_iter()
@@ -1010,58 +896,23 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout, K: Key, V: Value> Engine<K
         R::alloc_pinned(&self.stager, bytes)
     }
 
-    fn rebuild_split(
-        &mut self,
-        family: HashFamily,
-        split: Option<crate::table::engine::SplitSpec>,
-    ) -> Result<crate::table::engine::Rebuilt<K, V>> {
-        let narrow = |v: Vec<(u64, u64)>| -> Vec<(K, V)> {
-            v.into_iter()
-                .map(|(k, v)| (K::narrow(k), V::narrow(v)))
-                .collect()
-        };
-        let (lost, other) = self.rebuild_split_device(family, split)?;
-        Ok(crate::table::engine::Rebuilt {
-            lost: narrow(lost),
-            split: other.map(|(t, l)| (Box::new(t) as Box<dyn Engine<K, V>>, narrow(l))),
-        })
-    }
-
-    fn page_out(&mut self) -> Result<u64> {
-        self.page_out_slots()
-    }
-
-    fn page_in(&mut self) -> Result<u64> {
-        self.page_in_slots()
-    }
-
-    fn is_resident(&self) -> bool {
-        self.resident
-    }
-
-    fn device_bytes(&self) -> u64 {
-        self.slot_bytes()
-    }
-
     fn erase_stored(&mut self, keys: &[K]) -> Result<Option<usize>> {
         // Packed pairs, and wide slots of 32-bit keys, have a key word to spare for the mark. The scheme is
         // stable (the caller's promise: `ProbingScheme` does not say; a cuckoo eviction could move the mark).
         if size_of::<K>() > 4 {
             return Ok(None);
         }
-        self.check_resident()?;
         if keys.is_empty() {
             return Ok(Some(0));
         }
-        self.image_current = false;
         let k = words_of::<K, L::Key>(keys);
         let kh = R::upload(&self.client, &self.stager, bytes_of(&k))?;
         let count = self.client.empty(4);
         fill_u32(&self.client, &count, 1, 0);
-        let erased = crate::paged::gpu::kernels::erased_word::<L>();
+        let erased = erase::erased_word::<L>();
         // SAFETY: indices are bounded by the keys' length and by the table's shape.
         unsafe {
-            crate::paged::gpu::kernels::erase_kernel::launch_unchecked::<S, L, R>(
+            erase::erase_kernel::launch_unchecked::<S, L, R>(
                 &self.client,
                 cube_count(keys.len()),
                 CubeDim::new_1d(CUBE_SIZE),
@@ -1080,127 +931,6 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout, K: Key, V: Value> Engine<K
         self.len -= n;
         self.erased = erased;
         Ok(Some(n))
-    }
-
-    fn new_frames(&self, count: usize) -> Result<Option<crate::table::engine::SlotFrames>> {
-        GpuTable::new_frames(self, count)
-    }
-
-    fn move_to_frame(
-        &mut self,
-        frames: &crate::table::engine::SlotFrames,
-        index: usize,
-    ) -> Result<()> {
-        GpuTable::move_to_frame(self, frames, index)
-    }
-
-    fn page_in_frame(
-        &mut self,
-        frames: &crate::table::engine::SlotFrames,
-        index: usize,
-    ) -> Result<u64> {
-        GpuTable::page_in_frame(self, frames, index)
-    }
-
-    fn frame(&self) -> Option<(u64, usize)> {
-        self.frame.filter(|_| self.resident)
-    }
-
-    fn frame_desc(
-        &self,
-        frames: &crate::table::engine::SlotFrames,
-    ) -> Option<[u32; crate::table::engine::FRAME_DESC_WORDS]> {
-        GpuTable::frame_desc(self, frames)
-    }
-
-    fn router(&self) -> Option<Box<dyn crate::table::engine::Router<K, V>>> {
-        Some(Box::new(
-            crate::paged::gpu::routing::DeviceRouter::<R, S, L>::new(
-                self.client.clone(),
-                self.stager.clone(),
-                self.batch,
-                self.options,
-            ),
-        ))
-    }
-
-    fn upsert_routed(&mut self, batch: &crate::table::engine::RoutedBatch, c: usize) -> Result<()> {
-        self.check_resident()?;
-        let n = batch.counts[c];
-        if n == 0 {
-            return Ok(());
-        }
-        // The keys are distinct: at most `n` of them are new.
-        if self.len + n > self.capacity() {
-            return Err(Error::CapacityExceeded {
-                len: self.len,
-                incoming: n,
-                capacity: self.capacity(),
-            });
-        }
-        if self.unsettled || self.routed_ops > 0 {
-            return Err(Error::InvalidConfig(
-                "a routed upsert needs its table settled".into(),
-            ));
-        }
-        self.image_current = false;
-        let (kh, vh, mask) = (batch.keys_of(c), batch.values_of(c), batch.aux_of(c, false));
-        // As a segment of the host path: stored keys are updated in place by the classify pass, then the new
-        // ones go in without the duplicate check, counting into the batch's counters of this child.
-        if self.len > 0 {
-            BatchTable::classify(self, &kh, Some(&vh), &mask, n);
-        }
-        let which = Selection::Mask(&mask, upsert::MASK_NEW);
-        self.queue_insert_kernel(&kh, &vh, which, n, Some(false), &batch.counters_of(c));
-        self.routed_ops = n as u64;
-        Ok(())
-    }
-
-    fn settle_routed(&mut self, counters: &[u32]) -> Result<Inserted<K, V>> {
-        if self.routed_ops == 0 {
-            return Ok(Inserted::default());
-        }
-        let ops = std::mem::take(&mut self.routed_ops);
-        let lost = self.settle_counters(&counters[..INSERT_COUNTERS], ops);
-        if lost.untracked > 0 {
-            return Err(Error::StashOverflow {
-                untracked: lost.untracked,
-                unplaced: lost.pairs,
-            });
-        }
-        let (stats, lost) = (self.last_insert_probes, lost.pairs);
-        Ok(Inserted {
-            stats,
-            unplaced: lost
-                .into_iter()
-                .map(|(k, v)| (K::narrow(k), V::narrow(v)))
-                .collect(),
-        })
-    }
-
-    fn note_framed(&mut self, stored: usize) -> Result<()> {
-        self.check_resident()?;
-        if self.unsettled || self.routed_ops > 0 || self.frame.is_none() {
-            return Err(Error::InvalidConfig(
-                "a framed upsert needs its table settled and in frames".into(),
-            ));
-        }
-        self.image_current = false;
-        self.len += stored;
-        Ok(())
-    }
-
-    fn find_routed(&self, batch: &crate::table::engine::RoutedBatch, c: usize) -> Result<()> {
-        self.check_resident()?;
-        let n = batch.counts[c];
-        let (kh, out) = (batch.keys_of(c), batch.values_of(c));
-        if batch.with_bits {
-            let bits = batch.aux_of(c, true);
-            self.launch_find(&kh, &out, Some(&bits), found_mode::BITS, n);
-        } else {
-            self.launch_find(&kh, &out, None, found_mode::NONE, n);
-        }
-        Ok(())
     }
 }
 

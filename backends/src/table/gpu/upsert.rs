@@ -175,8 +175,8 @@ pub fn classify_kernel<S: ProbingScheme, L: KeyLayout>(
 }
 
 /// The body of [`classify_kernel`]; with `framed`, each lane's key is looked up in table `child` of slot
-/// frames whose descriptors are `frames` (`crate::paged::gpu::frames`), and a found slot's address is one of the frames'
-/// shared slot arrays.
+/// frames (the slots of many tables of one shape in one allocation) whose descriptors are `frames`, and a
+/// found slot's address is one of the frames' shared slot arrays.
 #[cube]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn classify_core<S: ProbingScheme, L: KeyLayout>(
