@@ -5,12 +5,13 @@
 //! [`Engine`] calls check residency, then run the table's own.
 
 use crate::device::layout::KeyLayout;
-use crate::paged::gpu::frames::{copy_words, frame_of, stride_of};
+use crate::paged::gpu::frames::{frame_of, stride_of};
 use crate::paged::gpu::kernels::unpack_slots_kernel;
 use crate::paged::gpu::routing::DeviceRouter;
 use crate::paged::protocol::{
     FRAME_DESC_WORDS, PagedChild, Rebuilt, RoutedBatch, Router, SlotFrames, SplitSpec, paged_out,
 };
+use crate::runtime::launch::copy;
 use crate::runtime::launch::{CUBE_SIZE, cube_count};
 use crate::runtime::transfer::{self, HostTransfer, PinnedAlloc};
 use crate::runtime::words::{bytes_of, bytes_of_mut};
@@ -269,9 +270,9 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuChild<R, S, L> {
         self.check_frame(frames, index);
         let (keys, values) = Self::frame_handles(frames, index);
         let t = &mut self.table;
-        copy_words(&t.client, &t.keys, &keys, t.capacity());
+        copy::<R, u64>(&t.client, &t.keys, &keys, t.capacity());
         if let Some(values) = &values {
-            copy_words(&t.client, &t.values, values, t.values_len);
+            copy::<R, u64>(&t.client, &t.values, values, t.values_len);
         }
         t.set_slots(keys, values);
         self.frame = Some((frames.id, index));
@@ -289,9 +290,9 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuChild<R, S, L> {
         let t = &self.table;
         if !R::UPLOADS_INTO_DSTS {
             // The runtime uploaded into buffers of its own: move them into the frame.
-            copy_words(&t.client, &up[0], &keys, t.capacity());
+            copy::<R, u64>(&t.client, &up[0], &keys, t.capacity());
             if let Some(vh) = &values {
-                copy_words(&t.client, &up[1], vh, t.values_len);
+                copy::<R, u64>(&t.client, &up[1], vh, t.values_len);
             }
         }
         self.table.install_slots(keys, values);

@@ -19,20 +19,11 @@ use crate::device::find::tile_find_core;
 use crate::device::layout::KeyLayout;
 use crate::device::shape::{ShapeScalars, meta_of};
 use crate::paged::gpu::kernels::route_child;
-use crate::runtime::launch::{CUBE_SIZE, cube_count};
 use crate::table::gpu::kernels::{insert_core, select, store_found_bits};
 use crate::table::gpu::upsert::classify_core;
 use cubecl::prelude::*;
 use cubecl::server::Handle;
 use hashtile_core::scheme::ProbingScheme;
-
-/// Copies `src` into `dst` (moving a table into a frame, or a Vulkan page-in's upload into its frame).
-#[cube(launch_unchecked)]
-pub fn copy_words_kernel(src: &Array<u64>, dst: &mut Array<u64>) {
-    if ABSOLUTE_POS < src.len() {
-        dst[ABSOLUTE_POS] = src[ABSOLUTE_POS];
-    }
-}
 
 /// Finds `keys` in the tables of a frame allocation (`table`, `table_values`): each key in its child's table
 /// (`route_child` of the directory `entries`, `seed`, `depth`), whose descriptor is that child's in `frames`;
@@ -201,28 +192,6 @@ pub(crate) fn stride_of(slots: usize, bucket_size: u32) -> usize {
 
 fn gcd(a: usize, b: usize) -> usize {
     if b == 0 { a } else { gcd(b, a % b) }
-}
-
-/// Queues a copy of `n` words from `src` to `dst`.
-pub(crate) fn copy_words<R: Runtime>(
-    client: &ComputeClient<R>,
-    src: &Handle,
-    dst: &Handle,
-    n: usize,
-) {
-    if n == 0 {
-        return;
-    }
-    // SAFETY: the kernel guards its index against the source's length; `dst` has at least `n` words.
-    unsafe {
-        copy_words_kernel::launch_unchecked::<R>(
-            client,
-            cube_count(n),
-            CubeDim::new_1d(CUBE_SIZE),
-            ArrayArg::from_raw_parts(src.clone(), n),
-            ArrayArg::from_raw_parts(dst.clone(), n),
-        )
-    }
 }
 
 /// Frame `index` of `all` (words of `stride` slots each), bounded at both ends.
