@@ -39,7 +39,7 @@ pub struct TableConfig {
     /// GPU backends: count probes on the device (compiled out of the kernels when off). The CPU backend
     /// always counts.
     pub count_probes: bool,
-    /// GPU backends: keys per device batch of an insert and per chunk of a find (`None`: 2^26 and 2^24).
+    /// GPU backends: keys per device batch of an insert and per batch of a find (`None`: 2^26 keys each, copied in chunks of 2^22).
     /// Smaller batches bound the device memory of a call; tests use them to cross chunk boundaries.
     pub batch_keys: Option<usize>,
 }
