@@ -28,6 +28,7 @@ pub mod table;
 /// here: each name lives in its layer.
 pub mod gpu {
     pub use crate::device::layout::{KeyLayout, Packed, Wide};
+    pub use crate::runtime::dispatch::measure_copy_ceiling;
     #[doc(hidden)]
     pub use crate::runtime::launch;
     pub use crate::runtime::{scan, transfer};

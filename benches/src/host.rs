@@ -16,7 +16,8 @@ use crate::checks::{
     scheme_name, table_slots,
 };
 use crate::footprint::{Capacity, Footprint, check_footprint, hashmap_bytes};
-use hashtile::gpu::transfer::{CopyCeiling, measure_copy_ceiling};
+use hashtile::gpu::measure_copy_ceiling;
+use hashtile::gpu::transfer::CopyCeiling;
 use hashtile::hash::fmix32;
 use hashtile::{
     Backend, BackendChoice, Bcht, Cht1, HashTable, Iht, P2bht, SchemeInfo, TableConfig,

@@ -2,6 +2,7 @@
 //! runtime a [`Backend`] names, and `shared_stager` keeps one set of host transfers per runtime for the
 //! process.
 
+use super::transfer::CopyCeiling;
 use super::words::bytes_of;
 use crate::runtime::transfer::HostTransfer;
 use crate::select::Backend;
@@ -68,4 +69,20 @@ pub(crate) fn upload<R: HostTransfer, E: Element>(
         return Ok(client.empty(8));
     }
     R::upload(client, stager, bytes_of(src))
+}
+
+/// Measures [`CopyCeiling`] on `backend`'s default device (`Ok(None)` for backends without driver copies:
+/// the CPU backend and Vulkan).
+pub fn measure_copy_ceiling(backend: Backend, bytes: usize) -> Result<Option<CopyCeiling>> {
+    struct Measure(usize);
+    impl OnRuntime for Measure {
+        type Out = Option<CopyCeiling>;
+        fn run<R: HostTransfer>(self, client: ComputeClient<R>) -> Result<Self::Out> {
+            R::copy_ceiling(&client, self.0)
+        }
+    }
+    match backend {
+        Backend::Cpu => Ok(None),
+        b => on_backend(b, Measure(bytes)),
+    }
 }

@@ -107,22 +107,6 @@ pub struct CopyCeiling {
     pub d2h_pinned: f64,
 }
 
-/// Measures [`CopyCeiling`] on `backend`'s default device (`Ok(None)` for backends without driver copies:
-/// the CPU backend and Vulkan).
-pub fn measure_copy_ceiling(
-    backend: crate::select::Backend,
-    bytes: usize,
-) -> Result<Option<CopyCeiling>> {
-    match backend {
-        #[cfg(feature = "cuda")]
-        crate::select::Backend::Cuda => {
-            let client = cubecl::cuda::CudaRuntime::client(&Default::default());
-            <cubecl::cuda::CudaRuntime as HostTransfer>::copy_ceiling(&client, bytes)
-        }
-        _ => Ok(None),
-    }
-}
-
 /// Page-locked host memory (freed with the runtime's own call on drop).
 pub struct PinnedAlloc {
     ptr: *mut u8,

@@ -15,7 +15,8 @@
 use super::common::{self, Ctx, cell, yes};
 use crate::plot::{Figure, Panel, Series, XAxis};
 use hashtile::chained::ChainedConfig;
-use hashtile::gpu::transfer::{CopyCeiling, measure_copy_ceiling};
+use hashtile::gpu::measure_copy_ceiling;
+use hashtile::gpu::transfer::CopyCeiling;
 use hashtile::{Backend, BackendChoice, ChainedTable, Key, Value};
 use std::fmt::Write as _;
 use std::time::Instant;

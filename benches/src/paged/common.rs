@@ -4,7 +4,8 @@
 use super::args::PagedSetup;
 use crate::common::median;
 use crate::plot::{Figure, Panel, Series, XAxis, write_svg};
-use hashtile::gpu::transfer::{CopyCeiling, measure_copy_ceiling};
+use hashtile::gpu::measure_copy_ceiling;
+use hashtile::gpu::transfer::CopyCeiling;
 use hashtile::hash::fmix32;
 use hashtile::{Backend, BackendChoice, Bcht, DeviceBudget, PagedConfig, PagedTable, Placement};
 use rayon::prelude::*;
