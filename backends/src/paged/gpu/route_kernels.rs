@@ -1,0 +1,216 @@
+//! The router's kernels (`super::routing`): [`route_count_kernel`] counts a batch's keys per child,
+//! [`route_scatter_kernel`] scatters them into per-child parts with their routed positions,
+//! [`route_values_kernel`] writes the values to those positions, and [`route_gather_kernel`] puts a routed
+//! find's answers back in input order.
+
+use crate::device::layout::KeyLayout;
+use crate::paged::gpu::kernels::route_child;
+use crate::runtime::launch::CUBE_SIZE;
+use crate::table::gpu::upsert::MASK_NEW;
+use cubecl::prelude::*;
+
+/// Units per cube, as a compile-time constant.
+pub(super) const CUBE: usize = CUBE_SIZE as usize;
+/// Keys each unit of the count and scatter kernels routes (positions `CUBE` apart, so loads coalesce).
+const PER_UNIT: usize = 8;
+/// Keys per cube of the count and scatter kernels.
+pub(super) const TILE: usize = CUBE * PER_UNIT;
+
+/// No child: a position past the keys, or (masked) a key that is not its key's last occurrence.
+const NO_CHILD: u32 = u32::MAX;
+
+/// The child of the key at `pos`, or [`NO_CHILD`] when `pos` is past the keys or, with `masked`, the key's
+/// `mask` entry is not [`MASK_NEW`] (an upsert routes only each key's last occurrence).
+#[cube]
+fn routed_child<L: KeyLayout>(
+    keys: &Array<L::Key>,
+    mask: &Array<u32>,
+    entries: &Array<u32>,
+    pos: usize,
+    seed: u64,
+    depth: u32,
+    #[comptime] masked: bool,
+) -> u32 {
+    let mut c = NO_CHILD.runtime();
+    if pos < keys.len() {
+        let mut take = true;
+        if comptime!(masked) {
+            take = mask[pos] == MASK_NEW;
+        }
+        if take {
+            c = route_child::<L>(keys[pos], entries, seed, depth);
+        }
+    }
+    c
+}
+
+/// Zeroes a cube's `w` shared counters (unit `t` of the cube clears every `CUBE`-th from `t`), then waits for
+/// the whole cube.
+#[cube]
+fn zero_counters(hist: &SharedMemory<Atomic<u32>>, t: usize, w: usize) {
+    let mut i = t;
+    while i < w {
+        hist[i].store(0u32);
+        i += CUBE;
+    }
+    sync_cube();
+}
+
+/// Counts keys per child into `counts` (`width` counters, zeroed before the first launch; launches over
+/// several chunks add up). With `masked`, only keys whose `mask` is [`MASK_NEW`] count (an upsert's last
+/// occurrences).
+#[cube(launch_unchecked)]
+#[allow(clippy::too_many_arguments)]
+pub fn route_count_kernel<L: KeyLayout>(
+    keys: &Array<L::Key>,
+    mask: &Array<u32>,
+    entries: &Array<u32>,
+    counts: &Array<Atomic<u32>>,
+    seed: u64,
+    depth: u32,
+    #[comptime] masked: bool,
+    #[comptime] width: u32,
+) {
+    let t = UNIT_POS as usize;
+    let w = comptime!(width as usize);
+    let hist = SharedMemory::<Atomic<u32>>::new(w);
+    zero_counters(&hist, t, w);
+    let first = CUBE_POS * TILE + t;
+    #[unroll]
+    for k in 0..PER_UNIT {
+        let c = routed_child::<L>(keys, mask, entries, first + k * CUBE, seed, depth, masked);
+        if c != NO_CHILD {
+            hist[c as usize].fetch_add(1u32);
+        }
+    }
+    sync_cube();
+    let mut i = t;
+    while i < w {
+        let v = hist[i].load();
+        if v > 0u32 {
+            counts[i].fetch_add(v);
+        }
+        i += CUBE;
+    }
+}
+
+/// Writes each routed key (with `upsert`: each key whose `mask` is [`MASK_NEW`], with a [`MASK_NEW`] mask
+/// entry; else every key) into its child's part, and its routed position into `positions` (an upsert's values
+/// follow by [`route_values_kernel`] as they land; a find's answers go back by [`route_gather_kernel`]):
+/// `cursor[c]` starts at the part's first position and hands out ranges to cubes. The order within a part is
+/// the atomics' (an upsert's routed keys are distinct). With `bounded` (parts sized before the counts are
+/// known, the cursors carried over several launches), a key past its part's end `ends[c]` is not written and
+/// sets `overflow[0]`.
+#[cube(launch_unchecked)]
+#[allow(clippy::too_many_arguments)]
+pub fn route_scatter_kernel<L: KeyLayout>(
+    keys: &Array<L::Key>,
+    mask: &Array<u32>,
+    entries: &Array<u32>,
+    cursor: &Array<Atomic<u32>>,
+    routed_keys: &mut Array<L::Key>,
+    routed_mask: &mut Array<u32>,
+    positions: &mut Array<u32>,
+    ends: &Array<u32>,
+    overflow: &Array<Atomic<u32>>,
+    seed: u64,
+    depth: u32,
+    #[comptime] upsert: bool,
+    #[comptime] bounded: bool,
+    #[comptime] width: u32,
+) {
+    let t = UNIT_POS as usize;
+    let w = comptime!(width as usize);
+    let hist = SharedMemory::<Atomic<u32>>::new(w);
+    let mut base = SharedMemory::<u32>::new(w);
+    zero_counters(&hist, t, w);
+    let first = CUBE_POS * TILE + t;
+    let mut child = Array::<u32>::new(PER_UNIT);
+    let mut rank = Array::<u32>::new(PER_UNIT);
+    #[unroll]
+    for k in 0..PER_UNIT {
+        let c = routed_child::<L>(keys, mask, entries, first + k * CUBE, seed, depth, upsert);
+        child[k] = c;
+        if c != NO_CHILD {
+            rank[k] = hist[c as usize].fetch_add(1u32);
+        }
+    }
+    sync_cube();
+    let mut i = t;
+    while i < w {
+        let v = hist[i].load();
+        if v > 0u32 {
+            base[i] = cursor[i].fetch_add(v);
+        }
+        i += CUBE;
+    }
+    sync_cube();
+    #[unroll]
+    for k in 0..PER_UNIT {
+        let pos = first + k * CUBE;
+        let c = child[k];
+        if c != NO_CHILD {
+            let to = base[c as usize] + rank[k];
+            let mut fits = true;
+            if comptime!(bounded) {
+                fits = to < ends[c as usize];
+            }
+            if fits {
+                routed_keys[to as usize] = keys[pos];
+                positions[pos] = to;
+                if comptime!(upsert) {
+                    routed_mask[to as usize] = MASK_NEW;
+                }
+            } else {
+                overflow[0].store(1u32);
+            }
+        }
+    }
+}
+
+/// Writes the values of a routed upsert, one values chunk as it lands: for each position `i` of the chunk
+/// whose key was kept (`mask[i]` is [`MASK_NEW`]), `routed_values`
+/// at its routed position `positions[i]` (the chunk's slices of the batch's mask and positions).
+#[cube(launch_unchecked)]
+pub fn route_values_kernel<L: KeyLayout>(
+    values: &Array<L::Value>,
+    mask: &Array<u32>,
+    positions: &Array<u32>,
+    routed_values: &mut Array<L::Value>,
+) {
+    let i = ABSOLUTE_POS;
+    if i < values.len() && mask[i] == MASK_NEW {
+        let to = positions[i] as usize;
+        routed_values[to] = values[i];
+    }
+}
+
+/// Puts a routed find's answers back in input order: `out[i]` = the routed value of key `i`, and with
+/// `with_bits`, bit `i % 32` of `bits[i / 32]` (zeroed first) set where its routed presence bit is. Each plane ORs its bits together
+/// (distinct bits: their sum) and sets them with one atomic (planes of 8 or 32 lanes never straddle a word).
+#[cube(launch_unchecked)]
+pub fn route_gather_kernel<L: KeyLayout>(
+    positions: &Array<u32>,
+    routed_out: &Array<L::Value>,
+    routed_bits: &Array<u32>,
+    out: &mut Array<L::Value>,
+    bits: &Array<Atomic<u32>>,
+    #[comptime] with_bits: bool,
+) {
+    let i = ABSOLUTE_POS;
+    let mut hit = 0u32;
+    if i < positions.len() {
+        let p = positions[i];
+        out[i] = routed_out[p as usize];
+        if comptime!(with_bits) {
+            let f = (routed_bits[(p / 32u32) as usize] >> (p % 32u32)) & 1u32;
+            hit = f << ((i % 32) as u32);
+        }
+    }
+    if comptime!(with_bits) {
+        let word = plane_sum(hit);
+        if UNIT_POS_PLANE == 0u32 && word != 0u32 {
+            bits[i / 32].fetch_or(word);
+        }
+    }
+}
