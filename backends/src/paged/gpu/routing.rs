@@ -42,9 +42,10 @@ use crate::paged::protocol::{
     SlotFrames, Upserted,
 };
 use crate::runtime::launch::{CUBE_SIZE, cube_count, fill_u32};
+use crate::runtime::trace::Trace;
 use crate::runtime::transfer::HostTransfer;
 use crate::runtime::words::{bytes_of, bytes_of_mut, with_words_mut, words_of};
-use crate::table::gpu::host_path::{BatchSizes, CHUNK_ALIGN, Dedup, DeviceCache, Trace};
+use crate::table::gpu::host_path::{BatchSizes, CHUNK_ALIGN, Dedup, DeviceCache};
 use crate::table::gpu::kernels::INSERT_COUNTERS;
 use crate::table::gpu::upsert::MASK_NEW;
 use cubecl::prelude::*;
