@@ -42,9 +42,10 @@ pub use super::route_kernels::{
 use crate::device::layout::KeyLayout;
 use crate::paged::protocol::{ROUTED_COUNTERS, RouteMap, RoutedBatch};
 use crate::runtime::launch::{CUBE_SIZE, cube_count, fill_u32};
+use crate::runtime::trace::Trace;
 use crate::runtime::transfer::HostTransfer;
 use crate::runtime::words::bytes_of;
-use crate::table::gpu::host_path::{BatchSizes, CHUNK_ALIGN, DeviceCache, Trace};
+use crate::table::gpu::host_path::{BatchSizes, CHUNK_ALIGN, DeviceCache};
 use cubecl::prelude::*;
 use cubecl::server::Handle;
 use hashtile_core::Result;

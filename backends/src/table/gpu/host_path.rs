@@ -4,6 +4,7 @@
 //! slices. The same driver serves packed and wide tables through [`BatchTable`].
 
 use crate::runtime::launch::{CUBE_SIZE, cube_count, fill_u32, fill_u64};
+use crate::runtime::trace::Trace;
 use crate::runtime::transfer::HostTransfer;
 use crate::table::gpu::kernels::ADDED_COUNTERS;
 use crate::table::gpu::upsert::{
@@ -164,38 +165,13 @@ pub(crate) fn check_device_memory<R: HostTransfer>(
     }
 }
 
-/// Phase timings of the host path as `tracing` events (target `hashtile::host_path`, level TRACE). Each mark
-/// waits for the device, so a trace changes the overlap it measures: it marks only while a subscriber listens at
-/// that level (for diagnosis; nothing is waited for otherwise).
-pub(crate) struct Trace {
-    pub(crate) on: bool,
-    target: &'static str,
-    t0: std::time::Instant,
-}
-
-impl Trace {
-    fn new() -> Self {
-        Self::for_target(
-            tracing::enabled!(target: "hashtile::host_path", tracing::Level::TRACE),
-            "host_path",
-        )
-    }
-    /// A trace of `what` (the routed batches', say) that marks only when `on`.
-    pub(crate) fn for_target(on: bool, target: &'static str) -> Self {
-        Self {
-            on,
-            target,
-            t0: std::time::Instant::now(),
-        }
-    }
-    pub(crate) fn mark<R: HostTransfer>(&mut self, client: &ComputeClient<R>, what: &str) {
-        if self.on {
-            let _ = cubecl::future::block_on(client.sync());
-            let ms = self.t0.elapsed().as_secs_f64() * 1e3;
-            tracing::trace!(target: "hashtile", phase = what, ms, table = self.target);
-            self.t0 = std::time::Instant::now();
-        }
-    }
+/// Phase timings of the host path as `tracing` events (target `hashtile::host_path`, level TRACE): marks only
+/// while a subscriber listens at that level (each mark waits for the device).
+fn trace() -> Trace {
+    Trace::for_target(
+        tracing::enabled!(target: "hashtile::host_path", tracing::Level::TRACE),
+        "host_path",
+    )
 }
 
 fn add(a: &mut ProbeStats, b: ProbeStats) {
@@ -476,7 +452,7 @@ fn upload_and_plan_checked<R: HostTransfer, T: BatchTable<R>>(
     let client = t.client();
     let cache = t.cache();
     let kb = T::KEY_BYTES;
-    let mut trace = Trace::new();
+    let mut trace = trace();
     let segments = segmented && values.is_some();
     let chunk_keys = t.batch_sizes().chunk;
     let dedup = Dedup::new(
@@ -681,7 +657,7 @@ pub(crate) fn upsert<R: HostTransfer, T: BatchTable<R>>(
             t.insert_queued(&kh, &vh, None, m, false);
         } else {
             let had_pairs = t.stored() > 0;
-            let mut trace = Trace::new();
+            let mut trace = trace();
             // The claims run while the keys are still arriving; the values' copy overlaps the last claims.
             let mut sentinel = None;
             // Unless the batch may not fit (then its new keys are counted first, below), the batch is planned
@@ -737,7 +713,7 @@ pub(crate) fn upsert<R: HostTransfer, T: BatchTable<R>>(
                 give_batch(t.cache(), (kh, vh, mask), m, (kb, vb));
             }
         }
-        let mut trace = Trace::new();
+        let mut trace = trace();
         let settled = t.settle_batch();
         let found = guarded.and_then(|dedup| {
             let found = dedup.sentinel(t.client());
@@ -812,7 +788,7 @@ pub(crate) fn find<R: HostTransfer>(
 ) -> Result<()> {
     let n = keys.len() / key_bytes;
     let batch = sizes.find.next_multiple_of(CHUNK_ALIGN);
-    let mut trace = Trace::new();
+    let mut trace = trace();
     for start in (0..n).step_by(batch) {
         let m = (n - start).min(batch);
         let oh = cache.take(client, "find out", m * value_bytes);

@@ -1,0 +1,345 @@
+//! The device-resident API of [`GpuTable`]: inserts and finds of data already on the device, queued on the
+//! table's stream ([`GpuTable::insert_device_async`], [`GpuTable::find_device`]) and settled by
+//! [`GpuTable::settle`], which reads the insert counters and the stash ([`Unplaced`]); buffer helpers (upload,
+//! alloc, read back); the insert and find launches the host path queues too; and [`DeviceRef`], the handles a
+//! kernel of yours needs to call the table's device API.
+
+use super::GpuTable;
+use super::host_path::BatchTable;
+use super::kernels::{self, ADDED_COUNTERS, INSERT_COUNTERS, found_mode, select};
+use super::upsert;
+use crate::device::layout::KeyLayout;
+use crate::device::shape::shape_scalars;
+use crate::runtime::launch::{CUBE_SIZE, cube_count, fill_u32};
+use crate::runtime::transfer::HostTransfer;
+use crate::runtime::words::bytes_of;
+use cubecl::prelude::*;
+use cubecl::server::Handle;
+use hashtile_core::scheme::ProbingScheme;
+use hashtile_core::{Element, Error, Result};
+
+impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
+    /// Device handles for calling [`crate::device::find::tile_find`] from your own kernel (see [`DeviceRef`]).
+    pub fn device_ref(&self) -> DeviceRef {
+        DeviceRef {
+            keys: self.keys.clone(),
+            values: self.values.clone(),
+            values_len: self.values_len,
+            slots: self.capacity(),
+            shape: self.shape.clone(),
+            bucket_size: self.bucket_size,
+            tile_width: self.tile_width,
+        }
+    }
+
+    /// Inserts `n` pairs already on the device (`keys` and `values`: `n` elements of the layout's key and value
+    /// types each) and waits for the result. Keys must not be the sentinel (not checked on the device) and
+    /// should be distinct (see NOTES.md on duplicates in one device batch). Returns what could not be placed
+    /// (normally nothing).
+    pub fn insert_device(&mut self, keys: &Handle, values: &Handle, n: usize) -> Result<Unplaced> {
+        self.insert_device_async(keys, values, n);
+        self.settle()
+    }
+
+    /// Queues an insert of `n` device-resident pairs and returns at once (no host round trip). Counts of new
+    /// keys and failures accumulate on the device until [`GpuTable::settle`] reads them; call it before
+    /// trusting `len()`, and before queueing so many failures that the stash overflows.
+    pub fn insert_device_async(&mut self, keys: &Handle, values: &Handle, n: usize) {
+        self.launch_insert(keys, values, Selection::All, n, None);
+    }
+
+    /// Queues the insert kernel over the positions whose mask equals the given mode (all when `None`), with
+    /// the table's upsert setting or `upsert` instead.
+    fn launch_insert(
+        &mut self,
+        keys: &Handle,
+        values: &Handle,
+        which: Selection,
+        n: usize,
+        upsert: Option<bool>,
+    ) {
+        self.queue_insert_kernel(keys, values, which, n, upsert, &self.counters);
+        self.note_queued(n);
+    }
+
+    /// Records `n` queued insert operations for the next [`GpuTable::settle`].
+    pub(super) fn note_queued(&mut self, n: usize) {
+        if n > 0 {
+            self.unsettled = true;
+            self.pending_ops += n as u64;
+        }
+    }
+
+    /// Queues the insert kernel only (the caller records the operations with `note_queued`), so that the host
+    /// path can queue it from inside a transfer's callback, where it holds the table shared. It counts into
+    /// `counters` (the table's own, or a routed batch's share).
+    pub(super) fn queue_insert_kernel(
+        &self,
+        keys: &Handle,
+        values: &Handle,
+        which: Selection,
+        n: usize,
+        upsert: Option<bool>,
+        counters: &Handle,
+    ) {
+        if n == 0 {
+            return;
+        }
+        let mut shape = self.shape_words();
+        if let Some(u) = upsert {
+            shape[8] = u as u32;
+        }
+        let dummy = (self.dummy.clone(), 1usize);
+        let (kind, (mask_handle, mask_len), mode) = match which {
+            Selection::All => (select::ALL, dummy, 0),
+            Selection::Mask(m, mode) => (select::MASK, (m.clone(), n), mode),
+        };
+        // SAFETY: every array index in the kernel is bounded by the array lengths passed here or by the table's
+        // shape, which matches the table allocation.
+        unsafe {
+            kernels::insert_kernel::launch_unchecked::<S, L, R>(
+                &self.client,
+                cube_count(n),
+                CubeDim::new_1d(CUBE_SIZE),
+                ArrayArg::from_raw_parts(keys.clone(), n),
+                ArrayArg::from_raw_parts(values.clone(), n),
+                ArrayArg::from_raw_parts(mask_handle, mask_len),
+                mode,
+                ArrayArg::from_raw_parts(self.keys.clone(), self.capacity()),
+                if self.options.plain_reads {
+                    ArrayArg::from_raw_parts(self.keys.clone(), self.capacity())
+                } else {
+                    // Never bind a buffer twice in one launch: wgpu mis-binds the second use.
+                    ArrayArg::from_raw_parts(self.dummy.clone(), 1)
+                },
+                ArrayArg::from_raw_parts(self.values.clone(), self.values_len),
+                ArrayArg::from_raw_parts(self.stash.clone(), L::STASH_WORDS * self.stash_len),
+                ArrayArg::from_raw_parts(counters.clone(), INSERT_COUNTERS),
+                shape_scalars(shape),
+                self.bucket_size,
+                self.tile_width,
+                self.options.use_cas,
+                self.options.plain_reads,
+                self.count_probes,
+                kind,
+            )
+        }
+    }
+
+    /// Waits for queued inserts, reads their counters (one small device-to-host copy), updates `len()`, and
+    /// returns what they could not place.
+    pub fn settle(&mut self) -> Result<Unplaced> {
+        if !self.unsettled {
+            return Ok(Unplaced::default());
+        }
+        self.unsettled = false;
+        let c = self.read_u32(self.counters.clone());
+        let ops = std::mem::take(&mut self.pending_ops);
+        let out = self.settle_counters(&c, ops);
+        self.reset_counters();
+        Ok(out)
+    }
+
+    /// Applies insert counters read back (`ops` operations): `len()`, the probe statistics, and the pairs the
+    /// inserts gave up on (read from the stash).
+    pub(crate) fn settle_counters(&mut self, c: &[u32], ops: u64) -> Unplaced {
+        let (nfailed, added, stats) = kernels::decode_insert_counters(c, ops);
+        self.len += added;
+        self.last_insert_probes = stats;
+        let mut out = Unplaced {
+            pairs: Vec::new(),
+            untracked: nfailed.saturating_sub(self.stash_len),
+        };
+        if nfailed > 0 {
+            let words = self.read_u64(self.stash.clone());
+            out.pairs =
+                crate::device::layout::decode_stash::<L>(&words, nfailed.min(self.stash_len));
+        }
+        out
+    }
+
+    pub(super) fn reset_counters(&self) {
+        self.zero_u32(&self.counters, INSERT_COUNTERS);
+    }
+
+    fn zero_u32(&self, h: &Handle, n: usize) {
+        fill_u32(&self.client, h, n, 0);
+    }
+
+    /// Finds `n` keys already on the device, writing values (all ones where absent) to `out` (`n` elements of
+    /// the layout's value type) and, if given, 1/0 flags to `found` (`n` `u32`s). Nothing crosses to the host;
+    /// the launch is queued, not awaited.
+    pub fn find_device(&self, keys: &Handle, out: &Handle, found: Option<&Handle>, n: usize) {
+        let mode = if found.is_some() {
+            found_mode::FLAGS
+        } else {
+            found_mode::NONE
+        };
+        self.launch_find(keys, out, found, mode, n);
+    }
+
+    /// Queues the find kernel with presence reported per `mode` ([`found_mode`]) into `found`.
+    pub(crate) fn launch_find(
+        &self,
+        keys: &Handle,
+        out: &Handle,
+        found: Option<&Handle>,
+        mode: u32,
+        n: usize,
+    ) {
+        if n == 0 {
+            return;
+        }
+        let found_handle = found.unwrap_or(out).clone();
+        let bits_len = if mode == found_mode::BITS {
+            n.div_ceil(32)
+        } else {
+            1
+        };
+        let (flags, bits) = if mode == found_mode::BITS {
+            (self.dummy.clone(), found_handle)
+        } else {
+            (found_handle, self.dummy.clone())
+        };
+        let (probe_handle, probe_len) = if self.count_probes {
+            self.zero_u32(&self.find_probes, ADDED_COUNTERS as usize);
+            (self.find_probes.clone(), ADDED_COUNTERS as usize)
+        } else {
+            (self.dummy.clone(), 1)
+        };
+        // SAFETY: indices are bounded by `n` (the lengths of keys/out/found) and by the table's shape.
+        unsafe {
+            kernels::find_kernel::launch_unchecked::<S, L, R>(
+                &self.client,
+                cube_count(n),
+                CubeDim::new_1d(CUBE_SIZE),
+                ArrayArg::from_raw_parts(keys.clone(), n),
+                ArrayArg::from_raw_parts(self.keys.clone(), self.capacity()),
+                ArrayArg::from_raw_parts(self.values.clone(), self.values_len),
+                ArrayArg::from_raw_parts(out.clone(), n),
+                ArrayArg::from_raw_parts(flags, if mode == found_mode::FLAGS { n } else { 1 }),
+                ArrayArg::from_raw_parts(bits, bits_len),
+                self.shape_arg(),
+                ArrayArg::from_raw_parts(probe_handle, probe_len),
+                self.bucket_size,
+                self.tile_width,
+                mode,
+                self.count_probes,
+            )
+        }
+    }
+
+    /// Uploads elements (the layout's keys or values, or anything else a kernel of yours reads) to a new device
+    /// buffer.
+    pub fn upload<E: Element>(&self, data: &[E]) -> Handle {
+        self.client.create_from_slice(bytes_of(data))
+    }
+
+    /// A new uninitialised device buffer of `n` `u32`s.
+    pub fn alloc_u32(&self, n: usize) -> Handle {
+        self.client.empty(n.max(1) * 4)
+    }
+
+    /// A new uninitialised device buffer of `n` `u64`s.
+    pub fn alloc_u64(&self, n: usize) -> Handle {
+        self.client.empty(n.max(1) * 8)
+    }
+
+    /// Reads a device buffer of `u32`s back.
+    pub fn read_u32(&self, h: Handle) -> Vec<u32> {
+        u32::from_bytes(&self.client.read_one_unchecked(h)).to_vec()
+    }
+
+    /// Reads a device buffer of `u64`s back.
+    pub fn read_u64(&self, h: Handle) -> Vec<u64> {
+        u64::from_bytes(&self.client.read_one_unchecked(h)).to_vec()
+    }
+
+    /// Waits for all queued device work.
+    pub fn sync(&self) -> Result<()> {
+        cubecl::future::block_on(self.client.sync())
+            .map_err(|e| Error::InvalidConfig(format!("device error: {e:?}")))
+    }
+
+    /// Inserts the `n` device pairs (`keys`, `values`: the layout's types) whose `mask` is `mode`, all distinct
+    /// and not stored, and waits: returns the pairs it could not place.
+    pub(crate) fn insert_masked(
+        &mut self,
+        keys: &Handle,
+        values: &Handle,
+        mask: &Handle,
+        mode: u32,
+        n: usize,
+    ) -> Result<Vec<(u64, u64)>> {
+        self.launch_insert(keys, values, Selection::Mask(mask, mode), n, Some(false));
+        self.settle_all()
+    }
+
+    /// Queues an upsert of `n` distinct device keys that fit (`keys`, `values`; `mask`: `n` words, each
+    /// [`upsert::MASK_NEW`]) as a segment of the host path: stored keys are updated in place by the classify
+    /// pass, then the new ones go in without the duplicate check, counting into `counters`
+    /// ([`INSERT_COUNTERS`] words, read back by the caller and applied by [`GpuTable::settle_counters`]).
+    pub(crate) fn queue_upsert_distinct(
+        &self,
+        keys: &Handle,
+        values: &Handle,
+        mask: &Handle,
+        n: usize,
+        counters: &Handle,
+    ) {
+        if self.len > 0 {
+            BatchTable::classify(self, keys, Some(values), mask, n);
+        }
+        let which = Selection::Mask(mask, upsert::MASK_NEW);
+        self.queue_insert_kernel(keys, values, which, n, Some(false), counters);
+    }
+
+    /// [`GpuTable::settle`], with an overflowed stash as the typed error.
+    pub(super) fn settle_all(&mut self) -> Result<Vec<(u64, u64)>> {
+        let lost = self.settle()?;
+        if lost.untracked > 0 {
+            return Err(Error::StashOverflow {
+                untracked: lost.untracked,
+                unplaced: lost.pairs,
+            });
+        }
+        Ok(lost.pairs)
+    }
+}
+
+/// Which positions an insert launch inserts (the kernel's `select`).
+pub(super) enum Selection<'a> {
+    All,
+    Mask(&'a Handle, u32),
+}
+
+/// What an insert could not place.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Unplaced {
+    /// Pairs handed back (widened to `u64`).
+    pub pairs: Vec<(u64, u64)>,
+    /// Pairs that could not be placed **and** did not fit the stash, so their contents are unknown. Only
+    /// possible when over 1/16 of the table fails in one call, far beyond any scheme's achievable load.
+    pub untracked: usize,
+}
+
+/// What a user kernel needs to call the table's device API ([`crate::device::find::tile_find`] with the table's scheme
+/// and layout; its `meta` from [`crate::device::shape::load_meta`] of `shape`).
+#[derive(Debug, Clone)]
+pub struct DeviceRef {
+    /// The key words (`&Array<u64>` in the kernel, `slots` long).
+    pub keys: Handle,
+    /// The value words (`&Array<u64>`, `values_len` long): the values of a [`Wide`](crate::device::layout::Wide) table, one unused word
+    /// for a [`Packed`](crate::device::layout::Packed) one (whose values sit in the key words).
+    pub values: Handle,
+    /// Length of `values`.
+    pub values_len: usize,
+    /// Number of slots.
+    pub slots: usize,
+    /// The shape words (`&Array<u32>`, length [`SHAPE_WORDS`](crate::device::shape::SHAPE_WORDS)).
+    pub shape: Handle,
+    /// Compile-time bucket size to instantiate the kernel with.
+    pub bucket_size: u32,
+    /// Compile-time tile width to instantiate the kernel with.
+    pub tile_width: u32,
+}

@@ -1,0 +1,240 @@
+//! The host-slice API of [`GpuTable`]: [`Engine`] over host keys and values of any width the layout holds
+//! (upserts, finds, erasures, reads of the stored pairs), and the hooks ([`BatchTable`]) through which the host
+//! path ([`super::host_path`]) copies batches in and queues the table's kernels.
+
+use super::device::Selection;
+use super::host_path::{self, BatchTable};
+use super::kernels::found_mode;
+use super::{GpuTable, erase, upsert};
+use crate::device::layout::KeyLayout;
+use crate::runtime::launch::{CUBE_SIZE, cube_count, fill_u32};
+use crate::runtime::transfer::{HostTransfer, PinnedAlloc};
+use crate::runtime::words::{bytes_of, bytes_of_mut, with_words_mut, words_of};
+use crate::table::engine::{Engine, Inserted};
+use cubecl::prelude::*;
+use cubecl::server::Handle;
+use hashtile_core::scheme::ProbingScheme;
+use hashtile_core::{HashFamily, Key, ProbeStats, Result, Value};
+
+impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
+    fn upsert_typed<K: Key, V: Value>(
+        &mut self,
+        keys: &[K],
+        values: &[V],
+        distinct: bool,
+    ) -> Result<Inserted<K, V>> {
+        let k = words_of::<K, L::Key>(keys);
+        let v = words_of::<V, L::Value>(values);
+        let (stats, lost) = host_path::upsert(self, bytes_of(&k), bytes_of(&v), distinct)?;
+        Ok(Inserted {
+            stats,
+            unplaced: lost
+                .into_iter()
+                .map(|(k, v)| (K::narrow(k), V::narrow(v)))
+                .collect(),
+        })
+    }
+
+    /// Finds host keys of the layout's type into `out` (all ones where absent) and, if given, presence bits.
+    pub(super) fn find_words(
+        &self,
+        keys: &[L::Key],
+        out: &mut [L::Value],
+        found: Option<&mut [u32]>,
+    ) -> Result<ProbeStats> {
+        let mode = if found.is_some() {
+            found_mode::BITS
+        } else {
+            found_mode::NONE
+        };
+        let (kb, vb) = (size_of::<L::Key>(), size_of::<L::Value>());
+        host_path::find::<R>(
+            &self.client,
+            &self.stager,
+            &self.cache,
+            bytes_of(keys),
+            kb,
+            bytes_of_mut(out),
+            vb,
+            found,
+            self.batch,
+            |kh, oh, bits, n| self.launch_find(kh, oh, bits, mode, n),
+        )?;
+        Ok(self.last_find_probes(keys.len()))
+    }
+}
+
+impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> BatchTable<R> for GpuTable<R, S, L> {
+    const KEY_BYTES: usize = size_of::<L::Key>();
+    const VALUE_BYTES: usize = size_of::<L::Value>();
+    fn client(&self) -> &ComputeClient<R> {
+        &self.client
+    }
+    fn stager(&self) -> &R::Stager {
+        &self.stager
+    }
+    fn stored(&self) -> usize {
+        self.len
+    }
+    fn slots(&self) -> usize {
+        self.capacity()
+    }
+    fn batch_sizes(&self) -> host_path::BatchSizes {
+        self.batch
+    }
+    fn cache(&self) -> &host_path::DeviceCache {
+        &self.cache
+    }
+    fn classify(&self, keys: &Handle, values: Option<&Handle>, mask: &Handle, n: usize) {
+        // Without values the kernel never reads them: any one-element buffer stands in (not the table's own
+        // buffers, which are bound already: wgpu mis-binds a buffer bound twice in one launch).
+        let (vh, vlen) = values.map_or((self.dummy.clone(), 1), |v| (v.clone(), n));
+        // SAFETY: indices are bounded by `n` and by the table's shape.
+        unsafe {
+            upsert::classify_kernel::launch_unchecked::<S, L, R>(
+                &self.client,
+                cube_count(n),
+                CubeDim::new_1d(CUBE_SIZE),
+                ArrayArg::from_raw_parts(keys.clone(), n),
+                ArrayArg::from_raw_parts(vh, vlen),
+                ArrayArg::from_raw_parts(self.keys.clone(), self.capacity()),
+                ArrayArg::from_raw_parts(self.values.clone(), self.values_len),
+                ArrayArg::from_raw_parts(mask.clone(), n),
+                self.shape_arg(),
+                self.bucket_size,
+                self.tile_width,
+                values.is_some(),
+            )
+        }
+    }
+    fn queue_insert(
+        &self,
+        keys: &Handle,
+        values: &Handle,
+        mask: Option<(&Handle, u32)>,
+        n: usize,
+        upsert: bool,
+    ) {
+        let which = match mask {
+            Some((m, mode)) => Selection::Mask(m, mode),
+            None => Selection::All,
+        };
+        self.queue_insert_kernel(keys, values, which, n, Some(upsert), &self.counters);
+    }
+    fn note_queued(&mut self, ops: usize) {
+        GpuTable::note_queued(self, ops);
+    }
+    fn settle_batch(&mut self) -> Result<(ProbeStats, Vec<(u64, u64)>)> {
+        let lost = self.settle_all()?;
+        Ok((self.last_insert_probes, lost))
+    }
+}
+
+impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout, K: Key, V: Value> Engine<K, V>
+    for GpuTable<R, S, L>
+{
+    fn upsert(&mut self, keys: &[K], values: &[V]) -> Result<Inserted<K, V>> {
+        self.upsert_typed(keys, values, false)
+    }
+
+    fn checks_in_pipeline(&self, n: usize) -> bool {
+        // The device checks the layout's key words, so keys the layout widens (u32 keys of a wide table) are
+        // checked by the table on the host: their sentinel is u32::MAX, which widens to a storable word.
+        n <= self.batch.insert && size_of::<K>() == size_of::<L::Key>()
+    }
+
+    fn count_new(&self, keys: &[K]) -> Result<usize> {
+        host_path::count_new(self, bytes_of(&words_of::<K, L::Key>(keys)))
+    }
+
+    fn insert_distinct(&mut self, keys: &[K], values: &[V]) -> Result<Inserted<K, V>> {
+        self.upsert_typed(keys, values, true)
+    }
+
+    fn find_into(
+        &self,
+        keys: &[K],
+        out: &mut [V],
+        found: Option<&mut [u32]>,
+    ) -> Result<ProbeStats> {
+        let k = words_of::<K, L::Key>(keys);
+        // Where the caller's slice is the layout's own type, the values land in it directly.
+        with_words_mut::<V, L::Value, _>(out, |o| self.find_words(&k, o, found))
+    }
+
+    fn pairs(&self) -> Result<Vec<(K, V)>> {
+        Ok(self
+            .stored_slots()
+            .into_iter()
+            .map(|(_, k, v)| (K::narrow(k), V::narrow(v)))
+            .collect())
+    }
+
+    fn reset(&mut self, family: HashFamily) -> Result<()> {
+        self.family = family;
+        self.upload_shape();
+        self.fill_empty();
+        Ok(())
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn capacity(&self) -> usize {
+        self.num_buckets as usize * self.bucket_size as usize
+    }
+
+    fn family(&self) -> HashFamily {
+        self.family
+    }
+
+    fn placement(&self) -> Result<Vec<(K, u32)>> {
+        Ok(self
+            .stored_slots()
+            .into_iter()
+            .map(|(i, k, _)| (K::narrow(k), (i / self.bucket_size as usize) as u32))
+            .collect())
+    }
+
+    fn alloc_pinned(&self, bytes: usize) -> Option<PinnedAlloc> {
+        R::alloc_pinned(&self.stager, bytes)
+    }
+
+    fn erase_stored(&mut self, keys: &[K]) -> Result<Option<usize>> {
+        // Packed pairs, and wide slots of 32-bit keys, have a key word to spare for the mark. The scheme is
+        // stable (the caller's promise: `ProbingScheme` does not say; a cuckoo eviction could move the mark).
+        if size_of::<K>() > 4 {
+            return Ok(None);
+        }
+        if keys.is_empty() {
+            return Ok(Some(0));
+        }
+        let k = words_of::<K, L::Key>(keys);
+        let kh = R::upload(&self.client, &self.stager, bytes_of(&k))?;
+        let count = self.client.empty(4);
+        fill_u32(&self.client, &count, 1, 0);
+        let erased = erase::erased_word::<L>();
+        // SAFETY: indices are bounded by the keys' length and by the table's shape.
+        unsafe {
+            erase::erase_kernel::launch_unchecked::<S, L, R>(
+                &self.client,
+                cube_count(keys.len()),
+                CubeDim::new_1d(CUBE_SIZE),
+                ArrayArg::from_raw_parts(kh, keys.len()),
+                ArrayArg::from_raw_parts(self.keys.clone(), self.capacity()),
+                ArrayArg::from_raw_parts(self.values.clone(), self.values_len),
+                ArrayArg::from_raw_parts(count.clone(), 1),
+                self.shape_arg(),
+                erased,
+                self.bucket_size,
+                self.tile_width,
+            )
+        }
+        let bytes = self.client.read_one_unchecked(count);
+        let n = u32::from_bytes(&bytes)[0] as usize;
+        self.len -= n;
+        self.erased = erased;
+        Ok(Some(n))
+    }
+}
