@@ -1,7 +1,7 @@
 //! The residency manager of a paged table: which children hold device memory, within a budget, and which
 //! one to page out when another must come in.
 
-use super::{DeviceBudget, Replacement};
+use super::config::{DeviceBudget, Replacement};
 use crate::paged::protocol::{PagedChild, SlotFrames};
 use hashtile_core::{Error, Key, Result, Value};
 use std::collections::VecDeque;
