@@ -39,7 +39,7 @@ pub enum DeviceBudget {
     Children(usize),
 }
 
-/// How to build a [`PagedTable`]. Start from [`PagedConfig::with_child_slots`] or [`PagedConfig::default`].
+/// How to build a `PagedTable`. Start from [`PagedConfig::with_child_slots`] or [`PagedConfig::default`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct PagedConfig {
     /// Every child's table settings: backend, bucket size, scheme parameters, master seed, rebuild attempts,

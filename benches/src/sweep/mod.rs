@@ -1,5 +1,5 @@
 //! `hashtile-bench sweep`: the BGHT paper's experiments (sections 7.1-7.4 and Figure 1) for every scheme of
-//! [`for_each_scheme!`] on one backend, written as CSV files, SVG plots and a `summary.md`.
+//! `for_each_scheme!` on one backend, written as CSV files, SVG plots and a `summary.md`.
 //!
 //! 1. **Rates vs load factor** at a fixed number of keys: insert and find (100%, 50%, 0% of the queries
 //!    present) in M keys/s (`rates_vs_load.csv`, paper Fig. 3-4 left).
@@ -20,7 +20,7 @@
 //! sizes), `common` (what every measurement reads: key sets, outcomes, the context), `rates` / `probes` /
 //! `success` (one experiment family each), `results` (everything measured, and its lookups), `driver` (runs
 //! the experiments in order), `output` (CSV files, plots, checkpoints) and `summary` (summary.md). This file
-//! holds the list of schemes ([`for_each_scheme!`], expanded by the modules below) and declares the modules;
+//! holds the list of schemes (`for_each_scheme!`, expanded by the modules below) and declares the modules;
 //! none of them imports an item from it.
 
 /// THE list of schemes the sweep runs, in legend order: expands `$body` once per scheme with `$s` bound to the

@@ -1,9 +1,9 @@
 //! Slot frames: the slots of many tables of one shape in one device allocation, so that one kernel launch
 //! serves them all. A paged table's children live in frames while resident (`crate::paged`), and a find over
-//! every child is then one launch per copy chunk, as a plain table's is ([`framed_find_kernel`]): each key's
+//! every child is then one launch per copy chunk, as a plain table's is ([`framed_find_kernel()`]): each key's
 //! child comes from the route directory, and the child's seeds and first bucket from its descriptor
 //! ([`crate::device::probe::FRAME_DESC_WORDS`] words). An upsert is one classify and one insert launch per copy chunk
-//! ([`framed_classify_kernel`], [`framed_insert_kernel`]: the plain kernels' bodies with the child carried per
+//! ([`framed_classify_kernel()`], [`framed_insert_kernel()`]: the plain kernels' bodies with the child carried per
 //! key). Without frames a routed find partitions the batch, launches each child's find on its part after the
 //! copy and gathers the answers, and an upsert launches each child's classify and insert on its part
 //! (`crate::paged::gpu::routing`).
@@ -99,7 +99,7 @@ fn child_at<L: KeyLayout>(
 /// The classify pass of a framed upsert (`crate::table::gpu::upsert::classify_kernel` over the tables of a frame
 /// allocation): each kept key (`mask` [`crate::table::gpu::upsert::MASK_NEW`]) already stored in its child's table is
 /// marked [`crate::table::gpu::upsert::MASK_UPDATE`] and its value written in place. Children and descriptors as in
-/// [`framed_find_kernel`].
+/// [`framed_find_kernel()`].
 #[allow(clippy::too_many_arguments)]
 #[cube(launch_unchecked)]
 pub fn framed_classify_kernel<S: ProbingScheme, L: KeyLayout>(

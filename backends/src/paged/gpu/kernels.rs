@@ -1,7 +1,7 @@
-//! The paging kernels. [`unpack_slots_kernel`] rebuilds a child from its own slots on the device (paged tables'
+//! The paging kernels. [`unpack_slots_kernel()`] rebuilds a child from its own slots on the device (paged tables'
 //! confined rebuilds and splits): the slots are unpacked into key and value arrays with a mask, the table is
 //! emptied and re-seeded, and the insert kernel re-inserts the masked pairs; no pair crosses the bus.
-//! [`route_child`] is the route directory's lookup, on the device.
+//! [`route_child()`] is the route directory's lookup, on the device.
 
 use crate::device::layout::KeyLayout;
 use cubecl::prelude::*;

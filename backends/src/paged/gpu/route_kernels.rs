@@ -96,7 +96,7 @@ pub fn route_count_kernel<L: KeyLayout>(
 
 /// Writes each routed key (with `upsert`: each key whose `mask` is [`MASK_NEW`], with a [`MASK_NEW`] mask
 /// entry; else every key) into its child's part, and its routed position into `positions` (an upsert's values
-/// follow by [`route_values_kernel`] as they land; a find's answers go back by [`route_gather_kernel`]):
+/// follow by [`route_values_kernel()`] as they land; a find's answers go back by [`route_gather_kernel()`]):
 /// `cursor[c]` starts at the part's first position and hands out ranges to cubes. The order within a part is
 /// the atomics' (an upsert's routed keys are distinct). With `bounded` (parts sized before the counts are
 /// known, the cursors carried over several launches), a key past its part's end `ends[c]` is not written and

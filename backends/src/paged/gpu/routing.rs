@@ -5,19 +5,19 @@
 //! 2-4x a plain table's whole call on the H100, `docs/PERFORMANCE.md`).
 //!
 //! An upsert batch's keys are copied in while the duplicate pass's claims run on each landed chunk (the host
-//! path's [`Dedup`](crate::table::gpu::host_path::Dedup), over the whole batch: a key's occurrences may route to one child but sit in different
+//! path's `Dedup`, over the whole batch: a key's occurrences may route to one child but sit in different
 //! copy chunks), so only each key's last occurrence is routed: the parts hold distinct keys and the partition
 //! need not be stable. The keys are routed while the values are still being copied:
 //!
-//! 1. when the first values chunk lands (every key is claimed), the mark pass and [`route_count_kernel`] are
+//! 1. when the first values chunk lands (every key is claimed), the mark pass and [`route_count_kernel()`] are
 //!    queued: each cube counts its tile's kept keys per child in shared memory and adds its counts to the
 //!    global ones (one atomic per cube and child, not per key: a few hot counters would serialise);
 //! 2. when the next one lands, the counts come back (one small read, with the claims' sentinel guard; the
 //!    kernels are done by then, so the copy hardly waits) and each child's part starts at a multiple of 2048
 //!    keys (`CHUNK_ALIGN`: every part is then a valid buffer binding, Vulkan's offset alignment);
-//! 3. [`route_scatter_kernel`]: each cube ranks its tile's keys per child in shared memory, claims one range
+//! 3. [`route_scatter_kernel()`]: each cube ranks its tile's keys per child in shared memory, claims one range
 //!    per child from the global cursors, and writes its keys there and their routed positions;
-//! 4. [`route_values_kernel`] writes each values chunk to those positions as it lands.
+//! 4. [`route_values_kernel()`] writes each values chunk to those positions as it lands.
 //!
 //! Only the children's own kernels run after the copy (H100, 16 resident children: 0.89x of a plain table's
 //! upsert with all of this after the copy, 0.96x with it inside, `docs/PERFORMANCE.md`).
@@ -30,9 +30,9 @@
 //! (H100, 64 children of 16 MiB: 0.81-0.86x of a plain table's upsert partitioned, 0.95-1.08x framed).
 //!
 //! A find batch is scattered chunk by chunk as it lands (remembering each key's routed position), into parts
-//! sized from each child's share of the directory before any count ([`estimated_parts`]; a batch that
+//! sized from each child's share of the directory before any count (`estimated_parts`; a batch that
 //! overflows one is counted and scattered again), looked up child by child, and gathered back by
-//! [`route_gather_kernel`]. (Counting first and scattering after the copy ran at 0.77-0.93x of a plain table,
+//! [`route_gather_kernel()`]. (Counting first and scattering after the copy ran at 0.77-0.93x of a plain table,
 //! scattering as the keys land at 0.94-1.01x: H100, 16 resident children.)
 
 use super::route_kernels::{CUBE, TILE};

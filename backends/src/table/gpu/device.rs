@@ -19,7 +19,7 @@ use hashtile_core::scheme::ProbingScheme;
 use hashtile_core::{Element, Error, Result};
 
 impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
-    /// Device handles for calling [`crate::device::find::tile_find`] from your own kernel (see [`DeviceRef`]).
+    /// Device handles for calling [`crate::device::find::tile_find()`] from your own kernel (see [`DeviceRef`]).
     pub fn device_ref(&self) -> DeviceRef {
         DeviceRef {
             keys: self.keys.clone(),
@@ -323,8 +323,8 @@ pub struct Unplaced {
     pub untracked: usize,
 }
 
-/// What a user kernel needs to call the table's device API ([`crate::device::find::tile_find`] with the table's scheme
-/// and layout; its `meta` from [`crate::device::shape::load_meta`] of `shape`).
+/// What a user kernel needs to call the table's device API ([`crate::device::find::tile_find()`] with the table's scheme
+/// and layout; its `meta` from [`crate::device::shape::load_meta()`] of `shape`).
 #[derive(Debug, Clone)]
 pub struct DeviceRef {
     /// The key words (`&Array<u64>` in the kernel, `slots` long).

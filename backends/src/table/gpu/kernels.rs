@@ -41,7 +41,7 @@ pub fn decode_insert_counters(c: &[u32], ops: u64) -> (usize, usize, hashtile_co
 ///   not move pairs need it on (the table refuses otherwise).
 /// - `failed` receives the pairs the scheme gave up on (`L::stash`; `counters[0]` counts them, including those
 ///   that did not fit); `counters[1..]` count new keys (layout of [`INSERT_COUNTERS`]).
-/// - `select` ([`select`]): which positions are inserted. `ALL` (device-resident batches, the device API);
+/// - `select` (`select`): which positions are inserted. `ALL` (device-resident batches, the device API);
 ///   `MASK`: those with `mask[i] == mode` (the host path's update and new-key passes, `crate::table::gpu::upsert`). (Reading
 ///   the duplicate pass's scratch here instead of a mask, to skip the mark pass, was measured slower on the
 ///   H100: NOTES.md.)
@@ -443,7 +443,7 @@ fn read_bucket(
     }
 }
 
-/// Which positions of a batch the insert kernel inserts (see [`insert_kernel`]).
+/// Which positions of a batch the insert kernel inserts (see [`insert_kernel()`]).
 pub mod select {
     /// Every position.
     pub const ALL: u32 = 0;
@@ -464,7 +464,7 @@ pub mod found_mode {
 
 /// Bulk find in a table of layout `L`: `out[i]` = the value, or all ones when `keys[i]` is not in the table;
 /// presence also as flags or bits per `found_mode` (see [`found_mode`]). `table_values` as in
-/// [`insert_kernel`].
+/// [`insert_kernel()`].
 #[allow(clippy::too_many_arguments)]
 #[cube(launch_unchecked)]
 pub fn find_kernel<S: ProbingScheme, L: KeyLayout>(

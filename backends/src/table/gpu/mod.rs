@@ -1,5 +1,5 @@
 //! GPU backends through CubeCL: one generic engine, [`GpuTable`], for any CubeCL runtime (CUDA, Vulkan) and
-//! any key layout ([`layout`]: [`Packed`] 32-bit pairs in one `u64` word, [`Wide`] pairs in parallel `u64`
+//! any key layout (`layout`: [`Packed`] 32-bit pairs in one `u64` word, `Wide` pairs in parallel `u64`
 //! arrays); the kernels are written once and instantiated per scheme and layout. Bulk calls take host slices or
 //! device handles (no host round trip when the data is already on the GPU).
 //!
@@ -70,8 +70,8 @@ pub struct GpuOptions {
     pub plain_reads: bool,
 }
 
-/// A static hash table on a CubeCL device, driven by scheme `S`, its pairs laid out by `L` ([`layout`]:
-/// [`Packed`] 32-bit pairs by default, [`Wide`] pairs in parallel `u64` arrays for stable schemes).
+/// A static hash table on a CubeCL device, driven by scheme `S`, its pairs laid out by `L` (`layout`:
+/// [`Packed`] 32-bit pairs by default, `Wide` pairs in parallel `u64` arrays for stable schemes).
 pub struct GpuTable<R: HostTransfer, S: ProbingScheme, L: KeyLayout = Packed> {
     pub(crate) client: ComputeClient<R>,
     /// Host-path copies (CUDA: a stream and pinned staging buffers; the table's own, or the process's shared
@@ -125,7 +125,7 @@ pub(crate) fn stash_len_for(slots: usize) -> usize {
 
 impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
     /// An empty table of `num_buckets` buckets of `bucket_size` slots on `device`. A layout that does not
-    /// move pairs ([`Wide`]) needs `options.use_cas` (its claims are a compare-and-swap of the key word).
+    /// move pairs (`Wide`) needs `options.use_cas` (its claims are a compare-and-swap of the key word).
     pub fn new(
         device: &R::Device,
         num_buckets: u32,
@@ -249,7 +249,7 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
         self.len = 0;
     }
 
-    /// The table's shape as the `u32` words kernels read (see [`crate::device::shape::load_meta`]).
+    /// The table's shape as the `u32` words kernels read (see [`crate::device::shape::load_meta()`]).
     pub fn shape_words(&self) -> [u32; SHAPE_WORDS] {
         shape_words_of(self.num_buckets, self.family, self.params)
     }
@@ -271,7 +271,7 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
     }
 
     /// Sets the keys per device batch and per find chunk of the host path (`None`: the defaults, see
-    /// [`host_path::BatchSizes`]).
+    /// `host_path::BatchSizes`).
     pub fn set_batch_keys(&mut self, keys: Option<usize>) {
         self.batch = host_path::BatchSizes::from_keys(keys);
     }

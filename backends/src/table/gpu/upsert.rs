@@ -1,11 +1,11 @@
 //! Device passes that settle a batch's duplicates and updates before it is inserted, so that the host never
 //! looks at the keys (no host hash map, no find round trip):
 //!
-//! 1. [`dedup_claim_kernel`]: every key claims a slot of a scratch open-addressing table (twice the batch,
+//! 1. [`dedup_claim_kernel()`]: every key claims a slot of a scratch open-addressing table (twice the batch,
 //!    linear probing) and raises that slot's "last index" to its own position with an atomic max.
-//! 2. [`dedup_mark_kernel`]: `mask[i] = 1` where position `i` is its key's last occurrence, else 0. The last
+//! 2. [`dedup_mark_kernel()`]: `mask[i] = 1` where position `i` is its key's last occurrence, else 0. The last
 //!    occurrence wins, as the host API documents.
-//! 3. [`classify_kernel`] (only when the table already holds pairs): `mask[i] = 2`
+//! 3. [`classify_kernel()`] (only when the table already holds pairs): `mask[i] = 2`
 //!    where a kept key is already stored.
 //!
 //! The insert kernels then run twice over the mask: mode 2 (updates, which never evict) and mode 1 (new keys,
@@ -40,7 +40,7 @@ pub fn scratch_slots(n: usize) -> usize {
 /// chunk's, whose first key is at position `base` of the scratch table's numbering (the batch's, or the
 /// segment's). `slot_of[i]` receives the scratch slot of key `i`. `scratch_last` is unused (length 1) for
 /// 32-bit keys. A sentinel key (all ones) lowers `guard[0]` to its batch position (`origin + i`), which
-/// [`sentinel_gate_kernel`] turns into a refusal of the whole batch; it is claimed like any key meanwhile
+/// [`sentinel_gate_kernel()`] turns into a refusal of the whole batch; it is claimed like any key meanwhile
 /// (harmless: its mask is cleared with every other).
 #[cube(launch_unchecked)]
 #[allow(clippy::too_many_arguments)]
