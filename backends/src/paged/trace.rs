@@ -1,6 +1,6 @@
 //! Per-phase timings of the paged calls (diagnosis through `tracing`).
 
-/// Per-phase host times of one paged call, as a `tracing` event (target `hashtile::paged`, level TRACE) while a
+/// Per-phase host times of one paged call, as a `tracing` event (target `hashtile`, level TRACE) while a
 /// subscriber listens at that level (diagnosis of the paged calls).
 pub(crate) struct Trace {
     on: bool,
@@ -11,7 +11,7 @@ pub(crate) struct Trace {
 impl Trace {
     pub(crate) fn start() -> Self {
         Self {
-            on: tracing::enabled!(target: "hashtile::paged", tracing::Level::TRACE),
+            on: tracing::enabled!(target: "hashtile", tracing::Level::TRACE),
             at: std::time::Instant::now(),
             laps: Vec::new(),
         }

@@ -5,8 +5,8 @@ use crate::runtime::transfer::HostTransfer;
 use cubecl::prelude::*;
 
 /// Phase timings of one call as `tracing` events (target `hashtile`, level TRACE, the caller's name as `table`).
-/// Each mark waits for the device, so a trace changes the overlap it measures: callers turn it on only while a
-/// subscriber listens at that level on their own target (for diagnosis; nothing is waited for otherwise).
+/// Each mark waits for the device, so a trace changes the overlap it measures: it is on only while a
+/// subscriber listens at that level (for diagnosis; nothing is waited for otherwise).
 pub(crate) struct Trace {
     pub(crate) on: bool,
     target: &'static str,
@@ -14,11 +14,12 @@ pub(crate) struct Trace {
 }
 
 impl Trace {
-    /// A trace of `target` (the host path's, the routed batches', say) that marks only when `on`.
-    pub(crate) fn for_target(on: bool, target: &'static str) -> Self {
+    /// A trace of one call of `table` (the host path's, the routed batches', say): it marks only while a
+    /// subscriber listens at level TRACE on target `hashtile`.
+    pub(crate) fn new(table: &'static str) -> Self {
         Self {
-            on,
-            target,
+            on: tracing::enabled!(target: "hashtile", tracing::Level::TRACE),
+            target: table,
             t0: std::time::Instant::now(),
         }
     }

@@ -485,7 +485,7 @@ mod cuda {
         }
     }
 
-    /// Host time per phase of one chunked upload, as a `tracing` event (target `hashtile::transfer`, level
+    /// Host time per phase of one chunked upload, as a `tracing` event (target `hashtile`, level
     /// TRACE) when a subscriber listens at that level.
     struct Timeline {
         on: bool,
@@ -497,7 +497,7 @@ mod cuda {
     impl Timeline {
         fn new() -> Self {
             Self {
-                on: tracing::enabled!(target: "hashtile::transfer", tracing::Level::TRACE),
+                on: tracing::enabled!(target: "hashtile", tracing::Level::TRACE),
                 last: std::time::Instant::now(),
                 spent: [0.0; 3],
             }

@@ -71,13 +71,10 @@ pub struct DeviceRouter<R: HostTransfer, S: ProbingScheme, L: KeyLayout> {
     pub(super) _layout: PhantomData<(S, L)>,
 }
 
-/// Phase timings of the router as `tracing` events (target `hashtile::routing`, level TRACE; each mark waits for
+/// Phase timings of the router as `tracing` events (target `hashtile`, level TRACE; each mark waits for
 /// the device, so it marks only while a subscriber listens).
 pub(super) fn trace() -> Trace {
-    Trace::for_target(
-        tracing::enabled!(target: "hashtile::routing", tracing::Level::TRACE),
-        "routing",
-    )
+    Trace::new("routing")
 }
 
 /// The counters of one cube hold at most [`MAX_ROUTED_CHILDREN`] children.

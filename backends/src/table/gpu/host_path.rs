@@ -165,13 +165,10 @@ pub(crate) fn check_device_memory<R: HostTransfer>(
     }
 }
 
-/// Phase timings of the host path as `tracing` events (target `hashtile::host_path`, level TRACE): marks only
+/// Phase timings of the host path as `tracing` events (target `hashtile`, level TRACE): marks only
 /// while a subscriber listens at that level (each mark waits for the device).
 fn trace() -> Trace {
-    Trace::for_target(
-        tracing::enabled!(target: "hashtile::host_path", tracing::Level::TRACE),
-        "host_path",
-    )
+    Trace::new("host_path")
 }
 
 fn add(a: &mut ProbeStats, b: ProbeStats) {
