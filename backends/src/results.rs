@@ -15,8 +15,13 @@ pub fn options_from_bits<V: Copy + Send + Sync>(values: &[V], bits: &[u32]) -> V
     values
         .par_iter()
         .enumerate()
-        .map(|(i, &v)| (bits[i / 32] >> (i % 32) & 1 == 1).then_some(v))
+        .map(|(i, &v)| present(bits, i).then_some(v))
         .collect()
+}
+
+/// Whether bit `i % 32` of `bits[i / 32]` is set: key `i` of a find is present.
+pub(crate) fn present(bits: &[u32], i: usize) -> bool {
+    bits[i / 32] >> (i % 32) & 1 == 1
 }
 
 /// Sets bit `i % 32` of `bits[i / 32]` for each `i` where `present(i)`; `bits` is overwritten.

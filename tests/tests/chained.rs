@@ -516,7 +516,7 @@ mod common;
 /// The GPU store (`hashtile::gpu::chained`) against the multimap, as `multimap_sequence` runs the CPU table:
 /// multimap inserts (distinct keys per batch), erases, erase_all, replaces, a flush in the middle, growth past
 /// a small pool, and the invariants of the read-back table after every batch (`CpuChained::from_packed`).
-fn gpu_store_matches_multimap<R: hashtile::cubecl::prelude::Runtime>(
+fn gpu_store_matches_multimap<R: hashtile::gpu::transfer::HostTransfer>(
     client: hashtile::cubecl::prelude::ComputeClient<R>,
     tile_width: Option<u32>,
     allocator: hashtile::gpu::chained::SlabAllocator,
@@ -698,7 +698,7 @@ fn gpu_mixed_batches_of_distinct_keys_match_the_cpu_table() {
 
 /// The GPU slab allocator alone: `n` allocations from a pool of `n` take every slab once; one more finds none;
 /// the slabs given back can all be taken again.
-fn gpu_allocator_takes_every_slab_once<R: hashtile::cubecl::prelude::Runtime>(
+fn gpu_allocator_takes_every_slab_once<R: hashtile::gpu::transfer::HostTransfer>(
     client: hashtile::cubecl::prelude::ComputeClient<R>,
 ) {
     use hashtile::cubecl::prelude::CubeElement;
@@ -755,7 +755,7 @@ fn cuda_gpu_allocator_takes_every_slab_once() {
 /// Queued inserts (`insert_queued`, the small-batch path): many batches into a pool too small for them, so that
 /// some batches are queued without a read and others find the pool short and grow it; once settled, the length,
 /// every key's values and the table's invariants are those of the multimap.
-fn gpu_queued_inserts_match_the_multimap<R: hashtile::cubecl::prelude::Runtime>(
+fn gpu_queued_inserts_match_the_multimap<R: hashtile::gpu::transfer::HostTransfer>(
     client: hashtile::cubecl::prelude::ComputeClient<R>,
 ) {
     use hashtile::chained::cpu::CpuChained;
@@ -830,7 +830,7 @@ fn cuda_gpu_queued_inserts_match_the_multimap() {
 /// pool: a chain of full slabs), queued between erases and a flush, never wait for the device while the pool
 /// provably suffices, never find it empty (`settle` would say so), and end as the multimap does; a pool too
 /// small for the next batch grows.
-fn gpu_queued_inserts_bounded_by_occupancy<R: hashtile::cubecl::prelude::Runtime>(
+fn gpu_queued_inserts_bounded_by_occupancy<R: hashtile::gpu::transfer::HostTransfer>(
     client: hashtile::cubecl::prelude::ComputeClient<R>,
 ) {
     use hashtile::chained::cpu::CpuChained;
@@ -983,7 +983,7 @@ mod user {
 
 /// The device function from a user's kernel: mixed operations of distinct keys on a prefilled table (so every
 /// outcome is known), then `recount` and host finds agree with the oracle.
-fn gpu_device_function_from_a_user_kernel<R: hashtile::cubecl::prelude::Runtime>(
+fn gpu_device_function_from_a_user_kernel<R: hashtile::gpu::transfer::HostTransfer>(
     client: hashtile::cubecl::prelude::ComputeClient<R>,
 ) {
     use hashtile::cubecl::prelude::*;

@@ -38,6 +38,10 @@ pub struct ChainedConfig {
     pub seed: u64,
     /// Where the table lives.
     pub backend: BackendChoice,
+    /// Keys per device batch of a GPU store's host calls (`None`: the default, 2^26; larger calls run as
+    /// consecutive device batches, bounding the device memory of one call), copied in chunks of half that.
+    /// Small values are for tests of the batch and chunk boundaries. The CPU store ignores it.
+    pub batch_keys: Option<usize>,
 }
 
 impl ChainedConfig {
@@ -50,12 +54,19 @@ impl ChainedConfig {
             pool_slabs: buckets.div_ceil(4).max(32),
             seed: hashtile_core::hash::DEFAULT_SEED,
             backend: BackendChoice::Auto,
+            batch_keys: None,
         }
     }
 
     /// The same configuration on `backend`.
     pub fn backend(mut self, backend: BackendChoice) -> Self {
         self.backend = backend;
+        self
+    }
+
+    /// The same configuration with device batches of `keys` keys (see [`ChainedConfig::batch_keys`]).
+    pub fn batch_keys(mut self, keys: usize) -> Self {
+        self.batch_keys = Some(keys);
         self
     }
 

@@ -8,7 +8,9 @@
 //! **Backends.** The CPU store ([`cpu::CpuChained`]) is the oracle and the default without a GPU. The GPU
 //! store (`crate::chained::gpu::GpuChained`) holds every width: 32-bit keys and values packed into its slab
 //! words, anything with a 64-bit side widened to 64 bits (keys in the slabs, values beside them); host data
-//! moves through the host path's pinned stager.
+//! moves through the host-I/O layer every family shares (`crate::runtime::host_io`: pinned staging, a launch
+//! per chunk as it lands, answers straight into the caller's memory), and reserved keys are checked on the
+//! device as they land.
 //!
 //! ```
 //! use hashtile_backends::chained::{ChainedConfig, ChainedTable, Op, Outcome};
@@ -34,9 +36,10 @@ pub mod gpu;
 
 pub use config::{ChainStats, ChainedConfig, NeedSlab, Op, Outcome, SLAB_SLOTS};
 
-use crate::chained::gpu::{DeviceChained, device_chained, op, status};
+use crate::chained::gpu::{DeviceChained, StoreSpec, device_chained, op, status};
 use crate::device::layout::{Packed, Wide};
 use crate::results::FindAll;
+use crate::runtime::host_io::{BatchSizes, first_reserved};
 use crate::runtime::words::{same_options_vec, same_words_vec, words_of};
 use crate::select::{Backend, BackendChoice};
 use cpu::{CpuChained, Placed};
@@ -95,19 +98,19 @@ macro_rules! on_gpu {
     };
 }
 
-/// The first key of `keys` that a chained table reserves: the empty sentinel (all ones) or the tombstone (all
-/// ones minus one), as a typed error.
-fn check_keys<K: Key>(keys: impl IntoIterator<Item = K>) -> Result<()> {
-    let tomb = K::narrow(K::EMPTY.widen() - 1);
-    for (index, k) in keys.into_iter().enumerate() {
-        if k == K::EMPTY {
-            return Err(Error::SentinelKey { index });
-        }
-        if k == tomb {
-            return Err(Error::TombstoneKey { index });
-        }
+/// The keys a chained table of `K` reserves: the empty sentinel (all ones) and the tombstone (all ones minus
+/// one).
+fn reserved<K: Key>() -> [K; 2] {
+    [K::EMPTY, K::narrow(K::EMPTY.widen() - 1)]
+}
+
+/// The first key of `keys` that a chained table reserves, as a typed error (a host scan with all cores: the
+/// CPU store's calls and mixed batches; a GPU store checks its calls' keys on the device as they land).
+fn check_keys<K: Key>(keys: &[K]) -> Result<()> {
+    match first_reserved(&reserved::<K>(), keys) {
+        Some(e) => Err(e),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 impl<K: Key, V: Value> ChainedTable<K, V> {
@@ -129,25 +132,34 @@ impl<K: Key, V: Value> ChainedTable<K, V> {
                 b
             }
         };
+        if cfg.batch_keys == Some(0) {
+            return Err(Error::InvalidConfig("batch_keys must be at least 1".into()));
+        }
         let family = HashFamily::new(cfg.seed);
+        // The store's words: the table's keys as they are, or widened (so are their reserved keys).
+        fn spec<K: Key, W: Element>(cfg: &ChainedConfig, family: HashFamily) -> StoreSpec<W> {
+            StoreSpec {
+                family,
+                buckets: cfg.buckets,
+                pool: cfg.pool_slabs,
+                reserved: reserved::<K>().map(|k| W::narrow(k.widen())),
+                sizes: BatchSizes::from_keys(cfg.batch_keys),
+            }
+        }
         let store = match backend {
             Backend::Cpu => Store::Cpu(CpuChained::new(family, cfg.buckets, cfg.pool_slabs)?),
             b if narrow => Store::Device(
                 b,
                 Gpu::Packed(device_chained::<u32, Packed>(
                     b,
-                    family,
-                    cfg.buckets,
-                    cfg.pool_slabs,
+                    spec::<K, u32>(&cfg, family),
                 )?),
             ),
             b => Store::Device(
                 b,
                 Gpu::Wide(device_chained::<u64, Wide>(
                     b,
-                    family,
-                    cfg.buckets,
-                    cfg.pool_slabs,
+                    spec::<K, u64>(&cfg, family),
                 )?),
             ),
         };
@@ -228,14 +240,14 @@ impl<K: Key, V: Value> ChainedTable<K, V> {
                 expected: keys.len(),
             });
         }
-        check_keys(keys.iter().copied())
+        check_keys(keys)
     }
 
     /// Inserts every pair as a further copy (multimap: duplicates are kept).
     pub fn insert(&mut self, keys: &[K], values: &[V]) -> Result<()> {
-        Self::pairs_checked(keys, values)?;
         match &mut self.store {
             Store::Cpu(c) => {
+                Self::pairs_checked(keys, values)?;
                 Self::batch(c, keys.len(), |s, i| {
                     s.insert(keys[i].widen(), values[i].widen(), false)
                 })?;
@@ -250,9 +262,9 @@ impl<K: Key, V: Value> ChainedTable<K, V> {
     /// Inserts every pair with unique keys: a stored key's first copy gets the new value. Of one key's pairs in
     /// a batch, one (unspecified) value wins. Returns how many keys were new.
     pub fn replace(&mut self, keys: &[K], values: &[V]) -> Result<usize> {
-        Self::pairs_checked(keys, values)?;
         match &mut self.store {
             Store::Cpu(c) => {
+                Self::pairs_checked(keys, values)?;
                 let placed = Self::batch(c, keys.len(), |s, i| {
                     s.insert(keys[i].widen(), values[i].widen(), true)
                 })?;
@@ -275,39 +287,47 @@ impl<K: Key, V: Value> ChainedTable<K, V> {
     }
 
     fn erase_some(&mut self, keys: &[K], all: bool) -> Result<usize> {
-        check_keys(keys.iter().copied())?;
         match &mut self.store {
-            Store::Cpu(c) => Ok(keys.par_iter().map(|k| c.erase(k.widen(), all)).sum()),
+            Store::Cpu(c) => {
+                check_keys(keys)?;
+                Ok(keys.par_iter().map(|k| c.erase(k.widen(), all)).sum())
+            }
             Store::Device(_, g) => on_gpu!(g, d => d.erase(&words_of(keys), all)),
         }
     }
 
     /// The value of each key's first copy.
     pub fn find(&self, keys: &[K]) -> Result<Vec<Option<V>>> {
-        check_keys(keys.iter().copied())?;
         match &self.store {
-            Store::Cpu(c) => Ok(keys
-                .par_iter()
-                .map(|k| c.find(k.widen()).map(V::narrow))
-                .collect()),
+            Store::Cpu(c) => {
+                check_keys(keys)?;
+                Ok(keys
+                    .par_iter()
+                    .map(|k| c.find(k.widen()).map(V::narrow))
+                    .collect())
+            }
             Store::Device(_, g) => on_gpu!(g, d => Ok(narrowed_options(d.find(&words_of(keys))?))),
         }
     }
 
     /// How many copies of each key are stored.
     pub fn count(&self, keys: &[K]) -> Result<Vec<u32>> {
-        check_keys(keys.iter().copied())?;
         match &self.store {
-            Store::Cpu(c) => Ok(keys.par_iter().map(|k| c.count(k.widen())).collect()),
+            Store::Cpu(c) => {
+                check_keys(keys)?;
+                Ok(keys.par_iter().map(|k| c.count(k.widen())).collect())
+            }
             Store::Device(_, g) => on_gpu!(g, d => d.count(&words_of(keys))),
         }
     }
 
     /// Every value of each key: `values[offsets[i]..offsets[i + 1]]` are key `i`'s, in list order.
     pub fn find_all(&self, keys: &[K]) -> Result<FindAll<V>> {
-        check_keys(keys.iter().copied())?;
         let c = match &self.store {
-            Store::Cpu(c) => c,
+            Store::Cpu(c) => {
+                check_keys(keys)?;
+                c
+            }
             Store::Device(_, g) => {
                 return on_gpu!(g, d => {
                     let (offsets, values) = d.find_all(&words_of(keys))?;
@@ -339,7 +359,7 @@ impl<K: Key, V: Value> ChainedTable<K, V> {
     /// distinct keys commute; operations on one key run in an unspecified order, each seeing the table as some
     /// order of them leaves it, and never corrupt it.
     pub fn apply(&mut self, ops: &[Op<K, V>]) -> Result<Vec<Outcome<V>>> {
-        check_keys(ops.iter().map(|o| o.key()))?;
+        check_keys(&ops.iter().map(|o| o.key()).collect::<Vec<_>>())?;
         if let Store::Device(_, g) = &mut self.store {
             let mut codes = Vec::with_capacity(ops.len());
             let mut keys = Vec::with_capacity(ops.len());

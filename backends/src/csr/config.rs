@@ -23,6 +23,11 @@ pub struct CsrConfig {
     /// reads the range in windows of its width and finds the matches with one ballot per window; 0 picks
     /// automatically. The CPU backend ignores it.
     pub lookup_tile: u32,
+    /// Keys per device batch of a device table's lookups from host queries (`None`: the default, 2^26;
+    /// larger calls run as consecutive device batches, bounding the device memory of one call), copied in
+    /// chunks of half that. Small values are for tests of the batch and chunk boundaries. The CPU backend
+    /// ignores it.
+    pub batch_keys: Option<usize>,
 }
 
 /// How a device builds a CSR table (the paper's two versions). Both leave the same offsets and the same
@@ -74,6 +79,7 @@ impl Default for CsrConfig {
             backend: BackendChoice::Auto,
             build: CsrBuild::default(),
             lookup_tile: 0,
+            batch_keys: None,
         }
     }
 }
@@ -82,6 +88,11 @@ impl CsrConfig {
     /// This configuration with exactly `vertices` vertices.
     pub fn vertices(mut self, vertices: u32) -> Self {
         self.vertices = Some(vertices);
+        self
+    }
+    /// This configuration with device batches of `keys` keys (see [`CsrConfig::batch_keys`]).
+    pub fn batch_keys(mut self, keys: usize) -> Self {
+        self.batch_keys = Some(keys);
         self
     }
     /// This configuration with `factor` vertices per key.
@@ -125,6 +136,9 @@ impl CsrConfig {
 impl CsrConfig {
     /// Checks the device knobs on every backend: a bad value is a bad configuration wherever `Auto` lands.
     pub(crate) fn check_knobs(&self) -> Result<()> {
+        if self.batch_keys == Some(0) {
+            return Err(Error::InvalidConfig("batch_keys must be at least 1".into()));
+        }
         self.build.validate()?;
         check_lookup_tile(self.lookup_tile)
     }

@@ -94,7 +94,13 @@ impl<K: Key, V: Value> CsrTable<K, V> {
             Backend::Cpu => Store::Host(HostCsr::build(family, vertices, keys, values)),
             b => Store::Device(
                 b,
-                crate::csr::gpu::device_csr(b, cfg.device_params(family, vertices)?, keys, values)?,
+                crate::csr::gpu::device_csr(
+                    b,
+                    cfg.device_params(family, vertices)?,
+                    keys,
+                    values,
+                    cfg.batch_keys,
+                )?,
             ),
         };
         Ok(Self {

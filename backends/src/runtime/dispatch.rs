@@ -3,12 +3,10 @@
 //! process.
 
 use super::transfer::CopyCeiling;
-use super::words::bytes_of;
 use crate::runtime::transfer::HostTransfer;
 use crate::select::Backend;
 use cubecl::prelude::*;
-use cubecl::server::Handle;
-use hashtile_core::{Element, Result};
+use hashtile_core::Result;
 use std::sync::Arc;
 
 /// Work that runs on whichever CubeCL runtime a backend names ([`on_backend`]): Rust has no closures generic
@@ -56,19 +54,6 @@ pub(crate) fn shared_stager<R: HostTransfer>(client: &ComputeClient<R>) -> Resul
     let s = Arc::new(R::stager(client)?);
     m.insert(TypeId::of::<R>(), Box::new(s.clone()));
     Ok(s)
-}
-
-/// A device buffer holding `src` (one empty word for an empty slice: kernels take buffers of at least one word),
-/// through the host transfers of `stager`.
-pub(crate) fn upload<R: HostTransfer, E: Element>(
-    client: &ComputeClient<R>,
-    stager: &R::Stager,
-    src: &[E],
-) -> Result<Handle> {
-    if src.is_empty() {
-        return Ok(client.empty(8));
-    }
-    R::upload(client, stager, bytes_of(src))
 }
 
 /// Measures [`CopyCeiling`] on `backend`'s default device (`Ok(None)` for backends without driver copies:

@@ -78,8 +78,22 @@ pub fn exclusive_scan<R: Runtime>(client: &ComputeClient<R>, input: &Handle, n: 
         return client.create_from_slice(u32::as_bytes(&[0]));
     }
     let output = client.empty((n + 1) * 4);
-    scan_level(client, input, n, &output, n + 1);
+    exclusive_scan_into(client, input, n, &output);
     output
+}
+
+/// [`exclusive_scan`] into `output`, a buffer of at least `n + 1` words (a caller's cached one), queued.
+pub fn exclusive_scan_into<R: Runtime>(
+    client: &ComputeClient<R>,
+    input: &Handle,
+    n: usize,
+    output: &Handle,
+) {
+    if n == 0 {
+        crate::runtime::launch::fill_u32(client, output, 1, 0);
+    } else {
+        scan_level(client, input, n, output, n + 1);
+    }
 }
 
 /// One level: scans `input` (`n_in >= 1` words) into `output` (`m` words, `m >= n_in`), recursing on the block

@@ -81,6 +81,18 @@ pub trait HostTransfer: Runtime {
         src: &Handle,
         dst: &mut [u8],
     ) -> Result<()>;
+    /// Hands the first `len` bytes of `src` to `consume(offset, bytes)` piece by piece as they arrive (in
+    /// order, after all queued kernels; CUDA: each piece from a pinned staging buffer while the next pieces
+    /// are copied), so that a caller that transforms the bytes (presence bits into `Option`s, 32-bit offsets
+    /// into `usize`) writes its answer in the same pass, with no intermediate host buffer. Pieces start at
+    /// multiples of 8 bytes.
+    fn download_with(
+        client: &ComputeClient<Self>,
+        stager: &Self::Stager,
+        src: &Handle,
+        len: usize,
+        consume: &mut dyn FnMut(usize, &[u8]),
+    ) -> Result<()>;
     /// Host memory the device can copy at the full bus rate (`n` bytes), or `None` when the runtime has none
     /// (then a [`PinnedBuffer`] falls back to ordinary memory).
     fn alloc_pinned(stager: &Self::Stager, n: usize) -> Option<PinnedAlloc>;
@@ -107,84 +119,7 @@ pub struct CopyCeiling {
     pub d2h_pinned: f64,
 }
 
-/// Page-locked host memory (freed with the runtime's own call on drop).
-pub struct PinnedAlloc {
-    ptr: *mut u8,
-    len: usize,
-    /// Context word the free function needs (CUDA: the context to make current).
-    ctx: usize,
-    free: unsafe fn(*mut u8, usize),
-}
-
-// SAFETY: the allocation is plain host memory owned by this value; access goes through &/&mut borrows.
-unsafe impl Send for PinnedAlloc {}
-// SAFETY: as above.
-unsafe impl Sync for PinnedAlloc {}
-
-impl Drop for PinnedAlloc {
-    fn drop(&mut self) {
-        // SAFETY: `ptr` came from the allocator `free` belongs to and is freed once.
-        unsafe { (self.free)(self.ptr, self.ctx) }
-    }
-}
-
-/// A host buffer of `T` in page-locked (pinned) memory when the backend has it (CUDA), so that the host API
-/// moves it at the full bus rate (about 6x a `Vec` on an H100). Use it like a slice:
-/// `table.insert(&keys[..], &values[..])` detects pinned memory by itself.
-pub struct PinnedBuffer<T: Copy + Default> {
-    pinned: Option<PinnedAlloc>,
-    fallback: Vec<T>,
-    len: usize,
-}
-
-impl<T: Copy + Default> PinnedBuffer<T> {
-    /// `len` default elements in pinned memory from `alloc` (ordinary memory when `alloc` is `None`).
-    pub(crate) fn from_alloc(alloc: Option<PinnedAlloc>, len: usize) -> Self {
-        match alloc {
-            Some(a) => {
-                debug_assert!(a.len >= len * size_of::<T>());
-                debug_assert_eq!(a.ptr as usize % align_of::<T>(), 0);
-                let mut b = Self {
-                    pinned: Some(a),
-                    fallback: Vec::new(),
-                    len,
-                };
-                b.fill(T::default());
-                b
-            }
-            None => Self {
-                pinned: None,
-                fallback: vec![T::default(); len],
-                len,
-            },
-        }
-    }
-    /// `true` when the memory really is page-locked.
-    pub fn is_pinned(&self) -> bool {
-        self.pinned.is_some()
-    }
-}
-
-impl<T: Copy + Default> std::ops::Deref for PinnedBuffer<T> {
-    type Target = [T];
-    fn deref(&self) -> &[T] {
-        match &self.pinned {
-            // SAFETY: the allocation holds `len` initialised `T`s (filled on creation), aligned (page-aligned).
-            Some(a) => unsafe { std::slice::from_raw_parts(a.ptr as *const T, self.len) },
-            None => &self.fallback,
-        }
-    }
-}
-
-impl<T: Copy + Default> std::ops::DerefMut for PinnedBuffer<T> {
-    fn deref_mut(&mut self) -> &mut [T] {
-        match &mut self.pinned {
-            // SAFETY: as in `deref`, and `&mut self` makes the borrow unique.
-            Some(a) => unsafe { std::slice::from_raw_parts_mut(a.ptr as *mut T, self.len) },
-            None => &mut self.fallback,
-        }
-    }
-}
+pub use super::pinned::{PinnedAlloc, PinnedBuffer};
 
 /// Copies `src` into `dst` (same length) with all cores when it is large: one core copies about 10 GB/s,
 /// less than the pinned bus.
@@ -242,11 +177,24 @@ impl HostTransfer for cubecl::wgpu::WgpuRuntime {
     fn wait(_: &mut ()) -> Result<()> {
         Ok(())
     }
-    fn download(client: &ComputeClient<Self>, _: &(), src: &Handle, dst: &mut [u8]) -> Result<()> {
+    fn download(client: &ComputeClient<Self>, s: &(), src: &Handle, dst: &mut [u8]) -> Result<()> {
+        let len = dst.len();
+        Self::download_with(client, s, src, len, &mut |_, b| dst.copy_from_slice(b))
+    }
+    fn download_with(
+        client: &ComputeClient<Self>,
+        _: &(),
+        src: &Handle,
+        len: usize,
+        consume: &mut dyn FnMut(usize, &[u8]),
+    ) -> Result<()> {
+        if len == 0 {
+            return Ok(());
+        }
         let bytes = client
             .read_one(src.clone())
             .map_err(|e| device_error("read-back", e))?;
-        dst.copy_from_slice(&bytes[..dst.len()]);
+        consume(0, &bytes[..len]);
         Ok(())
     }
     fn alloc_pinned(_: &(), _: usize) -> Option<PinnedAlloc> {
@@ -282,8 +230,9 @@ mod cuda {
         buf: PinnedAlloc,
         /// Recorded after the last copy that used `buf`.
         done: sys::CUevent,
-        /// A device-to-host copy landed in `buf` and still has to be copied out to `dst`.
-        pending_out: Option<(*mut u8, usize)>,
+        /// A device-to-host copy landed in `buf` (its offset in the download and its length) and still has
+        /// to be handed to the download's consumer.
+        pending_out: Option<(usize, usize)>,
     }
 
     /// Chunks of a chunked upload whose copies are queued ahead of the one whose `landed` call is next, by
@@ -387,35 +336,34 @@ mod cuda {
     }
 
     impl Inner {
-        /// Waits for stage `i`'s last copy and finishes a pending copy-out from it.
-        fn reclaim(&mut self, i: usize) -> Result<()> {
+        /// Waits for stage `i`'s last copy; a copy-out that landed in it goes to `consume` (its offset in the
+        /// download, and its bytes).
+        fn reclaim(&mut self, i: usize, consume: &mut dyn FnMut(usize, &[u8])) -> Result<()> {
             let st = &mut self.stages[i];
             // SAFETY: `done` is a live event of this context.
             check("cuEventSynchronize", unsafe {
                 cu::event::synchronize(st.done)
             })?;
-            if let Some((dst, n)) = st.pending_out.take() {
-                // SAFETY: `dst` points into the caller's slice of `download`, which is still borrowed (every
-                // pending copy-out is finished before `download` returns); `n <= STAGE_BYTES`.
-                let (d, s) = unsafe {
-                    (
-                        std::slice::from_raw_parts_mut(dst, n),
-                        std::slice::from_raw_parts(st.buf.ptr as *const u8, n),
-                    )
-                };
-                par_copy(d, s);
+            if let Some((off, n)) = st.pending_out.take() {
+                // SAFETY: the copy-out behind `done` wrote `n <= STAGE_BYTES` bytes into the stage.
+                let s = unsafe { std::slice::from_raw_parts(st.buf.ptr as *const u8, n) };
+                consume(off, s);
             }
             Ok(())
         }
-        fn take_stage(&mut self) -> Result<usize> {
+        /// The next stage of the ring, free (a pending copy-out from it handed to `consume` first; uploads
+        /// never meet one: a download hands out or forgets all of its own before it returns).
+        fn take_stage(&mut self, consume: &mut dyn FnMut(usize, &[u8])) -> Result<usize> {
             let i = self.next;
             self.next = (self.next + 1) % self.stages.len();
-            self.reclaim(i)?;
+            self.reclaim(i, consume)?;
             Ok(i)
         }
-        fn drain(&mut self) -> Result<()> {
-            for i in 0..self.stages.len() {
-                self.reclaim(i)?;
+        /// Waits for every stage, handing pending copy-outs to `consume` oldest first.
+        fn drain(&mut self, consume: &mut dyn FnMut(usize, &[u8])) -> Result<()> {
+            for k in 0..self.stages.len() {
+                let i = (self.next + k) % self.stages.len();
+                self.reclaim(i, consume)?;
             }
             Ok(())
         }
@@ -623,7 +571,7 @@ mod cuda {
                             })?;
                         } else {
                             for (k, sub) in piece.chunks(STAGE_BYTES).enumerate() {
-                                let j = st.take_stage()?;
+                                let j = st.take_stage(&mut |_, _| {})?;
                                 let stage = &mut st.stages[j];
                                 // SAFETY: the stage's last copy is finished (`take_stage`), so the host may
                                 // write it; the device range lies inside the buffer; the stage stays
@@ -753,43 +701,66 @@ mod cuda {
             if dst.is_empty() {
                 return Ok(());
             }
+            if !is_pinned(dst.as_ptr()) {
+                let len = dst.len();
+                return Self::download_with(client, stager, src, len, &mut |off, b| {
+                    par_copy(&mut dst[off..off + b.len()], b)
+                });
+            }
+            sync_cubecl(client)?; // the kernels that write `src` are done
+            let from = device_ptr(client, src)?;
+            let st = stager.0.lock().expect("stager poisoned");
+            make_current(st.ctx)?;
+            // On the copy-out stream, beside uploads queued on the other one (`upload_queued`), which never
+            // write `src`: their owners wait for them before anything reads their buffers.
+            let out = st.out_stream;
+            // SAFETY: `src` holds at least `dst.len()` bytes; the stream is synchronised below.
+            unsafe {
+                check(
+                    "cuMemcpyDtoHAsync",
+                    cu::memcpy_dtoh_async(&mut *dst, from, out),
+                )?;
+                check("cuStreamSynchronize", cu::stream::synchronize(out))?;
+            }
+            Ok(())
+        }
+
+        fn download_with(
+            client: &ComputeClient<Self>,
+            stager: &CudaStager,
+            src: &Handle,
+            len: usize,
+            consume: &mut dyn FnMut(usize, &[u8]),
+        ) -> Result<()> {
+            if len == 0 {
+                return Ok(());
+            }
             sync_cubecl(client)?; // the kernels that write `src` are done
             let from = device_ptr(client, src)?;
             let mut st = stager.0.lock().expect("stager poisoned");
             make_current(st.ctx)?;
             let stream = st.stream;
-            if is_pinned(dst.as_ptr()) {
-                // On the copy-out stream, beside uploads queued on the other one (`upload_queued`), which
-                // never write `src`: their owners wait for them before anything reads their buffers.
-                let out = st.out_stream;
-                // SAFETY: `src` holds at least `dst.len()` bytes; the stream is synchronised below.
-                unsafe {
-                    check(
-                        "cuMemcpyDtoHAsync",
-                        cu::memcpy_dtoh_async(&mut *dst, from, out),
-                    )?;
-                    check("cuStreamSynchronize", cu::stream::synchronize(out))?;
-                }
-                return Ok(());
-            }
-            let mut copy = || -> Result<()> {
-                for (k, piece) in dst.chunks_mut(STAGE_BYTES).enumerate() {
-                    let i = st.take_stage()?;
+            // Each piece lands in a staging buffer of the ring; the host hands it to `consume` when the ring
+            // comes round to that buffer again, while the copy engine fills the others.
+            let mut copy = |st: &mut Inner| -> Result<()> {
+                for off in (0..len).step_by(STAGE_BYTES) {
+                    let n = (len - off).min(STAGE_BYTES);
+                    let i = st.take_stage(consume)?;
                     let stage = &mut st.stages[i];
                     // SAFETY: the stage is free (`take_stage`); the device range lies inside `src`.
                     unsafe {
-                        let buf = std::slice::from_raw_parts_mut(stage.buf.ptr, piece.len());
+                        let buf = std::slice::from_raw_parts_mut(stage.buf.ptr, n);
                         check(
                             "cuMemcpyDtoHAsync",
-                            cu::memcpy_dtoh_async(buf, from + (k * STAGE_BYTES) as u64, stream),
+                            cu::memcpy_dtoh_async(buf, from + off as u64, stream),
                         )?;
                         check("cuEventRecord", cu::event::record(stage.done, stream))?;
                     }
-                    stage.pending_out = Some((piece.as_mut_ptr(), piece.len()));
+                    stage.pending_out = Some((off, n));
                 }
-                st.drain()
+                st.drain(consume)
             };
-            let r = copy();
+            let r = copy(&mut st);
             if r.is_err() {
                 st.abandon();
             }

@@ -37,6 +37,12 @@ pub trait Engine<K: Key, V: Value>: Send + Sync {
     /// words), bit `i % 32` of `found[i / 32]` is set for present keys.
     fn find_into(&self, keys: &[K], out: &mut [V], found: Option<&mut [u32]>)
     -> Result<ProbeStats>;
+    /// Looks keys up as `Some(value)` / `None`, with the probe statistics: by default [`Engine::find_into`]
+    /// with presence bits, the answers built from both (`options_by_bits`); GPU tables build them as the
+    /// values leave the staging buffers (`runtime::host_io`), with no host copy of the values.
+    fn find_options(&self, keys: &[K]) -> Result<(Vec<Option<V>>, ProbeStats)> {
+        options_by_bits(self, keys)
+    }
     /// Every stored pair.
     fn pairs(&self) -> Result<Vec<(K, V)>>;
     /// Empties the table and switches to `family` (used by rebuilds).
@@ -66,4 +72,17 @@ pub trait Engine<K: Key, V: Value>: Send + Sync {
     fn erase_stored(&mut self, _keys: &[K]) -> Result<Option<usize>> {
         Ok(None)
     }
+}
+
+/// [`Engine::find_options`] through [`Engine::find_into`] with presence bits (the default, and the fallback of
+/// engines that build answers otherwise).
+pub(crate) fn options_by_bits<K: Key, V: Value, E: Engine<K, V> + ?Sized>(
+    engine: &E,
+    keys: &[K],
+) -> Result<(Vec<Option<V>>, ProbeStats)> {
+    // Zeroed vectors come from the allocator as untouched pages (no host pass); the engine overwrites all.
+    let mut out = vec![V::zero(); keys.len()];
+    let mut bits = vec![0u32; keys.len().div_ceil(32)];
+    let stats = engine.find_into(keys, &mut out, Some(&mut bits))?;
+    Ok((crate::results::options_from_bits(&out, &bits), stats))
 }

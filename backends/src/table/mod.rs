@@ -460,12 +460,9 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
 
     /// Looks keys up: `Some(value)` if present, `None` if absent (the sentinel key is always absent).
     pub fn find(&self, keys: &[K]) -> Result<Vec<Option<V>>> {
-        // Zeroed vectors come from the allocator as untouched pages (no host pass); the engine overwrites all.
-        let mut out = vec![V::zero(); keys.len()];
-        let mut bits = vec![0u32; keys.len().div_ceil(32)];
-        let stats = self.engine.find_into(keys, &mut out, Some(&mut bits))?;
+        let (answers, stats) = self.engine.find_options(keys)?;
         *self.last_find.lock().expect("poisoned") = stats;
-        Ok(crate::results::options_from_bits(&out, &bits))
+        Ok(answers)
     }
 
     /// Looks keys up into `out`: the value, or [`Value::ABSENT`] (all ones) for absent keys. On GPUs the values

@@ -8,6 +8,7 @@ use crate::plot::{Figure, write_svg};
 use hashtile::Backend;
 use hashtile::cubecl::prelude::*;
 use hashtile::cubecl::server::Handle;
+use hashtile::gpu::transfer::HostTransfer;
 use std::path::PathBuf;
 
 /// What every experiment reads: the options, the key set and the peer's results.
@@ -43,7 +44,7 @@ impl Ctx<'_> {
     }
 
     /// A GPU store of `buckets` lists and `pool` slabs, with `--tile-width` if given.
-    pub(super) fn store<R: Runtime>(
+    pub(super) fn store<R: HostTransfer>(
         &self,
         client: &ComputeClient<R>,
         family: hashtile::HashFamily,

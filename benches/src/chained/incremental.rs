@@ -40,7 +40,7 @@ struct Row {
 
 /// The timed loop's insert of one batch: queued without waiting where the store proves the pool suffices
 /// (`insert_queued`; it waits and grows the pool otherwise). The one line to change to compare calls.
-fn insert_batch<R: Runtime>(
+fn insert_batch<R: HostTransfer>(
     t: &mut GpuChained<R>,
     keys: &Handle,
     values: &Handle,
@@ -50,7 +50,7 @@ fn insert_batch<R: Runtime>(
 }
 
 /// Waits for the queued batches; returns the table's length.
-fn finish<R: Runtime>(t: &mut GpuChained<R>) -> Result<usize, String> {
+fn finish<R: HostTransfer>(t: &mut GpuChained<R>) -> Result<usize, String> {
     t.settle().map_err(lib)
 }
 

@@ -1,9 +1,10 @@
 //! The GPU store as `ChainedTable` holds it, whatever the runtime and width ([`DeviceChained`]), made on the
 //! runtime a backend names ([`device_chained`]).
 
-use super::kernel::DEFAULT_TILE;
 use super::store::*;
 use crate::device::layout::KeyLayout;
+use crate::runtime::host_io::BatchSizes;
+use crate::runtime::transfer::HostTransfer;
 use cubecl::prelude::*;
 use hashtile_core::{HashFamily, Result};
 /// A GPU table read back: slab words, a wide table's values, the pool bitmap.
@@ -25,97 +26,71 @@ pub(crate) trait DeviceChained<W>: Send + Sync {
     fn shape_of(&self) -> (u32, u32);
 }
 
-/// The GPU store as `ChainedTable` uses it: host data moves through the runtime's shared
-/// host-transfer stager ([`Staging`]), not through CubeCL's pageable `create_from_slice` / `read_one`.
-struct Staged<R: crate::runtime::transfer::HostTransfer, L: KeyLayout> {
-    table: GpuChained<R, L>,
-    io: Staging<R>,
-}
-
-impl<
-    R: crate::runtime::transfer::HostTransfer,
-    W: hashtile_core::Element,
-    L: KeyLayout<Key = W, Value = W>,
-> DeviceChained<W> for Staged<R, L>
+impl<R: HostTransfer, W: hashtile_core::Element, L: KeyLayout<Key = W, Value = W>> DeviceChained<W>
+    for GpuChained<R, L>
 {
     fn insert(&mut self, keys: &[W], values: &[W], unique: bool) -> Result<usize> {
-        self.table.insert_via(&self.io, keys, values, unique)
+        GpuChained::insert(self, keys, values, unique)
     }
     fn erase(&mut self, keys: &[W], all: bool) -> Result<usize> {
-        self.table.erase_via(&self.io, keys, all)
+        GpuChained::erase(self, keys, all)
     }
     fn find(&self, keys: &[W]) -> Result<Vec<Option<W>>> {
-        self.table.find_via(&self.io, keys)
+        GpuChained::find(self, keys)
     }
     fn count(&self, keys: &[W]) -> Result<Vec<u32>> {
-        self.table.count_via(&self.io, keys)
+        GpuChained::count(self, keys)
     }
     fn find_all(&self, keys: &[W]) -> Result<(Vec<usize>, Vec<W>)> {
-        self.table.find_all_via(&self.io, keys)
+        GpuChained::find_all(self, keys)
     }
     fn apply(&mut self, ops: &[u32], keys: &[W], values: &[W]) -> Result<Vec<(W, u32)>> {
-        self.table.apply_via(&self.io, ops, keys, values)
+        GpuChained::apply(self, ops, keys, values)
     }
     fn flush(&mut self) -> Result<usize> {
-        self.table.flush()
+        GpuChained::flush(self)
     }
     fn len(&self) -> usize {
-        self.table.len()
+        GpuChained::len(self)
     }
     fn download(&self) -> Result<Slabs> {
-        let (words, bits) = self.table.download()?;
-        Ok((words, self.table.download_values()?, bits))
+        let (words, bits) = GpuChained::download(self)?;
+        Ok((words, self.download_values()?, bits))
     }
     fn shape_of(&self) -> (u32, u32) {
-        self.table.shape_of()
+        GpuChained::shape_of(self)
     }
+}
+
+/// What a `ChainedTable`'s GPU store is made with.
+pub(crate) struct StoreSpec<W> {
+    pub(crate) family: HashFamily,
+    pub(crate) buckets: u32,
+    pub(crate) pool: u32,
+    /// The front end's reserved keys as store words (the empty sentinel, then the tombstone), refused by the
+    /// host calls.
+    pub(crate) reserved: [W; 2],
+    /// How host batches are cut for the device.
+    pub(crate) sizes: BatchSizes,
 }
 
 /// An empty GPU store of layout `L` on `backend` (checked available and not the CPU by the caller).
 pub(crate) fn device_chained<W: hashtile_core::Element, L: KeyLayout<Key = W, Value = W>>(
     backend: crate::select::Backend,
-    family: HashFamily,
-    buckets: u32,
-    pool: u32,
+    spec: StoreSpec<W>,
 ) -> Result<Box<dyn DeviceChained<W>>> {
-    struct Make<L> {
-        family: HashFamily,
-        buckets: u32,
-        pool: u32,
-        _layout: std::marker::PhantomData<L>,
-    }
+    struct Make<W, L>(StoreSpec<W>, std::marker::PhantomData<L>);
     impl<W: hashtile_core::Element, L: KeyLayout<Key = W, Value = W>>
-        crate::runtime::dispatch::OnRuntime for Make<L>
+        crate::runtime::dispatch::OnRuntime for Make<W, L>
     {
         type Out = Box<dyn DeviceChained<W>>;
-        fn run<R: crate::runtime::transfer::HostTransfer>(
-            self,
-            client: ComputeClient<R>,
-        ) -> Result<Self::Out> {
-            let stager = crate::runtime::dispatch::shared_stager(&client)?;
-            let probe = stager.clone();
-            let free: FreeMemory = std::sync::Arc::new(move || R::free_device_memory(&probe));
-            let table = GpuChained::<R, L>::with_memory_probe(
-                &client,
-                self.family,
-                self.buckets,
-                self.pool,
-                DEFAULT_TILE,
-                Some(free),
-            )?;
-            Ok(Box::new(Staged {
-                table,
-                io: Staging { client, stager },
-            }))
+        fn run<R: HostTransfer>(self, client: ComputeClient<R>) -> Result<Self::Out> {
+            let s = self.0;
+            let mut table = GpuChained::<R, L>::new(&client, s.family, s.buckets, s.pool)?;
+            table.reserved = Some(s.reserved);
+            table.sizes = s.sizes;
+            Ok(Box::new(table))
         }
     }
-    crate::runtime::dispatch::on_backend(
-        backend,
-        Make::<L> {
-            family,
-            buckets,
-            pool,
-            _layout: std::marker::PhantomData,
-        },
-    )
+    crate::runtime::dispatch::on_backend(backend, Make::<W, L>(spec, std::marker::PhantomData))
 }

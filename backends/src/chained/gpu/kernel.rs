@@ -4,6 +4,7 @@
 use super::alloc::{OUT_OF_SLABS, alloc_slab, free_slab, resident_block, tile_alloc_slab};
 use crate::device::layout::{KeyLayout, key_view};
 use crate::device::shape::{ShapeScalars, TableMeta, meta_of};
+use crate::runtime::host_io::store_found_bits;
 use cubecl::prelude::*;
 use hashtile_core::scheme::{BucketView, ProbingScheme, SchemeParams, action, blank_state};
 use hashtile_core::tile::{
@@ -526,6 +527,14 @@ pub fn chained_tile_op<L: KeyLayout>(
 /// - [`op::FIND`] and mixed batches: `out[q]`, a found value, and `aux[q]`, a [`status`];
 /// - [`op::ERASE`], [`op::COUNT`], [`op::ERASE_ALL`]: `aux[q]`, how many; [`op::GATHER`]: see [`op`].
 ///
+/// With `compact` (the host calls' answers, [`op::FIND`], [`op::ERASE`] and [`op::ERASE_ALL`] only), a find
+/// sets bit `t % 32` of `found_bits[t / 32]` for a present key instead of writing a status word (1/32 of the
+/// read-back, as the static tables' finds), and erases add their counts to the counters' erase lines (one read
+/// of the counters instead of a word per key). With `gated`, the launch does nothing once `gate[0]` is set (a
+/// reserved key found in the batch by `first_reserved_kernel`, queued before this launch over every key).
+/// `base` is the position of `keys[0]` in the host batch: inserts that found the pool empty record `base + q`,
+/// so that the launches over a batch's chunks share one retry list over the whole batch.
+///
 /// `phase` splits a mixed batch of a wide table into two launches (see [`chained_tile_op()`]): 1 runs only its
 /// erases and finds, 2 only its inserts; 0 runs everything.
 ///
@@ -554,6 +563,9 @@ pub fn chained_kernel<L: KeyLayout>(
     aux: &mut Array<u32>,
     retry: &mut Array<u32>,
     counters: &Array<Atomic<u32>>,
+    found_bits: &Array<Atomic<u32>>,
+    gate: &Array<u32>,
+    base: u32,
     shape: &ShapeScalars,
     #[comptime] mode: u32,
     #[comptime] indexed: bool,
@@ -561,9 +573,12 @@ pub fn chained_kernel<L: KeyLayout>(
     #[comptime] phase: u32,
     #[comptime] resident: bool,
     #[comptime] tw: u32,
+    #[comptime] compact: bool,
+    #[comptime] gated: bool,
 ) {
     let inserts = comptime!(mode == op::INSERT || mode == op::REPLACE || mode == op::MIXED);
     let reports = comptime!(mode == op::FIND || mode == op::MIXED);
+    let erases = comptime!(mode == op::ERASE || mode == op::ERASE_ALL);
     let tl = tile_lane(tw);
     let t = ABSOLUTE_POS;
     // This thread's operation.
@@ -594,6 +609,9 @@ pub fn chained_kernel<L: KeyLayout>(
     if comptime!(phase == 2) {
         mine = mine && kind <= op::REPLACE;
     }
+    if comptime!(gated) {
+        mine = mine && gate[0] == u32::MAX;
+    }
     let a = chained_tile_op::<L>(
         slabs,
         slabs_plain,
@@ -615,8 +633,10 @@ pub fn chained_kernel<L: KeyLayout>(
     if mine {
         if comptime!(reports) {
             out[q] = a.value;
-            aux[q] = a.status;
-        } else if comptime!(!inserts && mode != op::GATHER) {
+            if comptime!(!compact) {
+                aux[q] = a.status;
+            }
+        } else if comptime!(!inserts && mode != op::GATHER && !(compact && erases)) {
             aux[q] = a.count;
         }
         if comptime!(inserts) {
@@ -626,9 +646,24 @@ pub fn chained_kernel<L: KeyLayout>(
                 // pool that provably suffices, and its count is checked when it settles.
                 let at_retry = counters[0].fetch_add(1u32);
                 if at_retry < retry.len() as u32 {
-                    retry[at_retry as usize] = q as u32;
+                    retry[at_retry as usize] = base + q as u32;
                 }
             }
+        }
+    }
+    if comptime!(compact && mode == op::FIND) {
+        store_found_bits(found_bits, mine && a.status == status::FOUND, t);
+    }
+    if comptime!(compact && erases) {
+        // A plane's erases, added once to one of the spread-out erase lines.
+        let mut c = 0u32;
+        if mine {
+            c = a.count;
+        }
+        let all = plane_sum(c);
+        let k = (t as u32 / tw) % NEW_COUNTERS;
+        if UNIT_POS_PLANE == 0u32 && all > 0u32 {
+            counters[((1u32 + NEW_COUNTERS + k) * COUNTER_STRIDE) as usize].fetch_add(all);
         }
     }
     if comptime!(inserts) {

@@ -20,12 +20,13 @@
 
 mod alloc;
 mod front;
+mod host;
 mod kernel;
 mod ops;
 mod store;
 
 pub use alloc::{ResidentBlock, SlabAllocator, resident_block};
-pub(crate) use front::{DeviceChained, device_chained};
+pub(crate) use front::{DeviceChained, StoreSpec, device_chained};
 pub use kernel::*;
 pub use ops::ChainedDeviceRef;
 pub use store::{GpuChained, QueueStats};

@@ -1,16 +1,17 @@
-//! The chained store's lookups, erases, flush and mixed batches, from host or device data, and what a user kernel
-//! needs to call the device function ([`ChainedDeviceRef`]).
+//! The chained store's device-resident lookups, flush, slab handouts and census, and what a user kernel needs to
+//! call the device function ([`ChainedDeviceRef`]). (Calls on host data: `host.rs`.)
 
 use super::alloc::*;
 use super::kernel::*;
 use super::store::*;
 use crate::device::layout::KeyLayout;
 use crate::runtime::launch::{CUBE_SIZE, cube_count};
+use crate::runtime::transfer::HostTransfer;
 use cubecl::prelude::*;
 use cubecl::server::Handle;
-use hashtile_core::Result;
+use hashtile_core::{Error, Result};
 
-impl<R: Runtime, L: KeyLayout> GpuChained<R, L> {
+impl<R: HostTransfer, L: KeyLayout> GpuChained<R, L> {
     /// Queues `find` of `n` keys already on the device: `(values, found)`, a value and a `u32` per key
     /// (`found`: [`status::FOUND`] if the key is stored; its value is then the first copy's).
     pub fn find_device(&self, keys: &Handle, n: usize) -> (Handle, Handle) {
@@ -31,127 +32,33 @@ impl<R: Runtime, L: KeyLayout> GpuChained<R, L> {
         let out = self.client.empty(out_len.max(1) * Self::VALUE_BYTES);
         let aux_len = if aux.is_some() { n + 1 } else { n.max(1) };
         let aux = aux.unwrap_or_else(|| self.client.empty(n.max(1) * 4));
-        let none = self.client.empty(4);
-        let counters = self.client.empty(COUNTER_WORDS * 4);
-        self.launch(
-            mode,
-            Arrays {
-                ops: &none,
-                keys,
-                values: &none,
-                n,
-            },
-            None,
+        let arrays = Arrays {
+            ops: None,
+            keys,
+            values: None,
             n,
-            (&out, out_len, &aux, aux_len),
-            (&none, 1, &counters),
-        );
+        };
+        self.launch(Launch {
+            out: Some((&out, out_len)),
+            aux: Some((&aux, aux_len)),
+            ..Launch::new::<L>(mode, arrays, n)
+        });
         (out, aux)
     }
 
     /// The first `n` elements of a device buffer, through CubeCL's own copy (counters and small reads).
     pub(crate) fn read<E: hashtile_core::Element>(&self, h: Handle, n: usize) -> Result<Vec<E>> {
-        Plain(self.client.clone()).down(&h, n)
-    }
-
-    /// The first copy's value of each key.
-    pub fn find(&self, keys: &[L::Key]) -> Result<Vec<Option<L::Value>>> {
-        self.find_via(&Plain(self.client.clone()), keys)
-    }
-
-    pub(crate) fn find_via(
-        &self,
-        io: &impl HostIo,
-        keys: &[L::Key],
-    ) -> Result<Vec<Option<L::Value>>> {
-        if keys.is_empty() {
-            return Ok(Vec::new());
-        }
-        let (v, f) = self.walk(io, keys, op::FIND, keys.len(), None)?;
-        let v = io.down::<L::Value>(&v, keys.len())?;
-        let f = io.down::<u32>(&f, keys.len())?;
-        use rayon::prelude::*;
-        Ok(v.into_par_iter()
-            .zip(f)
-            .map(|(v, f)| (f == status::FOUND).then_some(v))
-            .collect())
-    }
-
-    /// How many copies of each key are stored.
-    pub fn count(&self, keys: &[L::Key]) -> Result<Vec<u32>> {
-        self.count_via(&Plain(self.client.clone()), keys)
-    }
-
-    pub(crate) fn count_via(&self, io: &impl HostIo, keys: &[L::Key]) -> Result<Vec<u32>> {
-        if keys.is_empty() {
-            return Ok(Vec::new());
-        }
-        let (_, c) = self.walk(io, keys, op::COUNT, keys.len(), None)?;
-        io.down(&c, keys.len())
-    }
-
-    /// Every value of each key: offsets (`keys + 1`) and values, in list order.
-    pub fn find_all(&self, keys: &[L::Key]) -> Result<(Vec<usize>, Vec<L::Value>)> {
-        self.find_all_via(&Plain(self.client.clone()), keys)
-    }
-
-    pub(crate) fn find_all_via(
-        &self,
-        io: &impl HostIo,
-        keys: &[L::Key],
-    ) -> Result<(Vec<usize>, Vec<L::Value>)> {
-        let n = keys.len();
-        if n == 0 {
-            return Ok((vec![0], Vec::new()));
-        }
-        // The keys go up once; the counts' starts are scanned on the device (one download of the offsets the
-        // caller gets anyway, nothing uploaded back), and the gather walks the same keys.
-        let kh = io.up(keys)?;
-        let (_, counts) = self.walk_device(&kh, n, op::COUNT, n, None);
-        let starts = crate::runtime::scan::exclusive_scan(&self.client, &counts, n);
-        let offsets: Vec<usize> = io
-            .down::<u32>(&starts, n + 1)?
-            .into_iter()
-            .map(|o| o as usize)
-            .collect();
-        let total = offsets[n];
-        if total == 0 {
-            return Ok((offsets, Vec::new()));
-        }
-        let (vals, _) = self.walk_device(&kh, n, op::GATHER, total, Some(starts));
-        Ok((offsets, io.down(&vals, total)?))
-    }
-
-    /// Erases the first copy of each key (`all == false`) or every copy; returns how many.
-    pub fn erase(&mut self, keys: &[L::Key], all: bool) -> Result<usize> {
-        let io = Plain(self.client.clone());
-        self.erase_via(&io, keys, all)
-    }
-
-    pub(crate) fn erase_via(
-        &mut self,
-        io: &impl HostIo,
-        keys: &[L::Key],
-        all: bool,
-    ) -> Result<usize> {
-        if keys.is_empty() {
-            return Ok(0);
-        }
-        let mode = if all { op::ERASE_ALL } else { op::ERASE };
-        let (_, c) = self.walk(io, keys, mode, keys.len(), None)?;
-        let n: usize = io
-            .down::<u32>(&c, keys.len())?
-            .iter()
-            .map(|&c| c as usize)
-            .sum();
-        self.len -= n;
-        Ok(n)
+        let bytes = self
+            .client
+            .read_one(h)
+            .map_err(|e| Error::Device(format!("{e:?}")))?;
+        Ok(elements(&bytes, n))
     }
 
     /// Compacts every list and frees the slabs left over; returns how many.
     pub fn flush(&mut self) -> Result<usize> {
         self.settle()?;
-        let freed = put(&self.client, &[0u32]);
+        let freed = self.client.create_from_slice(u32::as_bytes(&[0u32]));
         // SAFETY: thread `b < buckets` walks bucket `b`'s list: links below `buckets + pool`.
         unsafe {
             chained_flush_kernel::launch_unchecked::<L, R>(

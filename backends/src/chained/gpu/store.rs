@@ -5,25 +5,98 @@ use super::alloc::*;
 use super::kernel::*;
 use crate::device::layout::{KeyLayout, Packed};
 use crate::device::shape::{shape_scalars, shape_words_of};
+use crate::runtime::host_io::{BatchSizes, DeviceCache};
 use crate::runtime::launch::{CUBE_SIZE, copy, cube_count, fill_u32, fill_u64};
+use crate::runtime::transfer::HostTransfer;
 use cubecl::prelude::*;
 use cubecl::server::Handle;
 use hashtile_core::scheme::SchemeInfo;
 use hashtile_core::tile::EMPTY_WORD;
 use hashtile_core::{Error, HashFamily, Result};
 use hashtile_probing::Chain;
+
 /// The operation arrays of a launch (`n` words each; `ops` and `values` bound only where the mode reads them).
 pub(crate) struct Arrays<'a> {
-    pub(crate) ops: &'a Handle,
+    pub(crate) ops: Option<&'a Handle>,
     pub(crate) keys: &'a Handle,
-    pub(crate) values: &'a Handle,
+    pub(crate) values: Option<&'a Handle>,
     pub(crate) n: usize,
+}
+
+/// One launch of [`chained_kernel`]: the operations and where they write (`None`: an argument the launch does
+/// not use, bound to a dummy). Made by [`Launch::new`] with every optional part unused.
+pub(crate) struct Launch<'a> {
+    pub(crate) mode: u32,
+    pub(crate) arrays: Arrays<'a>,
+    /// Operations run: the first `m` of `arrays`, or the `m` that `sel` names.
+    pub(crate) m: usize,
+    pub(crate) sel: Option<&'a Handle>,
+    /// The values found or gathered, and its length.
+    pub(crate) out: Option<(&'a Handle, usize)>,
+    /// The statuses or counts (or, for gathers, the starts), and its length.
+    pub(crate) aux: Option<(&'a Handle, usize)>,
+    /// The retry list of inserts that found the pool empty, and its length.
+    pub(crate) retry: Option<(&'a Handle, usize)>,
+    /// The counters ([`COUNTER_WORDS`]).
+    pub(crate) counters: Option<&'a Handle>,
+    /// The host calls' compact answers (see [`chained_kernel`]): presence bits for finds (`bits`), the
+    /// counters' erase lines for erases.
+    pub(crate) compact: bool,
+    /// A compact find's presence bits (`ceil(m / 32)` words, zeroed).
+    pub(crate) bits: Option<&'a Handle>,
+    /// The reserved-key guard word the launch is gated on.
+    pub(crate) gate: Option<&'a Handle>,
+    /// Position of the first operation of `arrays` in the host batch.
+    pub(crate) base: usize,
+    /// Which phase of a wide table's mixed batch (see [`chained_kernel`]).
+    pub(crate) phase: u32,
+}
+
+impl<'a> Launch<'a> {
+    /// A launch of `mode` over the first `m` operations of `arrays`, writing nothing yet.
+    pub(crate) fn new<L: KeyLayout>(mode: u32, arrays: Arrays<'a>, m: usize) -> Self {
+        Self {
+            mode,
+            arrays,
+            m,
+            sel: None,
+            out: None,
+            aux: None,
+            retry: None,
+            counters: None,
+            compact: false,
+            bits: None,
+            gate: None,
+            base: 0,
+            // Mixed batches of wide tables run their inserts in launches of their own (their erases and
+            // finds first, in phase 1).
+            phase: if mode == op::MIXED && !L::MOVES_PAIRS {
+                2
+            } else {
+                0
+            },
+        }
+    }
 }
 
 /// A chained table on a device: 32-bit keys and values packed into the slab words ([`Packed`], the default),
 /// or 64-bit keys in the slab words and 64-bit values in an array beside them ([`Wide`](crate::device::layout::Wide)).
-pub struct GpuChained<R: Runtime, L: KeyLayout = Packed> {
+pub struct GpuChained<R: HostTransfer, L: KeyLayout = Packed> {
     pub(crate) client: ComputeClient<R>,
+    /// Host data moves through the host-I/O layer ([`crate::runtime::host_io`]) with the runtime's shared
+    /// stager (CUDA: pinned staging buffers and a copy stream).
+    pub(crate) stager: std::sync::Arc<R::Stager>,
+    /// The host calls' batch buffers, kept between calls.
+    pub(crate) cache: DeviceCache,
+    /// How host batches are cut for the device.
+    pub(crate) sizes: BatchSizes,
+    /// The reserved keys of the table's front end (the empty sentinel and the tombstone as key words), which
+    /// the host calls refuse with a typed error, checked on the device as the keys land; `None`: unchecked (a
+    /// store made directly, whose caller keeps them out).
+    pub(crate) reserved: Option<[L::Key; 2]>,
+    /// Distinct one-word buffers for the kernel arguments a launch does not use (wgpu mis-binds a buffer
+    /// bound twice in one launch), made once.
+    pub(crate) dummies: [Handle; 11],
     pub(crate) family: HashFamily,
     pub(crate) buckets: u32,
     pub(crate) pool: u32,
@@ -55,14 +128,8 @@ pub struct GpuChained<R: Runtime, L: KeyLayout = Packed> {
     pub(crate) stats: QueueStats,
     /// Slabs come from each tile's resident block of the bitmap (SlabAlloc's) rather than hashed words.
     pub(crate) resident: bool,
-    /// Free device memory in bytes, where the runtime can tell (tables made through `ChainedTable`: the host
-    /// path's stager asks the driver); growth beyond it is a typed [`Error::OutOfMemory`], not a panic.
-    pub(crate) free_memory: Option<FreeMemory>,
     pub(crate) _layout: std::marker::PhantomData<L>,
 }
-
-/// Asks how many bytes of device memory are free.
-pub(crate) type FreeMemory = std::sync::Arc<dyn Fn() -> Option<u64> + Send + Sync>;
 
 /// How often queued inserts ([`GpuChained::insert_queued`]) had to wait for the device or grow the pool.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -74,14 +141,6 @@ pub struct QueueStats {
     pub pool_reads: u64,
     /// Pool growths.
     pub pool_grows: u64,
-}
-
-/// A device buffer holding `s` (32- or 64-bit words).
-pub(crate) fn put<R: Runtime, E: hashtile_core::Element>(
-    client: &ComputeClient<R>,
-    s: &[E],
-) -> Handle {
-    client.create_from_slice(crate::runtime::words::bytes_of(s))
 }
 
 /// The first `n` elements of bytes read back.
@@ -97,57 +156,7 @@ pub(crate) fn elements<E: hashtile_core::Element>(bytes: &[u8], n: usize) -> Vec
         .collect()
 }
 
-/// Where host data goes in and comes out of the table's host calls: CubeCL's own copies ([`Plain`], what
-/// [`GpuChained`]'s methods use), or the host path's stager ([`Staging`], what `ChainedTable` uses).
-pub(crate) trait HostIo {
-    /// A device buffer holding `s`.
-    fn up<E: hashtile_core::Element>(&self, s: &[E]) -> Result<Handle>;
-    /// The first `n` elements of a device buffer (after every queued kernel).
-    fn down<E: hashtile_core::Element>(&self, h: &Handle, n: usize) -> Result<Vec<E>>;
-}
-
-/// CubeCL's `create_from_slice` / `read_one` (pageable memory, no staging).
-pub(crate) struct Plain<R: Runtime>(pub(crate) ComputeClient<R>);
-
-impl<R: Runtime> HostIo for Plain<R> {
-    fn up<E: hashtile_core::Element>(&self, s: &[E]) -> Result<Handle> {
-        Ok(put(&self.0, s))
-    }
-    fn down<E: hashtile_core::Element>(&self, h: &Handle, n: usize) -> Result<Vec<E>> {
-        let bytes = self
-            .0
-            .read_one(h.clone())
-            .map_err(|e| Error::Device(format!("{e:?}")))?;
-        Ok(elements(&bytes, n))
-    }
-}
-
-/// The runtime's shared host-transfer stager (CUDA: pinned staging buffers and a copy stream;
-/// `gpu/transfer.rs`).
-pub(crate) struct Staging<R: crate::runtime::transfer::HostTransfer> {
-    pub(crate) client: ComputeClient<R>,
-    pub(crate) stager: std::sync::Arc<R::Stager>,
-}
-
-impl<R: crate::runtime::transfer::HostTransfer> HostIo for Staging<R> {
-    fn up<E: hashtile_core::Element>(&self, s: &[E]) -> Result<Handle> {
-        crate::runtime::dispatch::upload(&self.client, &self.stager, s)
-    }
-    fn down<E: hashtile_core::Element>(&self, h: &Handle, n: usize) -> Result<Vec<E>> {
-        let mut v = vec![E::zero(); n];
-        if n > 0 {
-            R::download(
-                &self.client,
-                &self.stager,
-                h,
-                crate::runtime::words::bytes_of_mut(&mut v),
-            )?;
-        }
-        Ok(v)
-    }
-}
-
-impl<R: Runtime, L: KeyLayout> GpuChained<R, L> {
+impl<R: HostTransfer, L: KeyLayout> GpuChained<R, L> {
     /// `buckets` empty lists and a pool of `pool` free slabs on `client`'s device, read by tiles of 8 lanes
     /// (two slab words per lane, four tiles per plane of 32): on the H100 they build 1.2x and find 1.25x
     /// faster than tiles of 16, as a plane step's control work is shared by four operations instead of two
@@ -171,17 +180,6 @@ impl<R: Runtime, L: KeyLayout> GpuChained<R, L> {
         pool: u32,
         tile_width: u32,
     ) -> Result<Self> {
-        Self::with_memory_probe(client, family, buckets, pool, tile_width, None)
-    }
-
-    pub(crate) fn with_memory_probe(
-        client: &ComputeClient<R>,
-        family: HashFamily,
-        buckets: u32,
-        pool: u32,
-        tile_width: u32,
-        free_memory: Option<FreeMemory>,
-    ) -> Result<Self> {
         let plane = crate::device::shape::tile_width_for(client, SLAB_WORDS)?;
         if !matches!(tile_width, 8 | 16) || tile_width > plane {
             return Err(Error::InvalidConfig(format!(
@@ -196,6 +194,11 @@ impl<R: Runtime, L: KeyLayout> GpuChained<R, L> {
         };
         let mut t = Self {
             client: client.clone(),
+            stager: crate::runtime::dispatch::shared_stager(client)?,
+            cache: DeviceCache::default(),
+            sizes: BatchSizes::DEFAULT,
+            reserved: None,
+            dummies: std::array::from_fn(|_| client.empty(8)),
             family,
             buckets,
             pool: 0,
@@ -213,7 +216,6 @@ impl<R: Runtime, L: KeyLayout> GpuChained<R, L> {
             resident_tiles,
             stats: QueueStats::default(),
             resident: false,
-            free_memory,
             _layout: std::marker::PhantomData,
         };
         t.resize(pool.max(32))?;
@@ -249,7 +251,7 @@ impl<R: Runtime, L: KeyLayout> GpuChained<R, L> {
             )));
         }
         let (old_words, new_words) = (self.slab_words(self.pool), self.slab_words(pool));
-        if let Some(free) = self.free_memory.as_ref().and_then(|f| f()) {
+        if let Some(free) = R::free_device_memory(&self.stager) {
             // The new arrays live beside the old ones until the copy is done.
             let arrays = if L::MOVES_PAIRS { 1 } else { 2 };
             let needed = (arrays * new_words * 8 + Self::bitmap_words(pool) * 4) as u64;
@@ -294,33 +296,6 @@ impl<R: Runtime, L: KeyLayout> GpuChained<R, L> {
         shape_words_of(self.buckets, self.family, Chain::default_params(SLAB_WORDS))
     }
 
-    /// Inserts the pairs (a further copy, or with `unique` insert-or-overwrite); returns how many were new.
-    pub fn insert(&mut self, keys: &[L::Key], values: &[L::Value], unique: bool) -> Result<usize> {
-        let io = Plain(self.client.clone());
-        self.insert_via(&io, keys, values, unique)
-    }
-
-    pub(crate) fn insert_via(
-        &mut self,
-        io: &impl HostIo,
-        keys: &[L::Key],
-        values: &[L::Value],
-        unique: bool,
-    ) -> Result<usize> {
-        if keys.len() != values.len() {
-            return Err(Error::LengthMismatch {
-                what: "values",
-                got: values.len(),
-                expected: keys.len(),
-            });
-        }
-        if keys.is_empty() {
-            return Ok(0);
-        }
-        let (kh, vh) = (io.up(keys)?, io.up(values)?);
-        self.insert_device(&kh, &vh, keys.len(), unique)
-    }
-
     /// [`GpuChained::insert`] of `n` pairs already on the device. Operations that found the pool empty run
     /// again (from the device's list of them) after it grows; waits for the device (one small read per pass).
     pub fn insert_device(
@@ -331,9 +306,8 @@ impl<R: Runtime, L: KeyLayout> GpuChained<R, L> {
         unique: bool,
     ) -> Result<usize> {
         let mode = if unique { op::REPLACE } else { op::INSERT };
-        let none = self.client.empty(4);
         self.free_floor = None;
-        let (added, _) = self.run_placing(mode, (&none, keys, values), n, (&none, &none))?;
+        let (added, _) = self.run_placing(mode, (None, keys, Some(values)), n, None, None)?;
         Ok(added)
     }
 
@@ -405,28 +379,28 @@ impl<R: Runtime, L: KeyLayout> GpuChained<R, L> {
         let counters = match &self.queued {
             Some(c) => c.clone(),
             None => {
-                let c = self
-                    .client
-                    .create_from_slice(u32::as_bytes(&[0; COUNTER_WORDS]));
+                let c = self.fresh_counters();
                 self.queued = Some(c.clone());
                 c
             }
         };
-        let none = self.client.empty(4);
-        self.launch(
-            mode,
-            Arrays {
-                ops: &none,
-                keys,
-                values,
-                n,
-            },
-            None,
+        let arrays = Arrays {
+            ops: None,
+            keys,
+            values: Some(values),
             n,
-            (&none, 1, &none, 1),
-            (&none, 1, &counters),
-        );
+        };
+        self.launch(Launch {
+            counters: Some(&counters),
+            ..Launch::new::<L>(mode, arrays, n)
+        });
         Ok(())
+    }
+
+    /// A zeroed counter array ([`COUNTER_WORDS`]) for one launch or a run of queued ones.
+    pub(crate) fn fresh_counters(&self) -> Handle {
+        self.client
+            .create_from_slice(u32::as_bytes(&[0; COUNTER_WORDS]))
     }
 
     /// Waits for queued inserts ([`GpuChained::insert_queued`]) and counts their new pairs into
@@ -498,86 +472,45 @@ impl<R: Runtime, L: KeyLayout> GpuChained<R, L> {
             let mut erased_first = 0;
             if !L::MOVES_PAIRS {
                 // Wide tables: the erases and finds first, then the inserts (see `chained_tile_op`).
-                let counters = put(&self.client, &[0u32; COUNTER_WORDS]);
-                let none = self.client.empty(4);
-                self.launch_phase(
-                    op::MIXED,
-                    Arrays {
-                        ops,
-                        keys,
-                        values,
-                        n,
-                    },
-                    None,
+                let counters = self.fresh_counters();
+                let arrays = Arrays {
+                    ops: Some(ops),
+                    keys,
+                    values: Some(values),
                     n,
-                    (&out, n, &aux, n),
-                    (&none, 1, &counters),
-                    1,
-                );
+                };
+                self.launch(Launch {
+                    out: Some((&out, n)),
+                    aux: Some((&aux, n)),
+                    counters: Some(&counters),
+                    phase: 1,
+                    ..Launch::new::<L>(op::MIXED, arrays, n)
+                });
                 erased_first = counter_lines(
                     &self.read::<u32>(counters, COUNTER_WORDS)?,
                     1 + NEW_COUNTERS,
                 );
             }
             self.len -= erased_first;
-            self.run_placing(op::MIXED, (ops, keys, values), n, (&out, &aux))?;
+            let reports = Some((&out, &aux));
+            self.run_placing(op::MIXED, (Some(ops), keys, Some(values)), n, reports, None)?;
         }
         Ok((out, aux))
-    }
-
-    /// [`GpuChained::apply_device`] from host data: `(value, status)` of each operation.
-    pub fn apply(
-        &mut self,
-        ops: &[u32],
-        keys: &[L::Key],
-        values: &[L::Value],
-    ) -> Result<Vec<(L::Value, u32)>> {
-        let io = Plain(self.client.clone());
-        self.apply_via(&io, ops, keys, values)
-    }
-
-    pub(crate) fn apply_via(
-        &mut self,
-        io: &impl HostIo,
-        ops: &[u32],
-        keys: &[L::Key],
-        values: &[L::Value],
-    ) -> Result<Vec<(L::Value, u32)>> {
-        for (what, got) in [("ops", ops.len()), ("values", values.len())] {
-            if got != keys.len() {
-                return Err(Error::LengthMismatch {
-                    what,
-                    got,
-                    expected: keys.len(),
-                });
-            }
-        }
-        if let Some(index) = ops.iter().position(|&o| o > op::FIND) {
-            return Err(Error::InvalidConfig(format!(
-                "operation {index} has code {}: a mixed batch holds codes 0 (insert) to 3 (find)",
-                ops[index]
-            )));
-        }
-        if keys.is_empty() {
-            return Ok(Vec::new());
-        }
-        let (oh, kh, vh) = (io.up(ops)?, io.up(keys)?, io.up(values)?);
-        let (out, aux) = self.apply_device(&oh, &kh, &vh, keys.len())?;
-        let out = io.down::<L::Value>(&out, keys.len())?;
-        let aux = io.down::<u32>(&aux, keys.len())?;
-        Ok(out.into_iter().zip(aux).collect())
     }
 
     /// Runs `n` operations of an insert `mode` or of [`op::MIXED`] until none waits for a slab: those that
     /// found the pool empty are recorded on the device and run again, only they, after the pool has grown.
     /// Returns how many new pairs the inserts stored and how many the erases of a mixed batch removed.
-    /// `reports`: `out` and `aux` of mixed batches (`n` words each).
+    /// `reports`: `out` and `aux` of mixed batches (`n` words each). `queued`: the retry list (`n` words) and
+    /// counters of a first pass over all `n` operations that the caller queued already (the host calls queue
+    /// one launch per landed chunk); its counters are read here, as a pass of this function's own would be.
     pub(crate) fn run_placing(
         &mut self,
         mode: u32,
-        (ops, keys, values): (&Handle, &Handle, &Handle),
+        (ops, keys, values): (Option<&Handle>, &Handle, Option<&Handle>),
         n: usize,
-        (out, aux): (&Handle, &Handle),
+        reports: Option<(&Handle, &Handle)>,
+        mut queued: Option<(Handle, Handle)>,
     ) -> Result<(usize, usize)> {
         let (mut added, mut erased) = (0usize, 0usize);
         let mut sel: Option<(Handle, usize)> = None;
@@ -586,26 +519,28 @@ impl<R: Runtime, L: KeyLayout> GpuChained<R, L> {
             if m == 0 {
                 break;
             }
-            let retry = self.client.empty(m * 4);
-            let counters = self
-                .client
-                .create_from_slice(u32::as_bytes(&[0; COUNTER_WORDS]));
-            self.launch(
-                mode,
-                Arrays {
-                    ops,
-                    keys,
-                    values,
-                    n,
-                },
-                sel.as_ref().map(|s| &s.0),
-                m,
-                {
-                    let l = if mode == op::MIXED { n } else { 1 };
-                    (out, l, aux, l)
-                },
-                (&retry, m, &counters),
-            );
+            let (retry, counters) = match queued.take() {
+                Some(first) => first,
+                None => {
+                    let retry = self.client.empty(m * 4);
+                    let counters = self.fresh_counters();
+                    let arrays = Arrays {
+                        ops,
+                        keys,
+                        values,
+                        n,
+                    };
+                    self.launch(Launch {
+                        sel: sel.as_ref().map(|s| &s.0),
+                        out: reports.map(|r| (r.0, n)),
+                        aux: reports.map(|r| (r.1, n)),
+                        retry: Some((&retry, m)),
+                        counters: Some(&counters),
+                        ..Launch::new::<L>(mode, arrays, m)
+                    });
+                    (retry, counters)
+                }
+            };
             let c = self.read(counters, COUNTER_WORDS)?;
             // Counted as each pass lands, so that the table's length stays right if growing fails below.
             let (a, e) = (counter_lines(&c, 1), counter_lines(&c, 1 + NEW_COUNTERS));
@@ -624,100 +559,70 @@ impl<R: Runtime, L: KeyLayout> GpuChained<R, L> {
         Ok((added, erased))
     }
 
-    /// One launch of [`chained_kernel`] over `m` operations: the first `m` of `arrays`, or those `sel` names.
-    /// `outputs`: `out` and `aux` with their lengths; `places`: the retry list and its length (`m` words where inserts may need it) and the counters.
-    /// Mixed batches of wide tables run their inserts here (their erases and finds ran first, in phase 1).
-    pub(crate) fn launch(
-        &self,
-        mode: u32,
-        arrays: Arrays<'_>,
-        sel: Option<&Handle>,
-        m: usize,
-        outputs: (&Handle, usize, &Handle, usize),
-        places: (&Handle, usize, &Handle),
-    ) {
-        let phase = if mode == op::MIXED && !L::MOVES_PAIRS {
-            2
-        } else {
-            0
-        };
-        self.launch_phase(mode, arrays, sel, m, outputs, places, phase);
-    }
-
-    /// [`GpuChained::launch`] of one `phase` of [`chained_kernel`].
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn launch_phase(
-        &self,
-        mode: u32,
-        arrays: Arrays<'_>,
-        sel: Option<&Handle>,
-        m: usize,
-        outputs: (&Handle, usize, &Handle, usize),
-        places: (&Handle, usize, &Handle),
-        phase: u32,
-    ) {
+    /// One launch of [`chained_kernel`] (see [`Launch`]).
+    pub(crate) fn launch(&self, l: Launch<'_>) {
+        let mode = l.mode;
         let words = self.slab_words(self.pool);
         // Finds and counts bind the array only without atomics; changes bind it with atomics, and on CUDA
         // also without (plain first reads); Vulkan binds a buffer once.
         let read_only = matches!(mode, op::FIND | op::COUNT | op::GATHER);
         let plain = read_only || self.plain_reads;
-        let dummy = self.client.empty(8);
-        let (atomic, atomic_len) = if read_only {
-            (dummy.clone(), 1)
-        } else {
-            (self.slabs.clone(), words)
+        // A distinct dummy for each argument the launch leaves unused.
+        let mut dummies = self.dummies.iter();
+        let mut or_dummy = |h: Option<(&Handle, usize)>| match h {
+            Some((h, len)) => (h.clone(), len.max(1)),
+            None => (dummies.next().expect("a dummy per argument").clone(), 1),
         };
-        let (plain_h, plain_len) = if plain {
-            (self.slabs.clone(), words)
-        } else {
-            (dummy, 1)
-        };
-        let inserts = matches!(mode, op::INSERT | op::REPLACE | op::MIXED);
-        let len = |used: bool| if used { arrays.n.max(1) } else { 1 };
-        let (out, out_len, aux, aux_len) = outputs;
-        let sel_h = sel.cloned().unwrap_or_else(|| self.client.empty(4));
+        let (atomic, atomic_len) = or_dummy((!read_only).then_some((&self.slabs, words)));
+        let (plain_h, plain_len) = or_dummy(plain.then_some((&self.slabs, words)));
+        let n = l.arrays.n.max(1);
+        let ops = or_dummy(l.arrays.ops.map(|h| (h, n)));
+        let values = or_dummy(l.arrays.values.map(|h| (h, n)));
+        let sel = or_dummy(l.sel.map(|h| (h, l.m)));
+        let out = or_dummy(l.out);
+        let aux = or_dummy(l.aux);
+        let retry = or_dummy(l.retry);
+        let counters = or_dummy(l.counters.map(|h| (h, COUNTER_WORDS)));
+        let bits = or_dummy(l.bits.map(|h| (h, l.m.div_ceil(32))));
+        let gate = or_dummy(l.gate.map(|h| (h, 1)));
+        // SAFETY: each buffer holds at least `len` elements (see below for how the kernel indexes them).
+        let arg = |(h, len): (Handle, usize)| unsafe { ArrayArg::from_raw_parts(h, len) };
         // SAFETY: thread `t < m` reads operation `t` (or `sel[t] < n`) of arrays of `n`; it writes `out[q]` and
-        // `aux[q]` (`q < n`), or (GATHER) `out[aux[q]..aux[q + 1]]`, and `retry[< m]`. Slabs are addressed by
-        // bucket indices below `buckets` and links below `buckets + pool`.
+        // `aux[q]` (`q < n`), or (GATHER) `out[aux[q]..aux[q + 1]]`, `retry[< m]` and (compact finds)
+        // `found_bits[< ceil(m / 32)]`. Slabs are addressed by bucket indices below `buckets` and links below
+        // `buckets + pool`. Arguments a mode does not use are never indexed.
         unsafe {
             chained_kernel::launch_unchecked::<L, R>(
                 &self.client,
-                cube_count(m.max(1)),
+                cube_count(l.m.max(1)),
                 CubeDim::new_1d(CUBE_SIZE),
-                ArrayArg::from_raw_parts(arrays.ops.clone(), len(mode == op::MIXED)),
-                ArrayArg::from_raw_parts(arrays.keys.clone(), len(true)),
-                ArrayArg::from_raw_parts(arrays.values.clone(), len(inserts)),
-                ArrayArg::from_raw_parts(sel_h, if sel.is_some() { m } else { 1 }),
-                m as u32,
+                arg(ops),
+                ArrayArg::from_raw_parts(l.arrays.keys.clone(), n),
+                arg(values),
+                arg(sel),
+                l.m as u32,
                 ArrayArg::from_raw_parts(atomic, atomic_len),
                 ArrayArg::from_raw_parts(plain_h, plain_len),
                 ArrayArg::from_raw_parts(self.values.clone(), self.value_words()),
                 ArrayArg::from_raw_parts(self.bitmap.clone(), Self::bitmap_words(self.pool)),
                 self.pool,
-                ArrayArg::from_raw_parts(out.clone(), out_len.max(1)),
-                ArrayArg::from_raw_parts(aux.clone(), aux_len.max(1)),
-                ArrayArg::from_raw_parts(places.0.clone(), places.1.max(1)),
-                ArrayArg::from_raw_parts(places.2.clone(), COUNTER_WORDS),
+                arg(out),
+                arg(aux),
+                arg(retry),
+                arg(counters),
+                arg(bits),
+                arg(gate),
+                l.base as u32,
                 shape_scalars::<R>(self.shape()),
                 mode,
-                sel.is_some(),
+                l.sel.is_some(),
                 plain,
-                phase,
+                l.phase,
                 self.resident,
                 self.tile,
+                l.compact,
+                l.gate.is_some(),
             )
         }
-    }
-
-    pub(crate) fn walk(
-        &self,
-        io: &impl HostIo,
-        keys: &[L::Key],
-        mode: u32,
-        out_len: usize,
-        aux: Option<Handle>,
-    ) -> Result<(Handle, Handle)> {
-        let kh = io.up(keys)?;
-        Ok(self.walk_device(&kh, keys.len(), mode, out_len, aux))
     }
 }

@@ -14,7 +14,8 @@
 use super::lookup::LookupMode;
 use super::{CsrKey, GpuCsr, checked_total, words};
 use crate::csr::config::{DeviceCsrParams, JoinMethod};
-use crate::runtime::dispatch::{OnRuntime, on_backend, shared_stager, upload};
+use crate::runtime::dispatch::{OnRuntime, on_backend, shared_stager};
+use crate::runtime::host_io::upload;
 use crate::runtime::launch::{CUBE_SIZE, cube_count};
 use crate::runtime::scan::{exclusive_scan, squared_steps_u64};
 use crate::runtime::transfer::HostTransfer;

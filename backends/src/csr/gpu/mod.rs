@@ -11,11 +11,12 @@ pub mod lookup;
 
 use crate::csr::config::{CsrBuild, DeviceCsrParams, check_lookup_tile};
 use crate::results::FindAll;
-use crate::runtime::dispatch::{OnRuntime, on_backend, shared_stager, upload};
+use crate::runtime::dispatch::{OnRuntime, on_backend, shared_stager};
+use crate::runtime::host_io::{BatchSizes, DeviceCache, HostLink};
 use crate::runtime::launch::{CUBE_SIZE, cube_count, fill_u32};
 use crate::runtime::scan::{exclusive_scan, total_u64};
 use crate::runtime::transfer::HostTransfer;
-use crate::runtime::words::{bytes_of_mut, same_words, same_words_vec};
+use crate::runtime::words::{bytes_of, bytes_of_mut, same_words, same_words_vec};
 use build::{csr_bin_count_kernel, csr_bin_place_kernel, csr_bin_scatter_kernel};
 use cubecl::prelude::*;
 use cubecl::server::Handle;
@@ -62,8 +63,16 @@ impl CsrKey for Key64 {
 pub struct GpuCsr<R: HostTransfer, K: CsrKey = Key32, V: CsrValue = u32> {
     _pairs: std::marker::PhantomData<(K, V)>,
     client: ComputeClient<R>,
-    /// Host transfers (CUDA: a stream and pinned staging buffers, as hash tables' host path uses).
+    /// Host transfers (CUDA: a stream and pinned staging buffers), through the host-I/O layer every family
+    /// shares.
     stager: Arc<R::Stager>,
+    /// The lookups' batch buffers, kept between calls.
+    cache: DeviceCache,
+    /// How host batches of queries are cut for the device.
+    sizes: BatchSizes,
+    /// Distinct one-word stand-ins for the lookup kernel's unused arguments (wgpu mis-binds a buffer bound
+    /// twice in one launch).
+    dummies: [Handle; 3],
     vertices: u32,
     seed: u32,
     mix: u32,
@@ -96,7 +105,8 @@ fn lookup_tile<R: Runtime>(client: &ComputeClient<R>, requested: u32) -> Result<
 
 impl<R: HostTransfer, K: CsrKey, V: CsrValue> GpuCsr<R, K, V> {
     /// Builds the table of `(keys[i], values[i])` with `vertices` vertices and hash family `family` (function
-    /// 0) by `method`, and waits for the device to finish it.
+    /// 0) by `method`, and waits for the device to finish it. The pairs are copied in chunks through the
+    /// host-I/O layer's transfers, the keys first, each chunk of keys counted as it lands.
     pub fn build(
         client: &ComputeClient<R>,
         family: &HashFamily,
@@ -112,10 +122,43 @@ impl<R: HostTransfer, K: CsrKey, V: CsrValue> GpuCsr<R, K, V> {
                 expected: keys.len(),
             });
         }
+        check_build(vertices, method)?;
         let stager = shared_stager(client)?;
-        let kh = upload(client, &stager, keys)?;
-        let vh = upload(client, &stager, values)?;
-        Self::build_device(client, family, vertices, &kh, &vh, keys.len(), method)
+        let n = keys.len();
+        let (seed, kb) = (family.seeds[0], size_of::<K::Word>());
+        let (groups, shift) = grouping(method, vertices);
+        let counts = client.empty(groups * 4);
+        fill_u32(client, &counts, groups, 0);
+        let dsts = [
+            client.empty(n.max(1) * kb),
+            client.empty(n.max(1) * size_of::<V>()),
+        ];
+        let h = R::upload_chunked(
+            client,
+            &stager,
+            &[bytes_of(keys), bytes_of(values)],
+            &dsts,
+            BatchSizes::DEFAULT.chunk * kb,
+            &mut |src, off, len, h| {
+                if src == 0 {
+                    let kh = h.clone().offset_start(off as u64);
+                    let g = Grouping {
+                        counts: &counts,
+                        groups,
+                        shift,
+                    };
+                    count_groups::<R, K>(client, &kh, len / kb, &g, vertices, seed);
+                }
+            },
+        )?;
+        Self::build_counted(
+            client,
+            family,
+            vertices,
+            (&h[0], &h[1], n),
+            method,
+            Some(counts),
+        )
     }
 
     /// [`GpuCsr::build`] from `n` keys and values already on the device (buffers of at least one word each).
@@ -128,12 +171,20 @@ impl<R: HostTransfer, K: CsrKey, V: CsrValue> GpuCsr<R, K, V> {
         n: usize,
         method: CsrBuild,
     ) -> Result<Self> {
-        if vertices == 0 {
-            return Err(Error::InvalidConfig(
-                "a CSR table needs at least one vertex".into(),
-            ));
-        }
-        method.validate()?;
+        Self::build_counted(client, family, vertices, (kh, vh, n), method, None)
+    }
+
+    /// [`GpuCsr::build_device`], the keys' counts per group ([`grouping`]) already queued into `counted`
+    /// where given.
+    fn build_counted(
+        client: &ComputeClient<R>,
+        family: &HashFamily,
+        vertices: u32,
+        (kh, vh, n): (&Handle, &Handle, usize),
+        method: CsrBuild,
+        counted: Option<Handle>,
+    ) -> Result<Self> {
+        check_build(vertices, method)?;
         // Host transfers (the table's later lookups from host data) go through the runtime's one stager.
         let stager = shared_stager(client)?;
         let seed = family.seeds[0];
@@ -143,36 +194,44 @@ impl<R: HostTransfer, K: CsrKey, V: CsrValue> GpuCsr<R, K, V> {
             client.empty(n.max(1) * size_of::<K::Word>()),
             client.empty(n.max(1) * size_of::<V>()),
         );
-        let offsets = match method {
-            // v2's bin arithmetic is 32-bit: a hash range within one bin of 2^32 takes v1.
-            CsrBuild::V2 { bin_vertices } if vertices <= u32::MAX - bin_vertices => {
-                let offsets = client.empty((vn + 1) * 4);
-                build_v2::<R, K, V>(
-                    client,
-                    kh,
-                    vh,
-                    n,
-                    &offsets,
-                    &out_keys,
-                    &out_values,
-                    vertices,
-                    seed,
-                    mix,
-                    bin_vertices,
-                );
-                offsets
-            }
-            _ => build_v1::<R, K, V>(
+        let (groups, shift) = grouping(method, vertices);
+        let counts = counted.unwrap_or_else(|| {
+            let counts = client.empty(groups * 4);
+            fill_u32(client, &counts, groups, 0);
+            let g = Grouping {
+                counts: &counts,
+                groups,
+                shift,
+            };
+            count_groups::<R, K>(client, kh, n, &g, vertices, seed);
+            counts
+        });
+        let g = Grouping {
+            counts: &counts,
+            groups,
+            shift,
+        };
+        let offsets = if shift > 0 {
+            let offsets = client.empty((vn + 1) * 4);
+            build_v2::<R, K, V>(
                 client,
-                kh,
-                vh,
-                n,
-                &out_keys,
-                &out_values,
+                (kh, vh, n),
+                &g,
+                &offsets,
+                (&out_keys, &out_values),
                 vertices,
                 seed,
                 mix,
-            ),
+            );
+            offsets
+        } else {
+            let to = ScatterTo {
+                keys: &out_keys,
+                values: &out_values,
+                pairs: &client.empty(8),
+                packed: false,
+            };
+            scan_scatter::<R, K, V>(client, kh, vh, n, to, &g, vertices, seed, mix)
         };
         // The build returns a finished table, as the CPU one does: a device error surfaces here, and a caller
         // timing the build times the work, not its queueing.
@@ -182,6 +241,9 @@ impl<R: HostTransfer, K: CsrKey, V: CsrValue> GpuCsr<R, K, V> {
             _pairs: std::marker::PhantomData,
             client: client.clone(),
             stager,
+            cache: DeviceCache::default(),
+            sizes: BatchSizes::DEFAULT,
+            dummies: std::array::from_fn(|_| client.empty(8)),
             vertices,
             seed,
             mix,
@@ -191,6 +253,23 @@ impl<R: HostTransfer, K: CsrKey, V: CsrValue> GpuCsr<R, K, V> {
             keys: out_keys,
             values: out_values,
         })
+    }
+
+    /// This table with its lookups from host queries cut into device batches of `keys` keys (copied in chunks
+    /// of half that; `None`: the defaults, 2^26 keys per batch). Small values are for tests of the boundaries.
+    pub fn with_batch_keys(mut self, keys: Option<usize>) -> Self {
+        self.sizes = BatchSizes::from_keys(keys);
+        self
+    }
+
+    /// What the host-I/O layer needs of this table for one call.
+    fn link(&self) -> HostLink<'_, R> {
+        HostLink {
+            client: &self.client,
+            stager: &self.stager,
+            cache: &self.cache,
+            sizes: self.sizes,
+        }
     }
 
     /// This table with lookups run by tiles of `tile` lanes per query (0: automatic; a power of two up to 32,
@@ -222,10 +301,7 @@ impl<R: HostTransfer, K: CsrKey, V: CsrValue> GpuCsr<R, K, V> {
 
     /// Copies the first `dst.len()` elements of device buffer `src` into `dst`, after the queued kernels.
     pub(crate) fn download<E: Element>(&self, src: &Handle, dst: &mut [E]) -> Result<()> {
-        if dst.is_empty() {
-            return Ok(());
-        }
-        R::download(&self.client, &self.stager, src, bytes_of_mut(dst))
+        self.link().download(src, dst)
     }
 
     /// Queues the lookup kernel over `q` queries (`mode`: what it writes; `starts` and the outputs are only
@@ -278,60 +354,50 @@ impl<R: HostTransfer, K: CsrKey, V: CsrValue> GpuCsr<R, K, V> {
     /// The queries' match counts, on the device (`q` words), queued.
     pub(crate) fn counts_of(&self, queries: &Handle, q: usize) -> Handle {
         let counts = self.client.empty(q.max(1) * 4);
-        // Distinct stand-ins: wgpu mis-binds a buffer bound twice in one launch.
-        let (no_starts, no_out, no_index) = (
-            self.client.empty(4),
-            self.client.empty(size_of::<V>()),
-            self.client.empty(4),
-        );
+        self.count_into(queries, q, &counts);
+        counts
+    }
+
+    /// Queues the match counts of `q` queries into `counts`.
+    fn count_into(&self, queries: &Handle, q: usize, counts: &Handle) {
+        let [no_starts, no_out, no_index] = &self.dummies;
         self.lookup(
             queries,
             q,
             LookupMode::Count,
-            &counts,
-            &no_starts,
-            &no_out,
-            &no_index,
+            counts,
+            no_starts,
+            no_out,
+            no_index,
             1,
         );
-        counts
     }
 
-    /// How many values each query key has.
+    /// How many values each query key has: the queries are copied in chunks through the host-I/O layer, each
+    /// chunk counted as it lands, the counts copied straight into the answer.
     pub fn count(&self, queries: &[K::Word]) -> Result<Vec<u32>> {
-        if queries.is_empty() {
-            return Ok(Vec::new());
-        }
-        let qh = upload(&self.client, &self.stager, queries)?;
-        let counts = self.counts_of(&qh, queries.len());
+        // Zeroed vectors come from the allocator as untouched pages: the copy is their first write.
         let mut out = vec![0u32; queries.len()];
-        self.download(&counts, &mut out)?;
+        self.link().map_keys(
+            bytes_of(queries),
+            size_of::<K::Word>(),
+            bytes_of_mut(&mut out),
+            None,
+            |c| self.count_into(c.keys, c.n, c.out),
+        )?;
         Ok(out)
     }
 
-    /// Every value of each query key: counts, an exclusive scan of them, then a gather pass.
+    /// Every value of each query key: counts as the queries land, an exclusive scan of them, then a gather
+    /// pass; the offsets and values copied out through the host-I/O layer.
     pub fn find_all(&self, queries: &[K::Word]) -> Result<FindAll<V>> {
-        let q = queries.len();
-        if q == 0 {
-            return Ok(FindAll {
-                offsets: vec![0],
-                values: Vec::new(),
-            });
-        }
-        let qh = upload(&self.client, &self.stager, queries)?;
-        let (starts, total) = self.find_all_plan(&qh, q)?;
-        let out = self.client.empty(total.max(1) * size_of::<V>());
-        self.gather_into(&qh, q, &starts, &out, total);
-        let mut starts_host = vec![0u32; q + 1];
-        self.download(&starts, &mut starts_host)?;
-        let mut values = vec![V::default(); total];
-        self.download(&out, &mut values)?;
-        // Widened in parallel: at 2^25 queries a serial pass first-touches 256 MB of fresh pages on one core.
-        use rayon::prelude::*;
-        Ok(FindAll {
-            offsets: starts_host.par_iter().map(|&s| s as usize).collect(),
-            values,
-        })
+        let (offsets, values) = self.link().find_all::<V>(
+            bytes_of(queries),
+            size_of::<K::Word>(),
+            |c| self.count_into(c.keys, c.n, c.out),
+            |qh, q, starts, out, total| self.gather_into(qh, q, starts, out, total),
+        )?;
+        Ok(FindAll { offsets, values })
     }
 
     /// The second half of a `find_all` on device queries, queued: the matching values of query `i` go to
@@ -382,6 +448,65 @@ pub(crate) fn checked_total<R: Runtime>(
     Ok(total as usize)
 }
 
+/// Checks a build's hash range and method.
+fn check_build(vertices: u32, method: CsrBuild) -> Result<()> {
+    if vertices == 0 {
+        return Err(Error::InvalidConfig(
+            "a CSR table needs at least one vertex".into(),
+        ));
+    }
+    method.validate()
+}
+
+/// The groups a build counts its keys into: `(groups, shift)`, a group being `2^shift` consecutive vertices
+/// (v2: a bin; v1, and v2 over a hash range within one bin of 2^32, whose bin arithmetic is 32-bit: one
+/// vertex).
+fn grouping(method: CsrBuild, vertices: u32) -> (usize, u32) {
+    match method {
+        CsrBuild::V2 { bin_vertices } if vertices <= u32::MAX - bin_vertices => (
+            (vertices as usize).div_ceil(bin_vertices as usize),
+            bin_vertices.trailing_zeros(),
+        ),
+        _ => (vertices as usize, 0),
+    }
+}
+
+/// A build's per-group key counts (zeroed before the first [`count_groups`]).
+struct Grouping<'a> {
+    counts: &'a Handle,
+    groups: usize,
+    shift: u32,
+}
+
+/// The count pass both builds share, queued: adds the `n` keys of `kh` to their groups' counts (a chunk at a
+/// time as a host build's keys land, or all at once).
+fn count_groups<R: Runtime, K: CsrKey>(
+    client: &ComputeClient<R>,
+    kh: &Handle,
+    n: usize,
+    g: &Grouping<'_>,
+    vertices: u32,
+    seed: u32,
+) {
+    if n == 0 {
+        return;
+    }
+    // SAFETY: indices are bounded by `n` and by `groups` (a vertex is < vertices, so its group < groups).
+    unsafe {
+        csr_bin_count_kernel::launch_unchecked::<K, R>(
+            client,
+            cube_count(n),
+            CubeDim::new_1d(CUBE_SIZE),
+            ArrayArg::from_raw_parts(kh.clone(), n),
+            ArrayArg::from_raw_parts(g.counts.clone(), g.groups),
+            vertices,
+            seed,
+            seed_mix(seed),
+            g.shift,
+        )
+    }
+}
+
 /// Where a scatter pass puts each pair: the arrays it writes and whether 32-bit pairs go as one packed word.
 struct ScatterTo<'a> {
     keys: &'a Handle,
@@ -390,46 +515,28 @@ struct ScatterTo<'a> {
     packed: bool,
 }
 
-/// The pass both builds share, queued: counts the keys per group of `2^shift` consecutive vertices (a bin; one
-/// vertex in v1), scans the counts into `groups + 1` offsets, and moves every pair to its group's next slot of
-/// `to` (an atomic cursor per group). Returns the offsets.
+/// The rest of the pass both builds share, queued after the counts ([`count_groups`]): scans the counts into
+/// `groups + 1` offsets and moves every pair to its group's next slot of `to` (an atomic cursor per group;
+/// v1 writes straight into the table's arrays, one vertex per group). Returns the offsets.
 #[allow(clippy::too_many_arguments)]
-fn count_scan_scatter<R: Runtime, K: CsrKey, V: CsrValue>(
+fn scan_scatter<R: Runtime, K: CsrKey, V: CsrValue>(
     client: &ComputeClient<R>,
     kh: &Handle,
     vh: &Handle,
     n: usize,
     to: ScatterTo<'_>,
-    groups: usize,
+    g: &Grouping<'_>,
     vertices: u32,
     seed: u32,
     mix: u32,
-    shift: u32,
 ) -> Handle {
-    let counts = client.empty(groups * 4);
-    fill_u32(client, &counts, groups, 0);
-    if n > 0 {
-        // SAFETY: indices are bounded by `n` and by `groups` (a vertex is < vertices, so its group < groups).
-        unsafe {
-            csr_bin_count_kernel::launch_unchecked::<K, R>(
-                client,
-                cube_count(n),
-                CubeDim::new_1d(CUBE_SIZE),
-                ArrayArg::from_raw_parts(kh.clone(), n),
-                ArrayArg::from_raw_parts(counts.clone(), groups),
-                vertices,
-                seed,
-                mix,
-                shift,
-            )
-        }
-    }
-    let offsets = exclusive_scan(client, &counts, groups);
+    let (counts, groups, shift) = (g.counts, g.groups, g.shift);
+    let offsets = exclusive_scan(client, counts, groups);
     if n > 0 {
         // The counts buffer becomes the cursor.
-        fill_u32(client, &counts, groups, 0);
+        fill_u32(client, counts, groups, 0);
         let len = |used: bool| if used { n } else { 1 };
-        // SAFETY: as above; `offsets[g] + cursor[g] < offsets[g + 1] <= n`.
+        // SAFETY: as in `count_groups`; `offsets[g] + cursor[g] < offsets[g + 1] <= n`.
         unsafe {
             csr_bin_scatter_kernel::launch_unchecked::<K, V, R>(
                 client,
@@ -438,7 +545,7 @@ fn count_scan_scatter<R: Runtime, K: CsrKey, V: CsrValue>(
                 ArrayArg::from_raw_parts(kh.clone(), n),
                 ArrayArg::from_raw_parts(vh.clone(), n),
                 ArrayArg::from_raw_parts(offsets.clone(), groups + 1),
-                ArrayArg::from_raw_parts(counts, groups),
+                ArrayArg::from_raw_parts(counts.clone(), groups),
                 ArrayArg::from_raw_parts(to.keys.clone(), len(!to.packed)),
                 ArrayArg::from_raw_parts(to.values.clone(), len(!to.packed)),
                 ArrayArg::from_raw_parts(to.pairs.clone(), len(to.packed)),
@@ -453,57 +560,21 @@ fn count_scan_scatter<R: Runtime, K: CsrKey, V: CsrValue>(
     offsets
 }
 
-/// The v1 build, queued: count per vertex, scan, place with an atomic cursor per vertex (the shared pass with
-/// one vertex per group, straight into the table's arrays). Returns the offsets.
-#[allow(clippy::too_many_arguments)]
-fn build_v1<R: Runtime, K: CsrKey, V: CsrValue>(
-    client: &ComputeClient<R>,
-    kh: &Handle,
-    vh: &Handle,
-    n: usize,
-    out_keys: &Handle,
-    out_values: &Handle,
-    vertices: u32,
-    seed: u32,
-    mix: u32,
-) -> Handle {
-    let to = ScatterTo {
-        keys: out_keys,
-        values: out_values,
-        pairs: &client.empty(8),
-        packed: false,
-    };
-    count_scan_scatter::<R, K, V>(
-        client,
-        kh,
-        vh,
-        n,
-        to,
-        vertices as usize,
-        vertices,
-        seed,
-        mix,
-        0,
-    )
-}
-
-/// The v2 build, queued (`bin_vertices` vertices per bin): the shared pass into a binned copy, then one cube
-/// per bin writes its offsets and places its pairs.
+/// The v2 build, queued (bins of `2^g.shift` vertices, counted into `g`): the shared pass into a binned copy,
+/// then one cube per bin writes its offsets and places its pairs.
 #[allow(clippy::too_many_arguments)]
 fn build_v2<R: Runtime, K: CsrKey, V: CsrValue>(
     client: &ComputeClient<R>,
-    kh: &Handle,
-    vh: &Handle,
-    n: usize,
+    (kh, vh, n): (&Handle, &Handle, usize),
+    g: &Grouping<'_>,
     offsets: &Handle,
-    out_keys: &Handle,
-    out_values: &Handle,
+    (out_keys, out_values): (&Handle, &Handle),
     vertices: u32,
     seed: u32,
     mix: u32,
-    bin_vertices: u32,
 ) {
-    let bins = (vertices as usize).div_ceil(bin_vertices as usize);
+    let bins = g.groups;
+    let bin_vertices = 1u32 << g.shift;
     // 32-bit keys and values travel as one word through the bins.
     let packed = size_of::<K::Word>() == 4 && size_of::<V>() == 4;
     let (binned_keys, binned_values, binned_pairs) = if packed {
@@ -521,18 +592,7 @@ fn build_v2<R: Runtime, K: CsrKey, V: CsrValue>(
         pairs: &binned_pairs,
         packed,
     };
-    let bin_offsets = count_scan_scatter::<R, K, V>(
-        client,
-        kh,
-        vh,
-        n,
-        to,
-        bins,
-        vertices,
-        seed,
-        mix,
-        bin_vertices.trailing_zeros(),
-    );
+    let bin_offsets = scan_scatter::<R, K, V>(client, kh, vh, n, to, g, vertices, seed, mix);
     let len = |used: bool| if used { n.max(1) } else { 1 };
     // SAFETY: one cube per bin; a bin's keys lie in `bin_offsets[b]..bin_offsets[b + 1]` and hash into its
     // `bin_vertices` vertices (the shared counters), and its outputs into the same range of the outputs.
@@ -618,11 +678,13 @@ pub(crate) fn device_csr<K: Key, V: Value>(
     p: DeviceCsrParams,
     keys: &[K],
     values: &[V],
+    batch_keys: Option<usize>,
 ) -> Result<std::sync::Arc<dyn DeviceCsr<K, V>>> {
     struct Build<'a, K, V> {
         p: DeviceCsrParams,
         keys: &'a [K],
         values: &'a [V],
+        batch_keys: Option<usize>,
     }
     impl<K: Key, V: Value> OnRuntime for Build<'_, K, V> {
         type Out = std::sync::Arc<dyn DeviceCsr<K, V>>;
@@ -630,8 +692,8 @@ pub(crate) fn device_csr<K: Key, V: Value>(
             fn build<R: HostTransfer, CK: CsrKey, CV: CsrValue, K: Key, V: Value>(
                 c: &ComputeClient<R>,
                 p: DeviceCsrParams,
-                keys: &[K],
-                values: &[V],
+                (keys, values): (&[K], &[V]),
+                batch_keys: Option<usize>,
             ) -> Result<std::sync::Arc<dyn DeviceCsr<K, V>>> {
                 let t = GpuCsr::<R, CK, CV>::build(
                     c,
@@ -641,17 +703,24 @@ pub(crate) fn device_csr<K: Key, V: Value>(
                     words(values),
                     p.build,
                 )?
-                .with_lookup_tile(p.lookup_tile)?;
+                .with_lookup_tile(p.lookup_tile)?
+                .with_batch_keys(batch_keys);
                 Ok(std::sync::Arc::new(t))
             }
-            let (p, keys, values) = (self.p, self.keys, self.values);
+            let (p, kv, b) = (self.p, (self.keys, self.values), self.batch_keys);
             match (K::BITS, V::BITS) {
-                (32, 32) => build::<R, Key32, u32, K, V>(&client, p, keys, values),
-                (32, _) => build::<R, Key32, u64, K, V>(&client, p, keys, values),
-                (_, 32) => build::<R, Key64, u32, K, V>(&client, p, keys, values),
-                _ => build::<R, Key64, u64, K, V>(&client, p, keys, values),
+                (32, 32) => build::<R, Key32, u32, K, V>(&client, p, kv, b),
+                (32, _) => build::<R, Key32, u64, K, V>(&client, p, kv, b),
+                (_, 32) => build::<R, Key64, u32, K, V>(&client, p, kv, b),
+                _ => build::<R, Key64, u64, K, V>(&client, p, kv, b),
             }
         }
     }
-    on_backend(backend, Build { p, keys, values })
+    let work = Build {
+        p,
+        keys,
+        values,
+        batch_keys,
+    };
+    on_backend(backend, work)
 }

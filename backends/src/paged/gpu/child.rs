@@ -11,14 +11,15 @@ use crate::paged::gpu::routing::DeviceRouter;
 use crate::paged::protocol::{
     FRAME_DESC_WORDS, PagedChild, Rebuilt, RoutedBatch, Router, SlotFrames, SplitSpec, paged_out,
 };
+use crate::runtime::host_io::check_device_memory;
 use crate::runtime::launch::copy;
 use crate::runtime::launch::{CUBE_SIZE, cube_count};
 use crate::runtime::transfer::{self, HostTransfer, PinnedAlloc};
 use crate::runtime::words::{bytes_of, bytes_of_mut};
 use crate::table::engine::{Engine, Inserted};
+use crate::table::gpu::GpuTable;
 use crate::table::gpu::build::WrapTable;
 use crate::table::gpu::kernels::{INSERT_COUNTERS, found_mode};
-use crate::table::gpu::{GpuTable, host_path};
 use cubecl::prelude::*;
 use cubecl::server::Handle;
 use hashtile_core::scheme::ProbingScheme;
@@ -150,7 +151,7 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuChild<R, S, L> {
             return Ok(0);
         }
         let t = &self.table;
-        host_path::check_device_memory::<R>(&t.stager, "a paged-in table", t.slot_bytes())?;
+        check_device_memory::<R>(&t.stager, "a paged-in table", t.slot_bytes())?;
         let keys = t.client.empty(t.capacity() * 8);
         let values = (!L::MOVES_PAIRS).then(|| t.client.empty(t.values_len * 8));
         let mut up = self.upload_image(keys, values)?;
@@ -248,7 +249,7 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuChild<R, S, L> {
         let words = stride * count;
         let values_len = if L::MOVES_PAIRS { 1 } else { words };
         let bytes = (words + if L::MOVES_PAIRS { 0 } else { words }) as u64 * 8;
-        if host_path::check_device_memory::<R>(&t.stager, "slot frames", bytes).is_err() {
+        if check_device_memory::<R>(&t.stager, "slot frames", bytes).is_err() {
             return None;
         }
         Some(SlotFrames {

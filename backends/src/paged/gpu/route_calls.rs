@@ -310,26 +310,22 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout, K: Key, V: Value> Router<K
     ) -> Result<()> {
         let client = &self.client;
         let mut trace = trace();
-        let (kb, vb) = widths::<L>();
+        let kb = widths::<L>().0;
         let k = words_of::<K, L::Key>(keys);
         let entries = client.create_from_slice(bytes_of(route.entries));
         let descs = client.create_from_slice(u32::as_bytes(descs));
         // The plain table's find: each chunk looked up as it lands, straight into the answers.
         with_words_mut::<V, L::Value, _>(out, |o| {
-            crate::table::gpu::host_path::find::<R>(
-                client,
-                &self.stager,
-                &self.cache,
-                bytes_of(&k),
-                kb,
-                bytes_of_mut(o),
-                vb,
-                bits,
-                self.sizes,
-                |kh, oh, bh, n| {
-                    self.find_chunk((kh, n), frames, (&descs, &entries), (oh, bh), route)
-                },
-            )
+            self.link()
+                .map_keys(bytes_of(&k), kb, bytes_of_mut(o), bits, |c| {
+                    self.find_chunk(
+                        (c.keys, c.n),
+                        frames,
+                        (&descs, &entries),
+                        (c.out, c.bits),
+                        route,
+                    )
+                })
         })?;
         trace.mark(client, "framed find: copied, looked up, answers copied out");
         Ok(())

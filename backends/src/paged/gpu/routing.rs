@@ -41,11 +41,11 @@ pub use super::route_kernels::{
 };
 use crate::device::layout::KeyLayout;
 use crate::paged::protocol::{ROUTED_COUNTERS, RouteMap, RoutedBatch};
+use crate::runtime::host_io::{BatchSizes, CHUNK_ALIGN, DeviceCache, HostLink};
 use crate::runtime::launch::{CUBE_SIZE, cube_count, fill_u32};
 use crate::runtime::trace::Trace;
 use crate::runtime::transfer::HostTransfer;
 use crate::runtime::words::bytes_of;
-use crate::table::gpu::host_path::{BatchSizes, CHUNK_ALIGN, DeviceCache};
 use cubecl::prelude::*;
 use cubecl::server::Handle;
 use hashtile_core::Result;
@@ -149,6 +149,16 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> DeviceRouter<R, S, L> {
             dummies,
             options,
             _layout: PhantomData,
+        }
+    }
+
+    /// What the host-I/O layer needs of this router for one call.
+    pub(super) fn link(&self) -> HostLink<'_, R> {
+        HostLink {
+            client: &self.client,
+            stager: &self.stager,
+            cache: &self.cache,
+            sizes: self.sizes,
         }
     }
 

@@ -7,6 +7,7 @@ use super::host_path::{self, BatchTable};
 use super::kernels::found_mode;
 use super::{GpuTable, erase, upsert};
 use crate::device::layout::KeyLayout;
+use crate::runtime::host_io::{BatchSizes, DeviceCache};
 use crate::runtime::launch::{CUBE_SIZE, cube_count, fill_u32};
 use crate::runtime::transfer::{HostTransfer, PinnedAlloc};
 use crate::runtime::words::{bytes_of, bytes_of_mut, with_words_mut, words_of};
@@ -47,20 +48,25 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
         } else {
             found_mode::NONE
         };
-        let (kb, vb) = (size_of::<L::Key>(), size_of::<L::Value>());
-        host_path::find::<R>(
-            &self.client,
-            &self.stager,
-            &self.cache,
+        self.link().map_keys(
             bytes_of(keys),
-            kb,
+            size_of::<L::Key>(),
             bytes_of_mut(out),
-            vb,
             found,
-            self.batch,
-            |kh, oh, bits, n| self.launch_find(kh, oh, bits, mode, n),
+            |c| self.launch_find(c.keys, c.out, c.bits, mode, c.n),
         )?;
         Ok(self.last_find_probes(keys.len()))
+    }
+}
+
+impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
+    /// Finds host keys of the layout's type as `Some(value)` / `None`: the layer's keyed pass with presence
+    /// bits, the answers made as the values leave the staging buffers.
+    pub(super) fn find_options_words(&self, keys: &[L::Key]) -> Result<Vec<Option<L::Value>>> {
+        self.link()
+            .find_options(bytes_of(keys), size_of::<L::Key>(), |c| {
+                self.launch_find(c.keys, c.out, c.bits, found_mode::BITS, c.n)
+            })
     }
 }
 
@@ -79,10 +85,10 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> BatchTable<R> for GpuTable
     fn slots(&self) -> usize {
         self.capacity()
     }
-    fn batch_sizes(&self) -> host_path::BatchSizes {
+    fn batch_sizes(&self) -> BatchSizes {
         self.batch
     }
-    fn cache(&self) -> &host_path::DeviceCache {
+    fn cache(&self) -> &DeviceCache {
         &self.cache
     }
     fn classify(&self, keys: &Handle, values: Option<&Handle>, mask: &Handle, n: usize) {
@@ -160,6 +166,19 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout, K: Key, V: Value> Engine<K
         let k = words_of::<K, L::Key>(keys);
         // Where the caller's slice is the layout's own type, the values land in it directly.
         with_words_mut::<V, L::Value, _>(out, |o| self.find_words(&k, o, found))
+    }
+
+    fn find_options(&self, keys: &[K]) -> Result<(Vec<Option<V>>, ProbeStats)> {
+        // The values come back as the layout's words: where those are the caller's type, the answers are built
+        // as they leave the staging buffers; a narrower value type goes through the caller's width.
+        if size_of::<V>() != size_of::<L::Value>() {
+            return crate::table::engine::options_by_bits(self, keys);
+        }
+        let k = words_of::<K, L::Key>(keys);
+        let answers = self.find_options_words(&k)?;
+        let answers = crate::runtime::words::same_options_vec::<L::Value, V>(answers)
+            .unwrap_or_else(|_| unreachable!("one width, one type"));
+        Ok((answers, self.last_find_probes(keys.len())))
     }
 
     fn pairs(&self) -> Result<Vec<(K, V)>> {

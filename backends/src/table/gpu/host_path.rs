@@ -1,8 +1,10 @@
-//! The host path of the GPU tables: a batch in host memory is copied in ([`HostTransfer`]), its duplicates
-//! and updates are settled by device passes ([`crate::table::gpu::upsert`]), and it is inserted by two masked launches of
-//! the table's insert kernel; finds copy keys in and values (and presence bits) straight out into the caller's
-//! slices. The same driver serves packed and wide tables through [`BatchTable`].
+//! The static tables' upserts from host memory, over the host-I/O layer ([`crate::runtime::host_io`]): a batch
+//! is copied in chunks, its duplicates and updates are settled by device passes ([`crate::table::gpu::upsert`])
+//! queued as the chunks land, and it is inserted by masked launches of the table's insert kernel. (Finds are
+//! the layer's keyed pass with the table's find kernel: `engine.rs`.) The same driver serves packed and wide
+//! tables through [`BatchTable`].
 
+use crate::runtime::host_io::{BatchSizes, DeviceCache, check_device_memory, device_batches};
 use crate::runtime::launch::{CUBE_SIZE, cube_count, fill_u32, fill_u64};
 use crate::runtime::trace::Trace;
 use crate::runtime::transfer::HostTransfer;
@@ -14,50 +16,6 @@ use crate::table::gpu::upsert::{
 use cubecl::prelude::*;
 use cubecl::server::Handle;
 use hashtile_core::{Error, ProbeStats, Result};
-
-/// How a host batch is cut for the device.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct BatchSizes {
-    /// Keys per device batch of an insert: larger host batches run as consecutive batches, which bounds the
-    /// device memory of one call (about 32 bytes per key with the duplicate passes) and keeps the semantics (a
-    /// later batch's keys that an earlier one stored are updates).
-    pub insert: usize,
-    /// Keys per device batch of a find.
-    pub find: usize,
-    /// Keys per copy chunk: a batch's keys are copied in chunks, and each chunk's kernel (the duplicate
-    /// pass's claims, a find) is queued as soon as the chunk has landed, so the copy of the next chunk overlaps
-    /// it. A multiple of [`CHUNK_ALIGN`].
-    pub chunk: usize,
-}
-
-/// Chunks are whole multiples of this many keys: a chunk's presence bits then start on a 256-byte boundary,
-/// the strictest offset alignment of a buffer binding (Vulkan's `minStorageBufferOffsetAlignment`).
-pub const CHUNK_ALIGN: usize = 2048;
-
-impl BatchSizes {
-    /// The defaults: device batches of 2^26 keys (one batch for the sweeps' sizes), copy chunks of 2^22.
-    pub const DEFAULT: Self = Self {
-        insert: 1 << 26,
-        find: 1 << 26,
-        chunk: 1 << 22,
-    };
-    /// Device batches of `keys` keys (rounded up to a multiple of [`CHUNK_ALIGN`]) copied in chunks of half
-    /// that (for tests of both boundaries), or the defaults.
-    pub fn from_keys(keys: Option<usize>) -> Self {
-        match keys {
-            Some(k) => {
-                // Copy chunks of half a batch, so that tests cross both kinds of boundary.
-                let k = k.max(1).next_multiple_of(CHUNK_ALIGN);
-                Self {
-                    insert: k,
-                    find: k,
-                    chunk: (k / 2 / CHUNK_ALIGN).max(1) * CHUNK_ALIGN,
-                }
-            }
-            None => Self::DEFAULT,
-        }
-    }
-}
 
 /// Device-side steps of a table that the host path chains.
 pub(crate) trait BatchTable<R: HostTransfer> {
@@ -108,61 +66,6 @@ pub(crate) trait BatchTable<R: HostTransfer> {
     }
     /// Waits for queued inserts and returns their statistics and unplaced pairs (widened).
     fn settle_batch(&mut self) -> Result<(ProbeStats, Vec<(u64, u64)>)>;
-}
-
-/// Device buffers the host path keeps between calls (grow-only), so that a call does not allocate and free its
-/// batch-sized buffers (on CUDA a fresh gigabyte-sized buffer per insert cost milliseconds). A call takes the
-/// buffers it needs out of the cache and gives them back when done, so concurrent calls on one table (finds
-/// through `&self`) never share one; a table keeps at most about 40 bytes per key of its largest batch.
-#[derive(Default)]
-pub struct DeviceCache(std::sync::Mutex<Vec<(&'static str, Handle, usize)>>);
-
-impl DeviceCache {
-    /// A buffer of at least `bytes` bytes for `name`: the cached one when it is large enough, else a new one.
-    pub(crate) fn take<R: Runtime>(
-        &self,
-        client: &ComputeClient<R>,
-        name: &'static str,
-        bytes: usize,
-    ) -> Handle {
-        let bytes = bytes.max(4);
-        let mut v = self.0.lock().expect("cache poisoned");
-        if let Some(i) = v.iter().position(|e| e.0 == name && e.2 >= bytes) {
-            return v.swap_remove(i).1;
-        }
-        // A smaller cached buffer of this name is freed before the larger one is allocated.
-        v.retain(|e| e.0 != name);
-        drop(v);
-        client.empty(bytes)
-    }
-    /// Frees every cached buffer (a table whose slots are stood in keeps no device memory:
-    /// `GpuTable::stand_in_slots`).
-    pub(crate) fn clear(&self) {
-        self.0.lock().expect("cache poisoned").clear();
-    }
-    /// Returns a buffer taken for `name` (of `bytes` bytes) to the cache.
-    pub(crate) fn give(&self, name: &'static str, h: Handle, bytes: usize) {
-        let mut v = self.0.lock().expect("cache poisoned");
-        v.retain(|e| e.0 != name);
-        v.push((name, h, bytes.max(4)));
-    }
-}
-
-/// Refuses an allocation of `needed` bytes that the device cannot hold (when the runtime can tell).
-pub(crate) fn check_device_memory<R: HostTransfer>(
-    stager: &R::Stager,
-    what: &'static str,
-    needed: u64,
-) -> Result<()> {
-    match R::free_device_memory(stager) {
-        Some(free) if needed > free => Err(Error::OutOfMemory {
-            what,
-            device: "device",
-            needed,
-            available: free,
-        }),
-        _ => Ok(()),
-    }
 }
 
 /// Phase timings of the host path as `tracing` events (target `hashtile`, level TRACE): marks only
@@ -641,8 +544,7 @@ pub(crate) fn upsert<R: HostTransfer, T: BatchTable<R>>(
     let mut stats = ProbeStats::default();
     let mut lost = Vec::new();
     let batch = t.batch_sizes().insert;
-    for start in (0..n).step_by(batch) {
-        let m = (n - start).min(batch);
+    for (start, m) in device_batches(n, batch) {
         check_device_memory::<R>(t.stager(), "an insert batch", batch_bytes::<R, T>(m))?;
         let batch_keys = &keys[start * kb..(start + m) * kb];
         let batch_values = &values[start * vb..(start + m) * vb];
@@ -749,8 +651,7 @@ pub(crate) fn count_new<R: HostTransfer, T: BatchTable<R>>(t: &T, keys: &[u8]) -
     let n = keys.len() / kb;
     let mut new = 0;
     let batch = t.batch_sizes().insert;
-    for start in (0..n).step_by(batch) {
-        let m = (n - start).min(batch);
+    for (start, m) in device_batches(n, batch) {
         check_device_memory::<R>(t.stager(), "a capacity check", batch_bytes::<R, T>(m))?;
         let (kh, _, mask) = upload_and_plan(
             t,
@@ -764,79 +665,4 @@ pub(crate) fn count_new<R: HostTransfer, T: BatchTable<R>>(t: &T, keys: &[u8]) -
         t.cache().give("dedup mask", mask, m * 4);
     }
     Ok(new)
-}
-
-/// Runs a bulk find over a host batch: per device batch, the keys are copied in chunks and
-/// `launch(keys, out, bits, n)` queues the table's find kernel on each chunk as it lands (sub-buffers of the
-/// batch's buffers), overlapping the next chunk's copy; then the values (and presence bits) are copied
-/// straight into `out` (and `found`).
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn find<R: HostTransfer>(
-    client: &ComputeClient<R>,
-    stager: &R::Stager,
-    cache: &DeviceCache,
-    keys: &[u8],
-    key_bytes: usize,
-    out: &mut [u8],
-    value_bytes: usize,
-    mut found: Option<&mut [u32]>,
-    sizes: BatchSizes,
-    launch: impl Fn(&Handle, &Handle, Option<&Handle>, usize),
-) -> Result<()> {
-    let n = keys.len() / key_bytes;
-    let batch = sizes.find.next_multiple_of(CHUNK_ALIGN);
-    let mut trace = trace();
-    for start in (0..n).step_by(batch) {
-        let m = (n - start).min(batch);
-        let oh = cache.take(client, "find out", m * value_bytes);
-        let words = m.div_ceil(32);
-        let bits = found.as_ref().map(|_| {
-            let h = cache.take(client, "find bits", words * 4);
-            fill_u32(client, &h, words, 0);
-            h
-        });
-        let dst = cache.take(client, "find keys", m * key_bytes);
-        let kh = R::upload_chunked(
-            client,
-            stager,
-            &[&keys[start * key_bytes..(start + m) * key_bytes]],
-            &[dst],
-            sizes.chunk * key_bytes,
-            &mut |_, off, len, kh| {
-                let (first, count) = (off / key_bytes, len / key_bytes);
-                let k = kh.clone().offset_start(off as u64);
-                let o = oh.clone().offset_start((first * value_bytes) as u64);
-                let b = bits
-                    .as_ref()
-                    .map(|b| b.clone().offset_start((first / 32 * 4) as u64));
-                launch(&k, &o, b.as_ref(), count);
-            },
-        )?;
-        trace.mark(client, "find: keys copied, kernels run");
-        R::download(
-            client,
-            stager,
-            &oh,
-            &mut out[start * value_bytes..(start + m) * value_bytes],
-        )?;
-        trace.mark(client, "find: values copied back");
-        if let (Some(f), Some(bh)) = (found.as_deref_mut(), bits.as_ref()) {
-            let w0 = start / 32;
-            R::download(
-                client,
-                stager,
-                bh,
-                crate::runtime::words::bytes_of_mut(&mut f[w0..w0 + words]),
-            )?;
-        }
-        // Every kernel of this batch is done (the downloads waited for them): the buffers can serve again.
-        cache.give("find out", oh, m * value_bytes);
-        if let Some(b) = bits {
-            cache.give("find bits", b, words * 4);
-        }
-        for h in kh {
-            cache.give("find keys", h, m * key_bytes);
-        }
-    }
-    Ok(())
 }

@@ -6,6 +6,8 @@ use crate::device::find::tile_find;
 use crate::device::layout::{KeyLayout, key_view};
 use crate::device::probe::frame_bucket;
 use crate::device::shape::{ShapeScalars, TableMeta, meta_of};
+/// The presence bits of finds live with the host-I/O layer that reads them (every family's finds set them).
+pub use crate::runtime::host_io::store_found_bits;
 use cubecl::prelude::*;
 use hashtile_core::scheme::{NO_PAIR, ProbingScheme, action, blank_state};
 use hashtile_core::tile::{
@@ -515,20 +517,6 @@ pub fn find_kernel<S: ProbingScheme, L: KeyLayout>(
         let all = plane_sum(r.probes);
         if UNIT_POS_PLANE == 0u32 && all > 0u32 {
             probe_counters[(CUBE_POS_X % ADDED_COUNTERS) as usize].fetch_add(all);
-        }
-    }
-}
-
-/// Sets bit `pos % 32` of `bits[pos / 32]` for every lane of the plane whose `present` is true: one atomic OR
-/// per plane (planes of 8..=32 lanes cover consecutive positions inside one 32-bit word). All lanes must call.
-#[cube]
-pub fn store_found_bits(bits: &Array<Atomic<u32>>, present: bool, pos: usize) {
-    let ballot = plane_ballot(present)[0];
-    if UNIT_POS_PLANE == 0u32 && ballot != 0u32 {
-        let word = pos / 32;
-        let shift = (pos % 32) as u32;
-        if word < bits.len() {
-            bits[word].fetch_or(ballot << shift);
         }
     }
 }

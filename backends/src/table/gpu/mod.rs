@@ -50,6 +50,7 @@ pub use device::{DeviceRef, Unplaced};
 use crate::device::layout::{KeyLayout, Packed};
 use crate::device::shape::ShapeScalarsLaunch;
 use crate::device::shape::{SHAPE_WORDS, shape_scalars, shape_words_of, tile_width_for};
+use crate::runtime::host_io::{BatchSizes, DeviceCache, HostLink, check_device_memory};
 use crate::runtime::launch::fill_u64;
 use crate::runtime::transfer::HostTransfer;
 use crate::table::engine::Engine;
@@ -78,9 +79,9 @@ pub struct GpuTable<R: HostTransfer, S: ProbingScheme, L: KeyLayout = Packed> {
     /// one for tables that come in numbers: the children of a paged table).
     pub(crate) stager: std::sync::Arc<R::Stager>,
     /// How host batches are cut for the device.
-    pub(crate) batch: host_path::BatchSizes,
+    pub(crate) batch: BatchSizes,
     /// Host-path buffers kept between calls.
-    pub(crate) cache: host_path::DeviceCache,
+    pub(crate) cache: DeviceCache,
     /// The key words (`L::KEY_SHIFT`; all ones = empty).
     pub(crate) keys: Handle,
     /// The values where the layout keeps them apart; for [`Packed`] a one-word buffer of its own (never read).
@@ -189,10 +190,10 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
         } else {
             std::sync::Arc::new(R::stager(&client)?)
         };
-        let batch = host_path::BatchSizes::DEFAULT;
+        let batch = BatchSizes::DEFAULT;
         let values_len = if L::MOVES_PAIRS { 1 } else { slots.max(1) };
         let table_bytes = (slots + if L::MOVES_PAIRS { 0 } else { slots }) as u64 * 8;
-        host_path::check_device_memory::<R>(&stager, "the table", table_bytes)?;
+        check_device_memory::<R>(&stager, "the table", table_bytes)?;
         let keys = client.empty(slots.max(1) * 8);
         let values = client.empty(values_len * 8);
         let shape = client.empty(SHAPE_WORDS * 4);
@@ -271,9 +272,9 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
     }
 
     /// Sets the keys per device batch and per find chunk of the host path (`None`: the defaults, see
-    /// `host_path::BatchSizes`).
+    /// [`BatchSizes`]).
     pub fn set_batch_keys(&mut self, keys: Option<usize>) {
-        self.batch = host_path::BatchSizes::from_keys(keys);
+        self.batch = BatchSizes::from_keys(keys);
     }
 
     /// Turns device probe counting on or off. Off (the default) compiles the counting out of the kernels.
@@ -412,9 +413,15 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
     }
     /// Looks keys of the layout's type up from the host (`Some(value)` / `None`), through the host path.
     pub fn find_keys(&self, keys: &[L::Key]) -> Result<Vec<Option<L::Value>>> {
-        let mut values = vec![L::Value::default(); keys.len()];
-        let mut bits = vec![0u32; keys.len().div_ceil(32)];
-        self.find_words(keys, &mut values, Some(&mut bits))?;
-        Ok(crate::results::options_from_bits(&values, &bits))
+        self.find_options_words(keys)
+    }
+    /// What the host-I/O layer needs of this table for one call.
+    pub(crate) fn link(&self) -> HostLink<'_, R> {
+        HostLink {
+            client: &self.client,
+            stager: &self.stager,
+            cache: &self.cache,
+            sizes: self.batch,
+        }
     }
 }
