@@ -1,0 +1,248 @@
+//! Every family's calls on host data go through one host-I/O layer (device batches, copy chunks with a launch
+//! per chunk as it lands, answers straight into the caller's memory, reserved keys checked on the device as
+//! they land). These tests drive the chained and CSR tables across its boundaries, with device batches of
+//! 4096 keys copied in chunks of 2048 (`batch_keys`), on every backend present (the CPU always; Vulkan on
+//! lavapipe in CI; CUDA where there is one), against `HashMap` oracles: empty batches, batches of one key,
+//! larger than one chunk and than one device batch, duplicates within and across chunks and device batches,
+//! and reserved keys in a later chunk or a later device batch (a typed error, the table unchanged).
+
+use hashtile::chained::{ChainedConfig, ChainedTable};
+use hashtile::{Backend, BackendChoice, CsrConfig, CsrTable, Error};
+use rand::{Rng, SeedableRng, rngs::StdRng};
+use std::collections::HashMap;
+
+mod common;
+
+/// Keys per device batch of the tables under test (copied in chunks of half that).
+const BATCH: usize = 4096;
+
+/// The backends a table is tested on: the CPU, and each GPU present.
+fn backends() -> Vec<Backend> {
+    let mut b = vec![Backend::Cpu];
+    b.extend(
+        [Backend::Vulkan, Backend::Cuda]
+            .into_iter()
+            .filter(|&g| common::present(g)),
+    );
+    b
+}
+
+/// Batch lengths around the chunk (2048) and device batch (4096) boundaries.
+const LENGTHS: [usize; 6] = [0, 1, 2049, 4096, 4097, 10_000];
+
+fn chained(b: Backend, n: usize) -> ChainedTable<u32, u32> {
+    let cfg = ChainedConfig::for_keys(n.max(64), 0.6)
+        .batch_keys(BATCH)
+        .backend(BackendChoice::Exactly(b));
+    ChainedTable::new(cfg).unwrap()
+}
+
+/// `len` keys from `0..universe` (never reserved), with duplicates: the batch repeats its first keys at its
+/// end, so that copies of one key straddle chunks and device batches.
+fn keys_with_repeats(rng: &mut StdRng, len: usize, universe: u32) -> Vec<u32> {
+    let mut keys: Vec<u32> = (0..len - len / 8)
+        .map(|_| rng.random_range(0..universe))
+        .collect();
+    let head: Vec<u32> = keys[..len / 8].to_vec();
+    keys.extend(head);
+    keys
+}
+
+/// The chained table holds exactly the multimap (per key: its values as a multiset, its count, a first value
+/// among them), and its invariants hold.
+fn chained_matches(t: &mut ChainedTable<u32, u32>, oracle: &HashMap<u32, Vec<u32>>, probe: &[u32]) {
+    t.check().expect("invariants");
+    assert_eq!(t.len(), oracle.values().map(Vec::len).sum::<usize>());
+    let all = t.find_all(probe).unwrap();
+    let counts = t.count(probe).unwrap();
+    let first = t.find(probe).unwrap();
+    assert_eq!(all.offsets.len(), probe.len() + 1);
+    for (i, k) in probe.iter().enumerate() {
+        let mut want = oracle.get(k).cloned().unwrap_or_default();
+        let mut got = all.values[all.offsets[i]..all.offsets[i + 1]].to_vec();
+        want.sort_unstable();
+        got.sort_unstable();
+        assert_eq!(got, want, "find_all of key {k}");
+        assert_eq!(counts[i] as usize, want.len(), "count of key {k}");
+        match first[i] {
+            Some(v) => assert!(want.contains(&v), "find of key {k}: {v} is not stored"),
+            None => assert!(want.is_empty(), "find of key {k}: stored, found none"),
+        }
+    }
+}
+
+fn chained_at(b: Backend, len: usize) {
+    let mut rng = StdRng::seed_from_u64(len as u64 + 29);
+    let universe = (len as u32).max(8) * 2;
+    let mut t = chained(b, len);
+    let mut oracle: HashMap<u32, Vec<u32>> = HashMap::new();
+    // Multimap inserts: every copy is kept.
+    let keys = keys_with_repeats(&mut rng, len, universe);
+    let values: Vec<u32> = (0..len as u32).collect();
+    t.insert(&keys, &values).unwrap();
+    for (&k, &v) in keys.iter().zip(&values) {
+        oracle.entry(k).or_default().push(v);
+    }
+    // Probes: every key inserted, in a batch of its own length, and as many absent ones.
+    let probe: Vec<u32> = keys
+        .iter()
+        .copied()
+        .chain((0..len as u32).map(|i| universe + i))
+        .collect();
+    chained_matches(&mut t, &oracle, &probe);
+    // Replace of distinct keys, half stored and half new: a stored key's first copy (in list order: the one
+    // `find` answers, whose value names it, values being distinct) gets the new value.
+    let mut distinct: Vec<u32> = oracle.keys().copied().take(len / 2).collect();
+    distinct.extend((0..(len / 2) as u32).map(|i| 2 * universe + i));
+    let firsts = t.find(&distinct).unwrap();
+    let new_values: Vec<u32> = (0..distinct.len() as u32).map(|i| len as u32 + i).collect();
+    let added = t.replace(&distinct, &new_values).unwrap();
+    let mut want_added = 0;
+    for ((&k, &v), first) in distinct.iter().zip(&new_values).zip(&firsts) {
+        let copies = oracle.entry(k).or_default();
+        match first {
+            Some(f) => {
+                let at = copies.iter().position(|c| c == f).expect("a stored value");
+                copies[at] = v;
+            }
+            None => {
+                want_added += 1;
+                copies.push(v);
+            }
+        }
+    }
+    assert_eq!(added, want_added);
+    assert_eq!(
+        t.find(&distinct).unwrap(),
+        new_values.iter().map(|&v| Some(v)).collect::<Vec<_>>()
+    );
+    chained_matches(&mut t, &oracle, &probe);
+    // Erase the first copy of each key of a batch that names some keys twice: two copies go.
+    let erase: Vec<u32> = keys_with_repeats(&mut rng, len, universe);
+    let erased = t.erase(&erase).unwrap();
+    let mut want_erased = 0;
+    let mut left: HashMap<u32, usize> = oracle.iter().map(|(k, v)| (*k, v.len())).collect();
+    for k in &erase {
+        if let Some(c) = left.get_mut(k).filter(|c| **c > 0) {
+            *c -= 1;
+            want_erased += 1;
+        }
+    }
+    assert_eq!(erased, want_erased);
+    assert_eq!(t.len(), left.values().sum::<usize>());
+    // Which copies went is the table's: the counts say how many are left of each key.
+    let counts = t.count(&probe).unwrap();
+    for (k, c) in probe.iter().zip(&counts) {
+        assert_eq!(
+            *c as usize,
+            left.get(k).copied().unwrap_or(0),
+            "count of key {k}"
+        );
+    }
+    // Erase every copy of the stored keys: the table is empty.
+    let stored: Vec<u32> = left.keys().copied().collect();
+    assert_eq!(t.erase_all(&stored).unwrap(), left.values().sum::<usize>());
+    assert!(t.is_empty());
+    t.check().expect("invariants");
+}
+
+#[test]
+fn chained_calls_across_chunks_and_device_batches_match_the_multimap() {
+    for b in backends() {
+        for len in LENGTHS {
+            chained_at(b, len);
+        }
+    }
+}
+
+fn chained_reserved(b: Backend) {
+    let tomb = u32::MAX - 1;
+    let mut t = chained(b, 10_000);
+    let keys: Vec<u32> = (0..10_000).collect();
+    t.insert(&keys, &keys).unwrap();
+    // One device batch, a reserved key in its second chunk (checked on the device as the keys land), and a
+    // batch of several device batches, one in its last (checked on the host first).
+    for (len, at) in [(4000, 3000), (10_000, 9000)] {
+        for (bad, sentinel) in [(u32::MAX, true), (tomb, false)] {
+            let mut batch: Vec<u32> = (20_000..20_000 + len as u32).collect();
+            batch[at] = bad;
+            let want = if sentinel {
+                Error::SentinelKey { index: at }
+            } else {
+                Error::TombstoneKey { index: at }
+            };
+            assert_eq!(t.insert(&batch, &batch), Err(want.clone()));
+            assert_eq!(t.replace(&batch, &batch), Err(want.clone()));
+            assert_eq!(t.find(&batch), Err(want.clone()));
+            assert_eq!(t.count(&batch), Err(want.clone()));
+            assert_eq!(t.find_all(&batch), Err(want.clone()));
+            // Stored keys before the reserved one: none is erased.
+            let mut erase = keys[..len].to_vec();
+            erase[at] = bad;
+            assert_eq!(t.erase(&erase), Err(want.clone()));
+            assert_eq!(t.erase_all(&erase), Err(want));
+        }
+    }
+    assert_eq!(t.len(), keys.len());
+    assert_eq!(t.count(&keys).unwrap(), vec![1; keys.len()]);
+    t.check().expect("invariants");
+}
+
+#[test]
+fn chained_reserved_keys_in_later_chunks_and_batches_change_nothing() {
+    for b in backends() {
+        chained_reserved(b);
+    }
+}
+
+fn csr_at(b: Backend, pairs: usize, queries: usize) {
+    let mut rng = StdRng::seed_from_u64((pairs * 31 + queries) as u64);
+    let universe = (pairs as u32 / 3).max(4);
+    // Keys with many duplicates (about three values each), values their positions.
+    let keys: Vec<u32> = (0..pairs).map(|_| rng.random_range(0..universe)).collect();
+    let values: Vec<u32> = (0..pairs as u32).collect();
+    let cfg = CsrConfig::default().batch_keys(BATCH).range_factor(1.0);
+    let cfg = CsrConfig {
+        backend: BackendChoice::Exactly(b),
+        ..cfg
+    };
+    let t = CsrTable::<u32, u32>::build(&cfg, &keys, &values).unwrap();
+    assert_eq!(t.len(), pairs);
+    let mut oracle: HashMap<u32, Vec<u32>> = HashMap::new();
+    for (&k, &v) in keys.iter().zip(&values) {
+        oracle.entry(k).or_default().push(v);
+    }
+    // Queries: stored and absent keys, each query key possibly several times.
+    let q: Vec<u32> = (0..queries)
+        .map(|_| rng.random_range(0..universe + universe / 2))
+        .collect();
+    let counts = t.count(&q).unwrap();
+    let all = t.find_all(&q).unwrap();
+    assert_eq!(counts.len(), queries);
+    assert_eq!(all.offsets.len(), queries + 1);
+    for (i, k) in q.iter().enumerate() {
+        let mut want = oracle.get(k).cloned().unwrap_or_default();
+        let mut got = all.values[all.offsets[i]..all.offsets[i + 1]].to_vec();
+        want.sort_unstable();
+        got.sort_unstable();
+        assert_eq!(counts[i] as usize, want.len(), "count of key {k}");
+        assert_eq!(got, want, "find_all of key {k}");
+    }
+    assert_eq!(all.values.len(), *all.offsets.last().unwrap());
+    let mut got = t.pairs().unwrap();
+    let mut want: Vec<(u32, u32)> = keys.iter().copied().zip(values.iter().copied()).collect();
+    got.sort_unstable();
+    want.sort_unstable();
+    assert_eq!(got, want, "pairs");
+}
+
+#[test]
+fn csr_calls_across_chunks_and_device_batches_match_the_multimap() {
+    for b in backends() {
+        for len in LENGTHS {
+            // Builds of every length (one chunk, several, none), queried with batches of every length.
+            csr_at(b, len, 10_000 - len);
+            csr_at(b, 5000, len);
+        }
+    }
+}
