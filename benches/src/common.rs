@@ -1,5 +1,6 @@
-//! Helpers the measuring modes share: the median of timed runs, the key generator, scheme parameters from the
-//! command line's knobs, find queries, and the checks of answers against a `HashMap` oracle.
+//! Helpers the measuring modes share: the median of timed runs, timed calls ([`time`]), the key generator,
+//! scheme parameters from the command line's knobs, find queries, and the checks of answers against a
+//! `HashMap` oracle.
 
 use hashtile::SchemeInfo;
 use hashtile::hash::fmix32;
@@ -95,4 +96,29 @@ pub fn check_excluding(
     q.par_iter()
         .zip(got.par_iter())
         .all(|(k, g)| expected(oracle, unplaced, k) == *g)
+}
+
+/// Runs `setup` then `call` once as a warm-up and `runs` times more, timing only `call`; `check` judges every
+/// answer, outside the timed region. Returns the median M keys/s for `keys` keys and whether every answer
+/// passed (the `host` and `csr` modes time their calls with it).
+pub fn time<T>(
+    runs: usize,
+    keys: usize,
+    mut setup: impl FnMut() -> hashtile::Result<()>,
+    mut call: impl FnMut() -> hashtile::Result<T>,
+    mut check: impl FnMut(T) -> bool,
+) -> hashtile::Result<(f64, bool)> {
+    let mut rates = Vec::with_capacity(runs);
+    let mut ok = true;
+    for run in 0..=runs {
+        setup()?;
+        let t0 = std::time::Instant::now();
+        let answer = call()?;
+        let secs = t0.elapsed().as_secs_f64();
+        ok &= check(answer);
+        if run > 0 {
+            rates.push(keys as f64 / secs / 1e6);
+        }
+    }
+    Ok((median(&mut rates), ok))
 }

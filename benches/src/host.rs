@@ -10,11 +10,18 @@
 //!   moves 8 bytes per pair to the device, a find 4 bytes per key each way;
 //! - the CPU backend: `std::collections::HashMap` (SipHash, as users get it) filled from the same keys on one
 //!   thread, and its lookups.
+//!
+//! With `--families`, then the other families' calls on the same keys from `Vec`s, each against the
+//! static table's `insert` or `find_into` from `Vec`s at the first load, with the bar issue 29's acceptance 8
+//! sets ([`crate::families`]): one run measures whether every family's host calls move at the static table's
+//! speed.
 
 use crate::checks::{
     available_backend, check_bucket, check_csv_path, check_log2_keys, check_repeats, load_list,
     scheme_name, table_slots,
 };
+use crate::common::time;
+use crate::families::{self, StaticRates};
 use crate::footprint::{Capacity, Footprint, check_footprint, hashmap_bytes};
 use hashtile::gpu::measure_copy_ceiling;
 use hashtile::gpu::transfer::CopyCeiling;
@@ -56,6 +63,10 @@ pub struct HostArgs {
     /// CSV output file.
     #[arg(long, default_value = "hashtile-bench-host.csv")]
     pub csv: String,
+    /// Also time the chained and CSR tables' calls on the same keys from `Vec`s, each against the static
+    /// table's `insert` or `find_into` of this run (issue 29's acceptance 8: one host-I/O speed).
+    #[arg(long)]
+    pub families: bool,
 }
 
 /// Checks the `host` mode's options.
@@ -98,6 +109,24 @@ pub fn check(a: HostArgs) -> Result<HostSetup, String> {
         };
         peak = peak.max(f);
     }
+    if a.families {
+        // The chained and CSR tables run after the static ones are dropped: slabs (about 18 bytes a key at
+        // load 0.6), the host calls' cached batch buffers, a CSR build's temporaries; answers on the host.
+        let f = Footprint {
+            host: 64 * n as u64,
+            device: if backend == Backend::Cpu {
+                0
+            } else {
+                64 * n as u64
+            },
+            device_buffer: if backend == Backend::Cpu {
+                0
+            } else {
+                24 * n as u64
+            },
+        };
+        peak = peak.max(f);
+    }
     check_footprint(
         &format!("host mode, 2^{log2} keys on {backend}"),
         peak,
@@ -111,6 +140,7 @@ pub fn check(a: HostArgs) -> Result<HostSetup, String> {
         loads,
         runs,
         csv: a.csv,
+        families: a.families,
     })
 }
 
@@ -131,6 +161,8 @@ pub struct HostSetup {
     pub runs: usize,
     /// CSV output path.
     pub csv: String,
+    /// Time the chained and CSR tables' calls too ([`families`]).
+    pub families: bool,
 }
 
 /// One measured call.
@@ -144,44 +176,22 @@ struct HostRow {
     /// The ceiling's M keys/s for the same call (NaN when there is none).
     ceiling: f64,
     ceiling_name: &'static str,
+    /// The ratio to the ceiling a family's call must reach (NaN: none; the static table's own rows).
+    bar: f64,
     ok: bool,
 }
 
-/// `count` distinct keys (a bijective mix of a counter, the sentinel skipped), starting at counter `from`.
+/// `count` distinct keys (a bijective mix of a counter, the sentinel and the chained tables' tombstone
+/// skipped, so that every family takes the same keys), starting at counter `from`.
 fn keys_from(from: u32, count: usize) -> Vec<u32> {
-    (0..count as u32 + 1)
+    (0..count as u32 + 2)
         .into_par_iter()
         .map(|i| fmix32((from + i) ^ 0x6a09_e667))
-        .filter(|&k| k != u32::MAX)
+        .filter(|&k| k < u32::MAX - 1)
         .collect::<Vec<_>>()
         .into_iter()
         .take(count)
         .collect()
-}
-
-/// Runs `setup` then `call` once as a warm-up and `runs` times more, timing only `call`; `check` judges every
-/// answer, outside the timed region. Returns the median M keys/s for `keys` keys and whether every answer
-/// passed. (The `csr` mode times its calls with it too.)
-pub(crate) fn time<T>(
-    runs: usize,
-    keys: usize,
-    mut setup: impl FnMut() -> hashtile::Result<()>,
-    mut call: impl FnMut() -> hashtile::Result<T>,
-    mut check: impl FnMut(T) -> bool,
-) -> hashtile::Result<(f64, bool)> {
-    let mut rates = Vec::with_capacity(runs);
-    let mut ok = true;
-    for run in 0..=runs {
-        setup()?;
-        let t0 = Instant::now();
-        let answer = call()?;
-        let secs = t0.elapsed().as_secs_f64();
-        ok &= check(answer);
-        if run > 0 {
-            rates.push(keys as f64 / secs / 1e6);
-        }
-    }
-    Ok((crate::common::median(&mut rates), ok))
 }
 
 /// Runs the host mode; returns the exit status (2 when an answer did not match).
@@ -303,6 +313,7 @@ fn run_scheme<S: SchemeInfo>(s: &HostSetup) -> Result<i32, String> {
                     rate,
                     ceiling: ceil,
                     ceiling_name: name,
+                    bar: f64::NAN,
                     ok,
                 });
             };
@@ -389,6 +400,32 @@ fn run_scheme<S: SchemeInfo>(s: &HostSetup) -> Result<i32, String> {
             );
         }
     }
+    if s.families {
+        // The other families' calls against the static table's at the first load, from `Vec`s.
+        let of = |op: &str| {
+            rows.iter()
+                .find(|r| r.load == s.loads[0] && r.memory == "vec" && r.op == op)
+                .map_or(f64::NAN, |r| r.rate)
+        };
+        let refs = StaticRates {
+            insert: of("insert"),
+            find_into: of("find_into present"),
+        };
+        for f in families::run(s.backend, keys, &values, s.runs, refs).map_err(err)? {
+            all_ok &= f.ok;
+            rows.push(HostRow {
+                load: s.loads[0],
+                memory: "vec",
+                op: f.call,
+                keys: n,
+                rate: f.rate,
+                ceiling: f.reference_rate,
+                ceiling_name: f.reference,
+                bar: f.bar,
+                ok: f.ok,
+            });
+        }
+    }
     report(s, &rows, ceiling).map_err(|e| format!("writing {}: {e}", s.csv))?;
     Ok(if all_ok { 0 } else { 2 })
 }
@@ -417,20 +454,47 @@ fn hashmap_rates(keys: &[u32], values: &[u32], absent: &[u32], runs: usize) -> (
 
 fn report(s: &HostSetup, rows: &[HostRow], ceiling: Option<CopyCeiling>) -> std::io::Result<()> {
     println!(
-        "\n{:<6} {:<7} {:<18} {:>10} {:>12} {:>12} {:>7}  ok",
-        "load", "memory", "call", "keys", "M keys/s", "ceiling", "ratio"
+        "\n{:<6} {:<7} {:<18} {:>10} {:>12} {:>12} {:>7} {:>5}  ok",
+        "load", "memory", "call", "keys", "M keys/s", "ceiling", "ratio", "bar"
     );
+    let mut bars = (0, 0);
     for r in rows {
+        let ratio = r.rate / r.ceiling;
+        let bar = if r.bar.is_nan() {
+            String::new()
+        } else {
+            bars.1 += 1;
+            let met = ratio >= r.bar;
+            bars.0 += met as usize;
+            format!("{:.1}{}", r.bar, if met { "" } else { "!" })
+        };
         println!(
-            "{:<6} {:<7} {:<18} {:>10} {:>12.1} {:>12.1} {:>7.2}  {}",
+            "{:<6} {:<7} {:<18} {:>10} {:>12.1} {:>12.1} {:>7.2} {:>5}  {}",
             r.load,
             r.memory,
             r.op,
             r.keys,
             r.rate,
             r.ceiling,
-            r.rate / r.ceiling,
+            ratio,
+            bar,
             if r.ok { "yes" } else { "NO" }
+        );
+    }
+    if bars.1 > 0 {
+        let refs = rows.iter().filter(|r| !r.bar.is_nan());
+        let names: Vec<&str> = refs.map(|r| r.ceiling_name).collect();
+        println!(
+            "chained and csr rows: ceiling = the static table's call from Vecs in this run ({}, load {}); \
+             bar = issue 29's acceptance 8 (0.7, find_all 0.5; '!' = below): {} of {} calls meet it",
+            if names.contains(&"static insert") {
+                "insert for inserts and builds, find_into for lookups and erases"
+            } else {
+                "find_into"
+            },
+            s.loads[0],
+            bars.0,
+            bars.1
         );
     }
     if let Some(c) = ceiling {
@@ -444,12 +508,17 @@ fn report(s: &HostSetup, rows: &[HostRow], ceiling: Option<CopyCeiling>) -> std:
     let mut f = std::fs::File::create(&s.csv)?;
     writeln!(
         f,
-        "backend,scheme,bucket,keys,load,memory,call,rate_mkeys,ceiling,ceiling_mkeys,ratio,ok"
+        "backend,scheme,bucket,keys,load,memory,call,rate_mkeys,ceiling,ceiling_mkeys,ratio,bar,ok"
     )?;
     for r in rows {
+        let bar = if r.bar.is_nan() {
+            String::new()
+        } else {
+            r.bar.to_string()
+        };
         writeln!(
             f,
-            "{},{},{},{},{},{},{},{:.3},{},{:.3},{:.4},{}",
+            "{},{},{},{},{},{},{},{:.3},{},{:.3},{:.4},{},{}",
             s.backend,
             s.scheme,
             s.bucket.map_or("default".to_string(), |b| b.to_string()),
@@ -461,6 +530,7 @@ fn report(s: &HostSetup, rows: &[HostRow], ceiling: Option<CopyCeiling>) -> std:
             r.ceiling_name,
             r.ceiling,
             r.rate / r.ceiling,
+            bar,
             r.ok
         )?;
     }

@@ -17,7 +17,8 @@
 //!
 //! Layout, top down: this file (the exit path) and `cli` (the command line) import the modes; each mode (`rates/`,
 //! `sweep/`, `host.rs`, `csr/`, `scan.rs`, `chained/`, `paged/`) holds its options, their checks and its
-//! measurements; the leaves below them import no mode: `checks` (shared checks of the command line), `footprint`
+//! measurements; the leaves below them import no mode: `checks` (shared checks of the command line), `families`
+//! (the chained and CSR tables' host calls against the static table's, for `host`), `footprint`
 //! (memory estimates), `common` (the median, keys, scheme parameters, oracle checks), `baseline` (the device
 //! BCHT baseline), `error` ([`error::BenchError`]) and `plot` (SVG plots). No module imports one that imports it
 //! back, and no submodule imports from its parent `mod.rs`.
@@ -29,6 +30,7 @@ mod cli;
 mod common;
 mod csr;
 mod error;
+mod families;
 mod footprint;
 mod host;
 mod paged;

@@ -334,6 +334,56 @@ fn small_cpu_host_run_writes_its_csv() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// `host --families`: the chained and CSR calls after the static ones, each against the static table's call of
+/// the same run with its bar, every answer checked.
+#[test]
+fn small_cpu_host_run_times_the_families() {
+    let dir = scratch("host-families");
+    let out = run_in(
+        &dir,
+        &[
+            "host",
+            "--backend",
+            "cpu",
+            "--log2-keys",
+            "12",
+            "--load",
+            "0.8",
+            "--runs",
+            "1",
+            "--families",
+            "--csv",
+            "host.csv",
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "host run failed:\n{stderr}");
+    let csv = std::fs::read_to_string(dir.join("host.csv")).expect("host.csv written");
+    let rows: Vec<&str> = csv.lines().skip(1).collect();
+    // 10 static rows, then 6 chained and 3 CSR calls.
+    assert_eq!(rows.len(), 19, "{csv}");
+    assert!(rows.iter().all(|r| r.ends_with(",true")), "{csv}");
+    let families: Vec<&&str> = rows[10..].iter().collect();
+    assert!(
+        families
+            .iter()
+            .all(|r| r.contains(",static insert,") || r.contains(",static find_into,")),
+        "{csv}"
+    );
+    for call in [
+        "chained insert",
+        "chained find",
+        "chained erase",
+        "csr build",
+        "csr find_all",
+    ] {
+        assert!(families.iter().any(|r| r.contains(call)), "{call}: {csv}");
+    }
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("acceptance 8"), "{stdout}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn csr_mode_refuses_bad_input_and_checks_its_answers() {
     assert_refused(

@@ -18,7 +18,7 @@ mod device;
 
 pub use args::{CsrArgs, check};
 
-use crate::host::time;
+use crate::common::time;
 use crate::plot::{Figure, Panel, Series, XAxis, write_svg};
 use common::{Case, CsrRow, build_name};
 use hashtile::hash::fmix32;

@@ -1,0 +1,170 @@
+//! The other families' calls on host data beside the static table's, for the `host` mode: `ChainedTable<u32,
+//! u32>` (load 0.6, `ChainedConfig::for_keys`) and `CsrTable<u32, u32>` (`CsrConfig::default()`) on the same
+//! backend, the same `N` keys and values in `Vec`s, each call's copies both ways included, every answer
+//! checked against the inputs. Each rate is set against the static table's rate **in the same run**: inserts
+//! (chained `insert` and `replace`, the CSR build) against `HashTable::insert` from `Vec`s; lookups and erases
+//! (chained `find`, `count`, `erase`, `find_all`; CSR `count`, `find_all`) against `find_into` from `Vec`s (the
+//! faster of the two). The bar each ratio must reach (issue 29's acceptance 8: one host-I/O layer, one
+//! speed) is 0.7, and 0.5 for `find_all`, which also returns its offsets.
+
+use crate::common::time;
+use hashtile::{Backend, BackendChoice, ChainedConfig, ChainedTable, CsrConfig, CsrTable};
+use rayon::prelude::*;
+use std::cell::RefCell;
+
+/// The static table's rates from `Vec`s in the same run (M keys/s).
+#[derive(Debug, Clone, Copy)]
+pub struct StaticRates {
+    /// `HashTable::insert` of all keys into an empty table.
+    pub insert: f64,
+    /// `HashTable::find_into` of all keys, all present.
+    pub find_into: f64,
+}
+
+/// One call of a family, against the static table.
+#[derive(Debug, Clone)]
+pub struct FamilyRow {
+    /// `chained ...` or `csr ...`.
+    pub call: &'static str,
+    /// Median M keys/s.
+    pub rate: f64,
+    /// The static call it is set against (`static insert`, `static find_into`).
+    pub reference: &'static str,
+    /// That call's M keys/s.
+    pub reference_rate: f64,
+    /// The ratio the call must reach.
+    pub bar: f64,
+    /// Every answer matched the inputs.
+    pub ok: bool,
+}
+
+/// What a call is set against: the static reference's name and rate, and the bar.
+fn against(call: &str, s: StaticRates) -> (&'static str, f64, f64) {
+    let bar = if call.ends_with("find_all") { 0.5 } else { 0.7 };
+    if call.ends_with("insert") || call.ends_with("replace") || call.ends_with("build") {
+        ("static insert", s.insert, bar)
+    } else {
+        ("static find_into", s.find_into, bar)
+    }
+}
+
+/// Times every family call on `backend` with `keys` (distinct, none reserved by any family) and `values`,
+/// `runs` timed runs after a warm-up each.
+pub fn run(
+    backend: Backend,
+    keys: &[u32],
+    values: &[u32],
+    runs: usize,
+    refs: StaticRates,
+) -> hashtile::Result<Vec<FamilyRow>> {
+    let n = keys.len();
+    let mut rows = Vec::new();
+    let mut push = |call: &'static str, (rate, ok): (f64, bool)| {
+        let (reference, reference_rate, bar) = against(call, refs);
+        rows.push(FamilyRow {
+            call,
+            rate,
+            reference,
+            reference_rate,
+            bar,
+            ok,
+        });
+    };
+    let found = |got: &[Option<u32>]| got.par_iter().zip(values).all(|(g, v)| *g == Some(*v));
+    let ones = |got: &[u32]| got.par_iter().all(|&c| c == 1);
+    let one_each = |offsets: &[usize], got: &[u32]| {
+        offsets.par_iter().enumerate().all(|(i, &o)| o == i) && got == values
+    };
+
+    // Chained: fresh tables for the calls that fill or empty one (made untimed), one filled table for lookups.
+    let cfg = ChainedConfig::for_keys(n, 0.6).backend(BackendChoice::Exactly(backend));
+    let fresh = || ChainedTable::<u32, u32>::new(cfg.clone());
+    let t = RefCell::new(fresh()?);
+    eprintln!("host: chained: insert, replace, find, count, find_all, erase");
+    let r = time(
+        runs,
+        n,
+        || {
+            *t.borrow_mut() = fresh()?;
+            Ok(())
+        },
+        || t.borrow_mut().insert(keys, values),
+        |()| t.borrow().len() == n,
+    )?;
+    push("chained insert", r);
+    let r = time(
+        runs,
+        n,
+        || {
+            *t.borrow_mut() = fresh()?;
+            Ok(())
+        },
+        || t.borrow_mut().replace(keys, values),
+        |added| added == n && t.borrow().len() == n,
+    )?;
+    push("chained replace", r);
+    let filled = t.into_inner();
+    let r = time(runs, n, || Ok(()), || filled.find(keys), |g| found(&g))?;
+    push("chained find", r);
+    let r = time(runs, n, || Ok(()), || filled.count(keys), |g| ones(&g))?;
+    push("chained count", r);
+    let r = time(
+        runs,
+        n,
+        || Ok(()),
+        || filled.find_all(keys),
+        |g| one_each(&g.offsets, &g.values),
+    )?;
+    push("chained find_all", r);
+    drop(filled);
+    let t = RefCell::new(fresh()?);
+    let r = time(
+        runs,
+        n,
+        || {
+            let mut f = fresh()?;
+            f.replace(keys, values)?;
+            *t.borrow_mut() = f;
+            Ok(())
+        },
+        || t.borrow_mut().erase(keys),
+        |erased| erased == n && t.borrow().is_empty(),
+    )?;
+    push("chained erase", r);
+    drop(t);
+
+    // CSR: each build timed whole (the previous table dropped untimed), then lookups on one table.
+    eprintln!("host: csr: build, count, find_all");
+    let cfg = CsrConfig {
+        backend: BackendChoice::Exactly(backend),
+        ..CsrConfig::default()
+    };
+    let table = RefCell::new(None);
+    let r = time(
+        runs,
+        n,
+        || {
+            table.borrow_mut().take();
+            Ok(())
+        },
+        || CsrTable::<u32, u32>::build(&cfg, keys, values),
+        |c| {
+            let ok = c.len() == n;
+            *table.borrow_mut() = Some(c);
+            ok
+        },
+    )?;
+    push("csr build", r);
+    let table = table.into_inner().expect("built");
+    let r = time(runs, n, || Ok(()), || table.count(keys), |g| ones(&g))?;
+    push("csr count", r);
+    let r = time(
+        runs,
+        n,
+        || Ok(()),
+        || table.find_all(keys),
+        |g| one_each(&g.offsets, &g.values),
+    )?;
+    push("csr find_all", r);
+    Ok(rows)
+}
