@@ -16,6 +16,8 @@
 #   bench-static   device-resident rates at 2^26 keys: BCHT / IHT / P2BHT at B = 16, 1CHT, BCHT B = 8 (upsert
 #                  and bulk build); wide pairs at 2^24
 #   bench-host     the user-facing calls on host data at 2^26 keys against the bus of the same run
+#   bench-families the chained and CSR tables' host calls against the static table's at 2^24 keys, one run
+#                  (issue 29's acceptance 8: one host-I/O speed)
 #   bench-chained  the original SlabHash (slab_bench) and `hashtile-bench chained` at 2^24 keys, same call
 #   bench-csr      `hashtile-bench csr` at 2^25 keys over duplicates and hash ranges, and the device scan
 #   bench-paged    paged tables: all resident (64 x 16 MiB, 16 x 64 MiB), 16 GiB under 4 GiB, rebuild, growth
@@ -165,6 +167,14 @@ suite_bench_host() {
       --csv "$D/host_b$b.csv"
     grep -E "^bus|^0\.[0-9]+ +(vec|pinned) " "$D/host_b$b.txt"
   done
+}
+
+suite_bench_families() {
+  local hb=$B/hashtile-bench
+  need $hb || return
+  step families 400 $hb host --backend cuda --log2-keys 24 --load 0.8 --runs "$RUNS" --families \
+    --csv "$D/families.csv"
+  grep -E "^bus|^0\.8 +vec |acceptance 8" "$D/families.txt"
 }
 
 # SlabHash's slab_bench from .device/peers (reused if `peers` built it in this call).
@@ -345,6 +355,7 @@ main() {
       sanitize) suite_sanitize ;;
       bench-static) suite_bench_static ;;
       bench-host) suite_bench_host ;;
+      bench-families) suite_bench_families ;;
       bench-chained) suite_bench_chained ;;
       bench-csr) suite_bench_csr ;;
       bench-paged) suite_bench_paged ;;
