@@ -17,6 +17,7 @@
 //! - **Reserved keys checked on the device** (`KeyGuard`): as the keys land, a kernel finds the first
 //!   reserved key, and the kernels that change a table are gated on that answer.
 
+use super::host_memory::{answer_vec, zeroed_answers};
 use super::launch::{CUBE_SIZE, cube_count, fill_u32};
 use super::scan::{exclusive_scan_into, total_u64};
 use super::trace::Trace;
@@ -312,7 +313,7 @@ impl<R: HostTransfer> HostLink<'_, R> {
     ) -> Result<Vec<Option<V>>> {
         let n = keys.len() / kb;
         let vb = size_of::<V>();
-        let mut answers: Vec<Option<V>> = Vec::with_capacity(n);
+        let mut answers: Vec<Option<V>> = answer_vec(n);
         let spare = &mut answers.spare_capacity_mut()[..n];
         self.keyed(keys, kb, vb, true, &launch, &mut |start, m, oh, bh| {
             let mut bits = vec![0u32; m.div_ceil(32)];
@@ -353,7 +354,7 @@ impl<R: HostTransfer> HostLink<'_, R> {
     ) -> Result<(Vec<usize>, Vec<V>)> {
         let (client, cache) = (self.client, self.cache);
         let n = keys.len() / kb;
-        let mut offsets: Vec<usize> = Vec::with_capacity(n + 1);
+        let mut offsets: Vec<usize> = answer_vec(n + 1);
         let mut values: Vec<V> = Vec::new();
         let spare = &mut offsets.spare_capacity_mut()[..n + 1];
         spare[0].write(0);
@@ -414,8 +415,7 @@ impl<R: HostTransfer> HostLink<'_, R> {
                 },
             )?;
             if values.is_empty() {
-                // Zeroed vectors come from the allocator as untouched pages: the copy is their first write.
-                values = vec![V::default(); total];
+                values = zeroed_answers(total);
             } else {
                 values.resize(base + total, V::default());
             }

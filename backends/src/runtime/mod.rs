@@ -6,8 +6,8 @@
 
 pub mod dispatch;
 pub mod host_io;
+pub(crate) mod host_memory;
 pub mod launch;
-pub(crate) mod pinned;
 pub mod scan;
 pub(crate) mod trace;
 pub mod transfer;

@@ -119,7 +119,7 @@ pub struct CopyCeiling {
     pub d2h_pinned: f64,
 }
 
-pub use super::pinned::{PinnedAlloc, PinnedBuffer};
+pub use super::host_memory::{PinnedAlloc, PinnedBuffer};
 
 /// Copies `src` into `dst` (same length) with all cores when it is large: one core copies about 10 GB/s,
 /// less than the pinned bus.

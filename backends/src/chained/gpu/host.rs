@@ -18,6 +18,7 @@ use crate::device::layout::KeyLayout;
 use crate::runtime::host_io::{
     HostLink, KeyGuard, check_device_memory, device_batches, first_reserved,
 };
+use crate::runtime::host_memory::zeroed_answers;
 use crate::runtime::transfer::HostTransfer;
 use crate::runtime::words::{bytes_of, bytes_of_mut};
 use cubecl::server::Handle;
@@ -240,8 +241,7 @@ impl<R: HostTransfer, L: KeyLayout> GpuChained<R, L> {
             return Ok(Vec::new());
         }
         let guard = self.guard(keys, self.sizes.find)?;
-        // Zeroed vectors come from the allocator as untouched pages: the copy is their first write.
-        let mut counts = vec![0u32; keys.len()];
+        let mut counts = zeroed_answers(keys.len());
         self.link().map_keys(
             bytes_of(keys),
             size_of::<L::Key>(),

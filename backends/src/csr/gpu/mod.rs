@@ -13,6 +13,7 @@ use crate::csr::config::{CsrBuild, DeviceCsrParams, check_lookup_tile};
 use crate::results::FindAll;
 use crate::runtime::dispatch::{OnRuntime, on_backend, shared_stager};
 use crate::runtime::host_io::{BatchSizes, DeviceCache, HostLink};
+use crate::runtime::host_memory::zeroed_answers;
 use crate::runtime::launch::{CUBE_SIZE, cube_count, fill_u32};
 use crate::runtime::scan::{exclusive_scan, total_u64};
 use crate::runtime::transfer::HostTransfer;
@@ -376,8 +377,7 @@ impl<R: HostTransfer, K: CsrKey, V: CsrValue> GpuCsr<R, K, V> {
     /// How many values each query key has: the queries are copied in chunks through the host-I/O layer, each
     /// chunk counted as it lands, the counts copied straight into the answer.
     pub fn count(&self, queries: &[K::Word]) -> Result<Vec<u32>> {
-        // Zeroed vectors come from the allocator as untouched pages: the copy is their first write.
-        let mut out = vec![0u32; queries.len()];
+        let mut out = zeroed_answers(queries.len());
         self.link().map_keys(
             bytes_of(queries),
             size_of::<K::Word>(),

@@ -1,6 +1,7 @@
 //! The slot words (empty and erased keys), the tuning constants, and host memory for the big, randomly accessed arrays: huge-page buffers, a pointer rayon tasks share, cache
 //! prefetches, and the AVX2 / AVX-512 bucket compares.
 
+use crate::runtime::host_memory::advise_huge_pages;
 use rayon::prelude::*;
 use std::alloc::Layout;
 use std::ops::{Deref, DerefMut};
@@ -34,7 +35,7 @@ pub(super) const CHUNK: usize = 4096;
 pub(super) const LOOKUP_LAG: usize = 8;
 
 /// Arrays at least this large are aligned to, and advised for, transparent huge pages (2 MiB on x86-64).
-pub(super) const HUGE_PAGE: usize = 2 << 20;
+pub(super) use crate::runtime::host_memory::HUGE_PAGE;
 
 /// A heap array of `len` elements for the big, randomly accessed arrays (table words, a partitioned batch).
 /// Aligned to 128 bytes, so a bucket (a power of two of slots) never straddles more cache lines than its size
@@ -128,26 +129,6 @@ impl<T> Drop for Buffer<T> {
         }
     }
 }
-
-/// Asks Linux to back `[p, p + bytes)` (2 MiB aligned) with transparent huge pages; hosts whose THP setting is
-/// `madvise` (the default on many distributions) only use them where asked. A hint: failure changes nothing.
-#[cfg(target_os = "linux")]
-pub(super) fn advise_huge_pages(p: *mut u8, bytes: usize) {
-    use std::ffi::{c_int, c_void};
-    // From the C library std already links against (the `libc` crate is not a dependency of this crate).
-    unsafe extern "C" {
-        fn madvise(addr: *mut c_void, len: usize, advice: c_int) -> c_int;
-    }
-    const MADV_HUGEPAGE: c_int = 14;
-    // SAFETY: `p` is page aligned and `[p, p + bytes)` is one allocation of ours; the advice changes no
-    // contents.
-    unsafe {
-        madvise(p.cast(), bytes, MADV_HUGEPAGE);
-    }
-}
-
-#[cfg(not(target_os = "linux"))]
-pub(super) fn advise_huge_pages(_p: *mut u8, _bytes: usize) {}
 
 /// Hints the CPU to fetch the cache line at `p` into L1 (a no-op off x86-64).
 #[inline(always)]
