@@ -321,16 +321,10 @@ impl<R: HostTransfer> HostLink<'_, R> {
             let dst = &mut spare[start..start + m];
             R::download_with(self.client, self.stager, oh, m * vb, &mut |off, piece| {
                 let first = off / vb;
-                let len = piece.len() / vb;
-                dst[first..first + len]
-                    .par_iter_mut()
-                    .zip(piece.par_chunks_exact(vb))
-                    .enumerate()
-                    .for_each(|(j, (slot, b))| {
-                        let i = first + j;
-                        let present = crate::results::present(&bits, i);
-                        slot.write(present.then(|| element::<V>(b)));
-                    });
+                let slots = &mut dst[first..first + piece.len() / vb];
+                convert(slots, first, piece, vb, |i, b| {
+                    crate::results::present(&bits, i).then(|| element::<V>(b))
+                });
             })
         })?;
         // SAFETY: every device batch wrote its `m` answers (the downloads cover `m * vb` bytes in pieces of
@@ -406,12 +400,10 @@ impl<R: HostTransfer> HostLink<'_, R> {
                 (m + 1) * 4,
                 &mut |off, piece| {
                     let first = off / 4;
-                    dst[first..first + piece.len() / 4]
-                        .par_iter_mut()
-                        .zip(piece.par_chunks_exact(4))
-                        .for_each(|(slot, b)| {
-                            slot.write(base + element::<u32>(b) as usize);
-                        });
+                    let slots = &mut dst[first..first + piece.len() / 4];
+                    convert(slots, first, piece, 4, |_, b| {
+                        base + element::<u32>(b) as usize
+                    });
                 },
             )?;
             if values.is_empty() {
@@ -458,6 +450,30 @@ pub(crate) fn download<R: HostTransfer, E: Element>(
         return Ok(());
     }
     R::download(client, stager, src, bytes_of_mut(dst))
+}
+
+/// Elements a task of [`convert`] handles: a task per element costs about as much again as the conversion.
+const CONVERT_TASK: usize = 1 << 14;
+
+/// Writes `f(first + j, bytes of element j)` into `slots[j]` for every element of a downloaded `piece`
+/// (`width` bytes each), in parallel: a host call's answer made from a piece as it leaves its staging buffer.
+fn convert<T: Send>(
+    slots: &mut [std::mem::MaybeUninit<T>],
+    first: usize,
+    piece: &[u8],
+    width: usize,
+    f: impl Fn(usize, &[u8]) -> T + Sync,
+) {
+    slots
+        .par_chunks_mut(CONVERT_TASK)
+        .zip(piece.par_chunks(width * CONVERT_TASK))
+        .enumerate()
+        .for_each(|(c, (slots, bytes))| {
+            let base = first + c * CONVERT_TASK;
+            for (j, (slot, b)) in slots.iter_mut().zip(bytes.chunks_exact(width)).enumerate() {
+                slot.write(f(base + j, b));
+            }
+        });
 }
 
 /// One element from its little-endian bytes (a downloaded piece need not be aligned for `E`).
