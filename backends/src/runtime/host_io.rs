@@ -477,7 +477,7 @@ fn convert<T: Send>(
 }
 
 /// One element from its little-endian bytes (a downloaded piece need not be aligned for `E`).
-fn element<E: Element>(b: &[u8]) -> E {
+pub(crate) fn element<E: Element>(b: &[u8]) -> E {
     let mut w = [0u8; 8];
     w[..b.len()].copy_from_slice(b);
     E::narrow(u64::from_le_bytes(w))

@@ -5,6 +5,7 @@ use super::alloc::*;
 use super::kernel::*;
 use super::store::*;
 use crate::device::layout::KeyLayout;
+use crate::runtime::host_io::element;
 use crate::runtime::launch::{CUBE_SIZE, cube_count};
 use crate::runtime::transfer::HostTransfer;
 use cubecl::prelude::*;
@@ -52,7 +53,8 @@ impl<R: HostTransfer, L: KeyLayout> GpuChained<R, L> {
             .client
             .read_one(h)
             .map_err(|e| Error::Device(format!("{e:?}")))?;
-        Ok(elements(&bytes, n))
+        let w = size_of::<E>();
+        Ok(bytes[..n * w].chunks_exact(w).map(element).collect())
     }
 
     /// Compacts every list and frees the slabs left over; returns how many.

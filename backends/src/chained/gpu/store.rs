@@ -143,19 +143,6 @@ pub struct QueueStats {
     pub pool_grows: u64,
 }
 
-/// The first `n` elements of bytes read back.
-pub(crate) fn elements<E: hashtile_core::Element>(bytes: &[u8], n: usize) -> Vec<E> {
-    let w = (E::BITS / 8) as usize;
-    bytes[..n * w]
-        .chunks_exact(w)
-        .map(|c| {
-            let mut b = [0u8; 8];
-            b[..w].copy_from_slice(c);
-            E::narrow(u64::from_le_bytes(b))
-        })
-        .collect()
-}
-
 impl<R: HostTransfer, L: KeyLayout> GpuChained<R, L> {
     /// `buckets` empty lists and a pool of `pool` free slabs on `client`'s device, read by tiles of 8 lanes
     /// (two slab words per lane, four tiles per plane of 32): on the H100 they build 1.2x and find 1.25x
