@@ -564,13 +564,20 @@ impl<K: Element + Int> KeyGuard<K> {
     }
     /// The error for the guard word as read back (`None`: no reserved key), naming the first reserved key of
     /// `keys` (the batch as checked).
-    pub(crate) fn error(&self, bytes: &[u8], keys: &[K]) -> Option<Error> {
+    fn error(&self, bytes: &[u8], keys: &[K]) -> Option<Error> {
         let at = u32::from_bytes(bytes)[0];
         (at != u32::MAX).then(|| reserved_error(&self.reserved, keys, at as usize))
     }
     /// Reads the guard word (waits for the device) and returns [`KeyGuard::error`].
-    pub(crate) fn read<R: Runtime>(&self, client: &ComputeClient<R>, keys: &[K]) -> Option<Error> {
-        self.error(&client.read_one_unchecked(self.word.clone()), keys)
+    pub(crate) fn read<R: Runtime>(
+        &self,
+        client: &ComputeClient<R>,
+        keys: &[K],
+    ) -> Result<Option<Error>> {
+        let bytes = client
+            .read_one(self.word.clone())
+            .map_err(|e| Error::Device(format!("reading the reserved-key guard: {e:?}")))?;
+        Ok(self.error(&bytes, keys))
     }
 }
 

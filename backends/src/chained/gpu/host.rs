@@ -52,8 +52,8 @@ impl<R: HostTransfer, L: KeyLayout> GpuChained<R, L> {
 
     /// The error a guard found, if any (waits for the device; `None` without a guard).
     fn guarded(&self, guard: &Option<KeyGuard<L::Key>>, keys: &[L::Key]) -> Result<()> {
-        match guard.as_ref().and_then(|g| g.read(&self.client, keys)) {
-            Some(e) => Err(e),
+        match guard {
+            Some(g) => g.read(&self.client, keys)?.map_or(Ok(()), Err),
             None => Ok(()),
         }
     }
