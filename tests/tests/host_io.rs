@@ -8,24 +8,12 @@
 
 use hashtile::chained::{ChainedConfig, ChainedTable};
 use hashtile::{Backend, BackendChoice, CsrConfig, CsrTable, Error};
+use hashtile_tests::backends::present_backends;
 use rand::{Rng, SeedableRng, rngs::StdRng};
 use std::collections::HashMap;
 
-mod common;
-
 /// Keys per device batch of the tables under test (copied in chunks of half that).
 const BATCH: usize = 4096;
-
-/// The backends a table is tested on: the CPU, and each GPU present.
-fn backends() -> Vec<Backend> {
-    let mut b = vec![Backend::Cpu];
-    b.extend(
-        [Backend::Vulkan, Backend::Cuda]
-            .into_iter()
-            .filter(|&g| common::present(g)),
-    );
-    b
-}
 
 /// Batch lengths around the chunk (2048) and device batch (4096) boundaries.
 const LENGTHS: [usize; 6] = [0, 1, 2049, 4096, 4097, 10_000];
@@ -148,7 +136,7 @@ fn chained_at(b: Backend, len: usize) {
 
 #[test]
 fn chained_calls_across_chunks_and_device_batches_match_the_multimap() {
-    for b in backends() {
+    for b in present_backends() {
         for len in LENGTHS {
             chained_at(b, len);
         }
@@ -190,7 +178,7 @@ fn chained_reserved(b: Backend) {
 
 #[test]
 fn chained_reserved_keys_in_later_chunks_and_batches_change_nothing() {
-    for b in backends() {
+    for b in present_backends() {
         chained_reserved(b);
     }
 }
@@ -238,7 +226,7 @@ fn csr_at(b: Backend, pairs: usize, queries: usize) {
 
 #[test]
 fn csr_calls_across_chunks_and_device_batches_match_the_multimap() {
-    for b in backends() {
+    for b in present_backends() {
         for len in LENGTHS {
             // Builds of every length (one chunk, several, none), queried with batches of every length.
             csr_at(b, len, 10_000 - len);

@@ -1,8 +1,8 @@
 //! Host <-> device plumbing with no knowledge of any table family: launch geometry and the shared fill / copy
 //! kernels ([`launch`]), host transfers ([`transfer`]; pinned memory, huge-page advice and answer vectors in
 //! `host_memory`, crate-internal), the one host-I/O layer every family's host calls go through ([`host_io`]),
-//! the one runtime dispatch ([`dispatch`]), device prefix sums ([`scan`]), device-syncing phase marks as
-//! `tracing` events (`trace`, crate-internal) and host word casts ([`words`]).
+//! the one runtime dispatch ([`dispatch`]), device prefix sums ([`scan`]), phase timings as `tracing` events
+//! (`trace`, crate-internal: device-syncing marks and host-time laps) and host word casts ([`words`]).
 
 pub mod dispatch;
 pub mod host_io;
