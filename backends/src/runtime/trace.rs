@@ -2,7 +2,6 @@
 //! `table`): a [`Trace`] marks a phase at once after waiting for the device (`mark`), or sums the host time of
 //! named phases (`lap`, `laps_ending_at`) and emits them as one event at the end of the call (`report`).
 
-use crate::runtime::transfer::HostTransfer;
 use cubecl::prelude::*;
 
 /// Phase timings of one call as `tracing` events (target `hashtile`, level TRACE, the caller's name as `table`).
@@ -31,7 +30,7 @@ impl Trace {
     }
 
     /// Waits for the device and emits the time since the last mark or lap as phase `what` (when on).
-    pub(crate) fn mark<R: HostTransfer>(&mut self, client: &ComputeClient<R>, what: &str) {
+    pub(crate) fn mark<R: Runtime>(&mut self, client: &ComputeClient<R>, what: &str) {
         if self.on {
             let _ = cubecl::future::block_on(client.sync());
             let ms = self.t0.elapsed().as_secs_f64() * 1e3;
@@ -68,9 +67,9 @@ impl Trace {
         }
     }
 
-    /// Emits the laps so far as one event (when on): the call's name, its number of keys, and each phase's
-    /// host time.
-    pub(crate) fn report(&self, call: &str, keys: usize) {
+    /// Emits the laps so far as one event (when on): the call's name, how many things it worked on (`items`: a
+    /// table call's keys, a visit's children, an upload's chunks), and each phase's host time.
+    pub(crate) fn report(&self, call: &str, items: usize) {
         if self.on {
             let laps: Vec<String> = self
                 .laps
@@ -81,7 +80,7 @@ impl Trace {
                 target: "hashtile",
                 table = self.target,
                 call,
-                keys,
+                items,
                 laps = %laps.join(", "),
                 "{} call",
                 self.target

@@ -214,6 +214,7 @@ pub use cuda::CudaStager;
 #[cfg(feature = "cuda")]
 mod cuda {
     use super::*;
+    use crate::runtime::trace::Trace;
     use cubecl::cuda::CudaRuntime;
     use cudarc::driver::result as cu;
     use cudarc::driver::sys;
@@ -433,46 +434,6 @@ mod cuda {
         }
     }
 
-    /// Host time per phase of one chunked upload, as a `tracing` event (target `hashtile`, level
-    /// TRACE) when a subscriber listens at that level.
-    struct Timeline {
-        on: bool,
-        last: std::time::Instant,
-        /// Queueing copies, waiting for chunks, `landed` callbacks.
-        spent: [f64; 3],
-    }
-
-    impl Timeline {
-        fn new() -> Self {
-            Self {
-                on: tracing::enabled!(target: "hashtile", tracing::Level::TRACE),
-                last: std::time::Instant::now(),
-                spent: [0.0; 3],
-            }
-        }
-        /// Charges the time since the last lap to phase `phase`.
-        fn lap(&mut self, phase: usize) {
-            if self.on {
-                let now = std::time::Instant::now();
-                self.spent[phase] += (now - self.last).as_secs_f64() * 1e3;
-                self.last = now;
-            }
-        }
-        fn report(&self, chunks: usize) {
-            if self.on {
-                let [q, w, l] = self.spent;
-                tracing::trace!(
-                    target: "hashtile",
-                    chunks,
-                    queueing_ms = q,
-                    waiting_ms = w,
-                    landed_ms = l,
-                    "chunked upload"
-                );
-            }
-        }
-    }
-
     impl HostTransfer for CudaRuntime {
         type Stager = CudaStager;
         const UPLOADS_INTO_DSTS: bool = true;
@@ -548,7 +509,7 @@ mod cuda {
             let mut n_chunks = 0usize;
             // Diagnosis (a TRACE subscriber): where the host's time goes per chunked upload: queueing copies
             // (pageable sources: the staging copies), waiting for chunks to land, and the `landed` callbacks.
-            let mut timeline = Timeline::new();
+            let mut timeline = Trace::new("chunked upload");
             let mut run = |st: &mut Inner| -> Result<()> {
                 for (i, (src, &dst)) in srcs.iter().zip(&ptrs).enumerate() {
                     let pinned = !src.is_empty() && is_pinned(src.as_ptr());
@@ -598,7 +559,7 @@ mod cuda {
                         n_chunks += 1;
                         // SAFETY: a live event of this context, recorded on this stager's stream.
                         check("cuEventRecord", unsafe { cu::event::record(ev, stream) })?;
-                        timeline.lap(0);
+                        timeline.lap("queueing");
                         due.push_back((i, off, piece.len(), ev));
                         // The oldest chunk has landed once its event completes: queue its kernels, which then
                         // run while the chunks queued after it are copied.
@@ -606,23 +567,23 @@ mod cuda {
                             let (pi, o, l, e) = due.pop_front().expect("non-empty");
                             // SAFETY: a live event.
                             check("cuEventSynchronize", unsafe { cu::event::synchronize(e) })?;
-                            timeline.lap(1);
+                            timeline.lap("waiting");
                             landed(pi, o, l, &handles[pi]);
-                            timeline.lap(2);
+                            timeline.lap("landed");
                         }
                     }
                 }
                 while let Some((pi, o, l, e)) = due.pop_front() {
                     // SAFETY: a live event.
                     check("cuEventSynchronize", unsafe { cu::event::synchronize(e) })?;
-                    timeline.lap(1);
+                    timeline.lap("waiting");
                     landed(pi, o, l, &handles[pi]);
-                    timeline.lap(2);
+                    timeline.lap("landed");
                 }
                 Ok(())
             };
             let r = run(&mut st);
-            timeline.report(n_chunks);
+            timeline.report("upload", n_chunks);
             // SAFETY: `stream` is this stager's live stream; after this no copy reads the sources.
             let synced = check("cuStreamSynchronize", unsafe {
                 cu::stream::synchronize(stream)
