@@ -16,7 +16,7 @@ use super::kernel::*;
 use super::store::*;
 use crate::device::layout::KeyLayout;
 use crate::runtime::host_io::{
-    HostLink, KeyGuard, check_device_memory, device_batches, first_reserved,
+    Chunk, HostLink, KeyGuard, check_device_memory, device_batches, first_reserved,
 };
 use crate::runtime::host_memory::zeroed_answers;
 use crate::runtime::transfer::HostTransfer;
@@ -56,6 +56,18 @@ impl<R: HostTransfer, L: KeyLayout> GpuChained<R, L> {
             Some(g) => g.read(&self.client, keys)?.map_or(Ok(()), Err),
             None => Ok(()),
         }
+    }
+
+    /// Counts the copies of each key of a landed chunk into the chunk's answers (after checking its keys
+    /// against the reserved ones): `count`'s launch, and `find_all`'s first pass.
+    fn count_chunk(&self, guard: &Option<KeyGuard<L::Key>>, c: &Chunk) {
+        if let Some(g) = guard {
+            g.check(&self.client, c.keys, c.n, c.at);
+        }
+        self.launch(Launch {
+            aux: Some((c.out, c.n)),
+            ..Self::over(op::COUNT, c.keys, None, c.n, 0)
+        });
     }
 
     /// The launch of `mode` over `n` keys of `keys` (and `values`), the first at position `base` of the batch.
@@ -247,15 +259,7 @@ impl<R: HostTransfer, L: KeyLayout> GpuChained<R, L> {
             size_of::<L::Key>(),
             bytes_of_mut(&mut counts),
             None,
-            |c| {
-                if let Some(g) = &guard {
-                    g.check(&self.client, c.keys, c.n, c.at);
-                }
-                self.launch(Launch {
-                    aux: Some((c.out, c.n)),
-                    ..Self::over(op::COUNT, c.keys, None, c.n, 0)
-                });
-            },
+            |c| self.count_chunk(&guard, &c),
         )?;
         self.guarded(&guard, keys)?;
         Ok(counts)
@@ -271,15 +275,7 @@ impl<R: HostTransfer, L: KeyLayout> GpuChained<R, L> {
         let all = self.link().find_all::<L::Value>(
             bytes_of(keys),
             size_of::<L::Key>(),
-            |c| {
-                if let Some(g) = &guard {
-                    g.check(&self.client, c.keys, c.n, c.at);
-                }
-                self.launch(Launch {
-                    aux: Some((c.out, c.n)),
-                    ..Self::over(op::COUNT, c.keys, None, c.n, 0)
-                });
-            },
+            |c| self.count_chunk(&guard, &c),
             |kh, n, starts, out, total| {
                 self.launch(Launch {
                     out: Some((out, total)),
