@@ -15,6 +15,32 @@ pub fn random_keys<K: Key>(rng: &mut StdRng, n: usize, range: u64) -> Vec<K> {
         .collect()
 }
 
+/// `n` random values (from random `u32`s).
+pub fn random_values<V: Value>(rng: &mut StdRng, n: usize) -> Vec<V> {
+    (0..n)
+        .map(|_| V::narrow(rng.random::<u32>() as u64))
+        .collect()
+}
+
+/// Upserts the pairs into the table and into the oracle (a key's last pair wins in both).
+pub fn insert_both<S: SchemeInfo, K: Key, V: Value>(
+    t: &mut PagedTable<S, K, V>,
+    oracle: &mut HashMap<K, V>,
+    keys: &[K],
+    values: &[V],
+) {
+    t.insert(keys, values).unwrap();
+    for (k, v) in keys.iter().zip(values) {
+        oracle.insert(*k, *v);
+    }
+}
+
+/// Removes the keys of `gone` from the oracle and returns how many distinct ones it held: what the table's
+/// `erase` of `gone` reports.
+pub fn erase_from_oracle<K: Key, V: Value>(oracle: &mut HashMap<K, V>, gone: &[K]) -> usize {
+    gone.iter().filter(|k| oracle.remove(k).is_some()).count()
+}
+
 /// Checks the answers to `q` against the oracle with both calls: `find` (`Some(value)` / `None`) and
 /// `find_into` (the value, or `V::ABSENT`).
 pub fn check_finds<S: SchemeInfo, K: Key, V: Value>(

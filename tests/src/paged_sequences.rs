@@ -2,13 +2,15 @@
 //! checked against a `HashMap` oracle (`crate::paged`); each test's own comment says what it covers.
 
 use crate::backends::present;
-use crate::paged::{PLACEMENTS, check, filling_stashes, random_keys};
+use crate::paged::{
+    PLACEMENTS, check, erase_from_oracle, filling_stashes, insert_both, random_keys, random_values,
+};
 use hashtile::{
     Backend, BackendChoice, DeviceBudget, Error, Iht, Key, PagedConfig, PagedTable, Placement,
     Replacement, SchemeInfo, Value,
 };
 use rand::{Rng, SeedableRng, rngs::StdRng};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 /// Random batches of upserts (repeats inside and across batches), finds and erases, checked after each.
 #[allow(clippy::too_many_arguments)]
@@ -38,25 +40,16 @@ pub fn random_batches<S: SchemeInfo, K: Key, V: Value>(
             S::NAME
         );
         let keys: Vec<K> = random_keys(&mut rng, batch, range);
-        let values: Vec<V> = (0..batch)
-            .map(|_| V::narrow(rng.random::<u32>() as u64))
-            .collect();
-        t.insert(&keys, &values).unwrap();
-        for (k, v) in keys.iter().zip(&values) {
-            oracle.insert(*k, *v);
-        }
+        let values: Vec<V> = random_values(&mut rng, batch);
+        insert_both(&mut t, &mut oracle, &keys, &values);
         if b % 3 == 2 {
             let gone: Vec<K> = random_keys(&mut rng, batch / 4, range);
-            let want: HashSet<K> = gone
-                .iter()
-                .filter(|k| oracle.contains_key(k))
-                .copied()
-                .collect();
             let n = t.erase(&gone).unwrap();
-            assert_eq!(n, want.len(), "{what}: erased count");
-            for k in &gone {
-                oracle.remove(k);
-            }
+            assert_eq!(
+                n,
+                erase_from_oracle(&mut oracle, &gone),
+                "{what}: erased count"
+            );
         }
         let absent: Vec<K> = (0..64).map(|i| K::narrow(range + i)).collect();
         check(&mut t, &oracle, &absent, &what);
@@ -109,18 +102,10 @@ pub fn tombstone_erase<S: SchemeInfo, K: Key, V: Value>(backend: Backend, expect
         let values: Vec<V> = (0..1500u64)
             .map(|i| V::narrow(i + round * 10_000))
             .collect();
-        t.insert(&keys, &values).unwrap();
-        for (k, v) in keys.iter().zip(&values) {
-            oracle.insert(*k, *v);
-        }
+        insert_both(&mut t, &mut oracle, &keys, &values);
         let gone: Vec<K> = random_keys(&mut rng, 700, 6000);
         let erased = t.erase(&gone).unwrap();
-        let expected = gone
-            .iter()
-            .collect::<HashSet<_>>()
-            .into_iter()
-            .filter(|k| oracle.remove(k).is_some())
-            .count();
+        let expected = erase_from_oracle(&mut oracle, &gone);
         assert_eq!(erased, expected, "{what}: erased in round {round}");
         if expect_tombstones && round == 0 {
             assert!(t.tombstones() > 0, "{what}: no tombstones after an erase");
@@ -140,10 +125,7 @@ pub fn tombstone_erase<S: SchemeInfo, K: Key, V: Value>(backend: Backend, expect
     // Erased keys come back with new values.
     let back: Vec<K> = (0..6000u64).map(K::narrow).collect();
     let vals: Vec<V> = back.iter().map(|k| V::narrow(k.widen() ^ 0x5555)).collect();
-    t.insert(&back, &vals).unwrap();
-    for (k, v) in back.iter().zip(&vals) {
-        oracle.insert(*k, *v);
-    }
+    insert_both(&mut t, &mut oracle, &back, &vals);
     check(
         &mut t,
         &oracle,
@@ -211,18 +193,10 @@ pub fn random_rounds_with_tombstones<S: SchemeInfo, K: Key, V: Value>(
         let values: Vec<V> = (0..n as u64)
             .map(|i| V::narrow(i + round * 100_000))
             .collect();
-        t.insert(&keys, &values).unwrap();
-        for (k, v) in keys.iter().zip(&values) {
-            oracle.insert(*k, *v);
-        }
+        insert_both(&mut t, &mut oracle, &keys, &values);
         let m = rng.random_range(0..4000);
         let gone: Vec<K> = random_keys(&mut rng, m, 20_000);
-        let expected = gone
-            .iter()
-            .collect::<HashSet<_>>()
-            .into_iter()
-            .filter(|k| oracle.remove(k).is_some())
-            .count();
+        let expected = erase_from_oracle(&mut oracle, &gone);
         assert_eq!(t.erase(&gone).unwrap(), expected, "{what}: erased");
         check(&mut t, &oracle, &[K::narrow(30_000)], &what);
     }

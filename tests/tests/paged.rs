@@ -14,7 +14,9 @@ use rand::{Rng, SeedableRng, rngs::StdRng};
 use std::collections::HashMap;
 
 use hashtile_tests::backends::{BACKENDS, present};
-use hashtile_tests::paged::{PLACEMENTS, check, check_finds, random_keys};
+use hashtile_tests::paged::{
+    PLACEMENTS, check, check_finds, erase_from_oracle, insert_both, random_keys,
+};
 use hashtile_tests::paged_sequences::{
     self as sequences, random_batches, random_batches_both_policies,
 };
@@ -162,10 +164,7 @@ fn forced_child_failures() {
             for b in 0..6 {
                 let keys: Vec<u32> = random_keys(&mut rng, 300, 5000);
                 let values: Vec<u32> = (0..300).map(|_| rng.random()).collect();
-                t.insert(&keys, &values).unwrap();
-                for (k, v) in keys.iter().zip(&values) {
-                    oracle.insert(*k, *v);
-                }
+                insert_both(&mut t, &mut oracle, &keys, &values);
                 check(
                     &mut t,
                     &oracle,
@@ -328,10 +327,7 @@ fn repeats_across_children() {
             );
             // Update every key again, reversed.
             let vals2: Vec<u32> = keys.iter().map(|k| k ^ 0xdead).collect();
-            t.insert(&keys, &vals2).unwrap();
-            for (k, v) in keys.iter().zip(&vals2) {
-                oracle.insert(*k, *v);
-            }
+            insert_both(&mut t, &mut oracle, &keys, &vals2);
             check(
                 &mut t,
                 &oracle,
@@ -371,10 +367,7 @@ fn nested_splits_through_the_host() {
             for b in 0..3 {
                 let keys: Vec<u32> = random_keys(&mut rng, 3000, 6000);
                 let values: Vec<u32> = (0..3000).map(|_| rng.random()).collect();
-                t.insert(&keys, &values).unwrap();
-                for (k, v) in keys.iter().zip(&values) {
-                    oracle.insert(*k, *v);
-                }
+                insert_both(&mut t, &mut oracle, &keys, &values);
                 let what = format!("{backend} deterministic={deterministic} nested {b}");
                 check(&mut t, &oracle, &[7000], &what);
             }
@@ -451,10 +444,7 @@ fn device_routing_across_device_batches() {
                 let keys: Vec<u32> = random_keys(&mut rng, 30_000, 9000);
                 let values: Vec<u32> = (0..30_000u32).map(|i| i ^ (round << 20)).collect();
                 t.insert(&keys, &values).unwrap();
-                host.insert(&keys, &values).unwrap();
-                for (k, v) in keys.iter().zip(&values) {
-                    oracle.insert(*k, *v);
-                }
+                insert_both(&mut host, &mut oracle, &keys, &values);
                 let what = format!("{backend} {child_slots}-slot children, round {round}");
                 check(&mut t, &oracle, &[9001, 12_345], &what);
                 let q: Vec<u32> = (0..10_000).collect();
@@ -466,7 +456,7 @@ fn device_routing_across_device_batches() {
             }
             let gone: Vec<u32> = (0..3000).collect();
             let erased = t.erase(&gone).unwrap();
-            let expected = gone.iter().filter(|k| oracle.remove(k).is_some()).count();
+            let expected = erase_from_oracle(&mut oracle, &gone);
             assert_eq!(erased, expected, "{backend}: erased");
             check(
                 &mut t,

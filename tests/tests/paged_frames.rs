@@ -12,7 +12,9 @@ use rand::{Rng, SeedableRng, rngs::StdRng};
 use std::collections::HashMap;
 
 use hashtile_tests::backends::{BACKENDS, present};
-use hashtile_tests::paged::{check, check_finds, filling_stashes, random_keys};
+use hashtile_tests::paged::{
+    check, check_finds, filling_stashes, insert_both, random_keys, random_values,
+};
 
 fn config(backend: Backend, child_slots: usize, budget: DeviceBudget) -> PagedConfig {
     PagedConfig::with_child_slots(child_slots)
@@ -39,13 +41,8 @@ fn grow_and_check<S: SchemeInfo, K: Key, V: Value>(
     for b in 0..batches {
         let what = format!("{backend} {} {}-bit batch {b}", S::NAME, K::BITS);
         let keys: Vec<K> = random_keys(&mut rng, batch, range);
-        let values: Vec<V> = (0..batch)
-            .map(|_| V::narrow(rng.random::<u32>() as u64))
-            .collect();
-        t.insert(&keys, &values).unwrap();
-        for (k, v) in keys.iter().zip(&values) {
-            oracle.insert(*k, *v);
-        }
+        let values: Vec<V> = random_values(&mut rng, batch);
+        insert_both(&mut t, &mut oracle, &keys, &values);
         let absent: Vec<K> = (0..64).map(|i| K::narrow(range + i)).collect();
         check(&mut t, &oracle, &absent, &what);
         if all_resident {
@@ -97,10 +94,7 @@ fn frames_within_the_budget_while_children_page() {
             let what = format!("{backend} paging batch {b}");
             let keys: Vec<u32> = (0..2500).map(|_| rng.random_range(0..40_000)).collect();
             let values: Vec<u32> = keys.iter().map(|k| k ^ b).collect();
-            t.insert(&keys, &values).unwrap();
-            for (k, v) in keys.iter().zip(&values) {
-                oracle.insert(*k, *v);
-            }
+            insert_both(&mut t, &mut oracle, &keys, &values);
             check(&mut t, &oracle, &[50_000, 50_001], &what);
             assert!(t.resident_children().len() <= 3, "{what}: budget");
             assert!(t.frame_count() <= 3, "{what}: frames past the budget");
@@ -221,10 +215,7 @@ fn tables_made_past_their_budget_page_through_frames() {
             for b in 0..5u32 {
                 let keys: Vec<u32> = (0..2000).map(|_| rng.random_range(0..30_000)).collect();
                 let values: Vec<u32> = keys.iter().map(|k| k.wrapping_mul(b + 1)).collect();
-                t.insert(&keys, &values).unwrap();
-                for (k, v) in keys.iter().zip(&values) {
-                    oracle.insert(*k, *v);
-                }
+                insert_both(&mut t, &mut oracle, &keys, &values);
                 let w = format!("{what} batch {b}");
                 check(&mut t, &oracle, &[40_000, 40_001], &w);
                 assert_eq!(t.frame_count(), frames, "{w}: frames stay the budget's");
