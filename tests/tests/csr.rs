@@ -5,6 +5,7 @@
 use hashtile::{
     Backend, BackendChoice, CsrBuild, CsrConfig, CsrJoin, CsrTable, Error, JoinMethod, Key, Value,
 };
+use hashtile_tests::backends::present;
 use rand::{Rng, SeedableRng, rngs::StdRng};
 use std::collections::HashMap;
 
@@ -299,12 +300,10 @@ fn gpu_matches_cpu<R: hashtile::gpu::transfer::HostTransfer>(
     }
 }
 
-mod common;
-
 /// `CsrTable` on a GPU backend (the front end over `GpuCsr`) against the multimap: unique keys, heavy
 /// duplicates, one key repeated, the all-ones key, absent queries, an empty table, a hash range of 1.
 fn csr_table_on(backend: Backend) {
-    if !common::present(backend) {
+    if !present(backend) {
         return;
     }
     let cfg = CsrConfig {
@@ -440,7 +439,7 @@ fn cuda_csr_table() {
 
 #[test]
 fn vulkan_csr_matches_cpu() {
-    if common::present(Backend::Vulkan) {
+    if present(Backend::Vulkan) {
         use hashtile::cubecl::prelude::Runtime;
         let client = hashtile::cubecl::wgpu::WgpuRuntime::client(&Default::default());
         gpu_matches_cpu(Backend::Vulkan, client);
@@ -450,7 +449,7 @@ fn vulkan_csr_matches_cpu() {
 #[cfg(feature = "cuda")]
 #[test]
 fn cuda_csr_matches_cpu() {
-    if common::present(Backend::Cuda) {
+    if present(Backend::Cuda) {
         use hashtile::cubecl::prelude::Runtime;
         let client = hashtile::cubecl::cuda::CudaRuntime::client(&Default::default());
         gpu_matches_cpu(Backend::Cuda, client);

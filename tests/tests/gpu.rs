@@ -5,8 +5,7 @@
 use hashtile::{Backend, BackendChoice, Bcht, HashTable, TableConfig};
 use std::collections::HashMap;
 
-mod common;
-use common::present;
+use hashtile_tests::backends::present;
 
 fn oracle_round_trip(backend: Backend, bucket: u32) {
     if !present(backend) {

@@ -2,12 +2,10 @@
 //! level boundary (one block is 256 words; a second level starts past 256 blocks), zero and one included; and
 //! its 64-bit sums (`total_u64`, `squared_steps_u64`) against host sums.
 
-mod common;
-
-use common::present;
 use hashtile::Backend;
 use hashtile::cubecl::prelude::*;
 use hashtile::gpu::scan::{exclusive_scan, squared_steps_u64, total_u64};
+use hashtile_tests::backends::present;
 use rand::{Rng, SeedableRng, rngs::StdRng};
 
 fn scan_matches_host<R: Runtime>(backend: Backend, client: ComputeClient<R>) {

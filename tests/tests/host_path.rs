@@ -8,10 +8,7 @@ use hashtile::{Backend, BackendChoice, Bcht, HashTable, Iht, Key, SchemeInfo, Ta
 use rand::{Rng, SeedableRng, rngs::StdRng};
 use std::collections::HashMap;
 
-mod common;
-use common::present;
-
-const BACKENDS: [Backend; 3] = [Backend::Cpu, Backend::Vulkan, Backend::Cuda];
+use hashtile_tests::backends::{BACKENDS, present};
 
 /// A table of `S` for `n` keys at load 0.7 on `backend`, with device batches of `batch` keys.
 fn table<S: SchemeInfo, K: Key, V: Value>(

@@ -56,8 +56,7 @@ fn insert_tracked<S: SchemeInfo, K: Key, V: Value>(
     }
 }
 
-mod common;
-use common::present;
+use hashtile_tests::backends::present;
 
 /// Every key of `keys` (stored or not) answers as the oracle says, and every stored key sits at one of its
 /// candidate buckets (device and host hashes agree). `what` names the instance in failures.

@@ -11,12 +11,8 @@ use hashtile::{
 use rand::{Rng, SeedableRng, rngs::StdRng};
 use std::collections::HashMap;
 
-mod common;
-mod paged_oracle;
-use common::present;
-use paged_oracle::{check, check_finds, filling_stashes, random_keys};
-
-const BACKENDS: [Backend; 3] = [Backend::Cpu, Backend::Vulkan, Backend::Cuda];
+use hashtile_tests::backends::{BACKENDS, present};
+use hashtile_tests::paged::{check, check_finds, filling_stashes, random_keys};
 
 fn config(backend: Backend, child_slots: usize, budget: DeviceBudget) -> PagedConfig {
     PagedConfig::with_child_slots(child_slots)

@@ -18,10 +18,8 @@ use hashtile::{
 use rand::{Rng, SeedableRng, rngs::StdRng};
 use std::collections::{HashMap, HashSet};
 
-mod common;
-mod paged_oracle;
-use common::present;
-use paged_oracle::{check, check_finds};
+use hashtile_tests::backends::present;
+use hashtile_tests::paged::{check, check_finds};
 
 /// Key range of the random keys (absent keys are drawn above it).
 const RANGE: u64 = 150_000;

@@ -6,9 +6,9 @@ use super::PagedTable;
 use super::batch::{Batch, Pairs};
 use super::config::Placement;
 use super::frames;
-use super::trace::Trace;
 use crate::paged::gpu::routing::MAX_ROUTED_CHILDREN;
 use crate::paged::protocol::{FramedCounts, ROUTED_COUNTERS, RoutedBatch, Router, Upserted};
+use crate::runtime::trace::Trace;
 use crate::select::Backend;
 use crate::table::engine::Inserted;
 use hashtile_core::scheme::SchemeInfo;
@@ -72,7 +72,7 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
         values: &[V],
         failed: &mut Vec<(K, V)>,
     ) -> Result<()> {
-        let mut trace = Trace::start();
+        let mut trace = Trace::new("paged");
         let step = router.batch_keys();
         for start in (0..keys.len()).step_by(step) {
             if self.children.len() > MAX_ROUTED_CHILDREN {
@@ -158,7 +158,7 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
                 plan,
                 &mut on_part,
             );
-            trace.split(&part_at, &["copied and routed", "children queued"]);
+            trace.laps_ending_at(&part_at, &["copied and routed", "children queued"]);
             if routed.is_err() && framed.is_some() {
                 // A framed batch may have written chunks into the frames before it failed: no child may page
                 // out with its old host image.
@@ -273,7 +273,7 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
         bits: &mut [u32],
         need_bits: bool,
     ) -> Result<()> {
-        let mut trace = Trace::start();
+        let mut trace = Trace::new("paged");
         // Presence bits come back when the caller or the stashes' lookup needs them; otherwise the children
         // look values up only (absent keys read all ones).
         let with_bits = need_bits || self.stash_len() > 0;

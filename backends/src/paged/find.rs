@@ -4,8 +4,8 @@
 use super::PagedTable;
 use super::config::Placement;
 use super::route::scatter;
-use super::trace::Trace;
 use crate::results::{bits_from, options_from_bits};
+use crate::runtime::trace::Trace;
 use hashtile_core::element::first_sentinel;
 use hashtile_core::scheme::SchemeInfo;
 use hashtile_core::{Error, Key, Result, Value};
@@ -91,7 +91,7 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
         let mut present = vec![0u8; keys.len()];
         match self.config.placement {
             Placement::HashRouted => {
-                let mut trace = Trace::start();
+                let mut trace = Trace::new("paged");
                 let part = self.route(keys, &[], true);
                 trace.lap("partition");
                 let n = self.children.len();

@@ -5,7 +5,7 @@
 use super::PagedTable;
 use super::batch::{Batch, last_occurrences, split_by_bits};
 use super::config::Placement;
-use super::trace::Trace;
+use crate::runtime::trace::Trace;
 use crate::table::engine::Inserted;
 use hashtile_core::element::first_sentinel;
 use hashtile_core::scheme::SchemeInfo;
@@ -82,7 +82,7 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
             self.give_router(router);
             return done;
         }
-        let mut trace = Trace::start();
+        let mut trace = Trace::new("paged");
         let part = self.route(keys, values, false);
         trace.lap("partition");
         let parts = self.children.len();

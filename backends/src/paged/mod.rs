@@ -73,7 +73,6 @@ mod paging;
 pub mod protocol;
 mod residency;
 pub(crate) mod route;
-mod trace;
 
 use crate::paged::cpu::CpuChild;
 use crate::paged::gpu::child::AsChild;

@@ -3,7 +3,7 @@
 //! (resident children first).
 
 use super::PagedTable;
-use super::trace::Trace;
+use crate::runtime::trace::Trace;
 use hashtile_core::scheme::SchemeInfo;
 use hashtile_core::{Key, Result, Value};
 
@@ -33,7 +33,7 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
     ) -> Result<()> {
         let ahead = self.prefetching();
         // Diagnosis (a TRACE subscriber): where the host's time goes while children swap.
-        let mut trace = Trace::start();
+        let mut trace = Trace::new("paged");
         for (j, &c) in order.iter().enumerate() {
             self.admit(c, &[])?;
             trace.lap("paged in at its turn");

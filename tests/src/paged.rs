@@ -1,12 +1,14 @@
-//! The `HashMap` oracle checks of paged tables, shared by `paged.rs` and `paged_stress.rs` (each includes
-//! this as `mod paged_oracle;`).
+//! Paged tables against a `HashMap` oracle: the checks and generators of the paged tests (`paged`,
+//! `paged_frames`, `paged_stress`).
 
-use hashtile::{Key, PagedConfig, PagedTable, SchemeInfo, SchemeParams, Value};
+use hashtile::{Key, PagedConfig, PagedTable, Placement, SchemeInfo, SchemeParams, Value};
 use rand::{Rng, rngs::StdRng};
 use std::collections::{HashMap, HashSet};
 
+/// Both placements, in the order the tests run them.
+pub const PLACEMENTS: [Placement; 2] = [Placement::HashRouted, Placement::ArrivalOrder];
+
 /// `n` random keys below `range` (repeats likely: upserts and finds of the same keys).
-#[allow(dead_code)] // paged_stress includes this module too and does not use it
 pub fn random_keys<K: Key>(rng: &mut StdRng, n: usize, range: u64) -> Vec<K> {
     (0..n)
         .map(|_| K::narrow(rng.random_range(0..range)))
@@ -63,7 +65,6 @@ pub fn check<S: SchemeInfo, K: Key, V: Value>(
 
 /// `cfg` with children that fill their stashes: full load, two hash functions and short eviction chains, room
 /// for 64 pairs per stash, one rebuild.
-#[allow(dead_code)] // paged_stress includes this module too and does not use it
 pub fn filling_stashes(cfg: PagedConfig) -> PagedConfig {
     cfg.max_load(1.0)
         .params(SchemeParams {

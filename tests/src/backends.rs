@@ -1,7 +1,10 @@
-//! Helpers shared by the integration tests (each test file includes this as `mod common;`).
+//! The backends a test runs on, and whether each answers on this machine.
 
 use hashtile::Backend;
 use std::io::Write;
+
+/// Every backend, in the order the tests run them (each test skips those that are not [`present`]).
+pub const BACKENDS: [Backend; 3] = [Backend::Cpu, Backend::Vulkan, Backend::Cuda];
 
 /// `true` when `backend` answers. Otherwise reports the skip on the real stderr (libtest captures
 /// `eprintln!` of passing tests; this line must show in CI logs) and returns `false`, or panics when
@@ -20,4 +23,15 @@ pub fn present(backend: Backend) -> bool {
         "SKIPPED: backend {backend} is not available on this machine (no device); nothing was tested"
     );
     false
+}
+
+/// The backends a table is tested on: the CPU, and each GPU present.
+pub fn present_backends() -> Vec<Backend> {
+    let mut b = vec![Backend::Cpu];
+    b.extend(
+        [Backend::Vulkan, Backend::Cuda]
+            .into_iter()
+            .filter(|&g| present(g)),
+    );
+    b
 }
