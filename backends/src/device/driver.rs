@@ -596,10 +596,30 @@ pub fn tile_drive<S: ProbingScheme, L: KeyLayout>(
             }
             multi = tile_ballot(ok0, tl, tw).count_ones() + tile_ballot(ok1, tl, tw).count_ones();
         }
-        // What the owner lane's atomic saw (only launches that change the table ask).
+        // What the owner lane's atomic saw, broadcast: static inserts carry a displaced pair on, and a chained
+        // replace asks whose key took a slot it lost. Otherwise one ballot of the owner's success is enough.
         let mut old_all = EMPTY_WORD.runtime();
-        if comptime!(inserts || erases) {
+        if comptime!((inserts || erases) && (!chains || mode == op::REPLACE || mode == op::MIXED)) {
             old_all = tile_shuffle_u64(old, owner, tl, tw);
+        }
+        // The tile's action succeeded: a claim found the slot empty, an update or erase found the word it read.
+        let mut won_empty = false;
+        let mut won_seen = false;
+        if comptime!(chains && (inserts || erases)) {
+            let mut ok = false;
+            if has_op && tl.lane == owner {
+                if act == action::CLAIM {
+                    ok = old == EMPTY_WORD;
+                } else {
+                    ok = old == seen;
+                }
+            }
+            let done = tile_ballot(ok, tl, tw) != 0u32;
+            won_empty = done;
+            won_seen = done;
+        } else {
+            won_empty = old_all == EMPTY_WORD;
+            won_seen = old_all == seen;
         }
         let mut link_now = 4294967295u32;
         if comptime!(chains && inserts) {
@@ -614,7 +634,7 @@ pub fn tile_drive<S: ProbingScheme, L: KeyLayout>(
             if comptime!(inserts) {
                 if is_insert {
                     if act == action::CLAIM || act == action::EVICT {
-                        if old_all == EMPTY_WORD {
+                        if won_empty {
                             added += 1u32;
                             result = status::INSERTED;
                             finished = true;
@@ -664,7 +684,7 @@ pub fn tile_drive<S: ProbingScheme, L: KeyLayout>(
                         }
                     } else if act == action::UPDATE {
                         if comptime!(use_cas || !L::MOVES_PAIRS) {
-                            if old_all == seen {
+                            if won_seen {
                                 result = status::UPDATED;
                                 finished = true;
                             } else {
@@ -726,7 +746,7 @@ pub fn tile_drive<S: ProbingScheme, L: KeyLayout>(
                         }
                         if comptime!(erases) {
                             if cur == op::ERASE {
-                                if old_all == seen {
+                                if won_seen {
                                     walked = 1u32;
                                     result = status::ERASED;
                                     finished = true;
