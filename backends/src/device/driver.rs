@@ -25,6 +25,8 @@
 //! which the compile-time flags never let the driver read or write.
 
 use super::layout::{KeyLayout, key_view};
+use super::operation::settle;
+pub use super::operation::{LaneOp, TileAnswer, op, reads, status, store_inserted_value};
 use super::probe::frame_bucket;
 use super::shape::TableMeta;
 use super::slab::{
@@ -39,99 +41,6 @@ use hashtile_core::tile::{
     EMPTY_WORD, LaneSlots, TileLane, pick_slots, read_slots, read_slots_atomic, read_slots_either,
     slot_address, slot_word, tile_ballot, tile_lane, tile_loop_any, tile_shuffle, tile_shuffle_u64,
 };
-
-/// Operation codes: each operation of a mixed batch ([`op::INSERT`] to [`op::FIND`]), and the driver's `mode`
-/// when a launch runs one kind of operation.
-pub mod op {
-    /// Insert the pair by the table's rule (`SchemeParams::upsert`): a static table with `upsert == 1` and
-    /// a chained table in unique mode update a stored key; otherwise a further copy is stored without looking
-    /// (a multimap, or a bulk build of keys promised distinct and absent).
-    pub const INSERT: u32 = 0;
-    /// Insert the pair, or overwrite the key's stored value (insert-or-assign, whatever the table's rule).
-    pub const REPLACE: u32 = 1;
-    /// Tombstone the key's first copy.
-    pub const ERASE: u32 = 2;
-    /// The value of the key's first copy.
-    pub const FIND: u32 = 3;
-    /// How many copies (chains); a whole launch only.
-    pub const COUNT: u32 = 4;
-    /// Every copy's value, written from the lane's `at` into the driver's `out` (chains); a launch only.
-    pub const GATHER: u32 = 5;
-    /// Tombstone every copy, counting them (chains); a launch only.
-    pub const ERASE_ALL: u32 = 6;
-    /// A mode only: each lane's operation is its own ([`super::LaneOp::op`], [`INSERT`] to [`FIND`]).
-    pub const MIXED: u32 = 7;
-}
-
-/// What one operation did ([`TileAnswer::status`]).
-pub mod status {
-    /// A find or erase of a key not stored.
-    pub const NOT_FOUND: u32 = 0;
-    /// A find's key is stored: the answer's value is its (first copy's) value.
-    pub const FOUND: u32 = 1;
-    /// An insert or a replace stored a new pair.
-    pub const INSERTED: u32 = 2;
-    /// An insert or a replace overwrote the key's stored value.
-    pub const UPDATED: u32 = 3;
-    /// An erase tombstoned the key's first copy.
-    pub const ERASED: u32 = 4;
-    /// A chained insert found the slab pool empty and did nothing: run it again once the pool has grown.
-    pub const NO_SLAB: u32 = 5;
-    /// A static insert gave a pair up (the scheme's eviction chain or buckets ran out); the pair in hand went
-    /// to the stash (after evictions it may be another key than the operation's own).
-    pub const FAILED: u32 = 6;
-}
-
-/// How the driver reads a bucket.
-pub mod reads {
-    /// Plain loads of the table bound without atomics (launches that change nothing: finds).
-    pub const PLAIN: u32 = 0;
-    /// Plain loads, and coherent (atomic) loads after a lost compare-and-swap and for erases (CUDA, which can
-    /// bind one buffer twice). A stale plain view only costs a failed compare-and-swap.
-    pub const EITHER: u32 = 1;
-    /// Atomic loads only (Vulkan launches that change the table: a buffer is bound once).
-    pub const ATOMIC: u32 = 2;
-}
-
-/// One lane's operation.
-#[derive(CubeType, Clone, Copy)]
-pub struct LaneOp<K: Int, V: Int> {
-    /// The lane has an operation (lanes without one still call the driver).
-    pub mine: bool,
-    /// Its [`op`] code (read only in [`op::MIXED`] launches).
-    pub op: u32,
-    /// The key.
-    pub key: K,
-    /// The value (inserts).
-    pub value: V,
-    /// The table of a framed launch (`framed`): the index of the key's frame descriptor.
-    pub child: u32,
-    /// Where a gather writes the key's values in `out` ([`op::GATHER`]).
-    pub at: u32,
-}
-
-/// What the driver answers a lane about its operation, and the tile's running counts.
-#[derive(CubeType, Clone, Copy)]
-pub struct TileAnswer<V: Int> {
-    /// A [`status`] code.
-    pub status: u32,
-    /// A find's value (0 when not found).
-    pub value: V,
-    /// An erase's count (0 or 1), a count's, or an erase-all's (chains).
-    pub count: u32,
-    /// Buckets read for the operation (finds, when `count_probes`).
-    pub probes: u32,
-    /// The address of the operation's slot (`bucket * bucket_size + slot`): a found key's (with `want_slot`),
-    /// or where an insert of a layout that keeps values apart stored its key word (the caller stores the value
-    /// there: [`store_inserted_value`]).
-    pub slot: u32,
-    /// Pairs this tile's inserts added to the table (the same in every lane of the tile).
-    pub tile_added: u32,
-    /// Buckets this tile's inserts read (when `count_probes`).
-    pub tile_probes: u32,
-    /// Compare-and-swaps this tile lost (when `count_probes`): each cost one more read of the same bucket.
-    pub tile_retries: u32,
-}
 
 /// The insert counter array's word counting pairs an insert gave up on (`counters[0]`); a framed launch counts
 /// each table's too, at `FAILED_PER_TABLE + child`.
@@ -628,16 +537,29 @@ pub fn tile_drive<S: ProbingScheme, L: KeyLayout>(
         reuse = false;
 
         // Tile-uniform bookkeeping: what the tile does next, and the serving lane's answer when it is done.
-        let mut finished = false;
-        let mut result = 0u32;
+        // A finished operation clears `has_op` where it finishes and answers its lane there (no flag carried
+        // to the end of the step: booleans kept across branches cost the loop instructions).
         if has_op {
             if comptime!(inserts) {
                 if is_insert {
                     if act == action::CLAIM || act == action::EVICT {
                         if won_empty {
                             added += 1u32;
-                            result = status::INSERTED;
-                            finished = true;
+                            has_op = false;
+                            if comptime!(answers) {
+                                if tl.lane == serving {
+                                    settle::<L::Value>(
+                                        &mut answer,
+                                        status::INSERTED,
+                                        walked,
+                                        steps,
+                                        L::Value::new(0),
+                                        addr as u32,
+                                        false,
+                                        inserts && !L::MOVES_PAIRS,
+                                    );
+                                }
+                            }
                         } else if act == action::CLAIM && comptime!(use_cas) {
                             if comptime!(chains) {
                                 if cur == op::INSERT || L::key_of(old_all) != cur_key {
@@ -685,8 +607,21 @@ pub fn tile_drive<S: ProbingScheme, L: KeyLayout>(
                     } else if act == action::UPDATE {
                         if comptime!(use_cas || !L::MOVES_PAIRS) {
                             if won_seen {
-                                result = status::UPDATED;
-                                finished = true;
+                                has_op = false;
+                                if comptime!(answers) {
+                                    if tl.lane == serving {
+                                        settle::<L::Value>(
+                                            &mut answer,
+                                            status::UPDATED,
+                                            walked,
+                                            steps,
+                                            L::Value::new(0),
+                                            addr as u32,
+                                            false,
+                                            inserts && !L::MOVES_PAIRS,
+                                        );
+                                    }
+                                }
                             } else {
                                 coherent = true;
                                 if comptime!(count_probes) {
@@ -694,16 +629,42 @@ pub fn tile_drive<S: ProbingScheme, L: KeyLayout>(
                                 }
                             }
                         } else if L::key_of(old_all) == cur_key {
-                            result = status::UPDATED;
-                            finished = true;
+                            has_op = false;
+                            if comptime!(answers) {
+                                if tl.lane == serving {
+                                    settle::<L::Value>(
+                                        &mut answer,
+                                        status::UPDATED,
+                                        walked,
+                                        steps,
+                                        L::Value::new(0),
+                                        addr as u32,
+                                        false,
+                                        inserts && !L::MOVES_PAIRS,
+                                    );
+                                }
+                            }
                         } else {
                             cur_key = L::key_of(old_all);
                             cur_val = L::value_of(old_all);
                             S::insert_start(&mut state, L::key_mix(cur_key));
                         }
                     } else if act == action::FAIL {
-                        result = status::FAILED;
-                        finished = true;
+                        has_op = false;
+                        if comptime!(answers) {
+                            if tl.lane == serving {
+                                settle::<L::Value>(
+                                    &mut answer,
+                                    status::FAILED,
+                                    walked,
+                                    steps,
+                                    L::Value::new(0),
+                                    addr as u32,
+                                    false,
+                                    false,
+                                );
+                            }
+                        }
                         if comptime!(!chains) {
                             if tl.lane == 0u32 {
                                 let at = counters[FAILED_COUNTER as usize].fetch_add(1u32);
@@ -723,8 +684,21 @@ pub fn tile_drive<S: ProbingScheme, L: KeyLayout>(
                         } else if act == action::APPEND {
                             if link_now == OUT_OF_SLABS {
                                 // Not done: to run again after the pool has grown.
-                                result = status::NO_SLAB;
-                                finished = true;
+                                has_op = false;
+                                if comptime!(answers) {
+                                    if tl.lane == serving {
+                                        settle::<L::Value>(
+                                            &mut answer,
+                                            status::NO_SLAB,
+                                            walked,
+                                            steps,
+                                            L::Value::new(0),
+                                            addr as u32,
+                                            false,
+                                            false,
+                                        );
+                                    }
+                                }
                             } else if link_now != 4294967295u32 {
                                 bucket = link_now;
                             } else {
@@ -740,16 +714,41 @@ pub fn tile_drive<S: ProbingScheme, L: KeyLayout>(
                     if act == action::FOUND {
                         if comptime!(finds) {
                             if cur == op::FIND {
-                                result = status::FOUND;
-                                finished = true;
+                                has_op = false;
+                                if comptime!(answers) {
+                                    if tl.lane == serving {
+                                        settle::<L::Value>(
+                                            &mut answer,
+                                            status::FOUND,
+                                            walked,
+                                            steps,
+                                            found_value,
+                                            addr as u32,
+                                            true,
+                                            want_slot,
+                                        );
+                                    }
+                                }
                             }
                         }
                         if comptime!(erases) {
                             if cur == op::ERASE {
                                 if won_seen {
-                                    walked = 1u32;
-                                    result = status::ERASED;
-                                    finished = true;
+                                    has_op = false;
+                                    if comptime!(answers) {
+                                        if tl.lane == serving {
+                                            settle::<L::Value>(
+                                                &mut answer,
+                                                status::ERASED,
+                                                1u32,
+                                                steps,
+                                                L::Value::new(0),
+                                                addr as u32,
+                                                false,
+                                                false,
+                                            );
+                                        }
+                                    }
                                 } else {
                                     // The slot changed under us: read the bucket again.
                                     coherent = true;
@@ -767,39 +766,43 @@ pub fn tile_drive<S: ProbingScheme, L: KeyLayout>(
                             if more == action::FOLLOW {
                                 bucket = view.next;
                             } else if more == action::ABSENT {
-                                finished = true;
+                                has_op = false;
+                                if comptime!(answers) {
+                                    if tl.lane == serving {
+                                        settle::<L::Value>(
+                                            &mut answer,
+                                            status::NOT_FOUND,
+                                            walked,
+                                            steps,
+                                            L::Value::new(0),
+                                            addr as u32,
+                                            false,
+                                            false,
+                                        );
+                                    }
+                                }
                             }
                         }
                     } else if act == action::ABSENT {
-                        result = status::NOT_FOUND;
-                        finished = true;
+                        has_op = false;
+                        if comptime!(answers) {
+                            if tl.lane == serving {
+                                settle::<L::Value>(
+                                    &mut answer,
+                                    status::NOT_FOUND,
+                                    walked,
+                                    steps,
+                                    L::Value::new(0),
+                                    addr as u32,
+                                    false,
+                                    false,
+                                );
+                            }
+                        }
                     }
                     if comptime!(chains) {
                         if act == action::FOLLOW {
                             bucket = view.next;
-                        }
-                    }
-                }
-            }
-            if finished {
-                has_op = false;
-                if comptime!(answers) {
-                    if tl.lane == serving {
-                        answer.status = result;
-                        answer.count = walked;
-                        answer.probes = steps;
-                        if comptime!(finds) {
-                            if result == status::FOUND {
-                                answer.value = found_value;
-                            }
-                        }
-                        if comptime!(inserts && !L::MOVES_PAIRS) {
-                            answer.slot = addr as u32;
-                        }
-                        if comptime!(want_slot) {
-                            if result == status::FOUND {
-                                answer.slot = addr as u32;
-                            }
                         }
                     }
                 }
@@ -810,24 +813,6 @@ pub fn tile_drive<S: ProbingScheme, L: KeyLayout>(
     answer.tile_probes = probes;
     answer.tile_retries = retries;
     answer
-}
-
-/// After [`tile_drive`] returns to a lane whose insert stored or updated a key word of a layout that keeps
-/// values apart: its value, at the slot the answer names (packed layouts stored it with the key).
-// The compile-time `if` selects code to emit; merging it with the run-time `if` would change that.
-#[allow(clippy::collapsible_if)]
-#[cube]
-pub fn store_inserted_value<L: KeyLayout>(
-    values: &mut Array<u64>,
-    answer: TileAnswer<L::Value>,
-    mine: bool,
-    value: L::Value,
-) {
-    if comptime!(!L::MOVES_PAIRS) {
-        if mine && (answer.status == status::INSERTED || answer.status == status::UPDATED) {
-            L::store_value(values, answer.slot as usize, value);
-        }
-    }
 }
 
 /// The driver's read of `bucket` per [`reads`]: plain loads of `table_plain`, coherent loads of `table` when
