@@ -7,7 +7,8 @@
 //! backend: both backends place keys by the same rules, and the CPU's deterministic mode counts exactly the
 //! probes the model predicts.
 //!
-//! The driver loop (GPU: `hashtile-backends/src/table/gpu/kernels.rs`, CPU: `hashtile-backends/src/table/cpu/`):
+//! The driver loop (GPU: the one tile driver, `hashtile-backends/src/device/driver.rs`; CPU:
+//! `hashtile-backends/src/table/cpu/` and the CPU chained store):
 //!
 //! ```text
 //! S::insert_start(&mut state, key_mix)              // or find_start
@@ -29,8 +30,8 @@
 //!
 //! **Chaining** (issue 10, `hashtile_probing::Chain`): a bucket may have a successor (a slab list, SlabHash). The
 //! view then carries the successor's index ([`BucketView::next`]), and the scheme may answer [`action::FOLLOW`]
-//! or [`action::APPEND`]; only the chained tables' driver acts on them (the static drivers never see them:
-//! [`ProbingScheme::CHAINS`] is `false` for every static scheme, and no driver reads it yet). A
+//! or [`action::APPEND`]; the GPU driver compiles those branches (and the slab views and allocator) in only for
+//! schemes whose [`ProbingScheme::CHAINS`] is set (`false` for every static scheme). A
 //! multi-value lookup (`find_all`, `count`, `erase_all`) takes every match of a `FOUND` view and asks
 //! [`ProbingScheme::find_more`] where further matches can be. A static scheme stores a key once: nowhere.
 

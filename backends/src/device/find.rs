@@ -6,12 +6,11 @@
 //! tile take turns serving each other's keys (warp-cooperative work sharing), and each lane gets its own answer
 //! back.
 
-use super::probe::frame_bucket;
+use super::driver::{LaneOp, op, reads, status, tile_drive};
+use super::layout::KeyLayout;
 use super::shape::TableMeta;
-use crate::device::layout::{KeyLayout, key_view};
 use cubecl::prelude::*;
-use hashtile_core::scheme::{ProbingScheme, action, blank_state};
-use hashtile_core::tile::{read_slots, tile_ballot, tile_lane, tile_shuffle};
+use hashtile_core::scheme::ProbingScheme;
 
 /// A lane's find answer (`V`: the layout's value type).
 #[derive(CubeType, Clone, Copy)]
@@ -107,11 +106,9 @@ pub fn tile_find_at<S: ProbingScheme, L: KeyLayout>(
     )
 }
 
-/// The cooperative find loop of [`tile_find_at`]. With `framed`, the slot arrays hold many tables of `meta`'s
-/// shape (a paged table's children, `gpu::frames`), each lane's key is looked up in table `child`, whose seeds
-/// and first bucket are descriptor `child` of `frames` ([`FRAME_DESC_WORDS`] each): the tile moves the child's
-/// index with the key, and each probe reads three words of its descriptor (cached: a few children's words are
-/// hot).
+/// [`tile_find_at`] on the tile driver ([`tile_drive`] with [`op::FIND`]). With `framed`, the slot arrays hold
+/// many tables of `meta`'s shape (a paged table's children, `gpu::frames`), each lane's key is looked up in
+/// table `child`, whose seeds and first bucket are descriptor `child` of `frames` ([`FRAME_DESC_WORDS`](super::probe::FRAME_DESC_WORDS) each).
 #[allow(clippy::too_many_arguments)]
 #[cube]
 pub(crate) fn tile_find_core<S: ProbingScheme, L: KeyLayout>(
@@ -128,79 +125,47 @@ pub(crate) fn tile_find_core<S: ProbingScheme, L: KeyLayout>(
     #[comptime] want_slot: bool,
     #[comptime] framed: bool,
 ) -> FoundAt<L::Value> {
-    let tl = tile_lane(tile_width);
-    let mut pending = active;
-    let mut result = FoundAt::<L::Value> {
-        found: 0u32,
+    // A find changes nothing: no atomic view of the table, no allocator, no stash, no gather output (one-word
+    // local stand-ins the driver never touches in a find).
+    let no_words = Array::<Atomic<u64>>::new(1usize);
+    let no_counts = Array::<Atomic<u32>>::new(1usize);
+    let mut no_stash = Array::<u64>::new(1usize);
+    let mut no_out = Array::<L::Value>::new(1usize);
+    let lane = LaneOp::<L::Key, L::Value> {
+        mine: active,
+        op: op::FIND,
+        key,
         value: L::Value::new(0),
-        probes: 0u32,
-        slot: 0u32,
+        child,
+        at: 0u32,
     };
-    let mut steps = u32::new(0);
-    let mut has_op = false;
-    let mut cur_key = L::Key::new(0);
-    let mut cur_child = u32::new(0);
-    let mut src = u32::new(0);
-    let mut state = blank_state();
-    while plane_any(pending || has_op) {
-        // An idle tile takes the next pending lane's key.
-        let queue = tile_ballot(pending, tl, tile_width);
-        let next = queue.trailing_zeros() % tile_width;
-        let next_key = L::shuffle_key(key, next, tl, tile_width);
-        let mut next_child = u32::new(0);
-        if comptime!(framed) {
-            next_child = tile_shuffle(child, next, tl, tile_width);
-        }
-        if !has_op && queue != 0 {
-            has_op = true;
-            cur_key = next_key;
-            if comptime!(framed) {
-                cur_child = next_child;
-            }
-            src = next;
-            S::find_start(&mut state);
-            steps = 0u32;
-            if tl.lane == next {
-                pending = false;
-            }
-        }
-        // One probe.
-        let b = frame_bucket::<S, L>(meta, frames, cur_child, cur_key, state.hash_index, framed);
-        let slots = read_slots(table_keys, b, has_op, tl, bucket_size, tile_width);
-        let view = key_view::<L>(slots, cur_key, tl, bucket_size, tile_width);
-        let mut act = u32::new(action::NEXT as i64);
-        let mut slot = u32::new(0);
-        if has_op {
-            let st = S::find_step(&mut state, view, meta.params, bucket_size);
-            if comptime!(count_probes) {
-                steps += 1u32;
-            }
-            act = st.action;
-            slot = st.slot;
-        }
-        let value = L::tile_value(
-            slots,
-            slot,
-            b,
-            has_op && act == action::FOUND,
-            table_values,
-            tl,
-            bucket_size,
-            tile_width,
-        );
-        if has_op && act != action::NEXT {
-            has_op = false;
-            if tl.lane == src {
-                result.probes = steps;
-                if act == action::FOUND {
-                    result.found = 1u32;
-                    result.value = value;
-                    if comptime!(want_slot) {
-                        result.slot = b * bucket_size + slot;
-                    }
-                }
-            }
-        }
+    let a = tile_drive::<S, L>(
+        &no_words,
+        table_keys,
+        table_values,
+        &no_counts,
+        0u32,
+        &mut no_stash,
+        &no_counts,
+        0u32,
+        &mut no_out,
+        meta,
+        frames,
+        lane,
+        op::FIND,
+        bucket_size,
+        tile_width,
+        reads::PLAIN,
+        true,
+        count_probes,
+        want_slot,
+        framed,
+        false,
+    );
+    FoundAt::<L::Value> {
+        found: u32::cast_from(a.status == status::FOUND),
+        value: a.value,
+        probes: a.probes,
+        slot: a.slot,
     }
-    result
 }

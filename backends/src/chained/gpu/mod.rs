@@ -25,7 +25,8 @@ mod kernel;
 mod ops;
 mod store;
 
-pub use alloc::{ResidentBlock, SlabAllocator, resident_block};
+pub use crate::device::slab::{ResidentBlock, resident_block};
+pub use alloc::SlabAllocator;
 pub(crate) use front::{DeviceChained, StoreSpec, device_chained};
 pub use kernel::*;
 pub use ops::ChainedDeviceRef;

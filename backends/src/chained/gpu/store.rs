@@ -278,9 +278,14 @@ impl<R: HostTransfer, L: KeyLayout> GpuChained<R, L> {
         Ok(())
     }
 
-    /// The table's shape for kernels (inserts choose upsert per operation).
+    /// The table's shape for kernels. Its rule is the multimap's (`upsert == 0`: an `op::INSERT` stores a
+    /// further copy); unique inserts are `op::REPLACE` operations, which upsert whatever the rule.
     pub(crate) fn shape(&self) -> [u32; crate::device::shape::SHAPE_WORDS] {
-        shape_words_of(self.buckets, self.family, Chain::default_params(SLAB_WORDS))
+        let params = hashtile_core::scheme::SchemeParams {
+            upsert: 0,
+            ..Chain::default_params(SLAB_WORDS)
+        };
+        shape_words_of(self.buckets, self.family, params)
     }
 
     /// [`GpuChained::insert`] of `n` pairs already on the device. Operations that found the pool empty run

@@ -1,19 +1,16 @@
-//! The launchable kernels: bulk insert and bulk find, each the scheme's step functions driven by the
-//! tile-cooperative bucket in a plane-uniform work-sharing loop (see `hashtile_core::tile`), written once for
-//! every key layout (`crate::device::layout`).
+//! The static tables' launchable kernels: bulk insert and bulk find, each the tile driver
+//! (`crate::device::driver`) over a batch, written once for every key layout (`crate::device::layout`), with
+//! their counters and presence outputs.
 
+use crate::device::driver::{LaneOp, op, reads, store_inserted_value, tile_drive};
 use crate::device::find::tile_find;
-use crate::device::layout::{KeyLayout, key_view};
-use crate::device::probe::frame_bucket;
+use crate::device::layout::KeyLayout;
 use crate::device::shape::{ShapeScalars, TableMeta, meta_of};
 /// The presence bits of finds live with the host-I/O layer that reads them (every family's finds set them).
 pub use crate::runtime::host_io::store_found_bits;
 use cubecl::prelude::*;
-use hashtile_core::scheme::{NO_PAIR, ProbingScheme, action, blank_state};
-use hashtile_core::tile::{
-    EMPTY_WORD, LaneSlots, TileLane, pick_slots, read_slots_atomic, read_slots_either,
-    slot_address, slot_word, tile_ballot, tile_lane, tile_shuffle, tile_shuffle_u64,
-};
+use hashtile_core::scheme::ProbingScheme;
+use hashtile_core::tile::tile_lane;
 
 /// Number of spread-out counters per statistic: one shared counter would serialise millions of atomics.
 pub const ADDED_COUNTERS: u32 = 64;
@@ -93,11 +90,13 @@ pub fn insert_kernel<S: ProbingScheme, L: KeyLayout>(
     );
 }
 
-/// The body of [`insert_kernel`]. With `framed`, the slot arrays hold many tables of `meta`'s shape (slot
-/// frames) and each lane's pair goes to table `child`, whose seeds and first bucket are that table's
-/// descriptor in `frames`: the tile carries the child with the pair, and a pair an eviction
+/// The body of [`insert_kernel`]: the tile driver ([`tile_drive`] with [`op::INSERT`], the table's upsert
+/// rule) over the selected positions, then the counters. With `framed`, the slot arrays hold many tables of
+/// `meta`'s shape (slot frames) and each lane's pair goes to table `child`, whose seeds and first bucket are
+/// that table's descriptor in `frames`: the tile carries the child with the pair, and a pair an eviction
 /// displaces stays in the same table. `counters` then has a failure counter per table after the
 /// [`INSERT_COUNTERS`] words.
+// The mask test stays a comptime `if` around a runtime `if`: CubeCL cannot mix the two in one condition.
 #[allow(clippy::too_many_arguments, clippy::collapsible_if)]
 #[cube]
 pub(crate) fn insert_core<S: ProbingScheme, L: KeyLayout>(
@@ -129,267 +128,55 @@ pub(crate) fn insert_core<S: ProbingScheme, L: KeyLayout>(
             pending = mask[pos] == mode;
         }
     }
-
     let mut my_key = L::Key::new(0);
     let mut my_val = L::Value::new(0);
     if pending {
         my_key = keys[pos];
         my_val = values[pos];
     }
-    let mut has_op = false;
-    let mut cur_key = L::Key::new(0);
-    let mut cur_val = L::Value::new(0);
-    let mut cur_child = u32::new(0);
-    let mut coherent = false;
-    let mut added = u32::new(0);
-    let mut probes = u32::new(0);
-    // Lost compare-and-swaps: each costs one more read of the same bucket (a probe the sequential model lacks).
-    let mut retries = u32::new(0);
-    let mut state = blank_state();
-    while plane_any(pending || has_op) {
-        // An idle tile takes the next pending lane's pair.
-        let queue = tile_ballot(pending, tl, tile_width);
-        let next = queue.trailing_zeros() % tile_width;
-        let next_key = L::shuffle_key(my_key, next, tl, tile_width);
-        let next_val = L::shuffle_value(my_val, next, tl, tile_width);
-        let mut next_child = u32::new(0);
-        if comptime!(framed) {
-            next_child = tile_shuffle(child, next, tl, tile_width);
-        }
-        if !has_op && queue != 0 {
-            has_op = true;
-            cur_key = next_key;
-            if comptime!(framed) {
-                cur_child = next_child;
-            }
-            cur_val = next_val;
-            coherent = false;
-            S::insert_start(&mut state, L::key_mix(cur_key));
-            if tl.lane == next {
-                pending = false;
-            }
-        }
-
-        // One probe: read the bucket the state names and let the scheme decide.
-        let read_index = state.hash_index;
-        let b = frame_bucket::<S, L>(meta, frames, cur_child, cur_key, read_index, framed);
-        // Plain loads are fast but may hit a stale cache line; after a lost compare-and-swap the bucket is re-read
-        // with atomic loads.
-        let slots = read_bucket(
-            table,
-            table_plain,
-            b,
-            has_op,
-            coherent,
-            tl,
-            bucket_size,
-            tile_width,
-            plain_reads,
-        );
-        // A scheme that reads two buckets before deciding (`S::PAIR_AT`) gets the second one loaded together
-        // with the first, so that both loads are in flight at once; everything here compiles out for the others.
-        let mut pair = false;
-        let mut b2 = b;
-        let mut slots2 = slots;
-        if comptime!(S::PAIR_AT != NO_PAIR) {
-            pair = has_op && read_index == S::PAIR_AT;
-            if pair {
-                b2 = frame_bucket::<S, L>(
-                    meta,
-                    frames,
-                    cur_child,
-                    cur_key,
-                    read_index + 1u32,
-                    framed,
-                );
-            }
-            let second = read_bucket(
-                table,
-                table_plain,
-                b2,
-                pair,
-                coherent,
-                tl,
-                bucket_size,
-                tile_width,
-                plain_reads,
-            );
-            slots2.w0 = second.w0;
-            slots2.w1 = second.w1;
-            slots2.w2 = second.w2;
-            slots2.w3 = second.w3;
-        }
-        let view = key_view::<L>(slots, cur_key, tl, bucket_size, tile_width);
-        let mut act = u32::new(action::NEXT as i64);
-        let mut target = u32::new(0);
-        let mut slot = u32::new(0);
-        if has_op {
-            let st = S::insert_step(&mut state, view, meta.params, bucket_size);
-            if comptime!(count_probes) {
-                probes += 1u32;
-            }
-            act = st.action;
-            target = st.target;
-            slot = st.slot;
-        }
-        // The action is on the pair's second bucket (whose slots are then the ones to act on).
-        let mut on_second = false;
-        if comptime!(S::PAIR_AT != NO_PAIR) {
-            // The view's ballots only when some tile of the plane read a pair (uniform across the plane).
-            if plane_any(pair) {
-                let view2 = key_view::<L>(slots2, cur_key, tl, bucket_size, tile_width);
-                if pair && act == action::NEXT && state.hash_index == read_index + 1u32 {
-                    let st = S::insert_step(&mut state, view2, meta.params, bucket_size);
-                    if comptime!(count_probes) {
-                        probes += 1u32;
-                    }
-                    act = st.action;
-                    target = st.target;
-                    slot = st.slot;
-                    on_second = target == read_index + 1u32;
-                }
-            }
-        }
-        if comptime!(!L::MOVES_PAIRS) {
-            // A layout whose pairs cannot move atomically hands an eviction back as a failure (stable schemes,
-            // the only ones such tables run, never ask for one).
-            if act == action::EVICT {
-                act = action::FAIL;
-            }
-        }
-
-        // Execute the memory action on the owner lane of the slot, then broadcast what it saw. An update of a
-        // packed pair swaps the word it saw; a layout that keeps values apart only stores the value.
-        let seen = if comptime!(L::MOVES_PAIRS) {
-            if comptime!(S::PAIR_AT != NO_PAIR) {
-                slot_word(
-                    pick_slots(slots, slots2, on_second),
-                    slot,
-                    tl,
-                    bucket_size,
-                    tile_width,
-                )
-            } else {
-                slot_word(slots, slot, tl, bucket_size, tile_width)
-            }
-        } else {
-            EMPTY_WORD.runtime()
-        };
-        // The action's bucket is nearly always the one just read; hashing again costs ~10% of the instructions.
-        let mut tb = b;
-        if on_second {
-            tb = b2;
-        } else if target != read_index {
-            tb = frame_bucket::<S, L>(meta, frames, cur_child, cur_key, target, framed);
-        }
-        let owner = slot % tile_width;
-        let mine = L::slot_word(cur_key, cur_val);
-        let mut old = EMPTY_WORD.runtime();
-        if has_op && tl.lane == owner {
-            let addr = slot_address(tb, slot, bucket_size);
-            if act == action::CLAIM {
-                if comptime!(use_cas) {
-                    old = table[addr].compare_exchange_weak(EMPTY_WORD, mine);
-                } else {
-                    old = table[addr].swap(mine);
-                }
-                if comptime!(!L::MOVES_PAIRS) {
-                    if old == EMPTY_WORD {
-                        L::store_value(table_values, addr, cur_val);
-                    }
-                }
-            } else if act == action::EVICT {
-                if comptime!(L::MOVES_PAIRS) {
-                    old = table[addr].swap(mine);
-                }
-            } else if act == action::UPDATE {
-                if comptime!(L::MOVES_PAIRS) {
-                    if comptime!(use_cas) {
-                        old = table[addr].compare_exchange_weak(seen, mine);
-                    } else {
-                        old = table[addr].swap(mine);
-                    }
-                } else {
-                    // The key word stays; only the value changes (updates of one key never share a launch).
-                    L::store_value(table_values, addr, cur_val);
-                    old = seen;
-                }
-            }
-        }
-        let old_all = tile_shuffle_u64(old, owner, tl, tile_width);
-
-        // Tile-uniform bookkeeping.
-        if has_op {
-            if act == action::CLAIM || act == action::EVICT {
-                if old_all == EMPTY_WORD {
-                    has_op = false;
-                    added += 1;
-                } else if act == action::CLAIM && comptime!(use_cas) {
-                    coherent = true; // lost the race: re-read this bucket coherently
-                    if comptime!(count_probes) {
-                        retries += 1u32;
-                    }
-                } else if comptime!(L::MOVES_PAIRS) {
-                    // We hold the displaced pair now and must place it.
-                    cur_key = L::key_of(old_all);
-                    cur_val = L::value_of(old_all);
-                    coherent = false;
-                    if act == action::EVICT {
-                        let mut from = meta.params.num_hashes;
-                        let mut j = meta.params.num_hashes;
-                        while j > 0u32 {
-                            j -= 1u32;
-                            if frame_bucket::<S, L>(meta, frames, cur_child, cur_key, j, framed)
-                                == tb
-                            {
-                                from = j;
-                            }
-                        }
-                        if from == meta.params.num_hashes {
-                            from = 0u32;
-                        }
-                        S::after_evict(&mut state, from, meta.params);
-                    } else {
-                        // An exchange-claim displaced a pair stored concurrently: insert it afresh.
-                        S::insert_start(&mut state, L::key_mix(cur_key));
-                    }
-                }
-            } else if act == action::UPDATE {
-                if comptime!(use_cas) {
-                    if old_all == seen {
-                        has_op = false;
-                    } else {
-                        coherent = true;
-                        if comptime!(count_probes) {
-                            retries += 1u32;
-                        }
-                    }
-                } else if L::key_of(old_all) == cur_key {
-                    has_op = false;
-                } else {
-                    cur_key = L::key_of(old_all);
-                    cur_val = L::value_of(old_all);
-                    S::insert_start(&mut state, L::key_mix(cur_key));
-                }
-            } else if act == action::FAIL {
-                has_op = false;
-                if tl.lane == 0u32 {
-                    let at = counters[0].fetch_add(1u32);
-                    L::stash(failed, at as usize, mine, cur_key, cur_val);
-                    if comptime!(framed) {
-                        // Each table's failures too (rare: one atomic each), so that each table's count of
-                        // stored pairs stays exact even when the launch's stash overflows.
-                        counters[(comptime!(INSERT_COUNTERS as u32) + cur_child) as usize]
-                            .fetch_add(1u32);
-                    }
-                }
-            }
-        }
-    }
+    // An insert has no slab allocator and no gather output (one-word stand-ins the driver never touches).
+    let mut no_out = Array::<L::Value>::new(1usize);
+    let lane = LaneOp::<L::Key, L::Value> {
+        mine: pending,
+        op: op::INSERT,
+        key: my_key,
+        value: my_val,
+        child,
+        at: 0u32,
+    };
+    let read_mode = if comptime!(plain_reads) {
+        reads::EITHER
+    } else {
+        reads::ATOMIC
+    };
+    let a = tile_drive::<S, L>(
+        table,
+        table_plain,
+        table_values,
+        counters,
+        0u32,
+        failed,
+        counters,
+        comptime!(INSERT_COUNTERS as u32),
+        &mut no_out,
+        meta,
+        frames,
+        lane,
+        op::INSERT,
+        bucket_size,
+        tile_width,
+        read_mode,
+        use_cas,
+        count_probes,
+        false,
+        framed,
+        false,
+    );
+    store_inserted_value::<L>(table_values, a, pending, my_val);
     // One atomic per plane into a spread-out counter.
     let mut tile_added = u32::new(0);
     if tl.lane == 0u32 {
-        tile_added = added;
+        tile_added = a.tile_added;
     }
     let total = plane_sum(tile_added);
     if UNIT_POS_PLANE == 0u32 && total > 0u32 {
@@ -399,8 +186,8 @@ pub(crate) fn insert_core<S: ProbingScheme, L: KeyLayout>(
         let mut tile_probes = u32::new(0);
         let mut tile_retries = u32::new(0);
         if tl.lane == 0u32 {
-            tile_probes = probes;
-            tile_retries = retries;
+            tile_probes = a.tile_probes;
+            tile_retries = a.tile_retries;
         }
         let all = plane_sum(tile_probes);
         if UNIT_POS_PLANE == 0u32 && all > 0u32 {
@@ -411,37 +198,6 @@ pub(crate) fn insert_core<S: ProbingScheme, L: KeyLayout>(
             counters[(1u32 + 2u32 * ADDED_COUNTERS + CUBE_POS_X % ADDED_COUNTERS) as usize]
                 .fetch_add(lost);
         }
-    }
-}
-
-/// The insert kernel's read of `bucket`: plain loads where the backend allows them (`plain_reads`; coherent
-/// atomic loads after a lost compare-and-swap, `coherent`), else atomic loads.
-#[allow(clippy::too_many_arguments)]
-#[cube]
-fn read_bucket(
-    table: &Array<Atomic<u64>>,
-    table_plain: &Array<u64>,
-    bucket: u32,
-    active: bool,
-    coherent: bool,
-    tl: TileLane,
-    #[comptime] bucket_size: u32,
-    #[comptime] tile_width: u32,
-    #[comptime] plain_reads: bool,
-) -> LaneSlots {
-    if comptime!(plain_reads) {
-        read_slots_either(
-            table,
-            table_plain,
-            bucket,
-            active,
-            coherent,
-            tl,
-            bucket_size,
-            tile_width,
-        )
-    } else {
-        read_slots_atomic(table, bucket, active, tl, bucket_size, tile_width)
     }
 }
 

@@ -1,0 +1,849 @@
+//! The tile driver: the one work-sharing loop that runs a probing scheme's steps against memory, under every
+//! GPU table. Static inserts and finds, the host path's classify pass, the paged tables' framed operations, the
+//! device API and every chained operation call [`tile_drive`]; what differs between them is compile-time:
+//!
+//! - the operation ([`op`]): one kind for the whole launch, or [`op::MIXED`] (each lane its own);
+//! - the scheme `S`: [`ProbingScheme::CHAINS`] compiles in the list steps (follow, append, slab views, the
+//!   slab allocator, walks over every match), [`ProbingScheme::PAIR_AT`] the paired bucket read,
+//!   [`ProbingScheme::OVERFLOW`] the overflow probes (in `super::probe`);
+//! - the bucket addressing: plain (a key's bucket from its hash), framed (many tables of one shape in shared
+//!   slot arrays, `framed`: the paged tables' children) or slab lists (schemes that chain: the first bucket
+//!   from the hash, then the links);
+//! - how buckets are read ([`reads`]) and whether claims use compare-and-swap (`use_cas`).
+//!
+//! **The loop.** Every lane of the plane calls the driver with its own operation ([`LaneOp`]). A tile of `tw`
+//! lanes serves its lanes' operations one after another: an idle tile takes its next pending lane's operation
+//! (a ballot and shuffles), reads one bucket per step cooperatively (`hashtile_core::tile`), lets the scheme
+//! decide ([`ProbingScheme::insert_step`] / [`ProbingScheme::find_step`]), runs the memory action on the
+//! owner lane of the slot (claim, eviction, update, tombstone, link) and broadcasts what it saw. The serving
+//! lane gets its answer ([`TileAnswer`]) when the tile finishes its operation. Control flow stays uniform over
+//! the plane (every tile ballot and shuffle is executed by every lane), so the loop runs while any lane of the
+//! plane has work ([`tile_loop_any`]).
+//!
+//! **Arrays a launch does not have.** The driver takes every array an operation may touch; a caller without
+//! one (a find has no slab allocator, no stash, no atomic view of the table) passes a one-element local array,
+//! which the compile-time flags never let the driver read or write.
+
+use super::layout::{KeyLayout, key_view};
+use super::operation::settle;
+pub use super::operation::{LaneOp, TileAnswer, op, reads, status, store_inserted_value};
+use super::probe::frame_bucket;
+use super::shape::TableMeta;
+use super::slab::{
+    LINK_SLOT, OUT_OF_SLABS, ResidentBlock, SLAB_WORDS, alloc_slab, free_slab, resident_block,
+    slab_view, tile_alloc_slab,
+};
+use cubecl::prelude::*;
+use hashtile_core::scheme::{
+    BucketView, NO_PAIR, ProbingScheme, SchemeParams, action, blank_state,
+};
+use hashtile_core::tile::{
+    EMPTY_WORD, LaneSlots, TileLane, pick_slots, read_slots, read_slots_atomic, read_slots_either,
+    slot_address, slot_word, tile_ballot, tile_lane, tile_loop_any, tile_shuffle, tile_shuffle_u64,
+};
+
+/// The insert counter array's word counting pairs an insert gave up on (`counters[0]`); a framed launch counts
+/// each table's too, at `FAILED_PER_TABLE + child`.
+pub const FAILED_COUNTER: u32 = 0;
+
+/// Runs one operation per lane on a table (see the module docs); **every lane of the plane calls it together**.
+///
+/// Arrays: `table` (the key words, atomically) and `table_plain` (the same without atomics), per [`reads`];
+/// `table_values`, a table's values where the layout keeps them apart (read by finds; inserts leave the
+/// value to the caller, [`store_inserted_value`]); `bitmap` and `pool`, the slab allocator (chains);
+/// `failed` and `counters`, where static inserts stash the pairs they give up on (`counters[0]` counts them,
+/// and with `framed` also `counters[failed_per_table + child]`); `out`, a gather's output; `frames`, the frame
+/// descriptors of a framed launch.
+///
+/// Flags: `mode` ([`op`]); `bucket_size` and `tw` (the tile's width); `reads`; `use_cas` (claims by
+/// compare-and-swap; off: by exchange, carrying on whatever was displaced); `count_probes`; `want_slot`
+/// (a found key's slot address in the answer); `framed`; `resident` (chains: the tile keeps a resident block
+/// of the slab allocator, SlabAlloc's; else the hashed bitmap).
+#[allow(
+    clippy::too_many_arguments,
+    clippy::collapsible_if,
+    clippy::collapsible_else_if,
+    unused_assignments,
+    arithmetic_overflow
+)]
+#[cube]
+pub fn tile_drive<S: ProbingScheme, L: KeyLayout>(
+    table: &Array<Atomic<u64>>,
+    table_plain: &Array<u64>,
+    table_values: &Array<u64>,
+    bitmap: &Array<Atomic<u32>>,
+    pool: u32,
+    failed: &mut Array<u64>,
+    counters: &Array<Atomic<u32>>,
+    failed_per_table: u32,
+    out: &mut Array<L::Value>,
+    meta: TableMeta,
+    frames: &Array<u32>,
+    lane: LaneOp<L::Key, L::Value>,
+    #[comptime] mode: u32,
+    #[comptime] bucket_size: u32,
+    #[comptime] tw: u32,
+    #[comptime] read_mode: u32,
+    #[comptime] use_cas: bool,
+    #[comptime] count_probes: bool,
+    #[comptime] want_slot: bool,
+    #[comptime] framed: bool,
+    #[comptime] resident: bool,
+) -> TileAnswer<L::Value> {
+    let chains = comptime!(S::CHAINS);
+    // Which kinds of operation this launch can hold (the rest compiles away).
+    let inserts = comptime!(mode == op::INSERT || mode == op::REPLACE || mode == op::MIXED);
+    let only_inserts = comptime!(mode == op::INSERT || mode == op::REPLACE);
+    let finds = comptime!(mode == op::FIND || mode == op::MIXED);
+    let erases = comptime!(mode == op::ERASE || mode == op::MIXED);
+    let walks =
+        comptime!(chains && (mode == op::COUNT || mode == op::GATHER || mode == op::ERASE_ALL));
+    // Multimap inserts of a chained table never look for their key.
+    let matching = comptime!(!(chains && mode == op::INSERT));
+    // The word of the slot acted on: an update's or erase's expected word (and a packed find's value).
+    let needs_seen = comptime!(
+        (inserts && (L::MOVES_PAIRS || chains) && matching) || erases || (chains && finds)
+    );
+    // Static bulk inserts of packed pairs answer nothing per lane: their outcomes are the tile's counts and the
+    // stash (a lane's answer costs the insert kernel registers, and registers limit its occupancy).
+    let answers = comptime!(chains || !only_inserts || !L::MOVES_PAIRS);
+
+    let tl = tile_lane(tw);
+    let mut pending = lane.mine;
+    let mut has_op = false;
+    let mut cur = u32::new(mode as i64);
+    let mut cur_key = L::Key::new(0);
+    let mut cur_val = L::Value::new(0);
+    let mut cur_child = u32::new(0);
+    // The lane whose operation the tile serves.
+    let mut serving = 0u32;
+    let mut coherent = false;
+    let mut state = blank_state();
+    // The bucket being read: hashed from the state each step, or (chains) the link a step followed.
+    let mut bucket = 0u32;
+    // Steps of the operation served (finds' probe counts).
+    let mut steps = 0u32;
+    let mut added = 0u32;
+    let mut probes = 0u32;
+    let mut retries = 0u32;
+    // Chains: a claim lost to another key goes on from the same view with that slot marked taken (`reuse`: no
+    // read; the view's masks and link are kept field by field, as cube code cannot reassign a struct).
+    let mut reuse = false;
+    let mut kept_empty = 0u32;
+    let mut kept_matched = 0u32;
+    let mut kept_next = 0u32;
+    // Walks: matches counted, the gather cursor.
+    let mut walked = 0u32;
+    let mut cursor = 0usize;
+    // The tile's resident allocator block (chains with `resident`).
+    let mut res = if comptime!(chains && inserts && resident) {
+        resident_block(pool, tw)
+    } else {
+        ResidentBlock {
+            block: 0u32,
+            word: 0u32,
+            loaded: false,
+        }
+    };
+    let mut answer = TileAnswer::<L::Value> {
+        status: 0u32,
+        value: L::Value::new(0),
+        count: 0u32,
+        probes: 0u32,
+        slot: 0u32,
+        tile_added: 0u32,
+        tile_probes: 0u32,
+        tile_retries: 0u32,
+    };
+
+    while tile_loop_any(pending || has_op, tw) {
+        // An idle tile takes the next pending lane's operation.
+        let queue = tile_ballot(pending, tl, tw);
+        let next = queue.trailing_zeros() % tw;
+        let next_key = L::shuffle_key(lane.key, next, tl, tw);
+        let mut next_val = L::Value::new(0);
+        if comptime!(inserts) {
+            next_val = L::shuffle_value(lane.value, next, tl, tw);
+        }
+        let mut next_child = 0u32;
+        if comptime!(framed) {
+            next_child = tile_shuffle(lane.child, next, tl, tw);
+        }
+        let mut next_op = 0u32;
+        if comptime!(mode == op::MIXED) {
+            next_op = tile_shuffle(lane.op, next, tl, tw);
+        }
+        let mut next_at = 0u32;
+        if comptime!(mode == op::GATHER) {
+            next_at = tile_shuffle(lane.at, next, tl, tw);
+        }
+        if !has_op && queue != 0 {
+            has_op = true;
+            serving = next;
+            cur_key = next_key;
+            cur_val = next_val;
+            if comptime!(framed) {
+                cur_child = next_child;
+            }
+            if comptime!(mode == op::MIXED) {
+                cur = next_op;
+            }
+            steps = 0u32;
+            walked = 0u32;
+            if comptime!(inserts) {
+                S::insert_start(&mut state, L::key_mix(cur_key));
+            }
+            if comptime!(!only_inserts) {
+                if cur > op::REPLACE {
+                    S::find_start(&mut state);
+                }
+            }
+            // Erases read coherently (their compare-and-swap expects the word read); so does everything
+            // where no plain binding exists.
+            coherent = false;
+            if comptime!(chains) {
+                coherent = cur == op::ERASE || cur == op::ERASE_ALL;
+                bucket = frame_bucket::<S, L>(meta, frames, cur_child, cur_key, 0u32, framed);
+                reuse = false;
+                if comptime!(mode == op::GATHER) {
+                    cursor = next_at as usize;
+                }
+            }
+            if tl.lane == next {
+                pending = false;
+            }
+        }
+
+        // One probe: read the bucket and let the scheme decide.
+        let read_index = state.hash_index;
+        if comptime!(!chains) {
+            bucket = frame_bucket::<S, L>(meta, frames, cur_child, cur_key, read_index, framed);
+        }
+        let b = bucket;
+        let slots = read_bucket(
+            table,
+            table_plain,
+            b,
+            has_op && !reuse,
+            coherent,
+            tl,
+            bucket_size,
+            tw,
+            read_mode,
+        );
+        // A scheme that reads two buckets before deciding (`S::PAIR_AT`) gets the second one loaded together
+        // with the first, so that both loads are in flight at once; everything here compiles out for the others.
+        let mut pair = false;
+        let mut b2 = b;
+        let mut slots2 = slots;
+        if comptime!(inserts && S::PAIR_AT != NO_PAIR) {
+            pair = has_op && read_index == S::PAIR_AT;
+            if pair {
+                b2 = frame_bucket::<S, L>(
+                    meta,
+                    frames,
+                    cur_child,
+                    cur_key,
+                    read_index + 1u32,
+                    framed,
+                );
+            }
+            let second = read_bucket(
+                table,
+                table_plain,
+                b2,
+                pair,
+                coherent,
+                tl,
+                bucket_size,
+                tw,
+                read_mode,
+            );
+            slots2.w0 = second.w0;
+            slots2.w1 = second.w1;
+            slots2.w2 = second.w2;
+            slots2.w3 = second.w3;
+        }
+        let view = if comptime!(chains) {
+            let read = slab_view::<L>(slots, cur_key, tl, matching, tw);
+            let mut empty = read.empty;
+            let mut matched = read.matched;
+            let mut link = read.next;
+            if reuse {
+                empty = kept_empty;
+                matched = kept_matched;
+                link = kept_next;
+            }
+            BucketView {
+                empty,
+                matched,
+                next: link,
+            }
+        } else {
+            key_view::<L>(slots, cur_key, tl, bucket_size, tw)
+        };
+
+        // The scheme's step: an insert's or a find's (erases, counts and walks look the key up as finds do).
+        let mut act = u32::new(action::NEXT as i64);
+        let mut target = 0u32;
+        let mut slot = 0u32;
+        let mut is_insert = false;
+        if comptime!(only_inserts) {
+            is_insert = true;
+        }
+        if comptime!(mode == op::MIXED) {
+            is_insert = cur <= op::REPLACE;
+        }
+        if has_op {
+            if comptime!(count_probes) {
+                steps += 1u32;
+                probes += 1u32;
+            }
+            if comptime!(inserts) {
+                if is_insert {
+                    if comptime!(mode == op::INSERT) {
+                        let st = S::insert_step(&mut state, view, meta.params, bucket_size);
+                        act = st.action;
+                        target = st.target;
+                        slot = st.slot;
+                    } else {
+                        // A replace is an upsert whatever the table's rule.
+                        let mut upsert = meta.params.upsert;
+                        if cur == op::REPLACE {
+                            upsert = 1u32;
+                        }
+                        let params = SchemeParams {
+                            num_hashes: meta.params.num_hashes,
+                            max_chain: meta.params.max_chain,
+                            threshold: meta.params.threshold,
+                            upsert,
+                        };
+                        let st = S::insert_step(&mut state, view, params, bucket_size);
+                        act = st.action;
+                        target = st.target;
+                        slot = st.slot;
+                    }
+                }
+            }
+            if comptime!(!only_inserts) {
+                if !is_insert {
+                    let st = S::find_step(&mut state, view, meta.params, bucket_size);
+                    act = st.action;
+                    target = st.target;
+                    slot = st.slot;
+                }
+            }
+        }
+        // The action is on the pair's second bucket (whose slots are then the ones to act on).
+        let mut on_second = false;
+        if comptime!(inserts && S::PAIR_AT != NO_PAIR) {
+            // The view's ballots only when some tile of the plane read a pair (uniform across the plane).
+            if tile_loop_any(pair, tw) {
+                let view2 = key_view::<L>(slots2, cur_key, tl, bucket_size, tw);
+                if pair && act == action::NEXT && state.hash_index == read_index + 1u32 {
+                    let st = S::insert_step(&mut state, view2, meta.params, bucket_size);
+                    if comptime!(count_probes) {
+                        probes += 1u32;
+                    }
+                    act = st.action;
+                    target = st.target;
+                    slot = st.slot;
+                    on_second = target == read_index + 1u32;
+                }
+            }
+        }
+        if comptime!(!L::MOVES_PAIRS && !chains) {
+            // A layout whose pairs cannot move atomically hands an eviction back as a failure (stable schemes,
+            // the only ones such tables run, never ask for one).
+            if act == action::EVICT {
+                act = action::FAIL;
+            }
+        }
+
+        // The slot's word as its owner lane read it, broadcast to the tile.
+        let mut seen = EMPTY_WORD.runtime();
+        if comptime!(needs_seen) {
+            if comptime!(inserts && S::PAIR_AT != NO_PAIR) {
+                seen = slot_word(
+                    pick_slots(slots, slots2, on_second),
+                    slot,
+                    tl,
+                    bucket_size,
+                    tw,
+                );
+            } else {
+                seen = slot_word(slots, slot, tl, bucket_size, tw);
+            }
+        }
+        // A find's value: in the slot word (packed), or read by the slot's owner lane from the value array and
+        // shuffled to the tile (every lane of the plane takes part).
+        let mut found_value = L::Value::new(0);
+        if comptime!(finds) {
+            if comptime!(needs_seen && L::MOVES_PAIRS) {
+                found_value = L::value_of(seen);
+            } else {
+                let mut finding = has_op && act == action::FOUND;
+                if comptime!(mode == op::MIXED) {
+                    finding = finding && cur == op::FIND;
+                }
+                found_value =
+                    L::tile_value(slots, slot, b, finding, table_values, tl, bucket_size, tw);
+            }
+        }
+        // The action's bucket is nearly always the one just read; hashing again costs ~10% of the instructions.
+        let mut tb = b;
+        if comptime!(inserts && !chains) {
+            if on_second {
+                tb = b2;
+            } else if target != read_index {
+                tb = frame_bucket::<S, L>(meta, frames, cur_child, cur_key, target, framed);
+            }
+        }
+
+        // The memory action, on the owner lane of the slot (lane 0 for a link).
+        let owner = slot % tw;
+        let addr = slot_address(tb, slot, bucket_size);
+        let mine = L::slot_word(cur_key, cur_val);
+        let mut old = EMPTY_WORD.runtime();
+        // An append's outcome, from lane 0: the slab linked, `u32::MAX` (another tile linked first) or
+        // OUT_OF_SLABS.
+        let mut linked = 4294967295u32;
+        // A new slab for a full list: from the tile's resident block (the whole plane takes part), or from
+        // the hashed bitmap by lane 0 below.
+        let mut fresh = 4294967295u32;
+        if comptime!(chains && inserts && resident) {
+            let wants = has_op && is_insert && act == action::APPEND;
+            fresh = tile_alloc_slab(bitmap, pool, wants, &mut res, tl, tw);
+        }
+        if has_op && tl.lane == owner {
+            if comptime!(inserts) {
+                if act == action::CLAIM {
+                    if comptime!(use_cas) {
+                        old = table[addr].compare_exchange_weak(EMPTY_WORD, mine);
+                    } else {
+                        old = table[addr].swap(mine);
+                    }
+                } else if act == action::UPDATE {
+                    if comptime!(L::MOVES_PAIRS) {
+                        if comptime!(use_cas) {
+                            old = table[addr].compare_exchange_weak(seen, mine);
+                        } else {
+                            old = table[addr].swap(mine);
+                        }
+                    } else {
+                        // The key word stays; the caller stores the value (racing updates: one wins).
+                        old = seen;
+                    }
+                }
+                if comptime!(!chains && L::MOVES_PAIRS) {
+                    if act == action::EVICT {
+                        old = table[addr].swap(mine);
+                    }
+                }
+            }
+            if comptime!(erases) {
+                if cur == op::ERASE && act == action::FOUND {
+                    old = table[addr].compare_exchange_weak(seen, L::tomb_word());
+                }
+            }
+        }
+        if comptime!(chains && inserts) {
+            if has_op && is_insert && act == action::APPEND && tl.lane == 0u32 {
+                if comptime!(!resident) {
+                    fresh = alloc_slab(
+                        bitmap,
+                        pool,
+                        (L::key_mix(cur_key) ^ serving) * 2654435761u32,
+                    );
+                }
+                if fresh == 4294967295u32 {
+                    linked = OUT_OF_SLABS;
+                } else {
+                    let s = meta.num_buckets + fresh;
+                    let link_at = (b * SLAB_WORDS + LINK_SLOT) as usize;
+                    let word = 0xffff_ffff_0000_0000u64 | (s as u64);
+                    if table[link_at].compare_exchange_weak(EMPTY_WORD, word) == EMPTY_WORD {
+                        linked = s;
+                    } else {
+                        free_slab(bitmap, fresh);
+                    }
+                }
+            }
+        }
+        // Walks over every match of a slab: this lane's matched slots (`lane`, and `lane + tw` when a lane
+        // holds two).
+        let mut multi = 0u32;
+        if comptime!(walks) {
+            let m0 = has_op && (view.matched >> tl.lane) & 1u32 == 1u32;
+            let mut m1 = false;
+            if comptime!(SLAB_WORDS / tw >= 2) {
+                m1 = has_op && (view.matched >> (tl.lane + tw)) & 1u32 == 1u32;
+            }
+            let mut ok0 = false;
+            let mut ok1 = false;
+            let base = (b * SLAB_WORDS + tl.lane) as usize;
+            if comptime!(mode == op::ERASE_ALL) {
+                if m0 {
+                    ok0 = table[base].compare_exchange_weak(slots.w0, L::tomb_word()) == slots.w0;
+                }
+                if m1 {
+                    let at1 = base + tw as usize;
+                    ok1 = table[at1].compare_exchange_weak(slots.w1, L::tomb_word()) == slots.w1;
+                }
+            }
+            if comptime!(mode == op::GATHER) {
+                let below = view.matched & ((1u32 << tl.lane) - 1u32);
+                if m0 {
+                    out[cursor + below.count_ones() as usize] =
+                        L::own_value(slots.w0, table_values, base);
+                }
+                if m1 {
+                    let below1 = view.matched & ((1u32 << (tl.lane + tw)) - 1u32);
+                    out[cursor + below1.count_ones() as usize] =
+                        L::own_value(slots.w1, table_values, base + tw as usize);
+                }
+            }
+            multi = tile_ballot(ok0, tl, tw).count_ones() + tile_ballot(ok1, tl, tw).count_ones();
+        }
+        // What the owner lane's atomic saw, broadcast: static inserts carry a displaced pair on, and a chained
+        // replace asks whose key took a slot it lost. Otherwise one ballot of the owner's success is enough.
+        let mut old_all = EMPTY_WORD.runtime();
+        if comptime!((inserts || erases) && (!chains || mode == op::REPLACE || mode == op::MIXED)) {
+            old_all = tile_shuffle_u64(old, owner, tl, tw);
+        }
+        // The tile's action succeeded: a claim found the slot empty, an update or erase found the word it read.
+        let mut won_empty = false;
+        let mut won_seen = false;
+        if comptime!(chains && (inserts || erases)) {
+            let mut ok = false;
+            if has_op && tl.lane == owner {
+                if act == action::CLAIM {
+                    ok = old == EMPTY_WORD;
+                } else {
+                    ok = old == seen;
+                }
+            }
+            let done = tile_ballot(ok, tl, tw) != 0u32;
+            won_empty = done;
+            won_seen = done;
+        } else {
+            won_empty = old_all == EMPTY_WORD;
+            won_seen = old_all == seen;
+        }
+        let mut link_now = 4294967295u32;
+        if comptime!(chains && inserts) {
+            link_now = tile_shuffle(linked, 0u32, tl, tw);
+        }
+        reuse = false;
+
+        // Tile-uniform bookkeeping: what the tile does next, and the serving lane's answer when it is done.
+        // A finished operation clears `has_op` where it finishes and answers its lane there (no flag carried
+        // to the end of the step: booleans kept across branches cost the loop instructions).
+        if has_op {
+            if comptime!(inserts) {
+                if is_insert {
+                    if act == action::CLAIM || act == action::EVICT {
+                        if won_empty {
+                            added += 1u32;
+                            has_op = false;
+                            if comptime!(answers) {
+                                if tl.lane == serving {
+                                    settle::<L::Value>(
+                                        &mut answer,
+                                        status::INSERTED,
+                                        walked,
+                                        steps,
+                                        L::Value::new(0),
+                                        addr as u32,
+                                        false,
+                                        inserts && !L::MOVES_PAIRS,
+                                    );
+                                }
+                            }
+                        } else if act == action::CLAIM && comptime!(use_cas) {
+                            if comptime!(chains) {
+                                if cur == op::INSERT || L::key_of(old_all) != cur_key {
+                                    // Another key took the slot: the next empty slot of the same view.
+                                    kept_empty = view.empty & !(1u32 << slot);
+                                    kept_matched = view.matched;
+                                    kept_next = view.next;
+                                    reuse = true;
+                                } else {
+                                    // A racing replace of our key: read again, where it is a match.
+                                    coherent = true;
+                                }
+                            } else {
+                                coherent = true; // lost the race: re-read this bucket coherently
+                                if comptime!(count_probes) {
+                                    retries += 1u32;
+                                }
+                            }
+                        } else if comptime!(L::MOVES_PAIRS && !chains) {
+                            // We hold the displaced pair now and must place it.
+                            cur_key = L::key_of(old_all);
+                            cur_val = L::value_of(old_all);
+                            coherent = false;
+                            if act == action::EVICT {
+                                let mut from = meta.params.num_hashes;
+                                let mut j = meta.params.num_hashes;
+                                while j > 0u32 {
+                                    j -= 1u32;
+                                    if frame_bucket::<S, L>(
+                                        meta, frames, cur_child, cur_key, j, framed,
+                                    ) == tb
+                                    {
+                                        from = j;
+                                    }
+                                }
+                                if from == meta.params.num_hashes {
+                                    from = 0u32;
+                                }
+                                S::after_evict(&mut state, from, meta.params);
+                            } else {
+                                // An exchange-claim displaced a pair stored concurrently: insert it afresh.
+                                S::insert_start(&mut state, L::key_mix(cur_key));
+                            }
+                        }
+                    } else if act == action::UPDATE {
+                        if comptime!(use_cas || !L::MOVES_PAIRS) {
+                            if won_seen {
+                                has_op = false;
+                                if comptime!(answers) {
+                                    if tl.lane == serving {
+                                        settle::<L::Value>(
+                                            &mut answer,
+                                            status::UPDATED,
+                                            walked,
+                                            steps,
+                                            L::Value::new(0),
+                                            addr as u32,
+                                            false,
+                                            inserts && !L::MOVES_PAIRS,
+                                        );
+                                    }
+                                }
+                            } else {
+                                coherent = true;
+                                if comptime!(count_probes) {
+                                    retries += 1u32;
+                                }
+                            }
+                        } else if L::key_of(old_all) == cur_key {
+                            has_op = false;
+                            if comptime!(answers) {
+                                if tl.lane == serving {
+                                    settle::<L::Value>(
+                                        &mut answer,
+                                        status::UPDATED,
+                                        walked,
+                                        steps,
+                                        L::Value::new(0),
+                                        addr as u32,
+                                        false,
+                                        inserts && !L::MOVES_PAIRS,
+                                    );
+                                }
+                            }
+                        } else {
+                            cur_key = L::key_of(old_all);
+                            cur_val = L::value_of(old_all);
+                            S::insert_start(&mut state, L::key_mix(cur_key));
+                        }
+                    } else if act == action::FAIL {
+                        has_op = false;
+                        if comptime!(answers) {
+                            if tl.lane == serving {
+                                settle::<L::Value>(
+                                    &mut answer,
+                                    status::FAILED,
+                                    walked,
+                                    steps,
+                                    L::Value::new(0),
+                                    addr as u32,
+                                    false,
+                                    false,
+                                );
+                            }
+                        }
+                        if comptime!(!chains) {
+                            if tl.lane == 0u32 {
+                                let at = counters[FAILED_COUNTER as usize].fetch_add(1u32);
+                                L::stash(failed, at as usize, mine, cur_key, cur_val);
+                                if comptime!(framed) {
+                                    // Each table's failures too (rare: one atomic each), so that each table's
+                                    // count of stored pairs stays exact even when the launch's stash overflows.
+                                    counters[(failed_per_table + cur_child) as usize]
+                                        .fetch_add(1u32);
+                                }
+                            }
+                        }
+                    }
+                    if comptime!(chains) {
+                        if act == action::FOLLOW {
+                            bucket = view.next;
+                        } else if act == action::APPEND {
+                            if link_now == OUT_OF_SLABS {
+                                // Not done: to run again after the pool has grown.
+                                has_op = false;
+                                if comptime!(answers) {
+                                    if tl.lane == serving {
+                                        settle::<L::Value>(
+                                            &mut answer,
+                                            status::NO_SLAB,
+                                            walked,
+                                            steps,
+                                            L::Value::new(0),
+                                            addr as u32,
+                                            false,
+                                            false,
+                                        );
+                                    }
+                                }
+                            } else if link_now != 4294967295u32 {
+                                bucket = link_now;
+                            } else {
+                                // Another tile linked a slab first: re-read this one (its link is set now).
+                                coherent = true;
+                            }
+                        }
+                    }
+                }
+            }
+            if comptime!(!only_inserts) {
+                if !is_insert {
+                    if act == action::FOUND {
+                        if comptime!(finds) {
+                            if cur == op::FIND {
+                                has_op = false;
+                                if comptime!(answers) {
+                                    if tl.lane == serving {
+                                        settle::<L::Value>(
+                                            &mut answer,
+                                            status::FOUND,
+                                            walked,
+                                            steps,
+                                            found_value,
+                                            addr as u32,
+                                            true,
+                                            want_slot,
+                                        );
+                                    }
+                                }
+                            }
+                        }
+                        if comptime!(erases) {
+                            if cur == op::ERASE {
+                                if won_seen {
+                                    has_op = false;
+                                    if comptime!(answers) {
+                                        if tl.lane == serving {
+                                            settle::<L::Value>(
+                                                &mut answer,
+                                                status::ERASED,
+                                                1u32,
+                                                steps,
+                                                L::Value::new(0),
+                                                addr as u32,
+                                                false,
+                                                false,
+                                            );
+                                        }
+                                    }
+                                } else {
+                                    // The slot changed under us: read the bucket again.
+                                    coherent = true;
+                                }
+                            }
+                        }
+                        if comptime!(walks) {
+                            if comptime!(mode == op::ERASE_ALL) {
+                                walked += multi;
+                            } else {
+                                walked += view.matched.count_ones();
+                            }
+                            cursor += view.matched.count_ones() as usize;
+                            let more = S::find_more(&mut state, view, meta.params).action;
+                            if more == action::FOLLOW {
+                                bucket = view.next;
+                            } else if more == action::ABSENT {
+                                has_op = false;
+                                if comptime!(answers) {
+                                    if tl.lane == serving {
+                                        settle::<L::Value>(
+                                            &mut answer,
+                                            status::NOT_FOUND,
+                                            walked,
+                                            steps,
+                                            L::Value::new(0),
+                                            addr as u32,
+                                            false,
+                                            false,
+                                        );
+                                    }
+                                }
+                            }
+                        }
+                    } else if act == action::ABSENT {
+                        has_op = false;
+                        if comptime!(answers) {
+                            if tl.lane == serving {
+                                settle::<L::Value>(
+                                    &mut answer,
+                                    status::NOT_FOUND,
+                                    walked,
+                                    steps,
+                                    L::Value::new(0),
+                                    addr as u32,
+                                    false,
+                                    false,
+                                );
+                            }
+                        }
+                    }
+                    if comptime!(chains) {
+                        if act == action::FOLLOW {
+                            bucket = view.next;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    answer.tile_added = added;
+    answer.tile_probes = probes;
+    answer.tile_retries = retries;
+    answer
+}
+
+/// The driver's read of `bucket` per [`reads`]: plain loads of `table_plain`, coherent loads of `table` when
+/// `coherent` (or always, for `reads::ATOMIC`).
+#[allow(clippy::too_many_arguments)]
+#[cube]
+fn read_bucket(
+    table: &Array<Atomic<u64>>,
+    table_plain: &Array<u64>,
+    bucket: u32,
+    active: bool,
+    coherent: bool,
+    tl: TileLane,
+    #[comptime] bucket_size: u32,
+    #[comptime] tw: u32,
+    #[comptime] read_mode: u32,
+) -> LaneSlots {
+    if comptime!(read_mode == reads::PLAIN) {
+        read_slots(table_plain, bucket, active, tl, bucket_size, tw)
+    } else if comptime!(read_mode == reads::EITHER) {
+        read_slots_either(
+            table,
+            table_plain,
+            bucket,
+            active,
+            coherent,
+            tl,
+            bucket_size,
+            tw,
+        )
+    } else {
+        read_slots_atomic(table, bucket, active, tl, bucket_size, tw)
+    }
+}

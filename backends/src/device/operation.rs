@@ -1,0 +1,141 @@
+//! The tile driver's vocabulary: operation and status codes ([`op`], [`status`]), how buckets are read
+//! ([`reads`]), a lane's operation ([`LaneOp`]) and the answer it gets back ([`TileAnswer`]), with the two
+//! answer helpers (the driver's [`settle`] and the callers' [`store_inserted_value`]).
+
+use super::layout::KeyLayout;
+use cubecl::prelude::*;
+
+/// Operation codes: each operation of a mixed batch ([`op::INSERT`] to [`op::FIND`]), and the driver's `mode`
+/// when a launch runs one kind of operation.
+pub mod op {
+    /// Insert the pair by the table's rule (`SchemeParams::upsert`): a static table with `upsert == 1` and
+    /// a chained table in unique mode update a stored key; otherwise a further copy is stored without looking
+    /// (a multimap, or a bulk build of keys promised distinct and absent).
+    pub const INSERT: u32 = 0;
+    /// Insert the pair, or overwrite the key's stored value (insert-or-assign, whatever the table's rule).
+    pub const REPLACE: u32 = 1;
+    /// Tombstone the key's first copy.
+    pub const ERASE: u32 = 2;
+    /// The value of the key's first copy.
+    pub const FIND: u32 = 3;
+    /// How many copies (chains); a whole launch only.
+    pub const COUNT: u32 = 4;
+    /// Every copy's value, written from the lane's `at` into the driver's `out` (chains); a launch only.
+    pub const GATHER: u32 = 5;
+    /// Tombstone every copy, counting them (chains); a launch only.
+    pub const ERASE_ALL: u32 = 6;
+    /// A mode only: each lane's operation is its own ([`super::LaneOp::op`], [`INSERT`] to [`FIND`]).
+    pub const MIXED: u32 = 7;
+}
+
+/// What one operation did ([`TileAnswer::status`]).
+pub mod status {
+    /// A find or erase of a key not stored.
+    pub const NOT_FOUND: u32 = 0;
+    /// A find's key is stored: the answer's value is its (first copy's) value.
+    pub const FOUND: u32 = 1;
+    /// An insert or a replace stored a new pair.
+    pub const INSERTED: u32 = 2;
+    /// An insert or a replace overwrote the key's stored value.
+    pub const UPDATED: u32 = 3;
+    /// An erase tombstoned the key's first copy.
+    pub const ERASED: u32 = 4;
+    /// A chained insert found the slab pool empty and did nothing: run it again once the pool has grown.
+    pub const NO_SLAB: u32 = 5;
+    /// A static insert gave a pair up (the scheme's eviction chain or buckets ran out); the pair in hand went
+    /// to the stash (after evictions it may be another key than the operation's own).
+    pub const FAILED: u32 = 6;
+}
+
+/// How the driver reads a bucket.
+pub mod reads {
+    /// Plain loads of the table bound without atomics (launches that change nothing: finds).
+    pub const PLAIN: u32 = 0;
+    /// Plain loads, and coherent (atomic) loads after a lost compare-and-swap and for erases (CUDA, which can
+    /// bind one buffer twice). A stale plain view only costs a failed compare-and-swap.
+    pub const EITHER: u32 = 1;
+    /// Atomic loads only (Vulkan launches that change the table: a buffer is bound once).
+    pub const ATOMIC: u32 = 2;
+}
+
+/// One lane's operation.
+#[derive(CubeType, Clone, Copy)]
+pub struct LaneOp<K: Int, V: Int> {
+    /// The lane has an operation (lanes without one still call the driver).
+    pub mine: bool,
+    /// Its [`op`] code (read only in [`op::MIXED`] launches).
+    pub op: u32,
+    /// The key.
+    pub key: K,
+    /// The value (inserts).
+    pub value: V,
+    /// The table of a framed launch (`framed`): the index of the key's frame descriptor.
+    pub child: u32,
+    /// Where a gather writes the key's values in `out` ([`op::GATHER`]).
+    pub at: u32,
+}
+
+/// What the driver answers a lane about its operation, and the tile's running counts.
+#[derive(CubeType, Clone, Copy)]
+pub struct TileAnswer<V: Int> {
+    /// A [`status`] code.
+    pub status: u32,
+    /// A find's value (0 when not found).
+    pub value: V,
+    /// An erase's count (0 or 1), a count's, or an erase-all's (chains).
+    pub count: u32,
+    /// Buckets read for the operation (finds, when `count_probes`).
+    pub probes: u32,
+    /// The address of the operation's slot (`bucket * bucket_size + slot`): a found key's (with `want_slot`),
+    /// or where an insert of a layout that keeps values apart stored its key word (the caller stores the value
+    /// there: [`store_inserted_value`]).
+    pub slot: u32,
+    /// Pairs this tile's inserts added to the table (the same in every lane of the tile).
+    pub tile_added: u32,
+    /// Buckets this tile's inserts read (when `count_probes`).
+    pub tile_probes: u32,
+    /// Compare-and-swaps this tile lost (when `count_probes`): each cost one more read of the same bucket.
+    pub tile_retries: u32,
+}
+
+/// The serving lane's answer to its finished operation (a find's value, or the slot, where the flags ask).
+#[allow(clippy::too_many_arguments)]
+#[cube]
+pub(crate) fn settle<V: Int>(
+    answer: &mut TileAnswer<V>,
+    status: u32,
+    count: u32,
+    probes: u32,
+    value: V,
+    slot: u32,
+    #[comptime] with_value: bool,
+    #[comptime] with_slot: bool,
+) {
+    answer.status = status;
+    answer.count = count;
+    answer.probes = probes;
+    if comptime!(with_value) {
+        answer.value = value;
+    }
+    if comptime!(with_slot) {
+        answer.slot = slot;
+    }
+}
+
+/// After [`tile_drive`] returns to a lane whose insert stored or updated a key word of a layout that keeps
+/// values apart: its value, at the slot the answer names (packed layouts stored it with the key).
+// The compile-time `if` selects code to emit; merging it with the run-time `if` would change that.
+#[allow(clippy::collapsible_if)]
+#[cube]
+pub fn store_inserted_value<L: KeyLayout>(
+    values: &mut Array<u64>,
+    answer: TileAnswer<L::Value>,
+    mine: bool,
+    value: L::Value,
+) {
+    if comptime!(!L::MOVES_PAIRS) {
+        if mine && (answer.status == status::INSERTED || answer.status == status::UPDATED) {
+            L::store_value(values, answer.slot as usize, value);
+        }
+    }
+}
