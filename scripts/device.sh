@@ -50,7 +50,7 @@ RUNS=${RUNS:-3}
 t0=$SECONDS
 
 # The GPU test binaries (tests/tests/*.rs that run kernels); scripts/pack.sh packs the same list.
-GPU_TESTS="host_path gpu matrix gpu_scan csr chained paged paged_frames paged_stress"
+GPU_TESTS="host_path host_io gpu matrix gpu_scan csr chained paged paged_frames paged_stress"
 
 [ $# -gt 0 ] || { echo "usage: bash scripts/device.sh SUITE...  (suites: see the header of this file)"; exit 2; }
 # On exit (a signal included): everything under $OUT but summary.txt into $OUT/results.tgz.
@@ -125,6 +125,7 @@ suite_tests() {
 # Binary and test filters (small tests only: the sanitizers slow kernels down 10-100x; "" is the whole binary).
 SAN_RUNS=(
   "host_path"
+  "host_io"
   "gpu cuda_matches_oracle cuda_exchange_claims_match_oracle"
   "matrix cuda_bcht_b8 cuda_iht_b16_u64 cuda_p2bht_b16 cuda_iht_one_sequence_b16 cuda_bcht_upsert_first_fit_b8 cuda_one_slot_bulk_build"
   "gpu_scan cuda"
