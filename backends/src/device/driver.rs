@@ -709,7 +709,25 @@ pub fn tile_drive<S: ProbingScheme, L: KeyLayout>(
                     }
                 }
             }
-            if comptime!(!only_inserts) {
+            if comptime!(mode == op::FIND && !chains) {
+                // A launch of static finds: one finishing branch, as lean as the find loop can be (the find
+                // kernels issue an instruction nearly every cycle, so each instruction of this per-step block
+                // costs about its share of the rate). The answer's status starts as NOT_FOUND.
+                if act != action::NEXT {
+                    has_op = false;
+                    if tl.lane == serving {
+                        answer.probes = steps;
+                        if act == action::FOUND {
+                            answer.status = status::FOUND;
+                            answer.value = found_value;
+                            if comptime!(want_slot) {
+                                answer.slot = addr as u32;
+                            }
+                        }
+                    }
+                }
+            }
+            if comptime!(!only_inserts && !(mode == op::FIND && !chains)) {
                 if !is_insert {
                     if act == action::FOUND {
                         if comptime!(finds) {
