@@ -12,7 +12,7 @@
 //!   thread, and its lookups.
 //!
 //! With `--families`, then the other families' calls on the same keys from `Vec`s, each against the
-//! static table's `insert` or `find_into` from `Vec`s at the first load, with the bar issue 29's acceptance 8
+//! static table's call of the same shape from `Vec`s at the first load, with the bar issue 29's acceptance 8
 //! sets ([`crate::families`]): one run measures whether every family's host calls move at the static table's
 //! speed.
 
@@ -410,6 +410,7 @@ fn run_scheme<S: SchemeInfo>(s: &HostSetup) -> Result<i32, String> {
         let refs = StaticRates {
             insert: of("insert"),
             find_into: of("find_into present"),
+            find: of("find present"),
         };
         for f in families::run(s.backend, keys, &values, s.runs, refs).map_err(err)? {
             all_ok &= f.ok;
@@ -488,7 +489,7 @@ fn report(s: &HostSetup, rows: &[HostRow], ceiling: Option<CopyCeiling>) -> std:
             "chained and csr rows: ceiling = the static table's call from Vecs in this run ({}, load {}); \
              bar = issue 29's acceptance 8 (0.7, find_all 0.5; '!' = below): {} of {} calls meet it",
             if names.contains(&"static insert") {
-                "insert for inserts and builds, find_into for lookups and erases"
+                "insert for inserts and builds, find for find, find_into for the other lookups and erases"
             } else {
                 "find_into"
             },

@@ -44,6 +44,12 @@ fn chained_matches(t: &mut ChainedTable<u32, u32>, oracle: &HashMap<u32, Vec<u32
     let all = t.find_all(probe).unwrap();
     let counts = t.count(probe).unwrap();
     let first = t.find(probe).unwrap();
+    // The same answers into the caller's slices (filled with garbage first: every element is written).
+    let mut first_into = vec![7u32; probe.len()];
+    t.find_into(probe, &mut first_into).unwrap();
+    let mut counts_into = vec![7u32; probe.len()];
+    t.count_into(probe, &mut counts_into).unwrap();
+    assert_eq!(counts_into, counts, "count_into against count");
     assert_eq!(all.offsets.len(), probe.len() + 1);
     for (i, k) in probe.iter().enumerate() {
         let mut want = oracle.get(k).cloned().unwrap_or_default();
@@ -56,7 +62,22 @@ fn chained_matches(t: &mut ChainedTable<u32, u32>, oracle: &HashMap<u32, Vec<u32
             Some(v) => assert!(want.contains(&v), "find of key {k}: {v} is not stored"),
             None => assert!(want.is_empty(), "find of key {k}: stored, found none"),
         }
+        assert_eq!(
+            first_into[i],
+            first[i].unwrap_or(u32::MAX),
+            "find_into of key {k} (all ones when absent)"
+        );
     }
+    // An answer slice of the wrong length is a typed error.
+    let mut short = vec![0u32; probe.len() + 1];
+    assert!(matches!(
+        t.find_into(probe, &mut short),
+        Err(Error::LengthMismatch { what: "out", .. })
+    ));
+    assert!(matches!(
+        t.count_into(probe, &mut short),
+        Err(Error::LengthMismatch { what: "out", .. })
+    ));
 }
 
 fn chained_at(b: Backend, len: usize) {
@@ -205,6 +226,14 @@ fn csr_at(b: Backend, pairs: usize, queries: usize) {
         .map(|_| rng.random_range(0..universe + universe / 2))
         .collect();
     let counts = t.count(&q).unwrap();
+    let mut counts_into = vec![7u32; queries];
+    t.count_into(&q, &mut counts_into).unwrap();
+    assert_eq!(counts_into, counts, "count_into against count");
+    let mut long = vec![0u32; queries + 1];
+    assert!(matches!(
+        t.count_into(&q, &mut long),
+        Err(Error::LengthMismatch { what: "out", .. })
+    ));
     let all = t.find_all(&q).unwrap();
     assert_eq!(counts.len(), queries);
     assert_eq!(all.offsets.len(), queries + 1);

@@ -39,8 +39,9 @@ pub use config::{ChainStats, ChainedConfig, NeedSlab, Op, Outcome, SLAB_SLOTS};
 use crate::chained::gpu::{DeviceChained, StoreSpec, device_chained, op, status};
 use crate::device::layout::{Packed, Wide};
 use crate::results::FindAll;
-use crate::runtime::host_io::{BatchSizes, first_reserved};
-use crate::runtime::words::{same_options_vec, same_words_vec, words_of};
+use crate::runtime::host_io::{BatchSizes, check_out_len, first_reserved};
+use crate::runtime::host_memory::zeroed_answers;
+use crate::runtime::words::{same_options_vec, same_words_vec, with_words_mut, words_of};
 use crate::select::{Backend, BackendChoice};
 use cpu::{CpuChained, Placed};
 use hashtile_core::{Element, Error, HashFamily, Key, Result, Value};
@@ -310,14 +311,45 @@ impl<K: Key, V: Value> ChainedTable<K, V> {
         }
     }
 
-    /// How many copies of each key are stored.
-    pub fn count(&self, keys: &[K]) -> Result<Vec<u32>> {
+    /// The value of each key's first copy into `out` (as long as `keys`), or [`Value::ABSENT`] (all ones) for an
+    /// absent key. On GPUs the values are copied straight into `out` (directly when it is pinned memory), as
+    /// `HashTable::find_into` does.
+    pub fn find_into(&self, keys: &[K], out: &mut [V]) -> Result<()> {
+        check_out_len(keys.len(), out.len())?;
         match &self.store {
             Store::Cpu(c) => {
                 check_keys(keys)?;
-                Ok(keys.par_iter().map(|k| c.count(k.widen())).collect())
+                out.par_iter_mut().zip(keys).for_each(|(o, k)| {
+                    *o = c.find(k.widen()).map_or(V::ABSENT, V::narrow);
+                });
+                Ok(())
             }
-            Store::Device(_, g) => on_gpu!(g, d => d.count(&words_of(keys))),
+            Store::Device(_, g) => on_gpu!(g, d => {
+                let keys = words_of(keys);
+                with_words_mut(out, |o| d.find_into(&keys, o))
+            }),
+        }
+    }
+
+    /// How many copies of each key are stored.
+    pub fn count(&self, keys: &[K]) -> Result<Vec<u32>> {
+        let mut counts = zeroed_answers(keys.len());
+        self.count_into(keys, &mut counts)?;
+        Ok(counts)
+    }
+
+    /// How many copies of each key are stored, into `out` (as long as `keys`; on GPUs copied straight there).
+    pub fn count_into(&self, keys: &[K], out: &mut [u32]) -> Result<()> {
+        check_out_len(keys.len(), out.len())?;
+        match &self.store {
+            Store::Cpu(c) => {
+                check_keys(keys)?;
+                out.par_iter_mut()
+                    .zip(keys)
+                    .for_each(|(o, k)| *o = c.count(k.widen()));
+                Ok(())
+            }
+            Store::Device(_, g) => on_gpu!(g, d => d.count_into(&words_of(keys), out)),
         }
     }
 

@@ -68,10 +68,16 @@ impl<K: Key, V: Value> HostCsr<K, V> {
 
     /// How many values each query key has (0 when absent).
     pub(crate) fn count(&self, queries: &[K]) -> Vec<u32> {
-        queries
-            .par_iter()
-            .map(|&q| self.matches(q).count() as u32)
-            .collect()
+        let mut out = vec![0; queries.len()];
+        self.count_into(queries, &mut out);
+        out
+    }
+
+    /// [`HostCsr::count`] into `out` (as long as `queries`).
+    pub(crate) fn count_into(&self, queries: &[K], out: &mut [u32]) {
+        out.par_iter_mut()
+            .zip(queries)
+            .for_each(|(o, &q)| *o = self.matches(q).count() as u32);
     }
 
     /// Every value of each query key (multimap semantics; the order of one key's values is unspecified).

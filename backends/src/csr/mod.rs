@@ -41,6 +41,8 @@ pub mod cpu;
 pub mod gpu;
 
 use crate::results::FindAll;
+use crate::runtime::host_io::check_out_len;
+use crate::runtime::host_memory::zeroed_answers;
 pub use config::{CsrBuild, CsrConfig, DeviceCsrParams, JoinMethod, check_lookup_tile};
 use cpu::{HostCsr, HostJoin, intersect_vertex};
 
@@ -135,9 +137,21 @@ impl<K: Key, V: Value> CsrTable<K, V> {
 
     /// How many values each query key has (0 when absent).
     pub fn count(&self, queries: &[K]) -> Result<Vec<u32>> {
+        let mut out = zeroed_answers(queries.len());
+        self.count_into(queries, &mut out)?;
+        Ok(out)
+    }
+
+    /// How many values each query key has (0 when absent), into `out` (as long as `queries`; on GPUs copied
+    /// straight there).
+    pub fn count_into(&self, queries: &[K], out: &mut [u32]) -> Result<()> {
+        check_out_len(queries.len(), out.len())?;
         match &self.store {
-            Store::Host(h) => Ok(h.count(queries)),
-            Store::Device(_, d) => d.count(queries),
+            Store::Host(h) => {
+                h.count_into(queries, out);
+                Ok(())
+            }
+            Store::Device(_, d) => d.count_into(queries, out),
         }
     }
 

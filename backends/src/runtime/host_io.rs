@@ -132,6 +132,18 @@ pub(crate) fn check_device_memory<R: HostTransfer>(
     }
 }
 
+/// Refuses an answer slice whose length is not the number of keys (`find_into`, `count_into`), as a typed error.
+pub(crate) fn check_out_len(keys: usize, out: usize) -> Result<()> {
+    if out == keys {
+        return Ok(());
+    }
+    Err(Error::LengthMismatch {
+        what: "out",
+        got: out,
+        expected: keys,
+    })
+}
+
 /// Phase timings of the host calls as `tracing` events (target `hashtile`, level TRACE): marks only while a
 /// subscriber listens at that level (each mark waits for the device).
 pub(crate) fn trace() -> Trace {

@@ -5,6 +5,7 @@ pub mod cpu;
 pub mod engine;
 pub mod gpu;
 
+use crate::runtime::host_io::check_out_len;
 use crate::runtime::transfer::PinnedBuffer;
 use crate::select::{Backend, BackendChoice, is_available, resolve, unavailable};
 use crate::table::cpu::CpuTable;
@@ -468,13 +469,7 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
     /// Looks keys up into `out`: the value, or [`Value::ABSENT`] (all ones) for absent keys. On GPUs the values
     /// are copied straight into `out` (directly when it is pinned memory).
     pub fn find_into(&self, keys: &[K], out: &mut [V]) -> Result<()> {
-        if out.len() != keys.len() {
-            return Err(Error::LengthMismatch {
-                what: "out",
-                got: out.len(),
-                expected: keys.len(),
-            });
-        }
+        check_out_len(keys.len(), out.len())?;
         let stats = self.engine.find_into(keys, out, None)?;
         *self.last_find.lock().expect("poisoned") = stats;
         Ok(())

@@ -17,7 +17,8 @@ pub(crate) trait DeviceChained<W>: Send + Sync {
     fn insert(&mut self, keys: &[W], values: &[W], unique: bool) -> Result<usize>;
     fn erase(&mut self, keys: &[W], all: bool) -> Result<usize>;
     fn find(&self, keys: &[W]) -> Result<Vec<Option<W>>>;
-    fn count(&self, keys: &[W]) -> Result<Vec<u32>>;
+    fn find_into(&self, keys: &[W], out: &mut [W]) -> Result<()>;
+    fn count_into(&self, keys: &[W], out: &mut [u32]) -> Result<()>;
     fn find_all(&self, keys: &[W]) -> Result<(Vec<usize>, Vec<W>)>;
     fn apply(&mut self, ops: &[u32], keys: &[W], values: &[W]) -> Result<Vec<(W, u32)>>;
     fn flush(&mut self) -> Result<usize>;
@@ -38,8 +39,11 @@ impl<R: HostTransfer, W: hashtile_core::Element, L: KeyLayout<Key = W, Value = W
     fn find(&self, keys: &[W]) -> Result<Vec<Option<W>>> {
         GpuChained::find(self, keys)
     }
-    fn count(&self, keys: &[W]) -> Result<Vec<u32>> {
-        GpuChained::count(self, keys)
+    fn find_into(&self, keys: &[W], out: &mut [W]) -> Result<()> {
+        GpuChained::find_into(self, keys, out)
+    }
+    fn count_into(&self, keys: &[W], out: &mut [u32]) -> Result<()> {
+        GpuChained::count_into(self, keys, out)
     }
     fn find_all(&self, keys: &[W]) -> Result<(Vec<usize>, Vec<W>)> {
         GpuChained::find_all(self, keys)

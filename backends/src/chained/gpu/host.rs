@@ -16,7 +16,7 @@ use super::kernel::*;
 use super::store::*;
 use crate::device::layout::KeyLayout;
 use crate::runtime::host_io::{
-    Chunk, HostLink, KeyGuard, check_device_memory, device_batches, first_reserved,
+    Chunk, HostLink, KeyGuard, check_device_memory, check_out_len, device_batches, first_reserved,
 };
 use crate::runtime::host_memory::zeroed_answers;
 use crate::runtime::transfer::HostTransfer;
@@ -247,22 +247,55 @@ impl<R: HostTransfer, L: KeyLayout> GpuChained<R, L> {
         Ok(found)
     }
 
-    /// How many copies of each key are stored.
-    pub fn count(&self, keys: &[L::Key]) -> Result<Vec<u32>> {
+    /// The value of each key's first copy into `out` (as long as `keys`), or the all-ones value for an absent
+    /// key: the values are copied straight into `out` (directly when it is pinned memory).
+    pub fn find_into(&self, keys: &[L::Key], out: &mut [L::Value]) -> Result<()> {
+        check_out_len(keys.len(), out.len())?;
         if keys.is_empty() {
-            return Ok(Vec::new());
+            return Ok(());
         }
         let guard = self.guard(keys, self.sizes.find)?;
-        let mut counts = zeroed_answers(keys.len());
         self.link().map_keys(
             bytes_of(keys),
             size_of::<L::Key>(),
-            bytes_of_mut(&mut counts),
+            bytes_of_mut(out),
+            None,
+            |c| {
+                if let Some(g) = &guard {
+                    g.check(&self.client, c.keys, c.n, c.at);
+                }
+                self.launch(Launch {
+                    out: Some((c.out, c.n)),
+                    compact: true,
+                    ..Self::over(op::FIND, c.keys, None, c.n, 0)
+                });
+            },
+        )?;
+        self.guarded(&guard, keys)
+    }
+
+    /// How many copies of each key are stored.
+    pub fn count(&self, keys: &[L::Key]) -> Result<Vec<u32>> {
+        let mut counts = zeroed_answers(keys.len());
+        self.count_into(keys, &mut counts)?;
+        Ok(counts)
+    }
+
+    /// How many copies of each key are stored, into `out` (as long as `keys`), copied straight there.
+    pub fn count_into(&self, keys: &[L::Key], out: &mut [u32]) -> Result<()> {
+        check_out_len(keys.len(), out.len())?;
+        if keys.is_empty() {
+            return Ok(());
+        }
+        let guard = self.guard(keys, self.sizes.find)?;
+        self.link().map_keys(
+            bytes_of(keys),
+            size_of::<L::Key>(),
+            bytes_of_mut(out),
             None,
             |c| self.count_chunk(&guard, &c),
         )?;
-        self.guarded(&guard, keys)?;
-        Ok(counts)
+        self.guarded(&guard, keys)
     }
 
     /// Every value of each key: offsets (`keys + 1`) and values, in list order (counted as the keys land,

@@ -246,7 +246,14 @@ pub fn chained_kernel<L: KeyLayout>(
     );
     if mine {
         if comptime!(reports) {
-            out[q] = a.value;
+            let mut v = a.value;
+            if comptime!(mode == op::FIND) {
+                // A find's answer for an absent key is the all-ones value (`find_into`'s convention).
+                if a.status != status::FOUND {
+                    v = L::Value::max_value();
+                }
+            }
+            out[q] = v;
             if comptime!(!compact) {
                 aux[q] = a.status;
             }

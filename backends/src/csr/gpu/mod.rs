@@ -12,7 +12,7 @@ pub mod lookup;
 use crate::csr::config::{CsrBuild, DeviceCsrParams, check_lookup_tile};
 use crate::results::FindAll;
 use crate::runtime::dispatch::{OnRuntime, on_backend, shared_stager};
-use crate::runtime::host_io::{BatchSizes, DeviceCache, HostLink};
+use crate::runtime::host_io::{BatchSizes, DeviceCache, HostLink, check_out_len};
 use crate::runtime::host_memory::zeroed_answers;
 use crate::runtime::launch::{CUBE_SIZE, cube_count, fill_u32};
 use crate::runtime::scan::{exclusive_scan, total_u64};
@@ -355,12 +355,12 @@ impl<R: HostTransfer, K: CsrKey, V: CsrValue> GpuCsr<R, K, V> {
     /// The queries' match counts, on the device (`q` words), queued.
     pub(crate) fn counts_of(&self, queries: &Handle, q: usize) -> Handle {
         let counts = self.client.empty(q.max(1) * 4);
-        self.count_into(queries, q, &counts);
+        self.queue_counts(queries, q, &counts);
         counts
     }
 
     /// Queues the match counts of `q` queries into `counts`.
-    fn count_into(&self, queries: &Handle, q: usize, counts: &Handle) {
+    fn queue_counts(&self, queries: &Handle, q: usize, counts: &Handle) {
         let [no_starts, no_out, no_index] = &self.dummies;
         self.lookup(
             queries,
@@ -374,18 +374,24 @@ impl<R: HostTransfer, K: CsrKey, V: CsrValue> GpuCsr<R, K, V> {
         );
     }
 
-    /// How many values each query key has: the queries are copied in chunks through the host-I/O layer, each
-    /// chunk counted as it lands, the counts copied straight into the answer.
+    /// How many values each query key has ([`GpuCsr::count_into`] into a fresh vector).
     pub fn count(&self, queries: &[K::Word]) -> Result<Vec<u32>> {
         let mut out = zeroed_answers(queries.len());
+        self.count_into(queries, &mut out)?;
+        Ok(out)
+    }
+
+    /// How many values each query key has, into `out` (as long as `queries`): the queries are copied in chunks
+    /// through the host-I/O layer, each chunk counted as it lands, the counts copied straight into `out`.
+    pub fn count_into(&self, queries: &[K::Word], out: &mut [u32]) -> Result<()> {
+        check_out_len(queries.len(), out.len())?;
         self.link().map_keys(
             bytes_of(queries),
             size_of::<K::Word>(),
-            bytes_of_mut(&mut out),
+            bytes_of_mut(out),
             None,
-            |c| self.count_into(c.keys, c.n, c.out),
-        )?;
-        Ok(out)
+            |c| self.queue_counts(c.keys, c.n, c.out),
+        )
     }
 
     /// Every value of each query key: counts as the queries land, an exclusive scan of them, then a gather
@@ -394,7 +400,7 @@ impl<R: HostTransfer, K: CsrKey, V: CsrValue> GpuCsr<R, K, V> {
         let (offsets, values) = self.link().find_all::<V>(
             bytes_of(queries),
             size_of::<K::Word>(),
-            |c| self.count_into(c.keys, c.n, c.out),
+            |c| self.queue_counts(c.keys, c.n, c.out),
             |qh, q, starts, out, total| self.gather_into(qh, q, starts, out, total),
         )?;
         Ok(FindAll { offsets, values })
@@ -635,8 +641,8 @@ impl<R: HostTransfer, K: CsrKey, V: CsrValue> GpuCsr<R, K, V> {
 /// a GPU backend. The table has the caller's widths, so keys and values cross as they are (`same_words`: no
 /// copy, as `Engine` does for hash tables).
 pub trait DeviceCsr<K: Key, V: Value>: Send + Sync {
-    /// [`GpuCsr::count`].
-    fn count(&self, queries: &[K]) -> Result<Vec<u32>>;
+    /// [`GpuCsr::count_into`].
+    fn count_into(&self, queries: &[K], out: &mut [u32]) -> Result<()>;
     /// [`GpuCsr::find_all`].
     fn find_all(&self, queries: &[K]) -> Result<FindAll<V>>;
     /// [`GpuCsr::pairs`].
@@ -651,8 +657,8 @@ fn words<E: Element, W: Element>(s: &[E]) -> &[W] {
 impl<R: HostTransfer, CK: CsrKey, CV: CsrValue, K: Key, V: Value> DeviceCsr<K, V>
     for GpuCsr<R, CK, CV>
 {
-    fn count(&self, queries: &[K]) -> Result<Vec<u32>> {
-        GpuCsr::count(self, words(queries))
+    fn count_into(&self, queries: &[K], out: &mut [u32]) -> Result<()> {
+        GpuCsr::count_into(self, words(queries), out)
     }
     fn find_all(&self, queries: &[K]) -> Result<FindAll<V>> {
         let FindAll { offsets, values } = GpuCsr::find_all(self, words(queries))?;
