@@ -5,12 +5,14 @@
 //! same run**: inserts (chained `insert` and `replace`, the CSR build) against `HashTable::insert`; calls that
 //! answer into the caller's slice (`find_into`, `count_into`) and erases against `HashTable::find_into`;
 //! `find`, which returns a fresh vector of `Option`s, against `HashTable::find`. The bar each ratio must reach
-//! (issue 29's acceptance 8: one host-I/O layer, one speed) is 0.7, and 0.5 for `find_all`, which also returns
-//! its offsets (set against `find_into`). `count`, which returns a fresh vector, is shown against `find_into`
-//! without a bar: its gap to `count_into` is the first touch of fresh memory, not the layer.
+//! (issue 29's acceptance 8: one host-I/O layer, one speed) is 0.7, and 0.5 for `find_all` and `find_all_into`,
+//! which also return their offsets (set against `find_into`); `find_all_into` answers into one `FindAll` reused
+//! across runs (as the `find_into` rows reuse their slice), so its gap to `find_all` is the first touch of
+//! fresh memory. `count`, which returns a fresh vector, is shown against `find_into` without a bar: its gap to
+//! `count_into` is the first touch of fresh memory, not the layer.
 
 use crate::common::time;
-use hashtile::{Backend, BackendChoice, ChainedConfig, ChainedTable, CsrConfig, CsrTable};
+use hashtile::{Backend, BackendChoice, ChainedConfig, ChainedTable, CsrConfig, CsrTable, FindAll};
 use rayon::prelude::*;
 use std::cell::RefCell;
 
@@ -48,7 +50,7 @@ fn against(call: &str, s: StaticRates) -> (&'static str, f64, f64) {
         ("static insert", s.insert, 0.7)
     } else if call.ends_with(" find") {
         ("static find", s.find, 0.7)
-    } else if call.ends_with("find_all") {
+    } else if call.ends_with("find_all") || call.ends_with("find_all_into") {
         ("static find_into", s.find_into, 0.5)
     } else if call.ends_with(" count") {
         ("static find_into", s.find_into, f64::NAN)
@@ -90,7 +92,7 @@ pub fn run(
     let fresh = || ChainedTable::<u32, u32>::new(cfg.clone());
     let t = RefCell::new(fresh()?);
     eprintln!(
-        "host: chained: insert, replace, find, find_into, count_into, count, find_all, erase"
+        "host: chained: insert, replace, find, find_into, count_into, count, find_all, find_all_into, erase"
     );
     let r = time(
         runs,
@@ -144,6 +146,18 @@ pub fn run(
         |g| one_each(&g.offsets, &g.values),
     )?;
     push("chained find_all", r);
+    let all = RefCell::new(FindAll::default());
+    let r = time(
+        runs,
+        n,
+        || Ok(()),
+        || filled.find_all_into(keys, &mut all.borrow_mut()),
+        |()| {
+            let a = all.borrow();
+            one_each(&a.offsets, &a.values)
+        },
+    )?;
+    push("chained find_all_into", r);
     drop(filled);
     let t = RefCell::new(fresh()?);
     let r = time(
@@ -162,7 +176,7 @@ pub fn run(
     drop(t);
 
     // CSR: each build timed whole (the previous table dropped untimed), then lookups on one table.
-    eprintln!("host: csr: build, count_into, count, find_all");
+    eprintln!("host: csr: build, count_into, count, find_all, find_all_into");
     let cfg = CsrConfig {
         backend: BackendChoice::Exactly(backend),
         ..CsrConfig::default()
@@ -202,5 +216,16 @@ pub fn run(
         |g| one_each(&g.offsets, &g.values),
     )?;
     push("csr find_all", r);
+    let r = time(
+        runs,
+        n,
+        || Ok(()),
+        || table.find_all_into(keys, &mut all.borrow_mut()),
+        |()| {
+            let a = all.borrow();
+            one_each(&a.offsets, &a.values)
+        },
+    )?;
+    push("csr find_all_into", r);
     Ok(rows)
 }

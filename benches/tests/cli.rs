@@ -360,22 +360,26 @@ fn small_cpu_host_run_times_the_families() {
     assert!(out.status.success(), "host run failed:\n{stderr}");
     let csv = std::fs::read_to_string(dir.join("host.csv")).expect("host.csv written");
     let rows: Vec<&str> = csv.lines().skip(1).collect();
-    // 10 static rows, then 6 chained and 3 CSR calls.
-    assert_eq!(rows.len(), 19, "{csv}");
+    // 10 static rows, then 9 chained and 5 CSR calls.
+    assert_eq!(rows.len(), 24, "{csv}");
     assert!(rows.iter().all(|r| r.ends_with(",true")), "{csv}");
     let families: Vec<&&str> = rows[10..].iter().collect();
     assert!(
-        families
-            .iter()
-            .all(|r| r.contains(",static insert,") || r.contains(",static find_into,")),
+        families.iter().all(
+            |r| [",static insert,", ",static find,", ",static find_into,"]
+                .iter()
+                .any(|s| r.contains(s))
+        ),
         "{csv}"
     );
     for call in [
         "chained insert",
         "chained find",
         "chained erase",
+        "chained find_all_into",
         "csr build",
         "csr find_all",
+        "csr find_all_into",
     ] {
         assert!(families.iter().any(|r| r.contains(call)), "{call}: {csv}");
     }

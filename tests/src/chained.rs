@@ -27,8 +27,8 @@ pub fn distinct_keys<K: Key>(rng: &mut StdRng, n: usize, universe: u64) -> Vec<K
     out
 }
 
-/// The table holds exactly the multimap: every key's values in insertion order (`find_all`), its count, its
-/// first value (`find`), and the invariants.
+/// The table holds exactly the multimap: every key's values in insertion order (`find_all`, and
+/// `find_all_into` into reused answers), its count, its first value (`find`), and the invariants.
 pub fn same_as_multimap<K: Key, V: Value>(
     t: &mut ChainedTable<K, V>,
     oracle: &HashMap<K, Vec<V>>,
@@ -55,6 +55,16 @@ pub fn same_as_multimap<K: Key, V: Value>(
         );
         assert_eq!(counts[i] as usize, want.len(), "count");
         assert_eq!(first[i], want.first().copied(), "find");
+    }
+    // The same answer into a reused one that held a larger and a smaller previous answer (every width: a
+    // table with a 64-bit side narrows its store's words into `out`).
+    for previous in [
+        [keys.as_slice(), &keys].concat(),
+        keys[..keys.len() / 2].to_vec(),
+    ] {
+        let mut into = t.find_all(&previous).unwrap();
+        t.find_all_into(&keys, &mut into).unwrap();
+        assert_eq!(into, all, "find_all_into");
     }
     stats
 }

@@ -5,9 +5,10 @@
 //! lavapipe in CI; CUDA where there is one), against `HashMap` oracles: empty batches, batches of one key,
 //! larger than one chunk and than one device batch, duplicates within and across chunks and device batches,
 //! and reserved keys in a later chunk or a later device batch (a typed error, the table unchanged).
+//! `find_all_into` answers as `find_all` does into an answer that starts empty, larger or smaller.
 
 use hashtile::chained::{ChainedConfig, ChainedTable};
-use hashtile::{Backend, BackendChoice, CsrConfig, CsrTable, Error};
+use hashtile::{Backend, BackendChoice, CsrConfig, CsrTable, Error, FindAll};
 use hashtile_tests::backends::present_backends;
 use rand::{Rng, SeedableRng, rngs::StdRng};
 use std::collections::HashMap;
@@ -36,12 +37,40 @@ fn keys_with_repeats(rng: &mut StdRng, len: usize, universe: u32) -> Vec<u32> {
     keys
 }
 
+/// `find_all_into` (through `into`) answers `probe` as `find_all` did (`want`) into an `out` that starts
+/// empty, that holds a larger previous answer (of `probe` twice over) and that holds a smaller one (of half of
+/// `probe`), and once more into the same `out`: the previous contents are replaced, whatever the allocations.
+fn find_all_into_matches(
+    probe: &[u32],
+    want: &FindAll<u32>,
+    into: impl Fn(&[u32], &mut FindAll<u32>),
+) {
+    let twice: Vec<u32> = probe.iter().chain(probe).copied().collect();
+    let mut larger = FindAll::default();
+    into(&twice, &mut larger);
+    let mut smaller = FindAll::default();
+    into(&probe[..probe.len() / 2], &mut smaller);
+    assert!(larger.offsets.len() > want.offsets.len() || probe.is_empty());
+    assert!(smaller.offsets.len() < want.offsets.len() || probe.is_empty());
+    for (before, mut out) in [
+        ("empty", FindAll::default()),
+        ("larger", larger),
+        ("smaller", smaller),
+    ] {
+        into(probe, &mut out);
+        assert_eq!(&out, want, "find_all_into into an answer {before} before");
+        into(probe, &mut out);
+        assert_eq!(&out, want, "find_all_into again (first {before})");
+    }
+}
+
 /// The chained table holds exactly the multimap (per key: its values as a multiset, its count, a first value
 /// among them), and its invariants hold.
 fn chained_matches(t: &mut ChainedTable<u32, u32>, oracle: &HashMap<u32, Vec<u32>>, probe: &[u32]) {
     t.check().expect("invariants");
     assert_eq!(t.len(), oracle.values().map(Vec::len).sum::<usize>());
     let all = t.find_all(probe).unwrap();
+    find_all_into_matches(probe, &all, |p, out| t.find_all_into(p, out).unwrap());
     let counts = t.count(probe).unwrap();
     let first = t.find(probe).unwrap();
     // The same answers into the caller's slices (filled with garbage first: every element is written).
@@ -185,6 +214,8 @@ fn chained_reserved(b: Backend) {
             assert_eq!(t.find(&batch), Err(want.clone()));
             assert_eq!(t.count(&batch), Err(want.clone()));
             assert_eq!(t.find_all(&batch), Err(want.clone()));
+            let mut out = FindAll::default();
+            assert_eq!(t.find_all_into(&batch, &mut out), Err(want.clone()));
             // Stored keys before the reserved one: none is erased.
             let mut erase = keys[..len].to_vec();
             erase[at] = bad;
@@ -235,6 +266,7 @@ fn csr_at(b: Backend, pairs: usize, queries: usize) {
         Err(Error::LengthMismatch { what: "out", .. })
     ));
     let all = t.find_all(&q).unwrap();
+    find_all_into_matches(&q, &all, |p, out| t.find_all_into(p, out).unwrap());
     assert_eq!(counts.len(), queries);
     assert_eq!(all.offsets.len(), queries + 1);
     for (i, k) in q.iter().enumerate() {

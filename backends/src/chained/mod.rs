@@ -40,8 +40,8 @@ use crate::chained::gpu::{DeviceChained, StoreSpec, device_chained, op, status};
 use crate::device::layout::{Packed, Wide};
 use crate::results::FindAll;
 use crate::runtime::host_io::{BatchSizes, check_out_len, first_reserved};
-use crate::runtime::host_memory::zeroed_answers;
-use crate::runtime::words::{same_options_vec, same_words_vec, with_words_mut, words_of};
+use crate::runtime::host_memory::{answer_room, zeroed_answers};
+use crate::runtime::words::{same_options_vec, with_find_all_words, with_words_mut, words_of};
 use crate::select::{Backend, BackendChoice};
 use cpu::{CpuChained, Placed};
 use hashtile_core::{Element, Error, HashFamily, Key, Result, Value};
@@ -68,16 +68,8 @@ enum Gpu {
     Wide(Box<dyn DeviceChained<u64>>),
 }
 
-/// A GPU store's values as the table's: the same vector when the widths match (no copy), else narrowed.
-fn narrowed<W: Element, V: Element>(v: Vec<W>) -> Vec<V> {
-    if W::BITS == V::BITS {
-        same_words_vec(v).expect("one width, one type")
-    } else {
-        v.into_par_iter().map(|w| V::narrow(w.widen())).collect()
-    }
-}
-
-/// [`narrowed`] of optional values (finds).
+/// A GPU store's optional values (finds) as the table's: the same vector when the widths match (no copy), else
+/// narrowed.
 fn narrowed_options<W: Element, V: Element>(v: Vec<Option<W>>) -> Vec<Option<V>> {
     match same_options_vec(v) {
         Ok(same) => same,
@@ -353,8 +345,20 @@ impl<K: Key, V: Value> ChainedTable<K, V> {
         }
     }
 
-    /// Every value of each key: `values[offsets[i]..offsets[i + 1]]` are key `i`'s, in list order.
+    /// Every value of each key: `values[offsets[i]..offsets[i + 1]]` are key `i`'s, in list order
+    /// ([`ChainedTable::find_all_into`] into a fresh answer).
     pub fn find_all(&self, keys: &[K]) -> Result<FindAll<V>> {
+        let mut out = FindAll::default();
+        self.find_all_into(keys, &mut out)?;
+        Ok(out)
+    }
+
+    /// Every value of each key into `out`, reusing its allocations (its previous contents are replaced):
+    /// `out.values[out.offsets[i]..out.offsets[i + 1]]` are key `i`'s, in list order. Keep one `out` for batch
+    /// after batch: on GPUs the offsets and values are copied straight into its vectors, whose memory a
+    /// previous call has touched already (the first touch of fresh memory costs most of a large
+    /// [`ChainedTable::find_all`]). On an error, `out`'s contents are unspecified.
+    pub fn find_all_into(&self, keys: &[K], out: &mut FindAll<V>) -> Result<()> {
         let c = match &self.store {
             Store::Cpu(c) => {
                 check_keys(keys)?;
@@ -362,9 +366,8 @@ impl<K: Key, V: Value> ChainedTable<K, V> {
             }
             Store::Device(_, g) => {
                 return on_gpu!(g, d => {
-                    let (offsets, values) = d.find_all(&words_of(keys))?;
-                    let values = narrowed(values);
-                    Ok(FindAll { offsets, values })
+                    let keys = words_of(keys);
+                    with_find_all_words(out, |o| d.find_all_into(&keys, o))
                 });
             }
         };
@@ -376,15 +379,21 @@ impl<K: Key, V: Value> ChainedTable<K, V> {
                 v
             })
             .collect();
-        let mut offsets = Vec::with_capacity(keys.len() + 1);
-        offsets.push(0);
+        out.offsets.clear();
+        answer_room(&mut out.offsets, keys.len() + 1);
+        out.offsets.push(0);
         let mut sum = 0;
         for v in &per {
             sum += v.len();
-            offsets.push(sum);
+            out.offsets.push(sum);
         }
-        let values = per.into_iter().flatten().map(V::narrow).collect();
-        Ok(FindAll { offsets, values })
+        out.values.clear();
+        answer_room(&mut out.values, sum);
+        out.values.par_extend(
+            per.par_iter()
+                .flat_map_iter(|v| v.iter().map(|&w| V::narrow(w))),
+        );
+        Ok(())
     }
 
     /// Runs a mixed batch (on a GPU: one launch, so one warp may mix inserts, erases and finds): operations on

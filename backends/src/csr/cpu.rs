@@ -2,6 +2,7 @@
 //! `HostJoin`.
 
 use crate::results::FindAll;
+use crate::runtime::host_memory::answer_room;
 use hashtile_core::{HashFamily, Key, Value};
 use rayon::prelude::*;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -80,22 +81,26 @@ impl<K: Key, V: Value> HostCsr<K, V> {
             .for_each(|(o, &q)| *o = self.matches(q).count() as u32);
     }
 
-    /// Every value of each query key (multimap semantics; the order of one key's values is unspecified).
-    pub(crate) fn find_all(&self, queries: &[K]) -> FindAll<V> {
+    /// Every value of each query key (multimap semantics; the order of one key's values is unspecified) into
+    /// `out`, reusing its allocations (its previous contents are replaced).
+    pub(crate) fn find_all_into(&self, queries: &[K], out: &mut FindAll<V>) {
         let counts = self.count(queries);
-        let mut offsets = Vec::with_capacity(queries.len() + 1);
+        out.offsets.clear();
+        answer_room(&mut out.offsets, queries.len() + 1);
         let mut sum = 0usize;
-        offsets.push(0);
+        out.offsets.push(0);
         for &c in &counts {
             sum += c as usize;
-            offsets.push(sum);
+            out.offsets.push(sum);
         }
-        let values: Vec<V> = queries
-            .par_iter()
-            .flat_map_iter(|&q| self.matches(q).map(|j| self.values[j]))
-            .collect();
-        debug_assert_eq!(values.len(), sum);
-        FindAll { offsets, values }
+        out.values.clear();
+        answer_room(&mut out.values, sum);
+        out.values.par_extend(
+            queries
+                .par_iter()
+                .flat_map_iter(|&q| self.matches(q).map(|j| self.values[j])),
+        );
+        debug_assert_eq!(out.values.len(), sum);
     }
 
     /// The stored pairs in placement order (vertex by vertex).

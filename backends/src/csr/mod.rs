@@ -155,11 +155,26 @@ impl<K: Key, V: Value> CsrTable<K, V> {
         }
     }
 
-    /// Every value of each query key (multimap semantics; the order of one key's values is unspecified).
+    /// Every value of each query key (multimap semantics; the order of one key's values is unspecified):
+    /// [`CsrTable::find_all_into`] into a fresh answer.
     pub fn find_all(&self, queries: &[K]) -> Result<FindAll<V>> {
+        let mut out = FindAll::default();
+        self.find_all_into(queries, &mut out)?;
+        Ok(out)
+    }
+
+    /// Every value of each query key into `out`, reusing its allocations (its previous contents are replaced):
+    /// `out.values[out.offsets[i]..out.offsets[i + 1]]` are query `i`'s, in an unspecified order. Keep one
+    /// `out` for batch after batch: on GPUs the offsets and values are copied straight into its vectors, whose
+    /// memory a previous call has touched already (the first touch of fresh memory costs most of a large
+    /// [`CsrTable::find_all`]). On an error, `out`'s contents are unspecified.
+    pub fn find_all_into(&self, queries: &[K], out: &mut FindAll<V>) -> Result<()> {
         match &self.store {
-            Store::Host(h) => Ok(h.find_all(queries)),
-            Store::Device(_, d) => d.find_all(queries),
+            Store::Host(h) => {
+                h.find_all_into(queries, out);
+                Ok(())
+            }
+            Store::Device(_, d) => d.find_all_into(queries, out),
         }
     }
 

@@ -10,19 +10,21 @@
 //!   while the next chunks are copied.
 //! - **Answers straight into the caller's memory** (`HostLink::map_keys`): values, counts and presence bits
 //!   are copied into the caller's slices (directly when they are pinned); `Option` answers
-//!   (`HostLink::find_options`) and multimap answers (`HostLink::find_all`) are written in the same pass
-//!   that takes each downloaded piece out of its staging buffer, with no intermediate host buffer.
+//!   (`HostLink::find_options`) and multimap answers (`HostLink::find_all_into`, into the caller's reused
+//!   vectors) are written in the same pass that takes each downloaded piece out of its staging buffer, with no
+//!   intermediate host buffer.
 //! - **Buffers kept between calls** ([`DeviceCache`]): grow-only, per name, so that a call does not allocate
 //!   its batch-sized buffers.
 //! - **Reserved keys checked on the device** (`KeyGuard`): as the keys land, a kernel finds the first
 //!   reserved key, and the kernels that change a table are gated on that answer.
 
-use super::host_memory::{answer_vec, zeroed_answers};
+use super::host_memory::{answer_room, answer_vec};
 use super::launch::{CUBE_SIZE, cube_count, fill_u32};
 use super::scan::{exclusive_scan_into, total_u64};
 use super::trace::Trace;
-use super::transfer::HostTransfer;
-use super::words::{bytes_of, bytes_of_mut};
+use super::transfer::{HostTransfer, par_copy_uninit};
+use super::words::{bytes_of, bytes_of_mut, uninit_bytes_of_mut};
+use crate::results::FindAll;
 use cubecl::prelude::*;
 use cubecl::server::Handle;
 use hashtile_core::{Element, Error, Result};
@@ -345,24 +347,29 @@ impl<R: HostTransfer> HostLink<'_, R> {
         Ok(answers)
     }
 
-    /// Every value of each host key (multimap lookups; `kb` bytes per key): per device batch, the keys are
-    /// copied in chunks with `count` queued on each as it lands ([`Chunk`]: `out` is the chunk's `u32`
-    /// counts); the counts' sum is checked to fit 32-bit offsets and their exclusive scan made on the device;
-    /// `gather(keys, n, starts, out, total)` writes each key's values from its start; the offsets (converted
-    /// to `usize` as they leave the staging buffers) and the values are copied out. Returns `keys + 1`
-    /// offsets and the values.
-    pub(crate) fn find_all<V: Element>(
+    /// Every value of each host key (multimap lookups; `kb` bytes per key) into `out`, reusing its allocations
+    /// (its previous contents are replaced; see [`answer_room`]): per device batch, the keys are copied in
+    /// chunks with `count` queued on each as it lands ([`Chunk`]: its `out` is the chunk's `u32` counts); the
+    /// counts' sum is checked to fit 32-bit offsets and their exclusive scan made on the device;
+    /// `gather(keys, n, starts, values, total)` writes each key's values from its start; the offsets (converted
+    /// to `usize` as they leave the staging buffers) and the values (copied byte for byte as they leave them)
+    /// are written straight into `out`'s room, with no zero-fill before: the download is their one write.
+    /// Leaves `keys + 1` offsets and the values; on an error, `out`'s contents are unspecified.
+    pub(crate) fn find_all_into<V: Element>(
         &self,
         keys: &[u8],
         kb: usize,
         count: impl Fn(Chunk<'_>),
         gather: impl Fn(&Handle, usize, &Handle, &Handle, usize),
-    ) -> Result<(Vec<usize>, Vec<V>)> {
+        out: &mut FindAll<V>,
+    ) -> Result<()> {
         let (client, cache) = (self.client, self.cache);
         let n = keys.len() / kb;
-        let mut offsets: Vec<usize> = answer_vec(n + 1);
-        let mut values: Vec<V> = Vec::new();
-        let spare = &mut offsets.spare_capacity_mut()[..n + 1];
+        let vb = size_of::<V>();
+        out.offsets.clear();
+        out.values.clear();
+        answer_room(&mut out.offsets, n + 1);
+        let spare = &mut out.offsets.spare_capacity_mut()[..n + 1];
         spare[0].write(0);
         let mut base = 0usize;
         let batch = self.sizes.find.next_multiple_of(CHUNK_ALIGN);
@@ -398,9 +405,9 @@ impl<R: HostTransfer> HostLink<'_, R> {
             let total = total as usize;
             let starts = cache.take(client, "find_all starts", (m + 1) * 4);
             exclusive_scan_into(client, &counts, m, &starts);
-            let out = cache.take(client, "find_all values", total * size_of::<V>());
+            let vh = cache.take(client, "find_all values", total * vb);
             if total > 0 {
-                gather(&kh, m, &starts, &out, total);
+                gather(&kh, m, &starts, &vh, total);
             }
             // The offsets of this batch, shifted by the values of the batches before it (its first offset is
             // the previous batch's last, written again with the same value).
@@ -418,23 +425,30 @@ impl<R: HostTransfer> HostLink<'_, R> {
                     });
                 },
             )?;
-            if values.is_empty() {
-                values = zeroed_answers(total);
-            } else {
-                values.resize(base + total, V::default());
-            }
-            self.download(&out, &mut values[base..])?;
+            // This batch's values go after the previous batches' (the first batch finds `out.values` empty).
+            answer_room(&mut out.values, total);
+            let dst = &mut out.values.spare_capacity_mut()[..total];
+            R::download_with(client, self.stager, &vh, total * vb, &mut |off, piece| {
+                // Pieces start at multiples of 8 bytes and end at one or at the end: whole values.
+                let first = off / vb;
+                let slots = &mut dst[first..first + piece.len() / vb];
+                par_copy_uninit(uninit_bytes_of_mut(slots), piece);
+            })?;
+            // SAFETY: the download above wrote all `total * vb` bytes of the `total` values after the first
+            // `base` (the device's bytes of a `V` are the host's: `Element` is sealed to `u32` and `u64`,
+            // little-endian on both sides); an error returned before this.
+            unsafe { out.values.set_len(base + total) };
             trace.mark(client, "find_all: gathered, offsets and values copied out");
             base += total;
             cache.give("find_all counts", counts, m * 4);
             cache.give("find_all starts", starts, (m + 1) * 4);
             cache.give("find_all keys", kh, m * kb);
-            cache.give("find_all values", out, total * size_of::<V>());
+            cache.give("find_all values", vh, total * vb);
         }
         // SAFETY: offset 0 is written above and every device batch wrote its `m + 1` offsets from `start`, so
         // all `n + 1` are initialised; an error returned above before this.
-        unsafe { offsets.set_len(n + 1) };
-        Ok((offsets, values))
+        unsafe { out.offsets.set_len(n + 1) };
+        Ok(())
     }
 }
 

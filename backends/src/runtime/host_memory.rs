@@ -1,7 +1,8 @@
 //! Host memory of the host calls: page-locked memory ([`PinnedAlloc`], from a runtime's
 //! `HostTransfer::alloc_pinned`) and the buffer users fill and pass as a slice ([`PinnedBuffer`]), which the
 //! host calls copy at the full bus rate; huge-page advice for large arrays (`advise_huge_pages`, also the CPU
-//! table's) and the fresh answer vectors the host calls return (`answer_vec`, `zeroed_answers`).
+//! table's), the fresh answer vectors the host calls return (`answer_vec`, `zeroed_answers`) and room in the
+//! caller's reused ones (`answer_room`).
 
 use hashtile_core::Element;
 
@@ -130,6 +131,28 @@ pub(crate) fn answer_vec<T>(n: usize) -> Vec<T> {
         advise_huge_pages(v.as_mut_ptr().cast(), bytes);
     }
     v
+}
+
+/// Makes room for `extra` more answers after those `v` holds (which stay): none is made when `v`'s allocation
+/// suffices (the caller's answer vectors are reused between calls, so their memory is touched already); an
+/// empty `v` that is too small gets a fresh [`answer_vec`] (its old allocation freed first, so the peak is one
+/// answer, not two); a non-empty one (a later device batch's answers after the earlier ones) grows as
+/// `Vec::reserve` grows it, its new room advised for huge pages as [`answer_vec`]'s.
+pub(crate) fn answer_room<T>(v: &mut Vec<T>, extra: usize) {
+    if v.capacity() - v.len() >= extra {
+        return;
+    }
+    if v.is_empty() {
+        *v = Vec::new();
+        *v = answer_vec(extra);
+        return;
+    }
+    v.reserve(extra);
+    let spare = v.spare_capacity_mut();
+    let bytes = size_of_val(spare);
+    if bytes >= ADVISED_ANSWER {
+        advise_huge_pages(spare.as_mut_ptr().cast(), bytes);
+    }
 }
 
 /// `n` zeroed answers, advised as [`answer_vec`]'s: a large zeroed vector comes from the allocator as untouched

@@ -124,14 +124,24 @@ pub use super::host_memory::{PinnedAlloc, PinnedBuffer};
 /// Copies `src` into `dst` (same length) with all cores when it is large: one core copies about 10 GB/s,
 /// less than the pinned bus.
 pub(crate) fn par_copy(dst: &mut [u8], src: &[u8]) {
+    // SAFETY: `MaybeUninit<u8>` has `u8`'s layout, and the copy writes only initialised bytes, so `dst` stays
+    // initialised; the borrow is unique.
+    let dst = unsafe { &mut *(std::ptr::from_mut(dst) as *mut [std::mem::MaybeUninit<u8>]) };
+    par_copy_uninit(dst, src);
+}
+
+/// [`par_copy`] into memory not written yet (the room of an answer vector): the download is its first write.
+pub(crate) fn par_copy_uninit(dst: &mut [std::mem::MaybeUninit<u8>], src: &[u8]) {
     use rayon::prelude::*;
     const PIECE: usize = 1 << 20;
     if src.len() <= 4 * PIECE {
-        dst.copy_from_slice(src);
+        dst.write_copy_of_slice(src);
     } else {
         dst.par_chunks_mut(PIECE)
             .zip(src.par_chunks(PIECE))
-            .for_each(|(d, s)| d.copy_from_slice(s));
+            .for_each(|(d, s)| {
+                d.write_copy_of_slice(s);
+            });
     }
 }
 

@@ -1,22 +1,15 @@
 //! Host byte and word casts: the caller's `K` / `V` slices seen as the device's words without a copy where the
 //! widths match, widened or narrowed where they do not.
 
+use crate::results::FindAll;
 use hashtile_core::Element;
+use std::mem::MaybeUninit;
 
 /// `s` as a slice of `W` when `E` and `W` are the same type (no copy), else `None`.
 pub(crate) fn same_words<E: Element, W: Element>(s: &[E]) -> Option<&[W]> {
     (E::BITS == W::BITS).then(|| {
         // SAFETY: `Element` is sealed to `u32` and `u64`, so equal widths mean `E` and `W` are one type.
         unsafe { std::slice::from_raw_parts(s.as_ptr().cast::<W>(), s.len()) }
-    })
-}
-
-/// `v` as a vector of `W` when `E` and `W` are the same type (no copy), else `None` (and `v` is dropped).
-pub(crate) fn same_words_vec<E: Element, W: Element>(v: Vec<E>) -> Option<Vec<W>> {
-    (E::BITS == W::BITS).then(|| {
-        let mut v = std::mem::ManuallyDrop::new(v);
-        // SAFETY: as in `same_words`: one type, so the allocation's layout, length and capacity carry over.
-        unsafe { Vec::from_raw_parts(v.as_mut_ptr().cast::<W>(), v.len(), v.capacity()) }
     })
 }
 
@@ -39,6 +32,43 @@ pub(crate) fn same_words_mut<E: Element, W: Element>(s: &mut [E]) -> Option<&mut
         // SAFETY: as in `same_words`; the borrow is unique.
         unsafe { std::slice::from_raw_parts_mut(s.as_mut_ptr().cast::<W>(), s.len()) }
     })
+}
+
+/// `out` as multimap answers of `W` when `E` and `W` are the same type (no copy), else `None`.
+pub(crate) fn same_find_all_mut<E: Element, W: Element>(
+    out: &mut FindAll<E>,
+) -> Option<&mut FindAll<W>> {
+    (E::BITS == W::BITS).then(|| {
+        // SAFETY: as in `same_words`: one type, so `FindAll<E>` and `FindAll<W>` are one type too; the borrow
+        // is unique.
+        unsafe { &mut *std::ptr::from_mut(out).cast::<FindAll<W>>() }
+    })
+}
+
+/// Runs `f` on `out` as the layout's words `W` (a `find_all_into`): in place when the widths match, else on a
+/// temporary whose values are narrowed into `out.values` after (both of `out`'s allocations reused: the
+/// temporary takes `out`'s offsets, which are `usize` whatever the width, and gives them back).
+pub(crate) fn with_find_all_words<E: Element, W: Element>(
+    out: &mut FindAll<E>,
+    f: impl FnOnce(&mut FindAll<W>) -> hashtile_core::Result<()>,
+) -> hashtile_core::Result<()> {
+    use rayon::prelude::*;
+    if let Some(o) = same_find_all_mut::<E, W>(out) {
+        return f(o);
+    }
+    let mut wide = FindAll {
+        offsets: std::mem::take(&mut out.offsets),
+        values: Vec::new(),
+    };
+    let done = f(&mut wide);
+    out.offsets = wide.offsets;
+    done?;
+    out.values.clear();
+    super::host_memory::answer_room(&mut out.values, wide.values.len());
+    // An indexed parallel extend writes straight into the reserved room.
+    out.values
+        .par_extend(wide.values.par_iter().map(|w| E::narrow(w.widen())));
+    Ok(())
 }
 
 /// Runs `f` on `out` as the layout's words `W`: in place when the widths match, else on widened words that are
@@ -78,6 +108,13 @@ pub(crate) fn words_of<E: Element, W: Element>(s: &[E]) -> std::borrow::Cow<'_, 
 pub(crate) fn bytes_of<E: Element>(s: &[E]) -> &[u8] {
     // SAFETY: `u32` and `u64` (the only elements) have no padding and every byte is initialised.
     unsafe { std::slice::from_raw_parts(s.as_ptr().cast(), std::mem::size_of_val(s)) }
+}
+
+/// The bytes of a slice of elements not yet written (an answer vector's room), writable.
+pub(crate) fn uninit_bytes_of_mut<E: Element>(s: &mut [MaybeUninit<E>]) -> &mut [MaybeUninit<u8>] {
+    // SAFETY: `MaybeUninit<E>` has `E`'s size and no validity requirement, so its bytes are `MaybeUninit<u8>`s;
+    // the borrow is unique.
+    unsafe { std::slice::from_raw_parts_mut(s.as_mut_ptr().cast(), std::mem::size_of_val(s)) }
 }
 
 /// The bytes of a slice of elements, writable.

@@ -3,6 +3,7 @@
 
 use super::store::*;
 use crate::device::layout::KeyLayout;
+use crate::results::FindAll;
 use crate::runtime::host_io::BatchSizes;
 use crate::runtime::transfer::HostTransfer;
 use cubecl::prelude::*;
@@ -19,7 +20,7 @@ pub(crate) trait DeviceChained<W>: Send + Sync {
     fn find(&self, keys: &[W]) -> Result<Vec<Option<W>>>;
     fn find_into(&self, keys: &[W], out: &mut [W]) -> Result<()>;
     fn count_into(&self, keys: &[W], out: &mut [u32]) -> Result<()>;
-    fn find_all(&self, keys: &[W]) -> Result<(Vec<usize>, Vec<W>)>;
+    fn find_all_into(&self, keys: &[W], out: &mut FindAll<W>) -> Result<()>;
     fn apply(&mut self, ops: &[u32], keys: &[W], values: &[W]) -> Result<Vec<(W, u32)>>;
     fn flush(&mut self) -> Result<usize>;
     fn len(&self) -> usize;
@@ -45,8 +46,8 @@ impl<R: HostTransfer, W: hashtile_core::Element, L: KeyLayout<Key = W, Value = W
     fn count_into(&self, keys: &[W], out: &mut [u32]) -> Result<()> {
         GpuChained::count_into(self, keys, out)
     }
-    fn find_all(&self, keys: &[W]) -> Result<(Vec<usize>, Vec<W>)> {
-        GpuChained::find_all(self, keys)
+    fn find_all_into(&self, keys: &[W], out: &mut FindAll<W>) -> Result<()> {
+        GpuChained::find_all_into(self, keys, out)
     }
     fn apply(&mut self, ops: &[u32], keys: &[W], values: &[W]) -> Result<Vec<(W, u32)>> {
         GpuChained::apply(self, ops, keys, values)

@@ -15,6 +15,7 @@
 use super::kernel::*;
 use super::store::*;
 use crate::device::layout::KeyLayout;
+use crate::results::FindAll;
 use crate::runtime::host_io::{
     Chunk, HostLink, KeyGuard, check_device_memory, check_out_len, device_batches, first_reserved,
 };
@@ -298,27 +299,38 @@ impl<R: HostTransfer, L: KeyLayout> GpuChained<R, L> {
         self.guarded(&guard, keys)
     }
 
-    /// Every value of each key: offsets (`keys + 1`) and values, in list order (counted as the keys land,
-    /// scanned and gathered on the device).
+    /// Every value of each key: offsets (`keys + 1`) and values, in list order ([`GpuChained::find_all_into`]
+    /// into fresh vectors).
     pub fn find_all(&self, keys: &[L::Key]) -> Result<(Vec<usize>, Vec<L::Value>)> {
-        if keys.is_empty() {
-            return Ok((vec![0], Vec::new()));
-        }
-        let guard = self.guard(keys, self.sizes.find)?;
-        let all = self.link().find_all::<L::Value>(
+        let mut out = FindAll::default();
+        self.find_all_into(keys, &mut out)?;
+        Ok((out.offsets, out.values))
+    }
+
+    /// Every value of each key into `out`, reusing its allocations (its previous contents are replaced):
+    /// offsets (`keys + 1`) and values, in list order, counted as the keys land, scanned and gathered on the
+    /// device, and copied straight into `out`'s vectors. On an error, `out`'s contents are unspecified.
+    pub fn find_all_into(&self, keys: &[L::Key], out: &mut FindAll<L::Value>) -> Result<()> {
+        // No keys, nothing to check: the layer answers the one offset without the device.
+        let guard = if keys.is_empty() {
+            None
+        } else {
+            self.guard(keys, self.sizes.find)?
+        };
+        self.link().find_all_into(
             bytes_of(keys),
             size_of::<L::Key>(),
             |c| self.count_chunk(&guard, &c),
-            |kh, n, starts, out, total| {
+            |kh, n, starts, values, total| {
                 self.launch(Launch {
-                    out: Some((out, total)),
+                    out: Some((values, total)),
                     aux: Some((starts, n + 1)),
                     ..Self::over(op::GATHER, kh, None, n, 0)
                 })
             },
+            out,
         )?;
-        self.guarded(&guard, keys)?;
-        Ok(all)
+        self.guarded(&guard, keys)
     }
 
     /// [`GpuChained::apply_device`] from host data: `(value, status)` of each operation.

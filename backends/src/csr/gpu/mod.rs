@@ -17,7 +17,7 @@ use crate::runtime::host_memory::zeroed_answers;
 use crate::runtime::launch::{CUBE_SIZE, cube_count, fill_u32};
 use crate::runtime::scan::{exclusive_scan, total_u64};
 use crate::runtime::transfer::HostTransfer;
-use crate::runtime::words::{bytes_of, bytes_of_mut, same_words, same_words_vec};
+use crate::runtime::words::{bytes_of, bytes_of_mut, same_find_all_mut, same_words};
 use build::{csr_bin_count_kernel, csr_bin_place_kernel, csr_bin_scatter_kernel};
 use cubecl::prelude::*;
 use cubecl::server::Handle;
@@ -394,16 +394,25 @@ impl<R: HostTransfer, K: CsrKey, V: CsrValue> GpuCsr<R, K, V> {
         )
     }
 
-    /// Every value of each query key: counts as the queries land, an exclusive scan of them, then a gather
-    /// pass; the offsets and values copied out through the host-I/O layer.
+    /// Every value of each query key ([`GpuCsr::find_all_into`] into a fresh answer).
     pub fn find_all(&self, queries: &[K::Word]) -> Result<FindAll<V>> {
-        let (offsets, values) = self.link().find_all::<V>(
+        let mut out = FindAll::default();
+        self.find_all_into(queries, &mut out)?;
+        Ok(out)
+    }
+
+    /// Every value of each query key into `out`, reusing its allocations (its previous contents are replaced):
+    /// counts as the queries land, an exclusive scan of them, then a gather pass; the offsets and values
+    /// copied straight into `out`'s vectors through the host-I/O layer. On an error, `out`'s contents are
+    /// unspecified.
+    pub fn find_all_into(&self, queries: &[K::Word], out: &mut FindAll<V>) -> Result<()> {
+        self.link().find_all_into(
             bytes_of(queries),
             size_of::<K::Word>(),
             |c| self.queue_counts(c.keys, c.n, c.out),
-            |qh, q, starts, out, total| self.gather_into(qh, q, starts, out, total),
-        )?;
-        Ok(FindAll { offsets, values })
+            |qh, q, starts, values, total| self.gather_into(qh, q, starts, values, total),
+            out,
+        )
     }
 
     /// The second half of a `find_all` on device queries, queued: the matching values of query `i` go to
@@ -643,8 +652,8 @@ impl<R: HostTransfer, K: CsrKey, V: CsrValue> GpuCsr<R, K, V> {
 pub trait DeviceCsr<K: Key, V: Value>: Send + Sync {
     /// [`GpuCsr::count_into`].
     fn count_into(&self, queries: &[K], out: &mut [u32]) -> Result<()>;
-    /// [`GpuCsr::find_all`].
-    fn find_all(&self, queries: &[K]) -> Result<FindAll<V>>;
+    /// [`GpuCsr::find_all_into`].
+    fn find_all_into(&self, queries: &[K], out: &mut FindAll<V>) -> Result<()>;
     /// [`GpuCsr::pairs`].
     fn pairs(&self) -> Result<Vec<(K, V)>>;
 }
@@ -660,13 +669,9 @@ impl<R: HostTransfer, CK: CsrKey, CV: CsrValue, K: Key, V: Value> DeviceCsr<K, V
     fn count_into(&self, queries: &[K], out: &mut [u32]) -> Result<()> {
         GpuCsr::count_into(self, words(queries), out)
     }
-    fn find_all(&self, queries: &[K]) -> Result<FindAll<V>> {
-        let FindAll { offsets, values } = GpuCsr::find_all(self, words(queries))?;
-        Ok(FindAll {
-            offsets,
-            values: same_words_vec(values)
-                .expect("a device CSR table has its caller's value width"),
-        })
+    fn find_all_into(&self, queries: &[K], out: &mut FindAll<V>) -> Result<()> {
+        let out = same_find_all_mut(out).expect("a device CSR table has its caller's value width");
+        GpuCsr::find_all_into(self, words(queries), out)
     }
     fn pairs(&self) -> Result<Vec<(K, V)>> {
         // Pairs are read back as two arrays and zipped anyway: one pass converts them.
