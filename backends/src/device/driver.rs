@@ -107,6 +107,8 @@ pub fn tile_drive<S: ProbingScheme, L: KeyLayout>(
     // Static bulk inserts of packed pairs answer nothing per lane: their outcomes are the tile's counts and the
     // stash (a lane's answer costs the insert kernel registers, and registers limit its occupancy).
     let answers = comptime!(chains || !only_inserts || !L::MOVES_PAIRS);
+    // Launches of static finds finish an operation in one branch (see the bookkeeping below).
+    let lean_finds = comptime!(mode == op::FIND && !chains);
 
     let tl = tile_lane(tw);
     let mut pending = lane.mine;
@@ -156,33 +158,76 @@ pub fn tile_drive<S: ProbingScheme, L: KeyLayout>(
         tile_retries: 0u32,
     };
 
-    while tile_loop_any(pending || has_op, tw) {
-        // An idle tile takes the next pending lane's operation.
-        let queue = tile_ballot(pending, tl, tw);
-        let next = queue.trailing_zeros() % tw;
-        let next_key = L::shuffle_key(lane.key, next, tl, tw);
+    // Chains: each lane hashes its own key once, before the loop and in parallel (the tile takes the bucket with
+    // the key), and the tile's lanes still to serve are one tile-uniform mask. Static schemes rehash per probe.
+    let mut todo = 0u32;
+    let mut my_bucket = 0u32;
+    if comptime!(chains) {
+        todo = tile_ballot(lane.mine, tl, tw);
+        my_bucket = frame_bucket::<S, L>(meta, frames, lane.child, lane.key, 0u32, framed);
+    }
+
+    loop {
+        // An idle tile takes the next pending lane's operation: its key (and value, table, operation, gather
+        // cursor) move by shuffles, which every lane of the plane runs together.
+        let mut take = false;
+        let mut next = 0u32;
+        let mut next_key = L::Key::new(0);
         let mut next_val = L::Value::new(0);
-        if comptime!(inserts) {
-            next_val = L::shuffle_value(lane.value, next, tl, tw);
-        }
         let mut next_child = 0u32;
-        if comptime!(framed) {
-            next_child = tile_shuffle(lane.child, next, tl, tw);
-        }
         let mut next_op = 0u32;
-        if comptime!(mode == op::MIXED) {
-            next_op = tile_shuffle(lane.op, next, tl, tw);
-        }
         let mut next_at = 0u32;
-        if comptime!(mode == op::GATHER) {
-            next_at = tile_shuffle(lane.at, next, tl, tw);
+        let mut next_bucket = 0u32;
+        if comptime!(chains) {
+            // Shuffles only in steps where some tile of the plane is idle with work left (most steps of a
+            // long list walk have none), and the loop ends when no tile holds an operation.
+            take = !has_op && todo != 0u32;
+            if tile_loop_any(take, tw) {
+                if take {
+                    next = todo.trailing_zeros();
+                }
+                next_key = L::shuffle_key(lane.key, next, tl, tw);
+                next_bucket = tile_shuffle(my_bucket, next, tl, tw);
+                if comptime!(inserts) {
+                    next_val = L::shuffle_value(lane.value, next, tl, tw);
+                }
+                if comptime!(mode == op::MIXED) {
+                    next_op = tile_shuffle(lane.op, next, tl, tw);
+                }
+                if comptime!(mode == op::GATHER) {
+                    next_at = tile_shuffle(lane.at, next, tl, tw);
+                }
+                if take {
+                    todo &= todo - 1u32;
+                }
+            }
+            if !tile_loop_any(take || has_op, tw) {
+                break;
+            }
+        } else {
+            if !tile_loop_any(pending || has_op, tw) {
+                break;
+            }
+            let queue = tile_ballot(pending, tl, tw);
+            next = queue.trailing_zeros() % tw;
+            next_key = L::shuffle_key(lane.key, next, tl, tw);
+            if comptime!(inserts) {
+                next_val = L::shuffle_value(lane.value, next, tl, tw);
+            }
+            if comptime!(framed) {
+                next_child = tile_shuffle(lane.child, next, tl, tw);
+            }
+            if comptime!(mode == op::MIXED) {
+                next_op = tile_shuffle(lane.op, next, tl, tw);
+            }
+            take = !has_op && queue != 0;
         }
-        if !has_op && queue != 0 {
+        if take {
             has_op = true;
             serving = next;
             cur_key = next_key;
             cur_val = next_val;
-            if comptime!(framed) {
+            if comptime!(framed && !chains) {
                 cur_child = next_child;
             }
             if comptime!(mode == op::MIXED) {
@@ -203,13 +248,12 @@ pub fn tile_drive<S: ProbingScheme, L: KeyLayout>(
             coherent = false;
             if comptime!(chains) {
                 coherent = cur == op::ERASE || cur == op::ERASE_ALL;
-                bucket = frame_bucket::<S, L>(meta, frames, cur_child, cur_key, 0u32, framed);
+                bucket = next_bucket;
                 reuse = false;
                 if comptime!(mode == op::GATHER) {
                     cursor = next_at as usize;
                 }
-            }
-            if tl.lane == next {
+            } else if tl.lane == next {
                 pending = false;
             }
         }
@@ -709,7 +753,7 @@ pub fn tile_drive<S: ProbingScheme, L: KeyLayout>(
                     }
                 }
             }
-            if comptime!(mode == op::FIND && !chains) {
+            if comptime!(lean_finds) {
                 // A launch of static finds: one finishing branch, as lean as the find loop can be (the find
                 // kernels issue an instruction nearly every cycle, so each instruction of this per-step block
                 // costs about its share of the rate). The answer's status starts as NOT_FOUND.
@@ -727,7 +771,7 @@ pub fn tile_drive<S: ProbingScheme, L: KeyLayout>(
                     }
                 }
             }
-            if comptime!(!only_inserts && !(mode == op::FIND && !chains)) {
+            if comptime!(!only_inserts && !lean_finds) {
                 if !is_insert {
                     if act == action::FOUND {
                         if comptime!(finds) {
