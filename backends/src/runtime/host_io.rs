@@ -166,8 +166,8 @@ pub(crate) struct Chunk<'h> {
     pub(crate) at: usize,
 }
 
-/// Takes a device batch's answers off the device: `(start, m, answers, bits)`.
-type Finish<'f> = dyn FnMut(usize, usize, &Handle, Option<&Handle>) -> Result<()> + 'f;
+/// Takes a device batch's answers off the device: `(start, m, keys, answers, bits)`.
+type Finish<'f> = dyn FnMut(usize, usize, &Handle, &Handle, Option<&Handle>) -> Result<()> + 'f;
 
 /// What a table hands the layer for one call: its client, its transfers, its cached buffers and how it cuts
 /// batches.
@@ -219,7 +219,8 @@ impl<R: HostTransfer> HostLink<'_, R> {
     /// The keyed pass every lookup shares: per device batch, the keys are copied in chunks and `launch` queues
     /// the family's kernel on each chunk as it lands ([`Chunk`]: sub-buffers of the batch's keys, answers of
     /// `ob` bytes per key and, with `bits`, zeroed presence bits), overlapping the next chunk's copy; then
-    /// `finish(start, m, answers, bits)` takes the device batch's answers off the device.
+    /// `finish(start, m, keys, answers, bits)` takes the device batch's answers off the device (the batch's keys
+    /// are still on it, for a second pass).
     fn keyed(
         &self,
         keys: &[u8],
@@ -265,7 +266,7 @@ impl<R: HostTransfer> HostLink<'_, R> {
                 },
             )?;
             trace.mark(client, "keyed: keys copied, kernels run");
-            finish(start, m, &oh, bh.as_ref())?;
+            finish(start, m, &kh[0], &oh, bh.as_ref())?;
             trace.mark(client, "keyed: answers copied back");
             // Every kernel of this batch is done (the downloads waited for them): the buffers can serve again.
             cache.give("keyed out", oh, m * ob);
@@ -300,7 +301,7 @@ impl<R: HostTransfer> HostLink<'_, R> {
             ob,
             found.is_some(),
             &launch,
-            &mut |start, m, oh, bh| {
+            &mut |start, m, _, oh, bh| {
                 R::download(
                     self.client,
                     self.stager,
@@ -329,7 +330,7 @@ impl<R: HostTransfer> HostLink<'_, R> {
         let vb = size_of::<V>();
         let mut answers: Vec<Option<V>> = answer_vec(n);
         let spare = &mut answers.spare_capacity_mut()[..n];
-        self.keyed(keys, kb, vb, true, &launch, &mut |start, m, oh, bh| {
+        self.keyed(keys, kb, vb, true, &launch, &mut |start, m, _, oh, bh| {
             let mut bits = vec![0u32; m.div_ceil(32)];
             self.download(bh.expect("bits asked for"), &mut bits)?;
             let dst = &mut spare[start..start + m];
@@ -372,31 +373,10 @@ impl<R: HostTransfer> HostLink<'_, R> {
         let spare = &mut out.offsets.spare_capacity_mut()[..n + 1];
         spare[0].write(0);
         let mut base = 0usize;
-        let batch = self.sizes.find.next_multiple_of(CHUNK_ALIGN);
         let mut trace = trace();
-        for (start, m) in device_batches(n, batch) {
-            let counts = cache.take(client, "find_all counts", m * 4);
-            let dst = cache.take(client, "find_all keys", m * kb);
-            let kh = R::upload_chunked(
-                client,
-                self.stager,
-                &[&keys[start * kb..(start + m) * kb]],
-                &[dst],
-                self.sizes.chunk * kb,
-                &mut |_, off, len, kh| {
-                    let first = off / kb;
-                    count(Chunk {
-                        keys: &kh.clone().offset_start(off as u64),
-                        out: &counts.clone().offset_start((first * 4) as u64),
-                        bits: None,
-                        n: len / kb,
-                        at: start + first,
-                    });
-                },
-            )?
-            .remove(0);
-            trace.mark(client, "find_all: keys copied, counted");
-            let total = total_u64(client, &counts, m);
+        // The counting pass is the keyed pass with `count` per chunk; the rest of each device batch is its finish.
+        self.keyed(keys, kb, 4, false, &count, &mut |start, m, kh, counts, _| {
+            let total = total_u64(client, counts, m);
             if total > u32::MAX as u64 {
                 return Err(Error::InvalidConfig(format!(
                     "find_all of {m} keys yields {total} values; device offsets are 32-bit (at most 2^32 - 1): split the keys"
@@ -404,10 +384,10 @@ impl<R: HostTransfer> HostLink<'_, R> {
             }
             let total = total as usize;
             let starts = cache.take(client, "find_all starts", (m + 1) * 4);
-            exclusive_scan_into(client, &counts, m, &starts);
+            exclusive_scan_into(client, counts, m, &starts);
             let vh = cache.take(client, "find_all values", total * vb);
             if total > 0 {
-                gather(&kh, m, &starts, &vh, total);
+                gather(kh, m, &starts, &vh, total);
             }
             // The offsets of this batch, shifted by the values of the batches before it (its first offset is
             // the previous batch's last, written again with the same value).
@@ -440,11 +420,10 @@ impl<R: HostTransfer> HostLink<'_, R> {
             unsafe { out.values.set_len(base + total) };
             trace.mark(client, "find_all: gathered, offsets and values copied out");
             base += total;
-            cache.give("find_all counts", counts, m * 4);
             cache.give("find_all starts", starts, (m + 1) * 4);
-            cache.give("find_all keys", kh, m * kb);
             cache.give("find_all values", vh, total * vb);
-        }
+            Ok(())
+        })?;
         // SAFETY: offset 0 is written above and every device batch wrote its `m + 1` offsets from `start`, so
         // all `n + 1` are initialised; an error returned above before this.
         unsafe { out.offsets.set_len(n + 1) };

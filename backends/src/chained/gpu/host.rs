@@ -59,6 +59,20 @@ impl<R: HostTransfer, L: KeyLayout> GpuChained<R, L> {
         }
     }
 
+    /// Finds each key of a landed chunk (after checking its keys against the reserved ones): the first copy's
+    /// value, all ones when absent, and a presence bit where the chunk has bits (`find`'s `Option`s).
+    fn find_chunk(&self, guard: &Option<KeyGuard<L::Key>>, c: &Chunk) {
+        if let Some(g) = guard {
+            g.check(&self.client, c.keys, c.n, c.at);
+        }
+        self.launch(Launch {
+            out: Some((c.out, c.n)),
+            compact: true,
+            bits: c.bits,
+            ..Self::over(op::FIND, c.keys, None, c.n, 0)
+        });
+    }
+
     /// Counts the copies of each key of a landed chunk into the chunk's answers (after checking its keys
     /// against the reserved ones): `count`'s launch, and `find_all`'s first pass.
     fn count_chunk(&self, guard: &Option<KeyGuard<L::Key>>, c: &Chunk) {
@@ -234,15 +248,7 @@ impl<R: HostTransfer, L: KeyLayout> GpuChained<R, L> {
         let found = self
             .link()
             .find_options(bytes_of(keys), size_of::<L::Key>(), |c| {
-                if let Some(g) = &guard {
-                    g.check(&self.client, c.keys, c.n, c.at);
-                }
-                self.launch(Launch {
-                    out: Some((c.out, c.n)),
-                    compact: true,
-                    bits: c.bits,
-                    ..Self::over(op::FIND, c.keys, None, c.n, 0)
-                });
+                self.find_chunk(&guard, &c)
             })?;
         self.guarded(&guard, keys)?;
         Ok(found)
@@ -252,27 +258,7 @@ impl<R: HostTransfer, L: KeyLayout> GpuChained<R, L> {
     /// key: the values are copied straight into `out` (directly when it is pinned memory).
     pub fn find_into(&self, keys: &[L::Key], out: &mut [L::Value]) -> Result<()> {
         check_out_len(keys.len(), out.len())?;
-        if keys.is_empty() {
-            return Ok(());
-        }
-        let guard = self.guard(keys, self.sizes.find)?;
-        self.link().map_keys(
-            bytes_of(keys),
-            size_of::<L::Key>(),
-            bytes_of_mut(out),
-            None,
-            |c| {
-                if let Some(g) = &guard {
-                    g.check(&self.client, c.keys, c.n, c.at);
-                }
-                self.launch(Launch {
-                    out: Some((c.out, c.n)),
-                    compact: true,
-                    ..Self::over(op::FIND, c.keys, None, c.n, 0)
-                });
-            },
-        )?;
-        self.guarded(&guard, keys)
+        self.map_guarded(keys, bytes_of_mut(out), |g, c| self.find_chunk(g, c))
     }
 
     /// How many copies of each key are stored.
@@ -285,17 +271,25 @@ impl<R: HostTransfer, L: KeyLayout> GpuChained<R, L> {
     /// How many copies of each key are stored, into `out` (as long as `keys`), copied straight there.
     pub fn count_into(&self, keys: &[L::Key], out: &mut [u32]) -> Result<()> {
         check_out_len(keys.len(), out.len())?;
+        self.map_guarded(keys, bytes_of_mut(out), |g, c| self.count_chunk(g, c))
+    }
+
+    /// The layer's keyed pass over `keys` into `out` (one answer per key), with the keys checked against the
+    /// reserved ones as they land: `launch(guard, chunk)` queues a chunk's kernel (`find_into`, `count_into`).
+    fn map_guarded(
+        &self,
+        keys: &[L::Key],
+        out: &mut [u8],
+        launch: impl Fn(&Option<KeyGuard<L::Key>>, &Chunk),
+    ) -> Result<()> {
         if keys.is_empty() {
             return Ok(());
         }
         let guard = self.guard(keys, self.sizes.find)?;
-        self.link().map_keys(
-            bytes_of(keys),
-            size_of::<L::Key>(),
-            bytes_of_mut(out),
-            None,
-            |c| self.count_chunk(&guard, &c),
-        )?;
+        self.link()
+            .map_keys(bytes_of(keys), size_of::<L::Key>(), out, None, |c| {
+                launch(&guard, &c)
+            })?;
         self.guarded(&guard, keys)
     }
 
