@@ -25,21 +25,22 @@
 //! which the compile-time flags never let the driver read or write.
 
 use super::layout::{KeyLayout, key_view};
+use super::operation::read_bucket;
 use super::operation::settle;
 pub use super::operation::{LaneOp, TileAnswer, op, reads, status, store_inserted_value};
 use super::probe::frame_bucket;
 use super::shape::TableMeta;
 use super::slab::{
-    LINK_SLOT, OUT_OF_SLABS, ResidentBlock, SLAB_WORDS, alloc_slab, free_slab, resident_block,
-    slab_view, tile_alloc_slab,
+    OUT_OF_SLABS, ResidentBlock, alloc_slab, link_slab, resident_block, slab_view, tile_alloc_slab,
+    walk_matches,
 };
 use cubecl::prelude::*;
 use hashtile_core::scheme::{
     BucketView, NO_PAIR, ProbingScheme, SchemeParams, action, blank_state,
 };
 use hashtile_core::tile::{
-    EMPTY_WORD, LaneSlots, TileLane, pick_slots, read_slots, read_slots_atomic, read_slots_either,
-    slot_address, slot_word, tile_ballot, tile_lane, tile_loop_any, tile_shuffle, tile_shuffle_u64,
+    EMPTY_WORD, pick_slots, slot_address, slot_word, tile_ballot, tile_lane, tile_loop_any,
+    tile_shuffle, tile_shuffle_u64,
 };
 
 /// The insert counter array's word counting pairs an insert gave up on (`counters[0]`); a framed launch counts
@@ -467,6 +468,10 @@ pub fn tile_drive<S: ProbingScheme, L: KeyLayout>(
                     } else {
                         old = table[addr].swap(mine);
                     }
+                } else if act == action::EVICT {
+                    if comptime!(!chains && L::MOVES_PAIRS) {
+                        old = table[addr].swap(mine);
+                    }
                 } else if act == action::UPDATE {
                     if comptime!(L::MOVES_PAIRS) {
                         if comptime!(use_cas) {
@@ -477,11 +482,6 @@ pub fn tile_drive<S: ProbingScheme, L: KeyLayout>(
                     } else {
                         // The key word stays; the caller stores the value (racing updates: one wins).
                         old = seen;
-                    }
-                }
-                if comptime!(!chains && L::MOVES_PAIRS) {
-                    if act == action::EVICT {
-                        old = table[addr].swap(mine);
                     }
                 }
             }
@@ -500,54 +500,26 @@ pub fn tile_drive<S: ProbingScheme, L: KeyLayout>(
                         (L::key_mix(cur_key) ^ serving) * 2654435761u32,
                     );
                 }
-                if fresh == 4294967295u32 {
-                    linked = OUT_OF_SLABS;
-                } else {
-                    let s = meta.num_buckets + fresh;
-                    let link_at = (b * SLAB_WORDS + LINK_SLOT) as usize;
-                    let word = 0xffff_ffff_0000_0000u64 | (s as u64);
-                    if table[link_at].compare_exchange_weak(EMPTY_WORD, word) == EMPTY_WORD {
-                        linked = s;
-                    } else {
-                        free_slab(bitmap, fresh);
-                    }
-                }
+                linked = link_slab(table, bitmap, fresh, b, meta.num_buckets);
             }
         }
-        // Walks over every match of a slab: this lane's matched slots (`lane`, and `lane + tw` when a lane
-        // holds two).
+        // Walks over every match of a slab: erase them all, or gather their values.
         let mut multi = 0u32;
         if comptime!(walks) {
-            let m0 = has_op && (view.matched >> tl.lane) & 1u32 == 1u32;
-            let mut m1 = false;
-            if comptime!(SLAB_WORDS / tw >= 2) {
-                m1 = has_op && (view.matched >> (tl.lane + tw)) & 1u32 == 1u32;
-            }
-            let mut ok0 = false;
-            let mut ok1 = false;
-            let base = (b * SLAB_WORDS + tl.lane) as usize;
-            if comptime!(mode == op::ERASE_ALL) {
-                if m0 {
-                    ok0 = table[base].compare_exchange_weak(slots.w0, L::tomb_word()) == slots.w0;
-                }
-                if m1 {
-                    let at1 = base + tw as usize;
-                    ok1 = table[at1].compare_exchange_weak(slots.w1, L::tomb_word()) == slots.w1;
-                }
-            }
-            if comptime!(mode == op::GATHER) {
-                let below = view.matched & ((1u32 << tl.lane) - 1u32);
-                if m0 {
-                    out[cursor + below.count_ones() as usize] =
-                        L::own_value(slots.w0, table_values, base);
-                }
-                if m1 {
-                    let below1 = view.matched & ((1u32 << (tl.lane + tw)) - 1u32);
-                    out[cursor + below1.count_ones() as usize] =
-                        L::own_value(slots.w1, table_values, base + tw as usize);
-                }
-            }
-            multi = tile_ballot(ok0, tl, tw).count_ones() + tile_ballot(ok1, tl, tw).count_ones();
+            multi = walk_matches::<L>(
+                table,
+                table_values,
+                out,
+                slots,
+                view.matched,
+                b,
+                cursor,
+                has_op,
+                tl,
+                comptime!(mode == op::ERASE_ALL),
+                comptime!(mode == op::GATHER),
+                tw,
+            );
         }
         // What the owner lane's atomic saw, broadcast: static inserts carry a displaced pair on, and a chained
         // replace asks whose key took a slot it lost. Otherwise one ballot of the owner's success is enough.
@@ -556,6 +528,8 @@ pub fn tile_drive<S: ProbingScheme, L: KeyLayout>(
             old_all = tile_shuffle_u64(old, owner, tl, tw);
         }
         // The tile's action succeeded: a claim found the slot empty, an update or erase found the word it read.
+        // Static tiles compare `old_all` where they use it instead (flags computed for every branch cost the
+        // insert loop instructions: selects in each step).
         let mut won_empty = false;
         let mut won_seen = false;
         if comptime!(chains && (inserts || erases)) {
@@ -570,9 +544,6 @@ pub fn tile_drive<S: ProbingScheme, L: KeyLayout>(
             let done = tile_ballot(ok, tl, tw) != 0u32;
             won_empty = done;
             won_seen = done;
-        } else {
-            won_empty = old_all == EMPTY_WORD;
-            won_seen = old_all == seen;
         }
         let mut link_now = 4294967295u32;
         if comptime!(chains && inserts) {
@@ -587,7 +558,12 @@ pub fn tile_drive<S: ProbingScheme, L: KeyLayout>(
             if comptime!(inserts) {
                 if is_insert {
                     if act == action::CLAIM || act == action::EVICT {
-                        if won_empty {
+                        let won = if comptime!(chains) {
+                            won_empty
+                        } else {
+                            old_all == EMPTY_WORD
+                        };
+                        if won {
                             added += 1u32;
                             has_op = false;
                             if comptime!(answers) {
@@ -650,7 +626,12 @@ pub fn tile_drive<S: ProbingScheme, L: KeyLayout>(
                         }
                     } else if act == action::UPDATE {
                         if comptime!(use_cas || !L::MOVES_PAIRS) {
-                            if won_seen {
+                            let won = if comptime!(chains) {
+                                won_seen
+                            } else {
+                                old_all == seen
+                            };
+                            if won {
                                 has_op = false;
                                 if comptime!(answers) {
                                     if tl.lane == serving {
@@ -795,7 +776,12 @@ pub fn tile_drive<S: ProbingScheme, L: KeyLayout>(
                         }
                         if comptime!(erases) {
                             if cur == op::ERASE {
-                                if won_seen {
+                                let won = if comptime!(chains) {
+                                    won_seen
+                                } else {
+                                    old_all == seen
+                                };
+                                if won {
                                     has_op = false;
                                     if comptime!(answers) {
                                         if tl.lane == serving {
@@ -875,37 +861,4 @@ pub fn tile_drive<S: ProbingScheme, L: KeyLayout>(
     answer.tile_probes = probes;
     answer.tile_retries = retries;
     answer
-}
-
-/// The driver's read of `bucket` per [`reads`]: plain loads of `table_plain`, coherent loads of `table` when
-/// `coherent` (or always, for `reads::ATOMIC`).
-#[allow(clippy::too_many_arguments)]
-#[cube]
-fn read_bucket(
-    table: &Array<Atomic<u64>>,
-    table_plain: &Array<u64>,
-    bucket: u32,
-    active: bool,
-    coherent: bool,
-    tl: TileLane,
-    #[comptime] bucket_size: u32,
-    #[comptime] tw: u32,
-    #[comptime] read_mode: u32,
-) -> LaneSlots {
-    if comptime!(read_mode == reads::PLAIN) {
-        read_slots(table_plain, bucket, active, tl, bucket_size, tw)
-    } else if comptime!(read_mode == reads::EITHER) {
-        read_slots_either(
-            table,
-            table_plain,
-            bucket,
-            active,
-            coherent,
-            tl,
-            bucket_size,
-            tw,
-        )
-    } else {
-        read_slots_atomic(table, bucket, active, tl, bucket_size, tw)
-    }
 }

@@ -4,6 +4,7 @@
 
 use super::layout::KeyLayout;
 use cubecl::prelude::*;
+use hashtile_core::tile::{LaneSlots, TileLane, read_slots, read_slots_atomic, read_slots_either};
 
 /// Operation codes: each operation of a mixed batch ([`op::INSERT`] to [`op::FIND`]), and the driver's `mode`
 /// when a launch runs one kind of operation.
@@ -137,5 +138,38 @@ pub fn store_inserted_value<L: KeyLayout>(
         if mine && (answer.status == status::INSERTED || answer.status == status::UPDATED) {
             L::store_value(values, answer.slot as usize, value);
         }
+    }
+}
+
+/// The tile driver's read of `bucket` per [`reads`]: plain loads of `table_plain`, coherent loads of `table` when
+/// `coherent` (or always, for `reads::ATOMIC`).
+#[allow(clippy::too_many_arguments)]
+#[cube]
+pub(crate) fn read_bucket(
+    table: &Array<Atomic<u64>>,
+    table_plain: &Array<u64>,
+    bucket: u32,
+    active: bool,
+    coherent: bool,
+    tl: TileLane,
+    #[comptime] bucket_size: u32,
+    #[comptime] tw: u32,
+    #[comptime] read_mode: u32,
+) -> LaneSlots {
+    if comptime!(read_mode == reads::PLAIN) {
+        read_slots(table_plain, bucket, active, tl, bucket_size, tw)
+    } else if comptime!(read_mode == reads::EITHER) {
+        read_slots_either(
+            table,
+            table_plain,
+            bucket,
+            active,
+            coherent,
+            tl,
+            bucket_size,
+            tw,
+        )
+    } else {
+        read_slots_atomic(table, bucket, active, tl, bucket_size, tw)
     }
 }

@@ -205,3 +205,80 @@ pub(crate) fn tile_alloc_slab(
 pub(crate) fn free_slab(bitmap: &Array<Atomic<u32>>, p: u32) {
     bitmap[(p / 32u32) as usize].fetch_and(!(1u32 << (p % 32u32)));
 }
+
+/// Links pool slab `fresh` (`u32::MAX`: none was free) after slab `bucket`, whose link is empty as the tile
+/// read it; run by one lane. Returns the slab linked (its bucket index, after the table's `num_buckets`
+/// buckets), `u32::MAX` when another tile linked one first (ours goes back to the pool), or [`OUT_OF_SLABS`].
+#[cube]
+pub(crate) fn link_slab(
+    table: &Array<Atomic<u64>>,
+    bitmap: &Array<Atomic<u32>>,
+    fresh: u32,
+    bucket: u32,
+    num_buckets: u32,
+) -> u32 {
+    let mut linked = OUT_OF_SLABS.runtime();
+    if fresh != 4294967295u32 {
+        let s = num_buckets + fresh;
+        let link_at = (bucket * SLAB_WORDS + LINK_SLOT) as usize;
+        let word = 0xffff_ffff_0000_0000u64 | (s as u64);
+        if table[link_at].compare_exchange_weak(EMPTY_WORD, word) == EMPTY_WORD {
+            linked = s;
+        } else {
+            linked = 4294967295u32;
+            free_slab(bitmap, fresh);
+        }
+    }
+    linked
+}
+
+/// A walk's work on one slab (`bucket`, whose words this lane read as `slots`): with `erase_all`, tombstones
+/// this lane's matched slots (bits `lane` and `lane + tw` of `matched`); with `gather`, writes their values
+/// to `out` from `cursor` on, in slot order. Returns the slots the tile tombstoned (0 without `erase_all`);
+/// **every lane of the plane calls it**.
+#[allow(clippy::too_many_arguments)]
+#[cube]
+pub(crate) fn walk_matches<L: KeyLayout>(
+    table: &Array<Atomic<u64>>,
+    table_values: &Array<u64>,
+    out: &mut Array<L::Value>,
+    slots: LaneSlots,
+    matched: u32,
+    bucket: u32,
+    cursor: usize,
+    active: bool,
+    tl: TileLane,
+    #[comptime] erase_all: bool,
+    #[comptime] gather: bool,
+    #[comptime] tw: u32,
+) -> u32 {
+    let m0 = active && (matched >> tl.lane) & 1u32 == 1u32;
+    let mut m1 = false;
+    if comptime!(SLAB_WORDS / tw >= 2) {
+        m1 = active && (matched >> (tl.lane + tw)) & 1u32 == 1u32;
+    }
+    let mut ok0 = false;
+    let mut ok1 = false;
+    let base = (bucket * SLAB_WORDS + tl.lane) as usize;
+    if comptime!(erase_all) {
+        if m0 {
+            ok0 = table[base].compare_exchange_weak(slots.w0, L::tomb_word()) == slots.w0;
+        }
+        if m1 {
+            let at1 = base + tw as usize;
+            ok1 = table[at1].compare_exchange_weak(slots.w1, L::tomb_word()) == slots.w1;
+        }
+    }
+    if comptime!(gather) {
+        let below = matched & ((1u32 << tl.lane) - 1u32);
+        if m0 {
+            out[cursor + below.count_ones() as usize] = L::own_value(slots.w0, table_values, base);
+        }
+        if m1 {
+            let below1 = matched & ((1u32 << (tl.lane + tw)) - 1u32);
+            out[cursor + below1.count_ones() as usize] =
+                L::own_value(slots.w1, table_values, base + tw as usize);
+        }
+    }
+    tile_ballot(ok0, tl, tw).count_ones() + tile_ballot(ok1, tl, tw).count_ones()
+}
