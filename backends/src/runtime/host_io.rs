@@ -386,13 +386,17 @@ impl<R: HostTransfer> HostLink<'_, R> {
             let starts = cache.take(client, "find_all starts", (m + 1) * 4);
             exclusive_scan_into(client, counts, m, &starts);
             let vh = cache.take(client, "find_all values", total * vb);
+            // The offsets are final once the scan is done: they are copied out while the gather runs (which
+            // only reads them).
+            cubecl::future::block_on(client.sync())
+                .map_err(|e| Error::Device(format!("device sync: {e:?}")))?;
             if total > 0 {
                 gather(kh, m, &starts, &vh, total);
             }
             // The offsets of this batch, shifted by the values of the batches before it (its first offset is
             // the previous batch's last, written again with the same value).
             let dst = &mut spare[start..start + m + 1];
-            R::download_with(
+            R::download_ready_with(
                 client,
                 self.stager,
                 &starts,

@@ -93,6 +93,18 @@ pub trait HostTransfer: Runtime {
         len: usize,
         consume: &mut dyn FnMut(usize, &[u8]),
     ) -> Result<()>;
+    /// [`HostTransfer::download_with`] of a buffer whose writers the caller has waited for: the copy does not
+    /// wait for kernels queued since, which run beside it where the runtime can (CUDA: the copies go on the
+    /// stager's stream while CubeCL's runs the kernels). Those kernels must not write `src`.
+    fn download_ready_with(
+        client: &ComputeClient<Self>,
+        stager: &Self::Stager,
+        src: &Handle,
+        len: usize,
+        consume: &mut dyn FnMut(usize, &[u8]),
+    ) -> Result<()> {
+        Self::download_with(client, stager, src, len, consume)
+    }
     /// Host memory the device can copy at the full bus rate (`n` bytes), or `None` when the runtime has none
     /// (then a [`PinnedBuffer`] falls back to ordinary memory).
     fn alloc_pinned(stager: &Self::Stager, n: usize) -> Option<PinnedAlloc>;
@@ -707,6 +719,19 @@ mod cuda {
                 return Ok(());
             }
             sync_cubecl(client)?; // the kernels that write `src` are done
+            Self::download_ready_with(client, stager, src, len, consume)
+        }
+
+        fn download_ready_with(
+            client: &ComputeClient<Self>,
+            stager: &CudaStager,
+            src: &Handle,
+            len: usize,
+            consume: &mut dyn FnMut(usize, &[u8]),
+        ) -> Result<()> {
+            if len == 0 {
+                return Ok(());
+            }
             let from = device_ptr(client, src)?;
             let mut st = stager.0.lock().expect("stager poisoned");
             make_current(st.ctx)?;
