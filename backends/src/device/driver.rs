@@ -527,11 +527,10 @@ pub fn tile_drive<S: ProbingScheme, L: KeyLayout>(
         if comptime!((inserts || erases) && (!chains || mode == op::REPLACE || mode == op::MIXED)) {
             old_all = tile_shuffle_u64(old, owner, tl, tw);
         }
-        // The tile's action succeeded: a claim found the slot empty, an update or erase found the word it read.
-        // Static tiles compare `old_all` where they use it instead (flags computed for every branch cost the
-        // insert loop instructions: selects in each step).
-        let mut won_empty = false;
-        let mut won_seen = false;
+        // Chains: the tile's action succeeded (a claim found the slot empty, an update or erase found the word
+        // it read), one ballot of the owner's test. Static tiles compare `old_all` where they use it instead
+        // (flags computed for every branch cost the insert loop instructions: selects in each step).
+        let mut chain_won = false;
         if comptime!(chains && (inserts || erases)) {
             let mut ok = false;
             if has_op && tl.lane == owner {
@@ -541,9 +540,7 @@ pub fn tile_drive<S: ProbingScheme, L: KeyLayout>(
                     ok = old == seen;
                 }
             }
-            let done = tile_ballot(ok, tl, tw) != 0u32;
-            won_empty = done;
-            won_seen = done;
+            chain_won = tile_ballot(ok, tl, tw) != 0u32;
         }
         let mut link_now = 4294967295u32;
         if comptime!(chains && inserts) {
@@ -557,20 +554,40 @@ pub fn tile_drive<S: ProbingScheme, L: KeyLayout>(
         if has_op {
             if comptime!(inserts) {
                 if is_insert {
-                    if act == action::CLAIM || act == action::EVICT {
-                        let won = if comptime!(chains) {
-                            won_empty
-                        } else {
-                            old_all == EMPTY_WORD
-                        };
+                    // The three actions that wrote a slot, in one branch: each expected a word there (an empty one, or the
+                    // word the tile read, for an update) and won if its atomic saw it. (One branch, not three: with the
+                    // update apart, the compiler dispatches every step of a static insert through a jump table, which
+                    // cost IHT inserts 3% of their instructions.)
+                    let mut writes = act == action::CLAIM || act == action::EVICT;
+                    writes = writes || act == action::UPDATE;
+                    if writes {
+                        let is_update = act == action::UPDATE;
+                        let mut won = chain_won;
+                        if comptime!(!chains) {
+                            let mut expected = EMPTY_WORD.runtime();
+                            if is_update {
+                                expected = seen;
+                            }
+                            won = old_all == expected;
+                            if comptime!(!use_cas && L::MOVES_PAIRS) {
+                                // An exchange-update took back whatever pair was there: its own key's, or a stranger's.
+                                if is_update {
+                                    won = L::key_of(old_all) == cur_key;
+                                }
+                            }
+                        }
                         if won {
-                            added += 1u32;
                             has_op = false;
+                            let mut done = status::UPDATED;
+                            if !is_update {
+                                added += 1u32;
+                                done = status::INSERTED;
+                            }
                             if comptime!(answers) {
                                 if tl.lane == serving {
                                     settle::<L::Value>(
                                         &mut answer,
-                                        status::INSERTED,
+                                        done,
                                         walked,
                                         steps,
                                         L::Value::new(0),
@@ -580,9 +597,11 @@ pub fn tile_drive<S: ProbingScheme, L: KeyLayout>(
                                     );
                                 }
                             }
-                        } else if act == action::CLAIM && comptime!(use_cas) {
+                        } else if act != action::EVICT && comptime!(use_cas) {
                             if comptime!(chains) {
-                                if cur == op::INSERT || L::key_of(old_all) != cur_key {
+                                if is_update {
+                                    coherent = true;
+                                } else if cur == op::INSERT || L::key_of(old_all) != cur_key {
                                     // Another key took the slot: the next empty slot of the same view.
                                     kept_empty = view.empty & !(1u32 << slot);
                                     kept_matched = view.matched;
@@ -620,59 +639,9 @@ pub fn tile_drive<S: ProbingScheme, L: KeyLayout>(
                                 }
                                 S::after_evict(&mut state, from, meta.params);
                             } else {
-                                // An exchange-claim displaced a pair stored concurrently: insert it afresh.
+                                // An exchange displaced a pair stored concurrently: insert it afresh.
                                 S::insert_start(&mut state, L::key_mix(cur_key));
                             }
-                        }
-                    } else if act == action::UPDATE {
-                        if comptime!(use_cas || !L::MOVES_PAIRS) {
-                            let won = if comptime!(chains) {
-                                won_seen
-                            } else {
-                                old_all == seen
-                            };
-                            if won {
-                                has_op = false;
-                                if comptime!(answers) {
-                                    if tl.lane == serving {
-                                        settle::<L::Value>(
-                                            &mut answer,
-                                            status::UPDATED,
-                                            walked,
-                                            steps,
-                                            L::Value::new(0),
-                                            addr as u32,
-                                            false,
-                                            inserts && !L::MOVES_PAIRS,
-                                        );
-                                    }
-                                }
-                            } else {
-                                coherent = true;
-                                if comptime!(count_probes) {
-                                    retries += 1u32;
-                                }
-                            }
-                        } else if L::key_of(old_all) == cur_key {
-                            has_op = false;
-                            if comptime!(answers) {
-                                if tl.lane == serving {
-                                    settle::<L::Value>(
-                                        &mut answer,
-                                        status::UPDATED,
-                                        walked,
-                                        steps,
-                                        L::Value::new(0),
-                                        addr as u32,
-                                        false,
-                                        inserts && !L::MOVES_PAIRS,
-                                    );
-                                }
-                            }
-                        } else {
-                            cur_key = L::key_of(old_all);
-                            cur_val = L::value_of(old_all);
-                            S::insert_start(&mut state, L::key_mix(cur_key));
                         }
                     } else if act == action::FAIL {
                         has_op = false;
@@ -777,7 +746,7 @@ pub fn tile_drive<S: ProbingScheme, L: KeyLayout>(
                         if comptime!(erases) {
                             if cur == op::ERASE {
                                 let won = if comptime!(chains) {
-                                    won_seen
+                                    chain_won
                                 } else {
                                     old_all == seen
                                 };
