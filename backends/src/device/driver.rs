@@ -578,7 +578,8 @@ pub fn tile_drive<S: ProbingScheme, L: KeyLayout>(
                         }
                         if won {
                             has_op = false;
-                            let mut done = status::UPDATED;
+                            // A runtime variable (a bare constant would be a compile-time one, which the branch below cannot set).
+                            let mut done = status::UPDATED.runtime();
                             if !is_update {
                                 added += 1u32;
                                 done = status::INSERTED;
