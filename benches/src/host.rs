@@ -510,17 +510,18 @@ fn report(s: &HostSetup, rows: &[HostRow], ceiling: Option<CopyCeiling>) -> std:
     let mut f = std::fs::File::create(&s.csv)?;
     writeln!(
         f,
-        "backend,scheme,bucket,keys,load,memory,call,rate_mkeys,ceiling,ceiling_mkeys,ratio,bar,ok"
+        "backend,scheme,bucket,keys,load,memory,call,rate_mkeys,ceiling,ceiling_mkeys,ratio,bar,bar_met,ok"
     )?;
     for r in rows {
-        let bar = if r.bar.is_nan() {
-            String::new()
+        // `ok`: the answers matched the oracle; `bar_met`: the ratio reached the bar (empty without one).
+        let (bar, met) = if r.bar.is_nan() {
+            (String::new(), String::new())
         } else {
-            r.bar.to_string()
+            (r.bar.to_string(), (r.rate / r.ceiling >= r.bar).to_string())
         };
         writeln!(
             f,
-            "{},{},{},{},{},{},{},{:.3},{},{:.3},{:.4},{},{}",
+            "{},{},{},{},{},{},{},{:.3},{},{:.3},{:.4},{},{},{}",
             s.backend,
             s.scheme,
             s.bucket.map_or("default".to_string(), |b| b.to_string()),
@@ -533,6 +534,7 @@ fn report(s: &HostSetup, rows: &[HostRow], ceiling: Option<CopyCeiling>) -> std:
             r.ceiling,
             r.rate / r.ceiling,
             bar,
+            met,
             r.ok
         )?;
     }

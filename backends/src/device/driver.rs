@@ -1,6 +1,6 @@
 //! The tile driver: the one work-sharing loop that runs a probing scheme's steps against memory, under every
 //! GPU table. Static inserts and finds, the host path's classify pass, the paged tables' framed operations, the
-//! device API and every chained operation call [`tile_drive`]; what differs between them is compile-time:
+//! device API and every chained operation call [`tile_drive()`]; what differs between them is compile-time:
 //!
 //! - the operation ([`op`]): one kind for the whole launch, or [`op::MIXED`] (each lane its own);
 //! - the scheme `S`: [`ProbingScheme::CHAINS`] compiles in the list steps (follow, append, slab views, the
@@ -18,7 +18,7 @@
 //! owner lane of the slot (claim, eviction, update, tombstone, link) and broadcasts what it saw. The serving
 //! lane gets its answer ([`TileAnswer`]) when the tile finishes its operation. Control flow stays uniform over
 //! the plane (every tile ballot and shuffle is executed by every lane), so the loop runs while any lane of the
-//! plane has work ([`tile_loop_any`]).
+//! plane has work ([`tile_loop_any()`]).
 //!
 //! **Arrays a launch does not have.** The driver takes every array an operation may touch; a caller without
 //! one (a find has no slab allocator, no stash, no atomic view of the table) passes a one-element local array,
@@ -51,7 +51,7 @@ pub const FAILED_COUNTER: u32 = 0;
 ///
 /// Arrays: `table` (the key words, atomically) and `table_plain` (the same without atomics), per [`reads`];
 /// `table_values`, a table's values where the layout keeps them apart (read by finds; inserts leave the
-/// value to the caller, [`store_inserted_value`]); `bitmap` and `pool`, the slab allocator (chains);
+/// value to the caller, [`store_inserted_value()`]); `bitmap` and `pool`, the slab allocator (chains);
 /// `failed` and `counters`, where static inserts stash the pairs they give up on (`counters[0]` counts them,
 /// and with `framed` also `counters[failed_per_table + child]`); `out`, a gather's output; `frames`, the frame
 /// descriptors of a framed launch.

@@ -1,6 +1,6 @@
 //! The tile driver's vocabulary: operation and status codes ([`op`], [`status`]), how buckets are read
 //! ([`reads`]), a lane's operation ([`LaneOp`]) and the answer it gets back ([`TileAnswer`]), with the two
-//! answer helpers (the driver's [`settle`] and the callers' [`store_inserted_value`]).
+//! answer helpers (the driver's `settle` and the callers' [`store_inserted_value()`]).
 
 use super::layout::KeyLayout;
 use cubecl::prelude::*;
@@ -89,7 +89,7 @@ pub struct TileAnswer<V: Int> {
     pub probes: u32,
     /// The address of the operation's slot (`bucket * bucket_size + slot`): a found key's (with `want_slot`),
     /// or where an insert of a layout that keeps values apart stored its key word (the caller stores the value
-    /// there: [`store_inserted_value`]).
+    /// there: [`store_inserted_value()`]).
     pub slot: u32,
     /// Pairs this tile's inserts added to the table (the same in every lane of the tile).
     pub tile_added: u32,
@@ -123,7 +123,7 @@ pub(crate) fn settle<V: Int>(
     }
 }
 
-/// After [`tile_drive`] returns to a lane whose insert stored or updated a key word of a layout that keeps
+/// After [`tile_drive`](super::driver::tile_drive()) returns to a lane whose insert stored or updated a key word of a layout that keeps
 /// values apart: its value, at the slot the answer names (packed layouts stored it with the key).
 // The compile-time `if` selects code to emit; merging it with the run-time `if` would change that.
 #[allow(clippy::collapsible_if)]

@@ -1,7 +1,7 @@
 //! Slab lists on the device (SlabHash's layout): a slab is a bucket of [`SLAB_WORDS`] words, 15 pair slots and
-//! the link to the next slab of its list; its view for the tile driver ([`slab_view`]); and the pool's
-//! allocator, a bitmap of pool slabs taken with one atomic in the common case ([`alloc_slab`]) or SlabAlloc's
-//! resident blocks held in a tile's lanes ([`tile_alloc_slab`]). The tile driver (`super::driver`) calls these
+//! the link to the next slab of its list; its view for the tile driver ([`slab_view()`]); and the pool's
+//! allocator, a bitmap of pool slabs taken with one atomic in the common case (`alloc_slab`) or SlabAlloc's
+//! resident blocks held in a tile's lanes (`tile_alloc_slab`). The tile driver (`super::driver`) calls these
 //! for schemes whose buckets chain (`ProbingScheme::CHAINS`).
 
 use super::layout::{KeyLayout, key_view};
