@@ -375,8 +375,11 @@ impl<R: HostTransfer> HostLink<'_, R> {
         let mut base = 0usize;
         let mut trace = trace();
         // The counting pass is the keyed pass with `count` per chunk; the rest of each device batch is its finish.
+        // Host time per phase (laps: nothing waits for them; the total and the syncs wait for the device).
         self.keyed(keys, kb, 4, false, &count, &mut |start, m, kh, counts, _| {
+            trace.lap("keys copied, counts queued");
             let total = total_u64(client, counts, m);
+            trace.lap("counts done, total read");
             if total > u32::MAX as u64 {
                 return Err(Error::InvalidConfig(format!(
                     "find_all of {m} keys yields {total} values; device offsets are 32-bit (at most 2^32 - 1): split the keys"
@@ -390,6 +393,7 @@ impl<R: HostTransfer> HostLink<'_, R> {
             // only reads them).
             cubecl::future::block_on(client.sync())
                 .map_err(|e| Error::Device(format!("device sync: {e:?}")))?;
+            trace.lap("offsets scanned");
             if total > 0 {
                 gather(kh, m, &starts, &vh, total);
             }
@@ -409,6 +413,7 @@ impl<R: HostTransfer> HostLink<'_, R> {
                     });
                 },
             )?;
+            trace.lap("offsets copied out, beside the gather");
             // This batch's values go after the previous batches' (the first batch finds `out.values` empty).
             answer_room(&mut out.values, total);
             let dst = &mut out.values.spare_capacity_mut()[..total];
@@ -422,12 +427,13 @@ impl<R: HostTransfer> HostLink<'_, R> {
             // `base` (the device's bytes of a `V` are the host's: `Element` is sealed to `u32` and `u64`,
             // little-endian on both sides); an error returned before this.
             unsafe { out.values.set_len(base + total) };
-            trace.mark(client, "find_all: gathered, offsets and values copied out");
+            trace.lap("values copied out");
             base += total;
             cache.give("find_all starts", starts, (m + 1) * 4);
             cache.give("find_all values", vh, total * vb);
             Ok(())
         })?;
+        trace.report("find_all_into", n);
         // SAFETY: offset 0 is written above and every device batch wrote its `m + 1` offsets from `start`, so
         // all `n + 1` are initialised; an error returned above before this.
         unsafe { out.offsets.set_len(n + 1) };
