@@ -22,7 +22,7 @@ use super::host_memory::{answer_room, answer_vec};
 use super::launch::{CUBE_SIZE, cube_count, fill_u32};
 use super::scan::{exclusive_scan_into, total_u64};
 use super::trace::Trace;
-use super::transfer::{HostTransfer, par_copy_uninit};
+use super::transfer::{HostTransfer, par_copy_uninit, sync_device};
 use super::words::{bytes_of, bytes_of_mut, uninit_bytes_of_mut};
 use crate::results::FindAll;
 use cubecl::prelude::*;
@@ -391,8 +391,7 @@ impl<R: HostTransfer> HostLink<'_, R> {
             let vh = cache.take(client, "find_all values", total * vb);
             // The offsets are final once the scan is done: they are copied out while the gather runs (which
             // only reads them).
-            cubecl::future::block_on(client.sync())
-                .map_err(|e| Error::Device(format!("device sync: {e:?}")))?;
+            sync_device(client)?;
             trace.lap("offsets scanned");
             if total > 0 {
                 gather(kh, m, &starts, &vh, total);

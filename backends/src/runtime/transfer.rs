@@ -157,6 +157,11 @@ pub(crate) fn par_copy_uninit(dst: &mut [std::mem::MaybeUninit<u8>], src: &[u8])
     }
 }
 
+/// Waits for all of CubeCL's queued work on `client`'s device (a device error surfaces as `Error::Device`).
+pub(crate) fn sync_device<R: Runtime>(client: &ComputeClient<R>) -> Result<()> {
+    cubecl::future::block_on(client.sync()).map_err(|e| device_error("device sync", e))
+}
+
 fn device_error(what: &str, e: impl std::fmt::Debug) -> Error {
     Error::Device(format!("{what}: {e:?}"))
 }
@@ -350,12 +355,8 @@ mod cuda {
                 device_ptr(client, h)?
             });
         }
-        sync_cubecl(client)?;
+        sync_device(client)?;
         Ok(ptrs)
-    }
-
-    fn sync_cubecl(client: &ComputeClient<CudaRuntime>) -> Result<()> {
-        cubecl::future::block_on(client.sync()).map_err(|e| device_error("device sync", e))
     }
 
     impl Inner {
@@ -690,7 +691,7 @@ mod cuda {
                     par_copy(&mut dst[off..off + b.len()], b)
                 });
             }
-            sync_cubecl(client)?; // the kernels that write `src` are done
+            sync_device(client)?; // the kernels that write `src` are done
             let from = device_ptr(client, src)?;
             let st = stager.0.lock().expect("stager poisoned");
             make_current(st.ctx)?;
@@ -718,7 +719,7 @@ mod cuda {
             if len == 0 {
                 return Ok(());
             }
-            sync_cubecl(client)?; // the kernels that write `src` are done
+            sync_device(client)?; // the kernels that write `src` are done
             Self::download_ready_with(client, stager, src, len, consume)
         }
 
@@ -773,7 +774,7 @@ mod cuda {
             let ctx = stager.0.lock().expect("stager poisoned").ctx;
             let dev = client.empty(bytes.max(4));
             let ptr = device_ptr(client, &dev)?;
-            sync_cubecl(client)?;
+            sync_device(client)?;
             let mut pageable = vec![0x5au8; bytes];
             let pin = pinned(ctx, bytes)?;
             // SAFETY: `pin` holds `bytes` bytes; filled before any copy reads it.
