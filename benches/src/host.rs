@@ -181,6 +181,13 @@ struct HostRow {
     ok: bool,
 }
 
+impl HostRow {
+    /// Whether the ratio to the ceiling reaches the bar (`None` for a row without one).
+    fn bar_met(&self) -> Option<bool> {
+        (!self.bar.is_nan()).then(|| self.rate / self.ceiling >= self.bar)
+    }
+}
+
 /// `count` distinct keys (a bijective mix of a counter, the sentinel and the chained tables' tombstone
 /// skipped, so that every family takes the same keys), starting at counter `from`.
 fn keys_from(from: u32, count: usize) -> Vec<u32> {
@@ -461,13 +468,13 @@ fn report(s: &HostSetup, rows: &[HostRow], ceiling: Option<CopyCeiling>) -> std:
     let mut bars = (0, 0);
     for r in rows {
         let ratio = r.rate / r.ceiling;
-        let bar = if r.bar.is_nan() {
-            String::new()
-        } else {
-            bars.1 += 1;
-            let met = ratio >= r.bar;
-            bars.0 += met as usize;
-            format!("{:.1}{}", r.bar, if met { "" } else { "!" })
+        let bar = match r.bar_met() {
+            None => String::new(),
+            Some(met) => {
+                bars.1 += 1;
+                bars.0 += met as usize;
+                format!("{:.1}{}", r.bar, if met { "" } else { "!" })
+            }
         };
         println!(
             "{:<6} {:<7} {:<21} {:>10} {:>12.1} {:>12.1} {:>7.2} {:>5}  {}",
@@ -514,10 +521,9 @@ fn report(s: &HostSetup, rows: &[HostRow], ceiling: Option<CopyCeiling>) -> std:
     )?;
     for r in rows {
         // `ok`: the answers matched the oracle; `bar_met`: the ratio reached the bar (empty without one).
-        let (bar, met) = if r.bar.is_nan() {
-            (String::new(), String::new())
-        } else {
-            (r.bar.to_string(), (r.rate / r.ceiling >= r.bar).to_string())
+        let (bar, met) = match r.bar_met() {
+            None => (String::new(), String::new()),
+            Some(met) => (r.bar.to_string(), met.to_string()),
         };
         writeln!(
             f,
