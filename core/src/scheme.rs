@@ -134,6 +134,11 @@ pub trait ProbingScheme: Send + Sync + 'static {
     /// Buckets form lists: steps may return [`action::FOLLOW`] and [`action::APPEND`]. Drivers compile those
     /// branches in only when this is set.
     const CHAINS: bool = false;
+    /// `true` if a stored pair never moves: the scheme never returns [`action::EVICT`]. Drivers compile the
+    /// eviction branches (the exchange, carrying the displaced pair on) only for the others. GPU tables of pairs
+    /// wider than 64 bits keep keys and values in parallel arrays, which only stable schemes can update with
+    /// one compare-and-swap per pair; wide pairs of other schemes run on the CPU backend.
+    const STABLE: bool;
     /// Initialises `state` for inserting a key (`key_mix` is a hash of the key, seeding eviction randomness).
     fn insert_start(state: &mut ProbeState, key_mix: u32);
     /// Decide what to do after reading bucket `state.hash_index` while inserting.
@@ -235,10 +240,6 @@ pub fn find_in_candidates(
 pub trait SchemeInfo: ProbingScheme {
     /// Short name (`"bcht"`).
     const NAME: &'static str;
-    /// `true` if a stored pair never moves (no cuckoo eviction). GPU tables of pairs wider than 64 bits keep
-    /// keys and values in parallel arrays, which only stable schemes can update with one compare-and-swap
-    /// per pair; wide pairs of other schemes run on the CPU backend.
-    const STABLE: bool;
     /// Bucket sizes this scheme is defined for (checked at compile time by `hashtile::assert_instance!`).
     const BUCKET_SIZES: &'static [u32] = &[1, 2, 4, 8, 16, 32];
     /// Default parameters for bucket size `b`.

@@ -61,6 +61,7 @@ fn place(
 
 #[cube]
 impl ProbingScheme for Bcht {
+    const STABLE: bool = false;
     fn insert_start(state: &mut ProbeState, key_mix: u32) {
         reset_state(state, key_mix);
         state.phase = PHASE_CHECK;
@@ -137,7 +138,6 @@ impl ProbingScheme for Bcht {
 
 impl SchemeInfo for Bcht {
     const NAME: &'static str = "bcht";
-    const STABLE: bool = false;
 
     fn default_params(_bucket_size: u32) -> SchemeParams {
         SchemeParams {

@@ -41,6 +41,7 @@ fn onward(view: BucketView, at_end: u32) -> u32 {
 
 #[cube]
 impl ProbingScheme for Chain {
+    const STABLE: bool = true;
     const CHAINS: bool = true;
 
     fn insert_start(state: &mut ProbeState, key_mix: u32) {
@@ -103,7 +104,6 @@ impl ProbingScheme for Chain {
 impl SchemeInfo for Chain {
     const NAME: &'static str = "chain";
     /// Pairs never move (no eviction); `flush` compacts lists while nothing else runs.
-    const STABLE: bool = true;
     /// A slab is read as one bucket of 16 words: 15 slots and the link word.
     const BUCKET_SIZES: &'static [u32] = &[16];
 

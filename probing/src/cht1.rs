@@ -13,6 +13,7 @@ pub struct Cht1;
 
 #[cube]
 impl ProbingScheme for Cht1 {
+    const STABLE: bool = false;
     fn insert_start(state: &mut ProbeState, key_mix: u32) {
         Bcht::insert_start(state, key_mix);
     }
@@ -50,7 +51,6 @@ impl ProbingScheme for Cht1 {
 
 impl SchemeInfo for Cht1 {
     const NAME: &'static str = "1cht";
-    const STABLE: bool = false;
     const BUCKET_SIZES: &'static [u32] = &[1];
 
     fn default_params(_bucket_size: u32) -> SchemeParams {

@@ -66,6 +66,7 @@ fn load_of(view: BucketView, #[comptime] bucket_size: u32) -> u32 {
 
 #[cube]
 impl ProbingScheme for Iht {
+    const STABLE: bool = true;
     const OVERFLOW: bool = true;
 
     fn insert_start(state: &mut ProbeState, key_mix: u32) {
@@ -217,7 +218,6 @@ impl ProbingScheme for Iht {
 
 impl SchemeInfo for Iht {
     const NAME: &'static str = "iht";
-    const STABLE: bool = true;
 
     fn default_params(bucket_size: u32) -> SchemeParams {
         // BGHT: t a little above the average bucket load; about 80% of B.

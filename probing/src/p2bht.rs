@@ -19,6 +19,7 @@ pub struct P2bht;
 
 #[cube]
 impl ProbingScheme for P2bht {
+    const STABLE: bool = true;
     // Both candidates are read before any decision: the drivers load them together.
     const PAIR_AT: u32 = 0;
 
@@ -84,7 +85,6 @@ impl ProbingScheme for P2bht {
 
 impl SchemeInfo for P2bht {
     const NAME: &'static str = "p2bht";
-    const STABLE: bool = true;
 
     fn default_params(_bucket_size: u32) -> SchemeParams {
         SchemeParams {

@@ -110,6 +110,12 @@ pub fn tile_drive<S: ProbingScheme, L: KeyLayout>(
     let answers = comptime!(chains || !only_inserts || !L::MOVES_PAIRS);
     // Launches of static finds finish an operation in one branch (see the bookkeeping below).
     let lean_finds = comptime!(mode == op::FIND && !chains);
+    // Cuckoo evictions (an exchange, then the displaced pair carried on), for the schemes that move pairs and
+    // the layouts that can; a tile carries a displaced pair on after an eviction, or after a claim by exchange
+    // (`!use_cas`) that took a pair stored concurrently. Stable schemes with compare-and-swap claims compile
+    // all of it out (fewer instructions and live registers in their insert loop).
+    let evicts = comptime!(inserts && !chains && L::MOVES_PAIRS && !S::STABLE);
+    let carries = comptime!(inserts && !chains && L::MOVES_PAIRS && (!S::STABLE || !use_cas));
 
     let tl = tile_lane(tw);
     let mut pending = lane.mine;
@@ -460,6 +466,9 @@ pub fn tile_drive<S: ProbingScheme, L: KeyLayout>(
             let wants = has_op && is_insert && act == action::APPEND;
             fresh = tile_alloc_slab(bitmap, pool, wants, &mut res, tl, tw);
         }
+        // `ok`: the owner's atomic found the word it expected (an empty slot for a claim or an eviction, the word
+        // the tile read for an update or an erase; an exchange-update, its own key's pair).
+        let mut ok = false;
         if has_op && tl.lane == owner {
             if comptime!(inserts) {
                 if act == action::CLAIM {
@@ -468,26 +477,33 @@ pub fn tile_drive<S: ProbingScheme, L: KeyLayout>(
                     } else {
                         old = table[addr].swap(mine);
                     }
+                    ok = old == EMPTY_WORD;
                 } else if act == action::EVICT {
-                    if comptime!(!chains && L::MOVES_PAIRS) {
+                    if comptime!(evicts) {
                         old = table[addr].swap(mine);
+                        ok = old == EMPTY_WORD;
                     }
                 } else if act == action::UPDATE {
                     if comptime!(L::MOVES_PAIRS) {
                         if comptime!(use_cas) {
                             old = table[addr].compare_exchange_weak(seen, mine);
+                            ok = old == seen;
                         } else {
+                            // An exchange takes back whatever pair was there: its own key's, or a stranger's.
                             old = table[addr].swap(mine);
+                            ok = L::key_of(old) == cur_key;
                         }
                     } else {
                         // The key word stays; the caller stores the value (racing updates: one wins).
                         old = seen;
+                        ok = true;
                     }
                 }
             }
             if comptime!(erases) {
                 if cur == op::ERASE && act == action::FOUND {
                     old = table[addr].compare_exchange_weak(seen, L::tomb_word());
+                    ok = old == seen;
                 }
             }
         }
@@ -521,26 +537,19 @@ pub fn tile_drive<S: ProbingScheme, L: KeyLayout>(
                 tw,
             );
         }
-        // What the owner lane's atomic saw, broadcast: static inserts carry a displaced pair on, and a chained
-        // replace asks whose key took a slot it lost. Otherwise one ballot of the owner's success is enough.
+        // What the owner's atomic saw, broadcast only where a tile uses it: a displaced pair to carry on, and a
+        // chained replace asking whose key took a slot it lost.
         let mut old_all = EMPTY_WORD.runtime();
-        if comptime!((inserts || erases) && (!chains || mode == op::REPLACE || mode == op::MIXED)) {
+        if comptime!(carries || (chains && (mode == op::REPLACE || mode == op::MIXED))) {
             old_all = tile_shuffle_u64(old, owner, tl, tw);
         }
-        // Chains: the tile's action succeeded (a claim found the slot empty, an update or erase found the word
-        // it read), one ballot of the owner's test. Static tiles compare `old_all` where they use it instead
-        // (flags computed for every branch cost the insert loop instructions: selects in each step).
-        let mut chain_won = false;
-        if comptime!(chains && (inserts || erases)) {
-            let mut ok = false;
-            if has_op && tl.lane == owner {
-                if act == action::CLAIM {
-                    ok = old == EMPTY_WORD;
-                } else {
-                    ok = old == seen;
-                }
-            }
-            chain_won = tile_ballot(ok, tl, tw) != 0u32;
+        // The tile's write succeeded: the owner's `ok` by one shuffle (a ballot costs more instructions; a tile-wide
+        // test of the expected word, selects and flag copies in every step: 2.5% of an IHT insert's rate). Tiles
+        // that carry displaced pairs hold the owner's word already and test it below instead (the shuffle of `ok`
+        // on top cost BCHT inserts 3-9%).
+        let mut won = false;
+        if comptime!(!carries && (inserts || erases)) {
+            won = tile_shuffle(u32::cast_from(ok), owner, tl, tw) != 0u32;
         }
         let mut link_now = 4294967295u32;
         if comptime!(chains && inserts) {
@@ -554,24 +563,24 @@ pub fn tile_drive<S: ProbingScheme, L: KeyLayout>(
         if has_op {
             if comptime!(inserts) {
                 if is_insert {
-                    // The three actions that wrote a slot, in one branch: each expected a word there (an empty one, or the
-                    // word the tile read, for an update) and won if its atomic saw it. (One branch, not three: with the
-                    // update apart, the compiler dispatches every step of a static insert through a jump table, which
-                    // cost IHT inserts 3% of their instructions.)
-                    let mut writes = act == action::CLAIM || act == action::EVICT;
-                    writes = writes || act == action::UPDATE;
+                    // The three actions that write a slot in one branch (CLAIM or UPDATE is one test; apart, the
+                    // compiler dispatches every step of a static insert through a jump table, 3% of an IHT insert's
+                    // instructions).
+                    let mut writes = act == action::CLAIM || act == action::UPDATE;
+                    if comptime!(evicts) {
+                        writes = writes || act == action::EVICT;
+                    }
                     if writes {
-                        let is_update = act == action::UPDATE;
-                        let mut won = chain_won;
-                        if comptime!(!chains) {
-                            let mut expected = EMPTY_WORD.runtime();
-                            if is_update {
-                                expected = seen;
+                        if comptime!(carries) {
+                            // Claims and evictions expected an empty slot, updates the word the tile read.
+                            let mut expected = seen;
+                            if act != action::UPDATE {
+                                expected = EMPTY_WORD.runtime();
                             }
                             won = old_all == expected;
-                            if comptime!(!use_cas && L::MOVES_PAIRS) {
-                                // An exchange-update took back whatever pair was there: its own key's, or a stranger's.
-                                if is_update {
+                            if comptime!(!use_cas) {
+                                if act == action::UPDATE {
+                                    // An exchange took back whatever pair was there: its own key's, or a stranger's.
                                     won = L::key_of(old_all) == cur_key;
                                 }
                             }
@@ -580,7 +589,7 @@ pub fn tile_drive<S: ProbingScheme, L: KeyLayout>(
                             has_op = false;
                             // A runtime variable (a bare constant would be a compile-time one, which the branch below cannot set).
                             let mut done = status::UPDATED.runtime();
-                            if !is_update {
+                            if act != action::UPDATE {
                                 added += 1u32;
                                 done = status::INSERTED;
                             }
@@ -594,54 +603,58 @@ pub fn tile_drive<S: ProbingScheme, L: KeyLayout>(
                                         L::Value::new(0),
                                         addr as u32,
                                         false,
-                                        inserts && !L::MOVES_PAIRS,
+                                        !L::MOVES_PAIRS,
                                     );
                                 }
                             }
-                        } else if act != action::EVICT && comptime!(use_cas) {
-                            if comptime!(chains) {
-                                if is_update {
-                                    coherent = true;
-                                } else if cur == op::INSERT || L::key_of(old_all) != cur_key {
-                                    // Another key took the slot: the next empty slot of the same view.
-                                    kept_empty = view.empty & !(1u32 << slot);
-                                    kept_matched = view.matched;
-                                    kept_next = view.next;
-                                    reuse = true;
+                        } else {
+                            // A write that did not succeed: a claim or update that lost its race, or an exchange that
+                            // displaced a pair.
+                            if comptime!(use_cas) && (comptime!(!evicts) || act != action::EVICT) {
+                                if comptime!(chains) {
+                                    if act == action::UPDATE {
+                                        coherent = true;
+                                    } else if cur == op::INSERT || L::key_of(old_all) != cur_key {
+                                        // Another key took the slot: the next empty slot of the same view.
+                                        kept_empty = view.empty & !(1u32 << slot);
+                                        kept_matched = view.matched;
+                                        kept_next = view.next;
+                                        reuse = true;
+                                    } else {
+                                        // A racing replace of our key: read again, where it is a match.
+                                        coherent = true;
+                                    }
                                 } else {
-                                    // A racing replace of our key: read again, where it is a match.
-                                    coherent = true;
-                                }
-                            } else {
-                                coherent = true; // lost the race: re-read this bucket coherently
-                                if comptime!(count_probes) {
-                                    retries += 1u32;
-                                }
-                            }
-                        } else if comptime!(L::MOVES_PAIRS && !chains) {
-                            // We hold the displaced pair now and must place it.
-                            cur_key = L::key_of(old_all);
-                            cur_val = L::value_of(old_all);
-                            coherent = false;
-                            if act == action::EVICT {
-                                let mut from = meta.params.num_hashes;
-                                let mut j = meta.params.num_hashes;
-                                while j > 0u32 {
-                                    j -= 1u32;
-                                    if frame_bucket::<S, L>(
-                                        meta, frames, cur_child, cur_key, j, framed,
-                                    ) == tb
-                                    {
-                                        from = j;
+                                    coherent = true; // lost the race: re-read this bucket coherently
+                                    if comptime!(count_probes) {
+                                        retries += 1u32;
                                     }
                                 }
-                                if from == meta.params.num_hashes {
-                                    from = 0u32;
+                            } else if comptime!(carries) {
+                                // We hold the displaced pair now and must place it.
+                                cur_key = L::key_of(old_all);
+                                cur_val = L::value_of(old_all);
+                                coherent = false;
+                                if act == action::EVICT {
+                                    let mut from = meta.params.num_hashes;
+                                    let mut j = meta.params.num_hashes;
+                                    while j > 0u32 {
+                                        j -= 1u32;
+                                        if frame_bucket::<S, L>(
+                                            meta, frames, cur_child, cur_key, j, framed,
+                                        ) == tb
+                                        {
+                                            from = j;
+                                        }
+                                    }
+                                    if from == meta.params.num_hashes {
+                                        from = 0u32;
+                                    }
+                                    S::after_evict(&mut state, from, meta.params);
+                                } else {
+                                    // An exchange displaced a pair stored concurrently: insert it afresh.
+                                    S::insert_start(&mut state, L::key_mix(cur_key));
                                 }
-                                S::after_evict(&mut state, from, meta.params);
-                            } else {
-                                // An exchange displaced a pair stored concurrently: insert it afresh.
-                                S::insert_start(&mut state, L::key_mix(cur_key));
                             }
                         }
                     } else if act == action::FAIL {
@@ -746,11 +759,10 @@ pub fn tile_drive<S: ProbingScheme, L: KeyLayout>(
                         }
                         if comptime!(erases) {
                             if cur == op::ERASE {
-                                let won = if comptime!(chains) {
-                                    chain_won
-                                } else {
-                                    old_all == seen
-                                };
+                                if comptime!(carries) {
+                                    // The tile holds the owner's word (see `won`): the erase expected the word read.
+                                    won = old_all == seen;
+                                }
                                 if won {
                                     has_op = false;
                                     if comptime!(answers) {

@@ -7,7 +7,7 @@
 //!   included.
 //! - [`Wide`]: keys and values widened to `u64`, in parallel arrays (the BGHT paper's structure of arrays): a
 //!   slot's key word is claimed with a compare-and-swap, then the claiming lane stores the value. A pair cannot
-//!   move atomically, so the layout serves only stable schemes (`SchemeInfo::STABLE`); an eviction a scheme
+//!   move atomically, so the layout serves only stable schemes (`ProbingScheme::STABLE`); an eviction a scheme
 //!   asks for becomes a failure, handed back like any other (docs/ARCHITECTURE.md has the plan for moving
 //!   wide pairs).
 //!

@@ -18,7 +18,7 @@
 //! - **Reserved keys checked on the device** (`KeyGuard`): as the keys land, a kernel finds the first
 //!   reserved key, and the kernels that change a table are gated on that answer.
 
-use super::host_memory::{answer_room, answer_vec};
+use super::host_memory::{Prefault, answer_room, answer_vec};
 use super::launch::{CUBE_SIZE, cube_count, fill_u32};
 use super::scan::{exclusive_scan_into, total_u64};
 use super::trace::Trace;
@@ -329,11 +329,14 @@ impl<R: HostTransfer> HostLink<'_, R> {
         let n = keys.len() / kb;
         let vb = size_of::<V>();
         let mut answers: Vec<Option<V>> = answer_vec(n);
-        let spare = &mut answers.spare_capacity_mut()[..n];
+        // The fresh answers are faulted in while the keys travel.
+        // SAFETY: `answers` is not touched until the prefault is dropped, before the first answers are written.
+        let mut faulting = Some(unsafe { Prefault::start(&mut answers, n) });
         self.keyed(keys, kb, vb, true, &launch, &mut |start, m, _, oh, bh| {
             let mut bits = vec![0u32; m.div_ceil(32)];
             self.download(bh.expect("bits asked for"), &mut bits)?;
-            let dst = &mut spare[start..start + m];
+            drop(faulting.take());
+            let dst = &mut answers.spare_capacity_mut()[start..start + m];
             R::download_with(self.client, self.stager, oh, m * vb, &mut |off, piece| {
                 let first = off / vb;
                 let slots = &mut dst[first..first + piece.len() / vb];
@@ -342,6 +345,7 @@ impl<R: HostTransfer> HostLink<'_, R> {
                 });
             })
         })?;
+        drop(faulting);
         // SAFETY: every device batch wrote its `m` answers (the downloads cover `m * vb` bytes in pieces of
         // whole values), so the first `n` elements are initialised; an error returned above before this.
         unsafe { answers.set_len(n) };
@@ -369,9 +373,10 @@ impl<R: HostTransfer> HostLink<'_, R> {
         let vb = size_of::<V>();
         out.offsets.clear();
         out.values.clear();
-        answer_room(&mut out.offsets, n + 1);
-        let spare = &mut out.offsets.spare_capacity_mut()[..n + 1];
-        spare[0].write(0);
+        // Fresh offsets are faulted in while the keys travel (the offsets are written after the counting pass).
+        let fresh = answer_room(&mut out.offsets, n + 1);
+        // SAFETY: `out.offsets` is not touched until the prefault is dropped, before the first batch's offsets.
+        let mut faulting = fresh.then(|| unsafe { Prefault::start(&mut out.offsets, n + 1) });
         let mut base = 0usize;
         let mut trace = trace();
         // The counting pass is the keyed pass with `count` per chunk; the rest of each device batch is its finish.
@@ -389,6 +394,11 @@ impl<R: HostTransfer> HostLink<'_, R> {
             let starts = cache.take(client, "find_all starts", (m + 1) * 4);
             exclusive_scan_into(client, counts, m, &starts);
             let vh = cache.take(client, "find_all values", total * vb);
+            // This batch's values go after the previous batches' (the first batch finds `out.values` empty);
+            // fresh room is faulted in while the offsets are scanned and copied out.
+            let fresh = answer_room(&mut out.values, total);
+            // SAFETY: `out.values` is not touched until the prefault is dropped, before the values' download.
+            let values_faulting = fresh.then(|| unsafe { Prefault::start(&mut out.values, total) });
             // The offsets are final once the scan is done: they are copied out while the gather runs (which
             // only reads them).
             sync_device(client)?;
@@ -397,8 +407,9 @@ impl<R: HostTransfer> HostLink<'_, R> {
                 gather(kh, m, &starts, &vh, total);
             }
             // The offsets of this batch, shifted by the values of the batches before it (its first offset is
-            // the previous batch's last, written again with the same value).
-            let dst = &mut spare[start..start + m + 1];
+            // the previous batch's last, written again with the same value; the first batch's is 0).
+            drop(faulting.take());
+            let dst = &mut out.offsets.spare_capacity_mut()[start..start + m + 1];
             R::download_ready_with(
                 client,
                 self.stager,
@@ -411,8 +422,7 @@ impl<R: HostTransfer> HostLink<'_, R> {
                 },
             )?;
             trace.lap("offsets copied out, beside the gather");
-            // This batch's values go after the previous batches' (the first batch finds `out.values` empty).
-            answer_room(&mut out.values, total);
+            drop(values_faulting);
             let dst = &mut out.values.spare_capacity_mut()[..total];
             R::download_with(client, self.stager, &vh, total * vb, &mut |off, piece| {
                 // Pieces start at multiples of 8 bytes and end at one or at the end: whole values.
@@ -431,8 +441,13 @@ impl<R: HostTransfer> HostLink<'_, R> {
             Ok(())
         })?;
         trace.report("find_all_into", n);
-        // SAFETY: offset 0 is written above and every device batch wrote its `m + 1` offsets from `start`, so
-        // all `n + 1` are initialised; an error returned above before this.
+        drop(faulting);
+        if n == 0 {
+            out.offsets.push(0);
+            return Ok(());
+        }
+        // SAFETY: every device batch wrote its `m + 1` offsets from `start` (the first one's from 0), so all
+        // `n + 1` are initialised; an error returned above before this.
         unsafe { out.offsets.set_len(n + 1) };
         Ok(())
     }

@@ -64,7 +64,7 @@ pub trait Engine<K: Key, V: Value>: Send + Sync {
     fn alloc_pinned(&self, _bytes: usize) -> Option<crate::runtime::transfer::PinnedAlloc> {
         None
     }
-    /// Tombstone erase, for stable schemes only (`SchemeInfo::STABLE`: the caller checks; a cuckoo eviction
+    /// Tombstone erase, for stable schemes only (`ProbingScheme::STABLE`: the caller checks; a cuckoo eviction
     /// would move the mark): marks the slots of the stored keys among `keys` (distinct) erased in place and
     /// returns how many were; `None` where the table cannot (64-bit keys leave no key word to spare for the
     /// mark), leaving it unchanged. An erased slot stays taken (lookups probe past it, inserts do
