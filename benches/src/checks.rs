@@ -17,6 +17,34 @@ pub const MAX_REPEATS: usize = 100_000;
 /// Names of the schemes, as `--scheme` spells them.
 pub const SCHEMES: [&str; 4] = [Bcht::NAME, Iht::NAME, P2bht::NAME, Cht1::NAME];
 
+/// The one dispatch from a scheme's name to its type: `$body` with `$s` bound to the scheme named `$name` (one of
+/// [`SCHEMES`]), or `$unknown` with `$other` bound to any other name. A new scheme is a line here and one in
+/// [`SCHEMES`] (and in the sweep's `for_each_scheme!`, which lists them in legend order).
+macro_rules! with_scheme {
+    ($name:expr, |$s:ident| $body:expr, |$other:ident| $unknown:expr) => {
+        match $name {
+            "bcht" => {
+                type $s = hashtile::Bcht;
+                $body
+            }
+            "iht" => {
+                type $s = hashtile::Iht;
+                $body
+            }
+            "p2bht" => {
+                type $s = hashtile::P2bht;
+                $body
+            }
+            "1cht" => {
+                type $s = hashtile::Cht1;
+                $body
+            }
+            $other => $unknown,
+        }
+    };
+}
+pub(crate) use with_scheme;
+
 /// `--runs` / `--seeds`: at least 1 (the median of no runs does not exist), at most [`MAX_REPEATS`].
 pub fn check_repeats(flag: &str, v: usize) -> Result<usize, String> {
     if (1..=MAX_REPEATS).contains(&v) {

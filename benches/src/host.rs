@@ -18,7 +18,7 @@
 
 use crate::checks::{
     available_backend, check_bucket, check_csv_path, check_log2_keys, check_repeats, load_list,
-    scheme_name, table_slots,
+    scheme_name, table_slots, with_scheme,
 };
 use crate::common::time;
 use crate::families::{self, StaticRates};
@@ -26,9 +26,7 @@ use crate::footprint::{Capacity, Footprint, check_footprint, hashmap_bytes};
 use hashtile::gpu::measure_copy_ceiling;
 use hashtile::gpu::transfer::CopyCeiling;
 use hashtile::hash::fmix32;
-use hashtile::{
-    Backend, BackendChoice, Bcht, Cht1, HashTable, Iht, P2bht, SchemeInfo, TableConfig,
-};
+use hashtile::{Backend, BackendChoice, Cht1, HashTable, SchemeInfo, TableConfig};
 use rayon::prelude::*;
 use std::collections::HashMap;
 use std::io::Write;
@@ -203,13 +201,9 @@ fn keys_from(from: u32, count: usize) -> Vec<u32> {
 
 /// Runs the host mode; returns the exit status (2 when an answer did not match).
 pub fn run(s: &HostSetup) -> Result<i32, String> {
-    match s.scheme {
-        "bcht" => run_scheme::<Bcht>(s),
-        "iht" => run_scheme::<Iht>(s),
-        "p2bht" => run_scheme::<P2bht>(s),
-        "1cht" => run_scheme::<Cht1>(s),
-        other => Err(format!("unknown scheme '{other}'")),
-    }
+    with_scheme!(s.scheme, |S| run_scheme::<S>(s), |other| Err(format!(
+        "unknown scheme '{other}'"
+    )))
 }
 
 fn run_scheme<S: SchemeInfo>(s: &HostSetup) -> Result<i32, String> {

@@ -2,10 +2,10 @@
 
 use crate::checks::{
     available_backend, check_bucket, check_csv_path, check_loads, check_log2_keys, check_repeats,
-    scheme_name, table_slots,
+    scheme_name, table_slots, with_scheme,
 };
 use crate::footprint::{Capacity, Footprint, check_footprint, keyset_footprint, measure_footprint};
-use hashtile::{Backend, BackendChoice, Bcht, Cht1, Iht, P2bht, SchemeInfo};
+use hashtile::{Backend, BackendChoice, Cht1, SchemeInfo};
 
 /// Options of the `rates` mode.
 #[derive(clap::Args, Debug, Clone)]
@@ -65,19 +65,6 @@ pub struct Args {
     /// CSV output file.
     #[arg(long, default_value = "hashtile-bench.csv")]
     pub csv: String,
-}
-
-/// Calls `f::<S>()` with the scheme type named `name` (one of [`crate::checks::SCHEMES`]).
-macro_rules! with_scheme {
-    ($name:expr, $f:ident $(, $arg:expr)*) => {
-        match $name {
-            "bcht" => $f::<Bcht>($($arg),*),
-            "iht" => $f::<Iht>($($arg),*),
-            "p2bht" => $f::<P2bht>($($arg),*),
-            "1cht" => $f::<Cht1>($($arg),*),
-            other => Err(format!("unknown scheme '{other}'")),
-        }
-    };
 }
 
 /// Scheme `S` supports bucket size `bucket` with the command line's knobs, and (GPUs) the pair width.
@@ -150,7 +137,9 @@ pub fn check(mut args: Args) -> Result<Rates, String> {
     }
     let backend = available_backend(args.backend)?;
     for &(s, b) in &instances {
-        with_scheme!(s, check_scheme, &args, b, backend)?;
+        with_scheme!(s, |S| check_scheme::<S>(&args, b, backend), |other| Err(
+            format!("unknown scheme '{other}'")
+        ))?;
     }
     let peak = slots
         .iter()

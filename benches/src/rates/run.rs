@@ -4,9 +4,9 @@
 use super::args::{Args, Rates};
 use super::measure::{Row, measure};
 use super::wide;
+use crate::checks::{SCHEMES, with_scheme};
 use crate::common::{distinct_keys, median};
 use crate::error::BenchError;
-use hashtile::{Bcht, Cht1, Iht, P2bht};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::collections::HashMap;
 use std::io::Write;
@@ -69,15 +69,11 @@ pub fn run(checked: Rates) -> Result<i32, BenchError> {
                     }
                 };
             }
-            let r = match args.cur_scheme.as_str() {
-                "bcht" => measure_as!(Bcht),
-                "iht" => measure_as!(Iht),
-                "p2bht" => measure_as!(P2bht),
-                "1cht" => measure_as!(Cht1),
-                other => Err(hashtile::Error::InvalidConfig(format!(
-                    "unknown scheme '{other}' (expected bcht, iht, p2bht or 1cht)"
-                ))),
-            };
+            let r = with_scheme!(args.cur_scheme.as_str(), |S| measure_as!(S), |other| Err(
+                hashtile::Error::InvalidConfig(format!(
+                    "unknown scheme '{other}' (expected one of {SCHEMES:?})"
+                ))
+            ));
             match r {
                 Ok(mut r) => rows.append(&mut r),
                 Err(e) => {
