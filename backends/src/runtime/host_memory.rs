@@ -229,3 +229,43 @@ pub(crate) fn zeroed_answers<E: Element>(n: usize) -> Vec<E> {
     }
     v
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A fresh answer past the threshold is faulted in on threads, joined on drop; one below it starts none. The
+    /// vector is then written and read as any other (its contents were never the prefault's).
+    #[test]
+    fn prefault_then_fill() {
+        for n in [1000usize, (PREFAULTED_ANSWER / 8) * 3 + 5] {
+            let mut v: Vec<u64> = answer_vec(n);
+            let fresh = answer_room(&mut v, n);
+            assert!(!fresh, "answer_vec made the room already");
+            // SAFETY: `v` is untouched until the prefault is dropped.
+            let p = unsafe { Prefault::start(&mut v, n) };
+            let threads = p.threads.len();
+            assert_eq!(
+                threads == 0,
+                n * 8 < PREFAULTED_ANSWER,
+                "{n} answers, {threads} threads"
+            );
+            drop(p);
+            v.extend((0..n as u64).map(|i| i * 3));
+            assert!(v.iter().enumerate().all(|(i, &x)| x == i as u64 * 3));
+        }
+    }
+
+    /// `answer_room` says when it made fresh room: an empty vector too small, or a grown one; never when the
+    /// room is there.
+    #[test]
+    fn answer_room_reports_fresh_room() {
+        let mut v: Vec<u32> = Vec::new();
+        assert!(answer_room(&mut v, 10));
+        v.extend([1, 2, 3]);
+        let room = v.capacity() - v.len();
+        assert!(!answer_room(&mut v, room));
+        assert!(answer_room(&mut v, room + 100));
+        assert_eq!(v, [1, 2, 3]);
+    }
+}
