@@ -17,28 +17,22 @@ pub const MAX_REPEATS: usize = 100_000;
 /// Names of the schemes, as `--scheme` spells them.
 pub const SCHEMES: [&str; 4] = [Bcht::NAME, Iht::NAME, P2bht::NAME, Cht1::NAME];
 
-/// The one dispatch from a scheme's name to its type: `$body` with `$s` bound to the scheme named `$name` (one of
-/// [`SCHEMES`]), or `$unknown` with `$other` bound to any other name. A new scheme is a line here and one in
-/// [`SCHEMES`] (and in the sweep's `for_each_scheme!`, which lists them in legend order).
+/// The one dispatch from a scheme's name to its type: `$body` with `$s` bound to the scheme whose
+/// `SchemeInfo::NAME` is `$name` (one of [`SCHEMES`]), or `$unknown` with `$other` bound to any other name. A new
+/// scheme is its type in the list below and in [`SCHEMES`] (and in the sweep's `for_each_scheme!`, which lists
+/// them in legend order).
 macro_rules! with_scheme {
     ($name:expr, |$s:ident| $body:expr, |$other:ident| $unknown:expr) => {
+        with_scheme!(@among [Bcht, Iht, P2bht, Cht1] $name, |$s| $body, |$other| $unknown)
+    };
+    (@among [$($ty:ident),*] $name:expr, |$s:ident| $body:expr, |$other:ident| $unknown:expr) => {
         match $name {
-            "bcht" => {
-                type $s = hashtile::Bcht;
-                $body
-            }
-            "iht" => {
-                type $s = hashtile::Iht;
-                $body
-            }
-            "p2bht" => {
-                type $s = hashtile::P2bht;
-                $body
-            }
-            "1cht" => {
-                type $s = hashtile::Cht1;
-                $body
-            }
+            $(
+                n if n == <hashtile::$ty as hashtile::SchemeInfo>::NAME => {
+                    type $s = hashtile::$ty;
+                    $body
+                }
+            )*
             $other => $unknown,
         }
     };
