@@ -24,6 +24,9 @@
 #   bench-paged-big  the 84 GiB table under a 56 GiB budget (an 80 GB GPU and ~125 GiB of host memory), and the
 #                  rates of 16 children at 4 / 8 / 12 / 16 resident
 #   bench-sweep    the BGHT paper's experiments at 2^26 keys (rates vs load and N, probes, build success), ~400 s
+#   bench-open     linear probing (B = 1, 4) and double hashing (B = 4, 8) device-resident rates at 2^26 keys,
+#                  to set beside cuCollections' same schemes of `peers` in the same call
+#   first-call     a fresh process's first insert and find of 2^20 keys: cold, then from the kernel cache
 #   peers          BGHT, cuCollections and SlabHash built from .device/peers and run at 2^26 (SlabHash 2^24)
 #   ceiling        the GPU's physical ceilings (copies, random bucket reads, compare-and-swap)
 #   vulkan         every GPU test binary on the NVIDIA Vulkan driver, and one rates row on Vulkan
@@ -51,7 +54,7 @@ RUNS=${RUNS:-3}
 t0=$SECONDS
 
 # The GPU test binaries (tests/tests/*.rs that run kernels); scripts/pack.sh packs the same list.
-GPU_TESTS="host_path host_io gpu matrix gpu_scan csr chained paged paged_frames paged_stress"
+GPU_TESTS="host_path host_io gpu matrix gpu_scan csr chained paged paged_frames paged_stress kernel_cache"
 
 [ $# -gt 0 ] || { echo "usage: bash scripts/device.sh SUITE...  (suites: see the header of this file)"; exit 2; }
 # On exit (a signal included): everything under $OUT but summary.txt into $OUT/results.tgz.
@@ -129,6 +132,7 @@ SAN_RUNS=(
   "host_io"
   "gpu cuda_matches_oracle cuda_exchange_claims_match_oracle"
   "matrix cuda_bcht_b8 cuda_iht_b16_u64 cuda_p2bht_b16 cuda_iht_one_sequence_b16 cuda_bcht_upsert_first_fit_b8 cuda_one_slot_bulk_build"
+  "matrix cuda_linearprobing_b4_u32 cuda_doublehashing_b8_u32 aging_iht_cuda aging_linearprobing_cuda"
   "gpu_scan cuda"
   "csr cuda_"
   "chained"
@@ -169,6 +173,24 @@ suite_bench_host() {
       --csv "$D/host_b$b.csv"
     grep -E "^bus|^0\.[0-9]+ +(vec|pinned) " "$D/host_b$b.txt"
   done
+}
+
+suite_bench_open() {
+  local hb=$B/hashtile-bench
+  need $hb || return
+  # Inserts check for the key first, as cuCollections' `insert` does.
+  rates linear_b1 150 $hb --log2-keys 26 --scheme linear --bucket 1 --load 0.8,0.9
+  rates linear_b4 150 $hb --log2-keys 26 --scheme linear --bucket 4 --load 0.8,0.9
+  rates double_b4 150 $hb --log2-keys 26 --scheme double --bucket 4 --load 0.8,0.9
+  rates double_b8 150 $hb --log2-keys 26 --scheme double --bucket 8 --load 0.8,0.9
+  merge "$D/open.csv" linear_b1 linear_b4 double_b4 double_b8
+}
+
+suite_first_call() {
+  local hb=$B/hashtile-bench
+  need $hb || return
+  step first_call 180 $hb first-call --backend cuda --log2-keys 20 --warm 2 --csv "$D/first_call.csv"
+  cat "$D/first_call.csv"
 }
 
 suite_bench_families() {
@@ -358,6 +380,8 @@ main() {
       bench-static) suite_bench_static ;;
       bench-host) suite_bench_host ;;
       bench-families) suite_bench_families ;;
+      bench-open) suite_bench_open ;;
+      first-call) suite_first_call ;;
       bench-chained) suite_bench_chained ;;
       bench-csr) suite_bench_csr ;;
       bench-paged) suite_bench_paged ;;

@@ -31,14 +31,15 @@ pub use hashtile_backends::paged::{
 };
 pub use hashtile_backends::results::FindAll;
 pub use hashtile_backends::{
-    Backend, BackendChoice, DEFAULT_SEED, Engine, HashTable, PinnedBuffer, TableConfig, chained,
-    cpu, csr, default_bucket_size_of, gpu, is_available, paged, resolve,
+    Backend, BackendChoice, DEFAULT_SEED, Engine, HashTable, KernelCache, PinnedBuffer,
+    TableConfig, chained, cpu, csr, default_bucket_size_of, gpu, is_available, kernel_cache_dir,
+    paged, resolve, set_kernel_cache,
 };
 pub use hashtile_core::scheme::{ProbingScheme, SchemeInfo, SchemeParams};
 pub use hashtile_core::{
     Error, HashFamily, Key, ProbeStats, Result, Value, element, hash, scheme, tile,
 };
-pub use hashtile_probing::{Bcht, Chain, Cht1, Iht, P2bht};
+pub use hashtile_probing::{Bcht, Chain, Cht1, DoubleHashing, Iht, LinearProbing, P2bht};
 
 pub use hashtile_macros::{
     assert_instance, for_each_bucket_size, for_each_instance, for_each_scheme_and_size,

@@ -62,6 +62,7 @@ pub use paged::protocol::{
     FramedCounts, FramedUpsert, PagedChild, Rebuilt, RouteMap, RoutedBatch, Router, SplitSpec,
     Upserted,
 };
+pub use runtime::kernel_cache::{KernelCache, kernel_cache_dir, set_kernel_cache};
 pub use runtime::transfer::PinnedBuffer;
 pub use select::{Backend, BackendChoice, is_available, resolve};
 pub use table::engine::{Engine, Inserted};

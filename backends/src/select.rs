@@ -3,7 +3,7 @@
 //! backend. Ask for `Backend::Vulkan` explicitly to use one.
 
 #[allow(unused_imports)] // unused when no GPU runtime is compiled in
-use cubecl::prelude::*;
+use crate::runtime::kernel_cache::client;
 use hashtile_core::Error;
 use std::fmt;
 
@@ -129,7 +129,7 @@ pub fn cuda_available() -> bool {
         static AVAILABLE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
         *AVAILABLE.get_or_init(|| {
             quietly(|| {
-                let client = cubecl::cuda::CudaRuntime::client(&Default::default());
+                let client = client::<cubecl::cuda::CudaRuntime>(&Default::default());
                 client.properties().hardware.plane_size_max > 0
             })
             .unwrap_or(false)
@@ -153,7 +153,11 @@ pub fn vulkan_hardware_available() -> bool {
                 .into_iter()
                 .any(|d| {
                     quietly(move || {
-                        WgpuRuntime::client(&d).properties().hardware.plane_size_max > 0
+                        client::<WgpuRuntime>(&d)
+                            .properties()
+                            .hardware
+                            .plane_size_max
+                            > 0
                     })
                     .unwrap_or(false)
                 })
@@ -172,7 +176,7 @@ pub fn vulkan_available() -> bool {
         static AVAILABLE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
         *AVAILABLE.get_or_init(|| {
             quietly(|| {
-                let client = cubecl::wgpu::WgpuRuntime::client(&Default::default());
+                let client = client::<cubecl::wgpu::WgpuRuntime>(&Default::default());
                 client.properties().hardware.plane_size_max > 0
             })
             .unwrap_or(false)

@@ -3,7 +3,8 @@
 //! prints it as `error: ...` and exits with status 2, before anything is measured.
 
 use hashtile::{
-    Backend, BackendChoice, Bcht, Cht1, Error, HashTable, Iht, P2bht, SchemeInfo, TableConfig,
+    Backend, BackendChoice, Bcht, Cht1, DoubleHashing, Error, HashTable, Iht, LinearProbing, P2bht,
+    SchemeInfo, TableConfig,
 };
 use std::path::Path;
 
@@ -15,7 +16,14 @@ pub const MAX_LOG2_KEYS: u32 = 30;
 pub const MAX_REPEATS: usize = 100_000;
 
 /// Names of the schemes, as `--scheme` spells them.
-pub const SCHEMES: [&str; 4] = [Bcht::NAME, Iht::NAME, P2bht::NAME, Cht1::NAME];
+pub const SCHEMES: [&str; 6] = [
+    Bcht::NAME,
+    Iht::NAME,
+    P2bht::NAME,
+    Cht1::NAME,
+    LinearProbing::NAME,
+    DoubleHashing::NAME,
+];
 
 /// The one dispatch from a scheme's name to its type: `$body` with `$s` bound to the scheme whose
 /// `SchemeInfo::NAME` is `$name` (one of [`SCHEMES`]), or `$unknown` with `$other` bound to any other name. A new
@@ -23,7 +31,7 @@ pub const SCHEMES: [&str; 4] = [Bcht::NAME, Iht::NAME, P2bht::NAME, Cht1::NAME];
 /// them in legend order).
 macro_rules! with_scheme {
     ($name:expr, |$s:ident| $body:expr, |$other:ident| $unknown:expr) => {
-        with_scheme!(@among [Bcht, Iht, P2bht, Cht1] $name, |$s| $body, |$other| $unknown)
+        with_scheme!(@among [Bcht, Iht, P2bht, Cht1, LinearProbing, DoubleHashing] $name, |$s| $body, |$other| $unknown)
     };
     (@among [$($ty:ident),*] $name:expr, |$s:ident| $body:expr, |$other:ident| $unknown:expr) => {
         match $name {

@@ -9,7 +9,7 @@
 //! lists, names), table sizes (slots must fit in `u32`), the backend (an explicitly asked GPU backend must
 //! answer), memory (an estimate of the run's peak host and device bytes against what the machine has).
 
-use crate::{chained, csr, host, paged, rates, scan, sweep};
+use crate::{chained, csr, first_call, host, paged, rates, scan, sweep};
 
 /// The command line: a subcommand, or the `rates` options alone (the original flat invocation).
 #[derive(clap::Parser, Debug)]
@@ -61,6 +61,10 @@ pub enum Cmd {
     /// a confined rebuild vs a whole-table rebuild, growth vs rebuild-per-batch, and one big table. One CSV (and
     /// SVG) per experiment in `--out-dir`; every answer checked.
     Paged(paged::PagedArgs),
+    /// What a fresh process pays for its first insert and find: a cold process (every kernel compiled) and
+    /// warm ones (every kernel loaded from the persistent kernel cache), each also timing a second table's
+    /// calls; every answer checked.
+    FirstCall(first_call::FirstCallArgs),
 }
 
 /// Parses the process's command line. `--help` and `--version` print and exit here (status 0); every parse

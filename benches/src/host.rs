@@ -1,15 +1,15 @@
 //! `hashtile-bench host`: the user-facing calls timed as users make them, on host data.
 //!
 //! For each load factor: `HashTable::insert` of `N` random distinct u32 pairs from `Vec`s into an empty table,
-//! `find_into` and `find` of all of them (present) and of `N` absent keys, and an upsert of half the keys
-//! again with new values; then the same calls on pinned buffers (`HashTable::pinned_buffer`; ordinary memory
+//! `find_into` and `find` of all of them (present) and of `N` absent keys, an upsert of half the keys
+//! again with new values, and an erase of that half (put back, untimed, before each run); then the same calls on pinned buffers (`HashTable::pinned_buffer`; ordinary memory
 //! on backends without pinned memory). Every answer is checked against the inputs in the same run.
 //!
 //! Each rate is set against a ceiling measured in the same process:
 //! - GPUs: the bus, measured with plain driver copies of the same bytes (`measure_copy_ceiling`): an insert
-//!   moves 8 bytes per pair to the device, a find 4 bytes per key each way;
+//!   moves 8 bytes per pair to the device, a find 4 bytes per key each way, an erase 4 bytes per key up;
 //! - the CPU backend: `std::collections::HashMap` (SipHash, as users get it) filled from the same keys on one
-//!   thread, and its lookups.
+//!   thread, its lookups and its removals.
 //!
 //! With `--families`, then the other families' calls on the same keys from `Vec`s, each against the
 //! static table's call of the same shape from `Vec`s at the first load, with the bar issue 29's acceptance 8
@@ -49,7 +49,7 @@ pub struct HostArgs {
         allow_negative_numbers = true
     )]
     pub load: Vec<f64>,
-    /// Probing scheme: bcht, iht, p2bht or 1cht.
+    /// Probing scheme: bcht, iht, p2bht, 1cht, linear or double.
     #[arg(long, default_value = "bcht")]
     pub scheme: String,
     /// Bucket size [default: the backend's, `hashtile::default_bucket_size_of`].
@@ -147,7 +147,7 @@ pub fn check(a: HostArgs) -> Result<HostSetup, String> {
 pub struct HostSetup {
     /// The backend (available).
     pub backend: Backend,
-    /// Scheme name (`bcht`, `iht`, `p2bht`, `1cht`).
+    /// Scheme name (`bcht`, `iht`, `p2bht`, `1cht`, `linear`, `double`).
     pub scheme: &'static str,
     /// Bucket size, or the backend's default.
     pub bucket: Option<u32>,
@@ -240,9 +240,9 @@ fn run_scheme<S: SchemeInfo>(s: &HostSetup) -> Result<i32, String> {
     } else {
         None
     };
-    if let Some((i, f, a)) = hashmap {
+    if let Some((i, f, a, e)) = hashmap {
         println!(
-            "std HashMap, one thread: insert {i:.1} M keys/s, find present {f:.1}, find absent {a:.1}"
+            "std HashMap, one thread: insert {i:.1} M keys/s, find present {f:.1}, find absent {a:.1}, erase {e:.1}"
         );
     }
 
@@ -318,9 +318,15 @@ fn run_scheme<S: SchemeInfo>(s: &HostSetup) -> Result<i32, String> {
                     ok,
                 });
             };
-            let (cname, ins_ceil, find_ceil, absent_ceil) = match hashmap {
-                Some((i, f, a)) => ("std HashMap", i, f, a),
-                None => ("bus", bus(8.0, 0.0), bus(4.0, 4.0), bus(4.0, 4.0)),
+            let (cname, ins_ceil, find_ceil, absent_ceil, erase_ceil) = match hashmap {
+                Some((i, f, a, e)) => ("std HashMap", i, f, a, e),
+                None => (
+                    "bus",
+                    bus(8.0, 0.0),
+                    bus(4.0, 4.0),
+                    bus(4.0, 4.0),
+                    bus(4.0, 0.0),
+                ),
             };
 
             eprintln!("host: {memory}: insert");
@@ -399,6 +405,32 @@ fn run_scheme<S: SchemeInfo>(s: &HostSetup) -> Result<i32, String> {
                 ins_ceil,
                 cname,
             );
+
+            eprintln!("host: {memory}: erase of half the keys");
+            let t = std::cell::RefCell::new(t);
+            let r = time(
+                s.runs,
+                h.len(),
+                // Each run erases stored keys: the half goes back in first (untimed).
+                || t.borrow_mut().insert(h, hv),
+                || t.borrow_mut().erase(h),
+                |erased| erased == h.len() && t.borrow().len() == n - h.len(),
+            )
+            .map_err(err)?;
+            let t = t.into_inner();
+            // The erased half answers absent and the other half is untouched, checked once after the runs.
+            t.find_into(k, o).map_err(err)?;
+            let erase_ok = o
+                .par_iter()
+                .enumerate()
+                .all(|(i, &x)| x == if i % 2 == 0 { u32::MAX } else { values[i] });
+            push(
+                "erase half",
+                h.len(),
+                (r.0, r.1 && erase_ok),
+                erase_ceil,
+                cname,
+            );
         }
     }
     if s.families {
@@ -432,10 +464,16 @@ fn run_scheme<S: SchemeInfo>(s: &HostSetup) -> Result<i32, String> {
     Ok(if all_ok { 0 } else { 2 })
 }
 
-/// `std::collections::HashMap` on one thread: insert, find present, find absent (M keys/s, best of `runs`).
-fn hashmap_rates(keys: &[u32], values: &[u32], absent: &[u32], runs: usize) -> (f64, f64, f64) {
+/// `std::collections::HashMap` on one thread: insert, find present, find absent, erase of every other key
+/// (M keys/s, best of `runs`).
+fn hashmap_rates(
+    keys: &[u32],
+    values: &[u32],
+    absent: &[u32],
+    runs: usize,
+) -> (f64, f64, f64, f64) {
     let n = keys.len() as f64;
-    let (mut ins, mut hit, mut miss) = (0f64, 0f64, 0f64);
+    let (mut ins, mut hit, mut miss, mut gone) = (0f64, 0f64, 0f64, 0f64);
     for _ in 0..runs.max(1) {
         let t0 = Instant::now();
         let mut m = HashMap::new();
@@ -449,9 +487,16 @@ fn hashmap_rates(keys: &[u32], values: &[u32], absent: &[u32], runs: usize) -> (
         let t0 = Instant::now();
         let c = absent.iter().filter(|k| m.contains_key(k)).count();
         miss = miss.max(n / t0.elapsed().as_secs_f64() / 1e6);
-        std::hint::black_box((s, c));
+        let t0 = Instant::now();
+        let e = keys
+            .iter()
+            .step_by(2)
+            .filter(|k| m.remove(k).is_some())
+            .count();
+        gone = gone.max(e as f64 / t0.elapsed().as_secs_f64() / 1e6);
+        std::hint::black_box((s, c, e));
     }
-    (ins, hit, miss)
+    (ins, hit, miss, gone)
 }
 
 fn report(s: &HostSetup, rows: &[HostRow], ceiling: Option<CopyCeiling>) -> std::io::Result<()> {

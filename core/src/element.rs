@@ -145,3 +145,12 @@ pub fn first_sentinel<K: Key>(keys: &[K]) -> Option<usize> {
         .position(|k| k.is_sentinel())
         .map(|p| start + p)
 }
+
+/// `keys` without the sentinel key (calls that skip it, such as erases): `keys` itself when it holds none (one
+/// [`first_sentinel`] scan), else a copy without it.
+pub fn without_sentinel<K: Key>(keys: &[K]) -> std::borrow::Cow<'_, [K]> {
+    match first_sentinel(keys) {
+        None => std::borrow::Cow::Borrowed(keys),
+        Some(_) => keys.iter().copied().filter(|k| !k.is_sentinel()).collect(),
+    }
+}

@@ -121,9 +121,10 @@ pub struct SchemeParams {
 /// `bucket_size` is a compile-time constant of the kernel (`B`, a power of two in `1..=32`).
 #[cube]
 pub trait ProbingScheme: Send + Sync + 'static {
-    /// The scheme may ask for hash indices past the family's functions (`>= hash::MAX_HASHES`): the key's
-    /// overflow sequence (`hash::overflow_bucket`). Drivers compile that branch in only when this is set.
-    const OVERFLOW: bool = false;
+    /// How a probe index (`ProbeState::hash_index`) names a bucket: one of [`sequence`]'s kinds (the family's
+    /// hash functions by default). Every driver and the host's placement checks map indices to buckets through
+    /// [`sequence_bucket()`], so a scheme's sequence is this one constant.
+    const SEQUENCE: u32 = sequence::HASHES;
     /// When an insert's state reaches hash index `PAIR_AT`, the drivers read buckets `PAIR_AT` and `PAIR_AT + 1`
     /// together (both loads in flight at once) and call `insert_step` on the second right after the first, in
     /// the same iteration, if the first returned `NEXT` with `hash_index` moved on to `PAIR_AT + 1`. The steps
@@ -173,6 +174,71 @@ pub fn no_more_matches(state: &ProbeState) -> Step {
 
 /// [`ProbingScheme::PAIR_AT`] of a scheme that reads one bucket per step.
 pub const NO_PAIR: u32 = u32::MAX;
+
+/// How a scheme's probe index `i` maps to a bucket ([`ProbingScheme::SEQUENCE`]). Each kind names which of the
+/// family's hash functions a probe hashes with ([`sequence_function()`]); [`sequence_bucket()`] turns that
+/// bucket into the probe's.
+pub mod sequence {
+    /// Probe `i` is the key's bucket under the family's hash function `i` (cuckoo schemes, P2BHT).
+    pub const HASHES: u32 = 0;
+    /// Probe `i < MAX_HASHES` as [`HASHES`]; past the family's functions, the key's overflow sequence
+    /// (`hash::overflow_bucket`: random probing from the last function's bucket; IHT's backyard).
+    pub const OVERFLOW: u32 = 1;
+    /// Probe `i` is bucket `H0 + i` (modulo the bucket count): linear probing.
+    pub const LINEAR: u32 = 2;
+    /// Probe `i` is bucket `H0 + i * step` (modulo the bucket count), the step odd and taken from `H1`:
+    /// double hashing.
+    pub const DOUBLE: u32 = 3;
+}
+
+/// The family hash function whose bucket probe `i` of a sequence of `kind` starts from.
+#[cube]
+pub fn sequence_function(#[comptime] kind: u32, i: u32) -> u32 {
+    let mut f = i;
+    if comptime!(kind == sequence::OVERFLOW) {
+        f = i.min(comptime!(crate::hash::MAX_HASHES as u32 - 1));
+    } else if comptime!(kind == sequence::LINEAR || kind == sequence::DOUBLE) {
+        f = 0u32;
+    }
+    f
+}
+
+/// The bucket of probe `i` of a key in a table of `num_buckets` buckets under a sequence of `kind`: `base` is
+/// the key's bucket under function [`sequence_function()`]`(kind, i)`, `second` its bucket under function 1
+/// (read only by [`sequence::DOUBLE`]) and `key_mix` its mix (read only by [`sequence::OVERFLOW`]).
+/// Plain integer arithmetic, so that the GPU drivers, the CPU table and the host's placement checks share it.
+#[cube]
+pub fn sequence_bucket(
+    #[comptime] kind: u32,
+    base: u32,
+    second: u32,
+    key_mix: u32,
+    i: u32,
+    num_buckets: u32,
+) -> u32 {
+    let mut b = base;
+    if comptime!(kind == sequence::OVERFLOW) {
+        let last = comptime!(crate::hash::MAX_HASHES as u32 - 1);
+        if i > last {
+            b = crate::hash::overflow_bucket(base, key_mix, i - last, num_buckets);
+        }
+    } else if comptime!(kind == sequence::LINEAR) {
+        // A 32-bit remainder of the index only (cheap); the sum then wraps once at most.
+        b = base + i % num_buckets;
+        if b >= num_buckets {
+            b -= num_buckets;
+        }
+    } else if comptime!(kind == sequence::DOUBLE) {
+        // An odd step below the bucket count (coprime with a power-of-two count: the sequence visits every
+        // bucket; with other counts it visits `num_buckets / gcd` of them before repeating).
+        let mut step = second | 1u32;
+        if step >= num_buckets {
+            step = 1u32;
+        }
+        b = ((base as u64 + i as u64 * step as u64) % num_buckets as u64) as u32;
+    }
+    b
+}
 
 /// A `Step` with the given action, target and slot.
 #[cube]
@@ -250,6 +316,12 @@ pub trait SchemeInfo: ProbingScheme {
     }
     /// Checks a configuration; `Err` explains what is wrong.
     fn validate(bucket_size: u32, params: &SchemeParams) -> Result<(), String>;
+    /// The parameters a table of `num_buckets` buckets runs with: `params` as given, unless the scheme bounds
+    /// them by the table (a walk along a probe sequence reads each bucket at most once, so that an absent key
+    /// of a table filled to its last slot ends instead of circling).
+    fn bounded(params: SchemeParams, _num_buckets: u32) -> SchemeParams {
+        params
+    }
 }
 
 /// `true` if `b` is in `sizes` (usable in constant evaluation, for compile-time instance checks).

@@ -25,6 +25,8 @@ macro_rules! for_each_instance {
             Bcht: 1 2 4 8 16 32;
             Iht: 1 2 4 8 16 32;
             P2bht: 1 2 4 8 16 32;
+            LinearProbing: 1 2 4 8 16 32;
+            DoubleHashing: 1 2 4 8 16 32;
             Cht1: 1
         );
     };
@@ -38,6 +40,8 @@ macro_rules! for_each_scheme_and_size {
             Bcht: 1 2 4 8 16 32;
             Iht: 1 2 4 8 16 32;
             P2bht: 1 2 4 8 16 32;
+            LinearProbing: 1 2 4 8 16 32;
+            DoubleHashing: 1 2 4 8 16 32;
             Cht1: 1
         );
     };

@@ -35,7 +35,7 @@
 use cubecl::prelude::*;
 use hashtile_core::scheme::{
     BucketView, ProbeState, ProbingScheme, SchemeInfo, SchemeParams, Step, action, make_step,
-    no_more_matches, reset_state,
+    no_more_matches, reset_state, sequence,
 };
 
 /// Iceberg hash table scheme (default `B = 16`, threshold `t = 13`, i.e. about 80% of `B`; overflow sequences of
@@ -67,7 +67,7 @@ fn load_of(view: BucketView, #[comptime] bucket_size: u32) -> u32 {
 #[cube]
 impl ProbingScheme for Iht {
     const STABLE: bool = true;
-    const OVERFLOW: bool = true;
+    const SEQUENCE: u32 = sequence::OVERFLOW;
 
     fn insert_start(state: &mut ProbeState, key_mix: u32) {
         reset_state(state, key_mix);

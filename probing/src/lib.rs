@@ -10,16 +10,22 @@
 //! | [`Iht`] iceberg: primary below a threshold, else the less loaded of two secondaries; stable | `iht.rs` | BGHT §3.2, Listing 5 |
 //! | [`P2bht`] power-of-two choices: the less loaded of two buckets; stable | `p2bht.rs` | BGHT §3.1, §4.3 |
 //! | [`Cht1`] 1-slot cuckoo with 4 hash functions (CUDPP) | `cht1.rs` | BGHT §7 baseline |
+//! | [`LinearProbing`] linear probing over buckets of `B` slots (the window a tile reads); stable | `linear.rs` | cuCollections |
+//! | [`DoubleHashing`] double hashing: an odd step from a second hash function; stable | `double.rs` | cuCollections |
 //! | [`Chain`] slab-list chaining: claim, follow, append; tombstoned erase | `chain.rs` | SlabHash §4 |
 
 pub mod bcht;
 pub mod chain;
 pub mod cht1;
+pub mod double;
 pub mod iht;
+pub mod linear;
 pub mod p2bht;
 
 pub use bcht::Bcht;
 pub use chain::Chain;
 pub use cht1::Cht1;
+pub use double::DoubleHashing;
 pub use iht::Iht;
+pub use linear::LinearProbing;
 pub use p2bht::P2bht;

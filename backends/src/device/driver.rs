@@ -5,7 +5,7 @@
 //! - the operation ([`op`]): one kind for the whole launch, or [`op::MIXED`] (each lane its own);
 //! - the scheme `S`: [`ProbingScheme::CHAINS`] compiles in the list steps (follow, append, slab views, the
 //!   slab allocator, walks over every match), [`ProbingScheme::PAIR_AT`] the paired bucket read,
-//!   [`ProbingScheme::OVERFLOW`] the overflow probes (in `super::probe`);
+//!   [`ProbingScheme::SEQUENCE`] which hashes a probe computes (in `super::probe`);
 //! - the bucket addressing: plain (a key's bucket from its hash), framed (many tables of one shape in shared
 //!   slot arrays, `framed`: the paged tables' children) or slab lists (schemes that chain: the first bucket
 //!   from the hash, then the links);

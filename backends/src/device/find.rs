@@ -131,8 +131,9 @@ pub(crate) fn tile_find_core<S: ProbingScheme, L: KeyLayout>(
     let no_counts = Array::<Atomic<u32>>::new(1usize);
     let mut no_stash = Array::<u64>::new(1usize);
     let mut no_out = Array::<L::Value>::new(1usize);
+    // The sentinel key is never stored, so it is never looked for: an erased packed slot carries its key bits.
     let lane = LaneOp::<L::Key, L::Value> {
-        mine: active,
+        mine: active && key != L::Key::max_value(),
         op: op::FIND,
         key,
         value: L::Value::new(0),

@@ -5,32 +5,27 @@
 use super::layout::KeyLayout;
 use super::shape::TableMeta;
 use cubecl::prelude::*;
-use hashtile_core::hash::{MAX_HASHES, overflow_bucket};
-use hashtile_core::scheme::ProbingScheme;
+use hashtile_core::scheme::{ProbingScheme, sequence, sequence_bucket, sequence_function};
 
-/// The bucket of `key` under hash index `i` for scheme `S` in layout `L`: the family's function `i`, or for a
-/// scheme that overflows ([`ProbingScheme::OVERFLOW`]) and `i >= MAX_HASHES`, the key's overflow sequence
-/// (`hashtile_core::hash::overflow_bucket`). Other schemes compile to `L::bucket` alone.
-// The initial `b` is a CubeCL variable declaration; both branches assign it.
-#[allow(unused_assignments)]
+/// The bucket of `key` under probe index `i` for scheme `S` in layout `L`, along the scheme's sequence
+/// ([`ProbingScheme::SEQUENCE`], [`sequence_bucket()`]). Schemes of the family's hash functions compile to
+/// `L::bucket` alone.
 #[cube]
 pub fn probe_bucket<S: ProbingScheme, L: KeyLayout>(meta: TableMeta, key: L::Key, i: u32) -> u32 {
-    if comptime!(S::OVERFLOW) {
-        let last = comptime!(MAX_HASHES as u32 - 1);
-        let mut b = u32::new(0);
-        if i <= last {
-            b = L::bucket(meta, key, i);
-        } else {
-            b = overflow_bucket(
-                L::bucket(meta, key, last),
-                L::key_mix(key),
-                i - last,
-                meta.num_buckets,
-            );
-        }
-        b
-    } else {
+    let kind = comptime!(S::SEQUENCE);
+    if comptime!(kind == sequence::HASHES) {
         L::bucket(meta, key, i)
+    } else {
+        let base = L::bucket(meta, key, sequence_function(kind, i));
+        let mut second = 0u32;
+        if comptime!(kind == sequence::DOUBLE) {
+            second = L::bucket(meta, key, 1u32);
+        }
+        let mut mix = 0u32;
+        if comptime!(kind == sequence::OVERFLOW) {
+            mix = L::key_mix(key);
+        }
+        sequence_bucket(kind, base, second, mix, i, meta.num_buckets)
     }
 }
 
@@ -39,23 +34,35 @@ pub fn probe_bucket<S: ProbingScheme, L: KeyLayout>(meta: TableMeta, key: L::Key
 /// arrays (`gpu::frames`).
 pub const FRAME_DESC_WORDS: usize = 9;
 
-/// The [`TableMeta`] of hash function `i` of frame `f`: `meta`'s bucket count and scheme parameters (every
-/// frame has them) with the frame's seed of function `min(i, MAX_HASHES - 1)` (and its mix) in every seed
-/// field, so that the probe of function `i` (an overflow probe hashes with the last function) reads two
-/// descriptor words, not eight.
+/// The [`TableMeta`] of probe `i` of frame `f`: `meta`'s bucket count and scheme parameters (every frame has
+/// them) with the frame's seed of the function the probe hashes with ([`sequence_function()`]; an overflow probe
+/// hashes with the last function) and its mix in every seed field, so that a probe reads two descriptor words,
+/// not eight. Double hashing reads functions 0 and 1 (in their own fields).
 #[cube]
-fn frame_meta(meta: TableMeta, frames: &Array<u32>, at: u32, i: u32) -> TableMeta {
-    let h = i.min(comptime!(MAX_HASHES as u32 - 1));
+fn frame_meta<S: ProbingScheme>(
+    meta: TableMeta,
+    frames: &Array<u32>,
+    at: u32,
+    i: u32,
+) -> TableMeta {
+    let kind = comptime!(S::SEQUENCE);
+    let h = sequence_function(kind, i);
     let seed = frames[(at + 1u32 + 2u32 * h) as usize];
     let mix = frames[(at + 2u32 + 2u32 * h) as usize];
+    let mut seed1 = seed;
+    let mut mix1 = mix;
+    if comptime!(kind == sequence::DOUBLE) {
+        seed1 = frames[(at + 3u32) as usize];
+        mix1 = frames[(at + 4u32) as usize];
+    }
     TableMeta {
         num_buckets: meta.num_buckets,
         seed0: seed,
-        seed1: seed,
+        seed1,
         seed2: seed,
         seed3: seed,
         mix0: mix,
-        mix1: mix,
+        mix1,
         mix2: mix,
         mix3: mix,
         params: meta.params,
@@ -79,7 +86,7 @@ pub(crate) fn frame_bucket<S: ProbingScheme, L: KeyLayout>(
     let mut b = u32::new(0);
     if comptime!(framed) {
         let at = child * comptime!(FRAME_DESC_WORDS as u32);
-        let m = frame_meta(meta, frames, at, i);
+        let m = frame_meta::<S>(meta, frames, at, i);
         b = probe_bucket::<S, L>(m, key, i) + frames[at as usize];
     } else {
         b = probe_bucket::<S, L>(meta, key, i);

@@ -3,7 +3,7 @@
 
 use super::PagedTable;
 use super::config::Placement;
-use hashtile_core::element::first_sentinel;
+use hashtile_core::element::without_sentinel;
 use hashtile_core::scheme::SchemeInfo;
 use hashtile_core::{Key, Result, Value};
 use std::collections::HashSet;
@@ -14,14 +14,8 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
     /// some of the keys are rebuilt without them under their own family (confined to them).
     pub fn erase(&mut self, keys: &[K]) -> Result<usize> {
         // The sentinel is never stored (and an erased packed slot holds it): it is skipped.
-        let without_sentinel: Vec<K>;
-        let keys = if first_sentinel(keys).is_some() {
-            let sentinel = K::narrow(u64::MAX);
-            without_sentinel = keys.iter().copied().filter(|k| *k != sentinel).collect();
-            &without_sentinel[..]
-        } else {
-            keys
-        };
+        let keys = without_sentinel(keys);
+        let keys = &keys[..];
         let mut failed = Vec::new();
         let mut erased = 0;
         match self.config.placement {

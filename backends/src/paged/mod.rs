@@ -183,11 +183,12 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
             .params
             .unwrap_or_else(|| S::default_params(bucket_size));
         S::validate(bucket_size, &params).map_err(Error::InvalidConfig)?;
+        let num_buckets = child.num_buckets(bucket_size)?;
         let shape = EngineShape {
             backend,
-            num_buckets: child.num_buckets(bucket_size)?,
+            num_buckets,
             bucket_size,
-            params,
+            params: S::bounded(params, num_buckets),
             share_stager: true,
         };
         let bytes = shape.num_buckets as u64 * bucket_size as u64 * if wide { 16 } else { 8 };

@@ -2,6 +2,7 @@
 //! runtime a [`Backend`] names, and `shared_stager` keeps one set of host transfers per runtime for the
 //! process.
 
+use super::kernel_cache::client;
 use super::transfer::CopyCeiling;
 use crate::runtime::transfer::HostTransfer;
 use crate::select::Backend;
@@ -23,9 +24,9 @@ pub(crate) fn on_backend<W: OnRuntime>(backend: Backend, work: W) -> Result<W::O
     let _ = &work;
     match backend {
         #[cfg(feature = "cuda")]
-        Backend::Cuda => work.run(cubecl::cuda::CudaRuntime::client(&Default::default())),
+        Backend::Cuda => work.run(client::<cubecl::cuda::CudaRuntime>(&Default::default())),
         #[cfg(feature = "vulkan")]
-        Backend::Vulkan => work.run(cubecl::wgpu::WgpuRuntime::client(&Default::default())),
+        Backend::Vulkan => work.run(client::<cubecl::wgpu::WgpuRuntime>(&Default::default())),
         b => Err(crate::select::unavailable(b)),
     }
 }

@@ -1,12 +1,14 @@
 //! Host <-> device plumbing with no knowledge of any table family: launch geometry and the shared fill / copy
 //! kernels ([`launch`]), host transfers ([`transfer`]; pinned memory, huge-page advice and answer vectors in
 //! `host_memory`, crate-internal), the one host-I/O layer every family's host calls go through ([`host_io`]),
-//! the one runtime dispatch ([`dispatch`]), device prefix sums ([`scan`]), phase timings as `tracing` events
+//! the one runtime dispatch ([`dispatch`]), the persistent kernel cache every client is made under
+//! ([`kernel_cache`]), device prefix sums ([`scan`]), phase timings as `tracing` events
 //! (`trace`, crate-internal: device-syncing marks and host-time laps) and host word casts ([`words`]).
 
 pub mod dispatch;
 pub mod host_io;
 pub(crate) mod host_memory;
+pub mod kernel_cache;
 pub mod launch;
 pub mod scan;
 pub(crate) mod trace;

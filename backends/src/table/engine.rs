@@ -64,11 +64,12 @@ pub trait Engine<K: Key, V: Value>: Send + Sync {
     fn alloc_pinned(&self, _bytes: usize) -> Option<crate::runtime::transfer::PinnedAlloc> {
         None
     }
-    /// Tombstone erase, for stable schemes only (`ProbingScheme::STABLE`: the caller checks; a cuckoo eviction
-    /// would move the mark): marks the slots of the stored keys among `keys` (distinct) erased in place and
-    /// returns how many were; `None` where the table cannot (64-bit keys leave no key word to spare for the
-    /// mark), leaving it unchanged. An erased slot stays taken (lookups probe past it, inserts do
-    /// not reuse it) until the table is rebuilt ([`Engine::reset`], or a rebuild of its owner's).
+    /// Tombstone erase: marks the slots of the stored keys among `keys` (repeats count once; never the
+    /// sentinel key, which the caller leaves out) erased in place and returns how many were; `None` where the
+    /// table cannot, leaving it unchanged: schemes that move pairs (`ProbingScheme::STABLE` unset: a cuckoo
+    /// eviction would carry the mark on) and 64-bit keys (no key word to spare for the mark). An erased slot
+    /// stays taken (lookups probe past it, inserts do not reuse it) until the table is rebuilt
+    /// ([`Engine::reset`], or a rebuild of its owner's).
     fn erase_stored(&mut self, _keys: &[K]) -> Result<Option<usize>> {
         Ok(None)
     }

@@ -10,7 +10,7 @@ use crate::runtime::transfer::PinnedBuffer;
 use crate::select::{Backend, BackendChoice, is_available, resolve, unavailable};
 use crate::table::cpu::CpuTable;
 use crate::table::engine::{Engine, Inserted};
-use hashtile_core::element::first_sentinel;
+use hashtile_core::element::{first_sentinel, without_sentinel};
 use hashtile_core::scheme::{SchemeInfo, SchemeParams};
 use hashtile_core::{Element, Error, HashFamily, Key, ProbeStats, Result, Value};
 use std::marker::PhantomData;
@@ -273,6 +273,8 @@ pub struct HashTable<S: SchemeInfo, K: Key, V: Value> {
     params: SchemeParams,
     last_insert: ProbeStats,
     last_find: std::sync::Mutex<ProbeStats>,
+    /// Slots marked erased since the last rebuild ([`HashTable::erase`]): taken, holding no pair.
+    tombstones: usize,
     _types: PhantomData<S>,
 }
 
@@ -310,6 +312,7 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
             )));
         }
         let num_buckets = config.num_buckets(bucket_size)?;
+        let params = S::bounded(params, num_buckets);
         let family = HashFamily::new(config.seed);
         let shape = EngineShape {
             backend,
@@ -327,6 +330,7 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
             params,
             last_insert: ProbeStats::default(),
             last_find: std::sync::Mutex::new(ProbeStats::default()),
+            tombstones: 0,
             _types: PhantomData,
         })
     }
@@ -406,6 +410,10 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
             self.last_insert = ProbeStats::default();
             return Ok(());
         }
+        if self.tombstones > 0 && self.len() + self.tombstones + keys.len() > self.capacity() {
+            // The batch may need the room erased slots hold.
+            self.compact()?;
+        }
         if near_full {
             let incoming = self.engine.count_new(keys)?;
             if self.len() + incoming > self.capacity() {
@@ -432,8 +440,85 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
         }
     }
 
+    /// Removes `keys` and returns how many pairs went (absent keys, repeats and the sentinel key erase
+    /// nothing more). Stable schemes with 32-bit keys mark the slots erased in place (tombstones: lookups probe
+    /// past them, [`HashTable::tombstones`] counts them); before an insert that may need their room, or at
+    /// [`HashTable::compact`], the table is rebuilt without them under its own hash family. Cuckoo schemes and
+    /// 64-bit keys rebuild the table without the erased pairs: every stored pair is read and inserted again, a
+    /// cost of the table's size, not the batch's. That rebuild can fail where the table's own build could (a
+    /// stable scheme with tiny buckets near its load limit): then the call returns [`Error::BuildFailed`] with
+    /// the pairs that are no longer stored, as an insert does.
+    ///
+    /// ```
+    /// # use hashtile_backends::{Backend, BackendChoice, HashTable, TableConfig};
+    /// # use hashtile_probing::Iht;
+    /// let cfg = TableConfig::for_keys(1000, 0.8).backend(BackendChoice::Exactly(Backend::Cpu));
+    /// let mut t: HashTable<Iht, u32, u32> = HashTable::new(cfg)?;
+    /// t.insert(&[1, 2, 3], &[10, 20, 30])?;
+    /// assert_eq!(t.erase(&[2, 2, 9])?, 1);
+    /// assert_eq!(t.find(&[1, 2])?, vec![Some(10), None]);
+    /// assert_eq!(t.len(), 2);
+    /// # Ok::<(), hashtile_core::Error>(())
+    /// ```
+    pub fn erase(&mut self, keys: &[K]) -> Result<usize> {
+        // The sentinel is never stored, and an erased packed slot holds it: it is left out.
+        let keys = without_sentinel(keys);
+        let keys = &keys[..];
+        if keys.is_empty() || self.is_empty() {
+            return Ok(0);
+        }
+        if let Some(n) = self.engine.erase_stored(keys)? {
+            self.tombstones += n;
+            return Ok(n);
+        }
+        let gone: std::collections::HashSet<K> = keys.iter().copied().collect();
+        let stored = self.engine.pairs()?;
+        let before = stored.len();
+        let kept: Vec<(K, V)> = stored
+            .into_iter()
+            .filter(|(k, _)| !gone.contains(k))
+            .collect();
+        let erased = before - kept.len();
+        if erased > 0 {
+            self.refill(kept)?;
+        }
+        Ok(erased)
+    }
+
+    /// Slots marked erased and not yet reclaimed by a rebuild ([`HashTable::erase`]).
+    pub fn tombstones(&self) -> usize {
+        self.tombstones
+    }
+
+    /// Reclaims erased slots ([`HashTable::erase`]): rebuilds the table from its pairs under its own hash family.
+    /// Inserts do it by themselves when they may need the room; a table that will only be read again can do it
+    /// to shorten lookups that probe past the marks. Nothing to do without marks.
+    pub fn compact(&mut self) -> Result<()> {
+        if self.tombstones == 0 {
+            return Ok(());
+        }
+        let all = self.engine.pairs()?;
+        self.refill(all)
+    }
+
+    /// Empties the table and inserts `pairs` (distinct keys) under the same hash family; pairs that do not fit
+    /// go through [`HashTable::rebuild`].
+    fn refill(&mut self, pairs: Vec<(K, V)>) -> Result<()> {
+        self.tombstones = 0;
+        self.engine.reset(self.engine.family())?;
+        let (keys, values): (Vec<K>, Vec<V>) = pairs.into_iter().unzip();
+        let Inserted { unplaced, .. } = self.engine.insert_distinct(&keys, &values)?;
+        if unplaced.is_empty() {
+            Ok(())
+        } else {
+            self.rebuild(unplaced)
+        }
+    }
+
     /// Re-seeds and rebuilds from everything stored plus `pending`, up to `max_rebuilds` times.
     fn rebuild(&mut self, mut pending: Vec<(K, V)>) -> Result<()> {
+        // Every rebuild below starts from an empty table: erased slots are reclaimed.
+        self.tombstones = 0;
         let mut family = self.engine.family();
         for attempt in 1..=self.config.max_rebuilds {
             let mut all = self.engine.pairs()?;
@@ -475,6 +560,44 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
         Ok(())
     }
 
+    /// Compiles the GPU kernels that `insert` (new keys and updates), `find`, `find_into` and `contains` launch,
+    /// on a small throwaway table of this one's configuration (this table is left unchanged), so that the first
+    /// real call does not wait for the compiler (a fresh process's first insert: 0.4 s on CUDA). With the kernel
+    /// cache (the default: [`crate::KernelCache`]) later processes of the same build load them instead. Does
+    /// nothing on the CPU backend.
+    ///
+    /// ```
+    /// # use hashtile_backends::{HashTable, TableConfig};
+    /// # use hashtile_probing::Bcht;
+    /// let table: HashTable<Bcht, u32, u32> = HashTable::new(TableConfig::for_keys(1 << 20, 0.8))?;
+    /// table.warm_up()?; // before the timed part of a program
+    /// # Ok::<(), hashtile_core::Error>(())
+    /// ```
+    pub fn warm_up(&self) -> Result<()> {
+        if self.backend == Backend::Cpu {
+            return Ok(());
+        }
+        let n = 64 * self.bucket_size as usize;
+        let config = TableConfig {
+            backend: BackendChoice::Exactly(self.backend),
+            capacity: 4 * n,
+            load_factor: None,
+            bucket_size: Some(self.bucket_size),
+            params: Some(self.params),
+            ..self.config.clone()
+        };
+        let mut scratch = Self::new(config)?;
+        let keys: Vec<K> = (0..n as u64).map(K::narrow).collect();
+        let values: Vec<V> = (0..n as u64).map(V::narrow).collect();
+        // Twice: the second insert updates stored keys, which a first insert into an empty table never does.
+        scratch.insert(&keys, &values)?;
+        scratch.insert(&keys, &values)?;
+        let mut out = vec![V::zero(); n];
+        scratch.find_into(&keys, &mut out)?;
+        scratch.find(&keys)?;
+        Ok(())
+    }
+
     /// `true` for each key that is present.
     pub fn contains(&self, keys: &[K]) -> Result<Vec<bool>> {
         Ok(self.find(keys)?.into_iter().map(|o| o.is_some()).collect())
@@ -490,19 +613,20 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
         self.engine.placement()
     }
 
-    /// The buckets `key` may live in under the current hash family: one per hash function, and the overflow
-    /// sequence of schemes that have one (`SchemeInfo::candidates`).
+    /// The buckets `key` may live in under the current hash family, along the scheme's probe sequence
+    /// (`ProbingScheme::SEQUENCE`): the first `SchemeInfo::candidates` probes, at most one per bucket.
     pub fn candidate_buckets(&self, key: K) -> Vec<u32> {
         let nb = (self.capacity() / self.bucket_size as usize) as u32;
-        let fam = self.family();
-        (0..S::candidates(&self.params) as usize)
-            .map(|i| fam.bucket(key.widen(), i, nb))
+        let probes = S::candidates(&self.params).min(nb);
+        (0..probes)
+            .map(|i| self.family().probe_bucket::<S>(key.widen(), i, nb))
             .collect()
     }
 
     /// Removes every pair (keeps the hash family).
     pub fn clear(&mut self) -> Result<()> {
         let fam = self.engine.family();
+        self.tombstones = 0;
         self.engine.reset(fam)
     }
 

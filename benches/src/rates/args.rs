@@ -24,7 +24,7 @@ pub struct Args {
         allow_negative_numbers = true
     )]
     pub load: Vec<f64>,
-    /// Probing scheme: bcht, iht, p2bht or 1cht (1CHT needs --bucket 1).
+    /// Probing scheme: bcht, iht, p2bht, 1cht (needs --bucket 1), linear or double.
     #[arg(long, value_delimiter = ',', default_value = "bcht")]
     pub scheme: Vec<String>,
     /// Bucket size (slots per bucket): powers of two in 1..=32.

@@ -18,8 +18,8 @@ pub struct SweepArgs {
     /// Backend: auto, cpu, cuda or vulkan.
     #[arg(long, default_value = "auto")]
     pub(super) backend: BackendChoice,
-    /// Schemes to run, comma separated (default: all of bcht, iht, p2bht, 1cht); `name:B` gives one scheme
-    /// its own bucket size, e.g. `--scheme bcht,iht:32,1cht` (the paper's success-rate comparison).
+    /// Schemes to run, comma separated (default: all of bcht, iht, p2bht, 1cht, linear, double); `name:B` gives
+    /// one scheme its own bucket size, e.g. `--scheme bcht,iht:32,1cht` (the paper's success-rate comparison).
     #[arg(long, value_delimiter = ',')]
     pub(super) scheme: Vec<String>,
     /// Bucket size of every scheme that has a choice (1CHT always uses 1).

@@ -44,6 +44,14 @@ macro_rules! for_each_scheme {
             type $s = hashtile::Cht1;
             $body
         } // 1CHT: one-slot cuckoo hashing (bucket size always 1)
+        {
+            type $s = hashtile::LinearProbing;
+            $body
+        } // linear probing (--bucket: the window a tile reads, cuCollections' group size)
+        {
+            type $s = hashtile::DoubleHashing;
+            $body
+        } // double hashing (--bucket)
     }};
 }
 

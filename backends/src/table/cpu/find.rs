@@ -17,7 +17,7 @@ pub(super) struct Lookup {
     /// The key's slot once found, else [`NO_SLOT`] (slot indices are below 2^32 - 1: `TableConfig` checks).
     pub(super) slot: u32,
     pub(super) done: bool,
-    pub(super) probes: u8,
+    pub(super) probes: u32,
 }
 
 /// [`Lookup::slot`] of a key not found (yet).
@@ -191,7 +191,7 @@ impl<S: SchemeInfo> CpuTable<S> {
                 while !l.done {
                     self.lookup_step::<VECTOR>(l);
                 }
-                emit(last, l.slot(), l.probes as u32);
+                emit(last, l.slot(), l.probes);
             }
             let second = i.wrapping_sub(2 * LAG);
             if second < n {

@@ -3,11 +3,10 @@
 
 use super::memory::*;
 use hashtile_core::HashFamily;
-use hashtile_core::hash::{
-    self, MAX_HASHES, bucket_index, hash_key, hash_key32, overflow_bucket, seed_mix,
-};
+use hashtile_core::hash::{self, MAX_HASHES, bucket_index, hash_key, hash_key32, seed_mix};
 use hashtile_core::scheme::{
-    BucketView, NO_NEXT, ProbingScheme, SchemeInfo, SchemeParams, action, blank_state,
+    BucketView, NO_NEXT, ProbingScheme, SchemeInfo, SchemeParams, action, blank_state, sequence,
+    sequence_bucket, sequence_function,
 };
 use rayon::prelude::*;
 use std::marker::PhantomData;
@@ -143,21 +142,32 @@ impl<S: SchemeInfo> CpuTable<S> {
         }
     }
 
-    /// The bucket of `key` under hash index `i`: the family's function `i`, or past the family's functions the
-    /// key's overflow sequence (only schemes with `ProbingScheme::OVERFLOW` ask for those).
+    /// The bucket of `key` under probe index `i`, along the scheme's sequence (`ProbingScheme::SEQUENCE`).
     #[inline(always)]
     pub(super) fn bucket_of(&self, key: u64, i: u32) -> u32 {
-        if S::OVERFLOW && i as usize >= MAX_HASHES {
-            let last = MAX_HASHES as u32 - 1;
-            overflow_bucket(
-                self.bucket_of(key, last),
-                key_mix(key),
-                i - last,
-                self.num_buckets,
-            )
-        } else {
-            bucket_index(self.hash_of(key, i), self.num_buckets)
+        let kind = S::SEQUENCE;
+        let hashed = |f: u32| bucket_index(self.hash_of(key, f), self.num_buckets);
+        if kind == sequence::HASHES {
+            return hashed(i);
         }
+        let second = if kind == sequence::DOUBLE {
+            hashed(1)
+        } else {
+            0
+        };
+        let mix = if kind == sequence::OVERFLOW {
+            key_mix(key)
+        } else {
+            0
+        };
+        sequence_bucket(
+            kind,
+            hashed(sequence_function(kind, i)),
+            second,
+            mix,
+            i,
+            self.num_buckets,
+        )
     }
 
     pub(super) fn lock(&self, b: u32) -> BucketGuard<'_> {

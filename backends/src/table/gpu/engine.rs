@@ -221,9 +221,9 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout, K: Key, V: Value> Engine<K
     }
 
     fn erase_stored(&mut self, keys: &[K]) -> Result<Option<usize>> {
-        // Packed pairs, and wide slots of 32-bit keys, have a key word to spare for the mark. The scheme is
-        // stable (the caller's promise: `ProbingScheme` does not say; a cuckoo eviction could move the mark).
-        if size_of::<K>() > 4 {
+        // Packed pairs, and wide slots of 32-bit keys, have a key word to spare for the mark; only stable
+        // schemes keep it in place (a cuckoo eviction could carry the mark on as if it were a pair).
+        if size_of::<K>() > 4 || !S::STABLE {
             return Ok(None);
         }
         if keys.is_empty() {
@@ -241,6 +241,7 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout, K: Key, V: Value> Engine<K
                 cube_count(keys.len()),
                 CubeDim::new_1d(CUBE_SIZE),
                 ArrayArg::from_raw_parts(kh, keys.len()),
+                ArrayArg::from_raw_parts(self.keys.clone(), self.capacity()),
                 ArrayArg::from_raw_parts(self.keys.clone(), self.capacity()),
                 ArrayArg::from_raw_parts(self.values.clone(), self.values_len),
                 ArrayArg::from_raw_parts(count.clone(), 1),

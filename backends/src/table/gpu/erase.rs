@@ -20,14 +20,17 @@ pub fn erased_word<L: KeyLayout>() -> u64 {
     }
 }
 
-/// Tombstone erase: the slot of each stored key of `keys` (distinct keys) gets the key word `erased`
-/// ([`erased_word`]), and `count[0]` counts them. All lanes of every plane run the cooperative find. Safe beside
-/// concurrent lookups of other keys: for them the slot goes from one word that does not match to another.
+/// Tombstone erase: the slot of each stored key of `keys` gets the key word `erased` ([`erased_word`]), and
+/// `count[0]` counts them. All lanes of every plane run the cooperative find; the mark is a compare-and-swap
+/// from the word the find read (`table_atomic`: the same buffer as `table`), so that of two lanes erasing the
+/// same key (a batch with repeats) one counts. Safe beside concurrent lookups of other keys: for them the slot
+/// goes from one word that does not match to another.
 #[cube(launch_unchecked)]
 #[allow(clippy::too_many_arguments)]
 pub fn erase_kernel<S: ProbingScheme, L: KeyLayout>(
     keys: &Array<L::Key>,
-    table: &mut Array<u64>,
+    table: &Array<u64>,
+    table_atomic: &Array<Atomic<u64>>,
     table_values: &Array<u64>,
     count: &Array<Atomic<u32>>,
     shape: &ShapeScalars,
@@ -55,7 +58,9 @@ pub fn erase_kernel<S: ProbingScheme, L: KeyLayout>(
         true,
     );
     if active && r.found == 1u32 {
-        table[r.slot as usize] = erased;
-        count[0].fetch_add(1u32);
+        let seen = L::slot_word(key, r.value);
+        if table_atomic[r.slot as usize].compare_exchange_weak(seen, erased) == seen {
+            count[0].fetch_add(1u32);
+        }
     }
 }

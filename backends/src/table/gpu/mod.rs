@@ -136,7 +136,7 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
         options: GpuOptions,
     ) -> Result<Self> {
         Self::build(
-            R::client(device),
+            crate::runtime::kernel_cache::client::<R>(device),
             num_buckets,
             bucket_size,
             family,
@@ -157,7 +157,7 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
         options: GpuOptions,
     ) -> Result<Self> {
         Self::build(
-            R::client(device),
+            crate::runtime::kernel_cache::client::<R>(device),
             num_buckets,
             bucket_size,
             family,
