@@ -47,6 +47,15 @@ pub trait Engine<K: Key, V: Value>: Send + Sync {
     fn pairs(&self) -> Result<Vec<(K, V)>>;
     /// Empties the table and switches to `family` (used by rebuilds).
     fn reset(&mut self, family: HashFamily) -> Result<()>;
+    /// Rebuilds the table from its own pairs under `family`, erased slots dropped, where the pairs live (GPU
+    /// tables: on the device, no pair crosses the bus; by default through [`Engine::pairs`]); returns the pairs
+    /// it could not place, which are no longer stored.
+    fn rebuild_in_place(&mut self, family: HashFamily) -> Result<Vec<(K, V)>> {
+        let pairs = self.pairs()?;
+        self.reset(family)?;
+        let (keys, values): (Vec<K>, Vec<V>) = pairs.into_iter().unzip();
+        Ok(self.insert_distinct(&keys, &values)?.unplaced)
+    }
     /// Stored pairs.
     fn len(&self) -> usize;
     /// `true` when no pair is stored.
@@ -66,10 +75,11 @@ pub trait Engine<K: Key, V: Value>: Send + Sync {
     }
     /// Tombstone erase: marks the slots of the stored keys among `keys` (repeats count once; never the
     /// sentinel key, which the caller leaves out) erased in place and returns how many were; `None` where the
-    /// table cannot, leaving it unchanged: schemes that move pairs (`ProbingScheme::STABLE` unset: a cuckoo
-    /// eviction would carry the mark on) and 64-bit keys (no key word to spare for the mark). An erased slot
-    /// stays taken (lookups probe past it, inserts do not reuse it) until the table is rebuilt
-    /// ([`Engine::reset`], or a rebuild of its owner's).
+    /// table cannot (64-bit keys: no key word to spare for the mark), leaving it unchanged. An erased slot stays
+    /// taken (lookups probe past it, inserts do not reuse it) until the table is rebuilt ([`Engine::reset`],
+    /// [`Engine::rebuild_in_place`], or a rebuild of its owner's). A scheme that moves pairs
+    /// (`ProbingScheme::STABLE` unset) must be rebuilt before its next insert: an eviction would carry a mark on
+    /// as if it were a pair.
     fn erase_stored(&mut self, _keys: &[K]) -> Result<Option<usize>> {
         Ok(None)
     }

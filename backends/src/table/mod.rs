@@ -246,7 +246,7 @@ impl<S: SchemeInfo, K: Key, V: Value> Engine<K, V> for CpuEngine<S> {
             .collect())
     }
     fn erase_stored(&mut self, keys: &[K]) -> Result<Option<usize>> {
-        if !S::STABLE || K::BITS > 32 {
+        if K::BITS > 32 {
             return Ok(None);
         }
         let wide: Vec<u64> = keys.iter().map(|k| k.widen()).collect();
@@ -441,11 +441,12 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
     }
 
     /// Removes `keys` and returns how many pairs went (absent keys, repeats and the sentinel key erase
-    /// nothing more). Stable schemes with 32-bit keys mark the slots erased in place (tombstones: lookups probe
-    /// past them, [`HashTable::tombstones`] counts them); before an insert that may need their room, or at
-    /// [`HashTable::compact`], the table is rebuilt without them under its own hash family. Cuckoo schemes and
-    /// 64-bit keys rebuild the table without the erased pairs: every stored pair is read and inserted again, a
-    /// cost of the table's size, not the batch's. That rebuild can fail where the table's own build could (a
+    /// nothing more). With 32-bit keys the slots are marked erased in place (tombstones: lookups probe past them,
+    /// [`HashTable::tombstones`] counts them). A stable scheme keeps its marks until an insert may need their
+    /// room, or [`HashTable::compact`]: the table is then rebuilt without them (under the next family of its
+    /// deterministic sequence) where the pairs live (on GPUs, on the device). A cuckoo scheme rebuilds so at once (an eviction would carry a
+    /// mark on), and 64-bit keys (no key word to spare for a mark) rebuild without the erased pairs through the
+    /// host: both cost the table's size, not the batch's. A rebuild can fail where the table's own build could (a
     /// stable scheme with tiny buckets near its load limit): then the call returns [`Error::BuildFailed`] with
     /// the pairs that are no longer stored, as an insert does.
     ///
@@ -469,6 +470,11 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
         }
         if let Some(n) = self.engine.erase_stored(keys)? {
             self.tombstones += n;
+            if !S::STABLE {
+                // A cuckoo eviction could carry a mark on as if it were a pair: the marks are reclaimed at once,
+                // by a rebuild where the pairs live (on GPUs, on the device).
+                self.compact()?;
+            }
             return Ok(n);
         }
         let gone: std::collections::HashSet<K> = keys.iter().copied().collect();
@@ -490,15 +496,26 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
         self.tombstones
     }
 
-    /// Reclaims erased slots ([`HashTable::erase`]): rebuilds the table from its pairs under its own hash family.
+    /// Reclaims erased slots ([`HashTable::erase`]): rebuilds the table from its pairs, under the next hash
+    /// family of its deterministic sequence.
     /// Inserts do it by themselves when they may need the room; a table that will only be read again can do it
     /// to shorten lookups that probe past the marks. Nothing to do without marks.
     pub fn compact(&mut self) -> Result<()> {
         if self.tombstones == 0 {
             return Ok(());
         }
-        let all = self.engine.pairs()?;
-        self.refill(all)
+        self.tombstones = 0;
+        // Under the next family of the table's sequence: the slots are unpacked in bucket order, and under the
+        // same family the keys of one bucket would share a candidate bucket while they are re-inserted side by
+        // side (on GPUs, concurrently: P2BHT then loads buckets unevenly and fails sooner).
+        let lost = self
+            .engine
+            .rebuild_in_place(self.engine.family().reseeded())?;
+        if lost.is_empty() {
+            Ok(())
+        } else {
+            self.rebuild(lost)
+        }
     }
 
     /// Empties the table and inserts `pairs` (distinct keys) under the same hash family; pairs that do not fit

@@ -6,21 +6,18 @@
 
 use crate::device::layout::KeyLayout;
 use crate::paged::gpu::frames::{frame_of, stride_of};
-use crate::paged::gpu::kernels::unpack_slots_kernel;
 use crate::paged::gpu::routing::DeviceRouter;
 use crate::paged::protocol::{
     FRAME_DESC_WORDS, PagedChild, Rebuilt, RoutedBatch, Router, SlotFrames, SplitSpec, paged_out,
 };
 use crate::runtime::host_io::check_device_memory;
 use crate::runtime::launch::copy;
-use crate::runtime::launch::{CUBE_SIZE, cube_count};
 use crate::runtime::transfer::{self, HostTransfer, PinnedAlloc};
 use crate::runtime::words::{bytes_of, bytes_of_mut};
 use crate::table::engine::{Engine, Inserted};
 use crate::table::gpu::GpuTable;
 use crate::table::gpu::build::WrapTable;
 use crate::table::gpu::kernels::{INSERT_COUNTERS, found_mode};
-use cubecl::prelude::*;
 use cubecl::server::Handle;
 use hashtile_core::scheme::ProbingScheme;
 use hashtile_core::{Error, HashFamily, Key, ProbeStats, Result, Value};
@@ -196,34 +193,12 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuChild<R, S, L> {
         split: Option<SplitSpec>,
     ) -> Result<(Vec<(u64, u64)>, Option<(Self, Vec<(u64, u64)>)>)> {
         let t = self.changing()?;
-        let n = t.capacity();
-        let keys = t.client.empty(n * size_of::<L::Key>());
-        let values = t.client.empty(n * size_of::<L::Value>());
-        let mask = t.client.empty(n * 4);
-        let (seed, depth) = split.map_or((0, 0), |s| (s.seed, s.depth));
-        // SAFETY: the kernel guards its index against the slot array's length; the outputs have `n` elements.
-        unsafe {
-            unpack_slots_kernel::launch_unchecked::<L, R>(
-                &t.client,
-                cube_count(n),
-                CubeDim::new_1d(CUBE_SIZE),
-                ArrayArg::from_raw_parts(t.keys.clone(), n),
-                ArrayArg::from_raw_parts(t.values.clone(), t.values_len),
-                ArrayArg::from_raw_parts(keys.clone(), n),
-                ArrayArg::from_raw_parts(values.clone(), n),
-                ArrayArg::from_raw_parts(mask.clone(), n),
-                seed,
-                depth,
-                t.erased,
-                split.is_some(),
-            )
-        };
-        t.empty_under(family);
-        let lost = t.insert_masked(&keys, &values, &mask, 1, n)?;
+        let unpacked = t.unpack(split.map(|s| (s.seed, s.depth)));
+        let lost = t.insert_unpacked(&unpacked, 1, Some(family))?;
         let other = match split {
             Some(sp) => {
                 let mut o = t.empty_like(sp.family)?;
-                let lost = o.insert_masked(&keys, &values, &mask, 2, n)?;
+                let lost = o.insert_unpacked(&unpacked, 2, None)?;
                 Some((Self::new(o), lost))
             }
             None => None,

@@ -351,13 +351,10 @@ impl<S: SchemeInfo> CpuTable<S> {
             .collect()
     }
 
-    /// Tombstone erase (stable schemes, 32-bit keys: [`ERASED_KEY`] is then never a key): marks the slot of
-    /// each stored key of `keys` erased and returns how many were. The slots stay taken until the next rebuild.
+    /// Tombstone erase (32-bit keys: [`ERASED_KEY`] is then never a key): marks the slot of each stored key of
+    /// `keys` erased and returns how many were. The slots stay taken until the next rebuild, which must come
+    /// before the next insert of a scheme that moves pairs (an eviction would carry a mark on).
     pub fn erase_stored(&self, keys: &[u64]) -> usize {
-        debug_assert!(
-            S::STABLE,
-            "erased slots of a moving scheme could be evicted into"
-        );
         let erased = keys
             .par_iter()
             .with_min_len(CHUNK)

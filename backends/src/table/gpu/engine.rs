@@ -196,6 +196,14 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout, K: Key, V: Value> Engine<K
         Ok(())
     }
 
+    fn rebuild_in_place(&mut self, family: HashFamily) -> Result<Vec<(K, V)>> {
+        Ok(self
+            .rebuild_on_device(family)?
+            .into_iter()
+            .map(|(k, v)| (K::narrow(k), V::narrow(v)))
+            .collect())
+    }
+
     fn len(&self) -> usize {
         self.len
     }
@@ -221,9 +229,8 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout, K: Key, V: Value> Engine<K
     }
 
     fn erase_stored(&mut self, keys: &[K]) -> Result<Option<usize>> {
-        // Packed pairs, and wide slots of 32-bit keys, have a key word to spare for the mark; only stable
-        // schemes keep it in place (a cuckoo eviction could carry the mark on as if it were a pair).
-        if size_of::<K>() > 4 || !S::STABLE {
+        // Packed pairs, and wide slots of 32-bit keys, have a key word to spare for the mark.
+        if size_of::<K>() > 4 {
             return Ok(None);
         }
         if keys.is_empty() {

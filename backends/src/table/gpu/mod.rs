@@ -43,6 +43,7 @@ mod engine;
 pub mod erase;
 pub(crate) mod host_path;
 pub mod kernels;
+pub(crate) mod rebuild;
 pub mod upsert;
 
 pub use device::{DeviceRef, Unplaced};
