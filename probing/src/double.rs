@@ -3,7 +3,7 @@
 //! whose first buckets collide part ways at once instead of forming linear probing's clusters. The insert and
 //! find walks are linear probing's ([`crate::linear`]); only the sequence differs.
 
-use crate::linear::{walk_bounded, walk_params, walk_scheme, walk_validate};
+use crate::linear::walk_scheme;
 use cubecl::prelude::*;
 use hashtile_core::scheme::{
     BucketView, ProbeState, ProbingScheme, SchemeInfo, SchemeParams, Step, no_more_matches,
@@ -14,24 +14,10 @@ use hashtile_core::scheme::{
 #[derive(Debug, Clone, Copy, Default)]
 pub struct DoubleHashing;
 
-walk_scheme!(DoubleHashing, sequence::DOUBLE);
-
-impl SchemeInfo for DoubleHashing {
-    const NAME: &'static str = "double";
-
-    fn default_params(_bucket_size: u32) -> SchemeParams {
-        walk_params(2)
-    }
-
-    fn candidates(params: &SchemeParams) -> u32 {
-        params.max_chain
-    }
-
-    fn bounded(params: SchemeParams, num_buckets: u32) -> SchemeParams {
-        walk_bounded(params, num_buckets)
-    }
-
-    fn validate(bucket_size: u32, params: &SchemeParams) -> Result<(), String> {
-        walk_validate("double hashing", 2, bucket_size, params)
-    }
-}
+walk_scheme!(
+    DoubleHashing,
+    sequence::DOUBLE,
+    "double",
+    "double hashing",
+    2
+);

@@ -105,10 +105,11 @@ pub fn walk_validate(
     Ok(())
 }
 
-/// The [`ProbingScheme`] of a walk scheme (`$ty`) along probe sequence `$sequence`: the walk's steps above,
-/// stable, one key per slot. Linear probing and double hashing differ in the sequence alone.
+/// The [`ProbingScheme`] and [`SchemeInfo`] of a walk scheme `$ty` along probe sequence `$sequence`, called
+/// `$name` (`$what` in messages), with `$hashes` hash functions: the walk's steps above, stable, one key per
+/// slot. Linear probing and double hashing differ in the sequence (and the functions it reads) alone.
 macro_rules! walk_scheme {
-    ($ty:ident, $sequence:expr) => {
+    ($ty:ident, $sequence:expr, $name:literal, $what:literal, $hashes:literal) => {
         #[cube]
         impl ProbingScheme for $ty {
             const STABLE: bool = true;
@@ -146,28 +147,34 @@ macro_rules! walk_scheme {
                 no_more_matches(state)
             }
         }
+
+        impl SchemeInfo for $ty {
+            const NAME: &'static str = $name;
+
+            fn default_params(_bucket_size: u32) -> SchemeParams {
+                $crate::linear::walk_params($hashes)
+            }
+
+            fn candidates(params: &SchemeParams) -> u32 {
+                params.max_chain
+            }
+
+            fn bounded(params: SchemeParams, num_buckets: u32) -> SchemeParams {
+                $crate::linear::walk_bounded(params, num_buckets)
+            }
+
+            fn validate(bucket_size: u32, params: &SchemeParams) -> Result<(), String> {
+                $crate::linear::walk_validate($what, $hashes, bucket_size, params)
+            }
+        }
     };
 }
 pub(crate) use walk_scheme;
 
-walk_scheme!(LinearProbing, sequence::LINEAR);
-
-impl SchemeInfo for LinearProbing {
-    const NAME: &'static str = "linear";
-
-    fn default_params(_bucket_size: u32) -> SchemeParams {
-        walk_params(1)
-    }
-
-    fn candidates(params: &SchemeParams) -> u32 {
-        params.max_chain
-    }
-
-    fn bounded(params: SchemeParams, num_buckets: u32) -> SchemeParams {
-        walk_bounded(params, num_buckets)
-    }
-
-    fn validate(bucket_size: u32, params: &SchemeParams) -> Result<(), String> {
-        walk_validate("linear probing", 1, bucket_size, params)
-    }
-}
+walk_scheme!(
+    LinearProbing,
+    sequence::LINEAR,
+    "linear",
+    "linear probing",
+    1
+);

@@ -52,9 +52,7 @@ pub trait Engine<K: Key, V: Value>: Send + Sync {
     /// it could not place, which are no longer stored.
     fn rebuild_in_place(&mut self, family: HashFamily) -> Result<Vec<(K, V)>> {
         let pairs = self.pairs()?;
-        self.reset(family)?;
-        let (keys, values): (Vec<K>, Vec<V>) = pairs.into_iter().unzip();
-        Ok(self.insert_distinct(&keys, &values)?.unplaced)
+        refill(self, family, pairs)
     }
     /// Stored pairs.
     fn len(&self) -> usize;
@@ -83,6 +81,19 @@ pub trait Engine<K: Key, V: Value>: Send + Sync {
     fn erase_stored(&mut self, _keys: &[K]) -> Result<Option<usize>> {
         Ok(None)
     }
+}
+
+/// Empties `engine` under `family` and inserts `pairs` (distinct keys): the pairs it could not place. Every
+/// rebuild goes through it (the default [`Engine::rebuild_in_place`], the static table's re-seeded rebuilds and
+/// its erase of 64-bit keys).
+pub(crate) fn refill<K: Key, V: Value, E: Engine<K, V> + ?Sized>(
+    engine: &mut E,
+    family: HashFamily,
+    pairs: Vec<(K, V)>,
+) -> Result<Vec<(K, V)>> {
+    engine.reset(family)?;
+    let (keys, values): (Vec<K>, Vec<V>) = pairs.into_iter().unzip();
+    Ok(engine.insert_distinct(&keys, &values)?.unplaced)
 }
 
 /// [`Engine::find_options`] through [`Engine::find_into`] with presence bits (the default, and the fallback of

@@ -9,8 +9,8 @@ use crate::runtime::host_io::check_out_len;
 use crate::runtime::transfer::PinnedBuffer;
 use crate::select::{Backend, BackendChoice, is_available, resolve, unavailable};
 use crate::table::cpu::CpuTable;
-use crate::table::engine::{Engine, Inserted};
-use hashtile_core::element::{first_sentinel, without_sentinel};
+use crate::table::engine::{Engine, Inserted, refill};
+use hashtile_core::element::first_sentinel;
 use hashtile_core::scheme::{SchemeInfo, SchemeParams};
 use hashtile_core::{Element, Error, HashFamily, Key, ProbeStats, Result, Value};
 use std::marker::PhantomData;
@@ -444,9 +444,9 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
     /// nothing more). With 32-bit keys the slots are marked erased in place (tombstones: lookups probe past them,
     /// [`HashTable::tombstones`] counts them). A stable scheme keeps its marks until an insert may need their
     /// room, or [`HashTable::compact`]: the table is then rebuilt without them (under the next family of its
-    /// deterministic sequence) where the pairs live (on GPUs, on the device). A cuckoo scheme rebuilds so at once (an eviction would carry a
-    /// mark on), and 64-bit keys (no key word to spare for a mark) rebuild without the erased pairs through the
-    /// host: both cost the table's size, not the batch's. A rebuild can fail where the table's own build could (a
+    /// deterministic sequence) where the pairs live (on GPUs, on the device). A cuckoo scheme rebuilds so at
+    /// once (an eviction would carry a mark on), and 64-bit keys (no key word to spare for a mark) rebuild
+    /// without the erased pairs through the host: both cost the table's size, not the batch's. A rebuild can fail where the table's own build could (a
     /// stable scheme with tiny buckets near its load limit): then the call returns [`Error::BuildFailed`] with
     /// the pairs that are no longer stored, as an insert does.
     ///
@@ -462,9 +462,8 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
     /// # Ok::<(), hashtile_core::Error>(())
     /// ```
     pub fn erase(&mut self, keys: &[K]) -> Result<usize> {
-        // The sentinel is never stored, and an erased packed slot holds it: it is left out.
-        let keys = without_sentinel(keys);
-        let keys = &keys[..];
+        // A sentinel key among `keys` erases nothing: it is never stored, and no engine's find looks it up (an
+        // erased packed slot carries its bits: `device::find::tile_find_core`).
         if keys.is_empty() || self.is_empty() {
             return Ok(0);
         }
@@ -497,9 +496,9 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
     }
 
     /// Reclaims erased slots ([`HashTable::erase`]): rebuilds the table from its pairs, under the next hash
-    /// family of its deterministic sequence.
-    /// Inserts do it by themselves when they may need the room; a table that will only be read again can do it
-    /// to shorten lookups that probe past the marks. Nothing to do without marks.
+    /// family of its deterministic sequence. Inserts do it by themselves when they may need the room; a table
+    /// that will only be read again can do it to shorten lookups that probe past the marks. Nothing to do
+    /// without marks.
     pub fn compact(&mut self) -> Result<()> {
         if self.tombstones == 0 {
             return Ok(());
@@ -522,9 +521,8 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
     /// go through [`HashTable::rebuild`].
     fn refill(&mut self, pairs: Vec<(K, V)>) -> Result<()> {
         self.tombstones = 0;
-        self.engine.reset(self.engine.family())?;
-        let (keys, values): (Vec<K>, Vec<V>) = pairs.into_iter().unzip();
-        let Inserted { unplaced, .. } = self.engine.insert_distinct(&keys, &values)?;
+        let family = self.engine.family();
+        let unplaced = refill(self.engine.as_mut(), family, pairs)?;
         if unplaced.is_empty() {
             Ok(())
         } else {
@@ -541,9 +539,7 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
             let mut all = self.engine.pairs()?;
             all.append(&mut pending);
             family = family.reseeded();
-            self.engine.reset(family)?;
-            let (keys, values): (Vec<K>, Vec<V>) = all.into_iter().unzip();
-            let Inserted { unplaced, .. } = self.engine.insert_distinct(&keys, &values)?;
+            let unplaced = refill(self.engine.as_mut(), family, all)?;
             if unplaced.is_empty() {
                 return Ok(());
             }
