@@ -25,7 +25,8 @@
 #                  rates of 16 children at 4 / 8 / 12 / 16 resident
 #   bench-sweep    the BGHT paper's experiments at 2^26 keys (rates vs load and N, probes, build success), ~400 s
 #   bench-open     linear probing (B = 1, 4) and double hashing (B = 4, 8) device-resident rates at 2^26 keys,
-#                  to set beside cuCollections' same schemes of `peers` in the same call
+#                  and counting tables (insert-or-apply, `count16`; also BCHT B = 8), to set beside
+#                  cuCollections' same schemes and `count_16` of `peers` in the same call
 #   first-call     a fresh process's first insert and find of 2^20 keys: cold, then from the kernel cache
 #   peers          BGHT, cuCollections and SlabHash built from .device/peers and run at 2^26 (SlabHash 2^24)
 #   ceiling        the GPU's physical ceilings (copies, random bucket reads, compare-and-swap)
@@ -90,7 +91,7 @@ step() {
 rates() {
   local name=$1 limit=$2 bin=$3; shift 3
   step "$name" "$limit" "$bin" --backend cuda --runs "$RUNS" --csv "$D/$name.csv" "$@"
-  grep -E "^\| (iht|p2bht|1cht|bcht) " "$D/$name.txt" | grep -v async
+  grep -E "^\| (iht|p2bht|1cht|bcht|linear|double) " "$D/$name.txt" | grep -v async
 }
 
 # `paged NAME SECONDS BIN ARGS...`: one `hashtile-bench paged` run on CUDA, its CSV and SVG in $D/NAME/.
@@ -130,7 +131,7 @@ suite_tests() {
 SAN_RUNS=(
   "host_path"
   "host_io"
-  "gpu cuda_matches_oracle cuda_exchange_claims_match_oracle"
+  "gpu cuda_matches_oracle cuda_exchange_claims_match_oracle cuda_apply_device_matches_oracle"
   "matrix cuda_bcht_b8 cuda_iht_b16_u64 cuda_p2bht_b16 cuda_iht_one_sequence_b16 cuda_bcht_upsert_first_fit_b8 cuda_one_slot_bulk_build"
   "matrix cuda_linearprobing_b4_u32 cuda_doublehashing_b8_u32 aging_iht_cuda aging_linearprobing_cuda"
   "gpu_scan cuda"
@@ -178,12 +179,13 @@ suite_bench_host() {
 suite_bench_open() {
   local hb=$B/hashtile-bench
   need $hb || return
-  # Inserts check for the key first, as cuCollections' `insert` does.
-  rates linear_b1 150 $hb --log2-keys 26 --scheme linear --bucket 1 --load 0.8,0.9
-  rates linear_b4 150 $hb --log2-keys 26 --scheme linear --bucket 4 --load 0.8,0.9
-  rates double_b4 150 $hb --log2-keys 26 --scheme double --bucket 4 --load 0.8,0.9
-  rates double_b8 150 $hb --log2-keys 26 --scheme double --bucket 8 --load 0.8,0.9
-  merge "$D/open.csv" linear_b1 linear_b4 double_b4 double_b8
+  # Inserts check for the key first, as cuCollections' `insert` does; `count16` rows are its `count_16`.
+  rates linear_b1 150 $hb --log2-keys 26 --scheme linear --bucket 1 --load 0.8,0.9 --count
+  rates linear_b4 150 $hb --log2-keys 26 --scheme linear --bucket 4 --load 0.8,0.9 --count
+  rates double_b4 150 $hb --log2-keys 26 --scheme double --bucket 4 --load 0.8,0.9 --count
+  rates double_b8 150 $hb --log2-keys 26 --scheme double --bucket 8 --load 0.8,0.9 --count
+  rates bcht_b8_count 150 $hb --log2-keys 26 --scheme bcht --bucket 8 --load 0.8,0.9 --count
+  merge "$D/open.csv" linear_b1 linear_b4 double_b4 double_b8 bcht_b8_count
 }
 
 suite_first_call() {

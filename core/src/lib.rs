@@ -7,7 +7,8 @@
 //! - [`scheme`]: the probing-scheme trait, written as pure step functions over a [`scheme::BucketView`],
 //! - [`tile`]: the tile-cooperative bucket, the only place that uses plane (warp) operations and atomics,
 //! - [`error`]: the typed error enum,
-//! - [`probes`]: probe statistics.
+//! - [`probes`]: probe statistics,
+//! - [`reduce`]: the reductions of `insert_or_apply` (add, min, max, assign, your own).
 //!
 //! See `docs/ARCHITECTURE.md` for the picture of how they fit together.
 
@@ -15,6 +16,7 @@ pub mod element;
 pub mod error;
 pub mod hash;
 pub mod probes;
+pub mod reduce;
 pub mod scheme;
 pub mod tile;
 

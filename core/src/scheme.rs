@@ -125,6 +125,12 @@ pub trait ProbingScheme: Send + Sync + 'static {
     /// hash functions by default). Every driver and the host's placement checks map indices to buckets through
     /// [`sequence_bucket()`], so a scheme's sequence is this one constant.
     const SEQUENCE: u32 = sequence::HASHES;
+    /// Racing upserts of one key in one launch end in one slot: the scheme never moves a pair and places by
+    /// first fit along one probe sequence, so a tile that loses a claim re-reads the bucket and finds the key
+    /// there (claims by compare-and-swap). Drivers may then combine values in the table itself
+    /// (`insert_or_apply` with packed pairs) instead of settling a batch's duplicates first. Schemes that evict,
+    /// or that choose between buckets by their loads (racing copies can choose differently), leave it `false`.
+    const UPSERTS_CONVERGE: bool = false;
     /// When an insert's state reaches hash index `PAIR_AT`, the drivers read buckets `PAIR_AT` and `PAIR_AT + 1`
     /// together (both loads in flight at once) and call `insert_step` on the second right after the first, in
     /// the same iteration, if the first returned `NEXT` with `hash_index` moved on to `PAIR_AT + 1`. The steps
@@ -189,6 +195,39 @@ pub mod sequence {
     /// Probe `i` is bucket `H0 + i * step` (modulo the bucket count), the step odd and taken from `H1`:
     /// double hashing.
     pub const DOUBLE: u32 = 3;
+}
+
+/// The bucket count a table of `num_buckets` buckets (at least) takes under a sequence of `kind`. Double hashing
+/// visits every bucket only when its step is coprime with the count: a power of two (the step is odd) keeps it,
+/// any other count becomes the next prime (cuCollections sizes its double-hashing tables so too). With another
+/// count, a key whose step shares a factor with it cycles through `count / gcd` buckets, and at a high load a
+/// short cycle can be full: its insert fails and its find walks until `max_chain`. Other sequences take any
+/// count.
+pub fn sequence_buckets(kind: u32, num_buckets: u32) -> u32 {
+    if kind != sequence::DOUBLE || num_buckets.is_power_of_two() || num_buckets < 2 {
+        return num_buckets;
+    }
+    (num_buckets..=u32::MAX)
+        .find(|&n| is_prime(n))
+        .unwrap_or(num_buckets)
+}
+
+/// `true` when `n` is prime (trial division by odd numbers: about 33 000 divisions at most for a `u32`).
+fn is_prime(n: u32) -> bool {
+    if n < 4 {
+        return n >= 2;
+    }
+    if n.is_multiple_of(2) {
+        return false;
+    }
+    let mut d = 3u32;
+    while (d as u64) * (d as u64) <= n as u64 {
+        if n.is_multiple_of(d) {
+            return false;
+        }
+        d += 2;
+    }
+    true
 }
 
 /// The family hash function whose bucket probe `i` of a sequence of `kind` starts from.
@@ -334,4 +373,27 @@ pub const fn bucket_size_supported(sizes: &[u32], b: u32) -> bool {
         i += 1;
     }
     false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn double_hashing_takes_a_count_it_can_walk() {
+        // 2^26 keys at load 0.9 in buckets of 4: 8 * 3 * 103 * 7541, where a step of 2 330 169 (odd) cycles
+        // through 8 buckets. It becomes the next prime; powers of two stay.
+        let composite = 18_641_352;
+        let n = sequence_buckets(sequence::DOUBLE, composite);
+        assert!(n >= composite && n - composite < 1000 && is_prime(n), "{n}");
+        assert_eq!(sequence_buckets(sequence::DOUBLE, 1 << 20), 1 << 20);
+        assert_eq!(sequence_buckets(sequence::LINEAR, composite), composite);
+        assert_eq!(sequence_buckets(sequence::HASHES, 6), 6);
+        assert_eq!(sequence_buckets(sequence::DOUBLE, 1), 1);
+        assert_eq!(
+            (0..30).filter(|&n| is_prime(n)).collect::<Vec<_>>(),
+            [2, 3, 5, 7, 11, 13, 17, 19, 23, 29]
+        );
+        assert!(is_prime(4_294_967_291));
+    }
 }

@@ -114,6 +114,7 @@ macro_rules! walk_scheme {
         impl ProbingScheme for $ty {
             const STABLE: bool = true;
             const SEQUENCE: u32 = $sequence;
+            const UPSERTS_CONVERGE: bool = true;
 
             fn insert_start(state: &mut ProbeState, key_mix: u32) {
                 reset_state(state, key_mix);

@@ -211,3 +211,166 @@ fn vulkan_probe_counters_match_cpu_model() {
     probes_agree::<hashtile::Iht>(Backend::Vulkan);
     probes_agree::<hashtile::P2bht>(Backend::Vulkan);
 }
+
+/// `insert_or_apply_device` (issue 30 item 4, device data): keys repeated up to 64 times in one batch, counted
+/// with `Add` into an empty and then a filled table, `Max` on top, and `Assign` (the batch's last value wins);
+/// the caller's value buffer is left as it was, and a sentinel key refuses the batch with the table unchanged.
+fn apply_device_matches_oracle<
+    R: hashtile::gpu::transfer::HostTransfer,
+    S: hashtile::SchemeInfo,
+>(
+    backend: Backend,
+) {
+    use hashtile::HashFamily;
+    use hashtile::gpu::GpuTable;
+    use hashtile::reduce::{Add, Assign, Max};
+    if !present(backend) {
+        return;
+    }
+    let distinct = 3000usize;
+    let pool: Vec<u32> = (0u32..)
+        .map(|i| hashtile::hash::fmix32(i ^ 0xc0ffee))
+        .filter(|&k| k != u32::MAX)
+        .take(distinct)
+        .collect();
+    // Key j appears (j % 64) + 1 times, the batch shuffled by a stride coprime with its length.
+    let mut keys: Vec<u32> = pool
+        .iter()
+        .enumerate()
+        .flat_map(|(j, &k)| std::iter::repeat_n(k, j % 64 + 1))
+        .collect();
+    let m = keys.len();
+    keys = (0..m).map(|i| keys[(i * 7919) % m]).collect();
+    assert!(
+        !m.is_multiple_of(7919),
+        "the stride must be coprime with the batch"
+    );
+    let values: Vec<u32> = (0..m as u32)
+        .map(|i| i.wrapping_mul(0x9e37_79b9) >> 8)
+        .collect();
+    let b = 16;
+    let num_buckets = (distinct as f64 / 0.8 / b as f64).ceil() as u32;
+    let mut t = GpuTable::<R, S>::new(
+        &Default::default(),
+        num_buckets,
+        b,
+        HashFamily::new(3),
+        S::default_params(b),
+        hashtile::gpu::GpuOptions {
+            use_cas: true,
+            plain_reads: backend == Backend::Cuda,
+        },
+    )
+    .unwrap();
+    let (kh, vh) = (t.upload(&keys), t.upload(&values));
+    let mut oracle: HashMap<u32, u32> = HashMap::new();
+    let fold = |oracle: &mut HashMap<u32, u32>, f: &dyn Fn(u32, u32) -> u32| {
+        for (&k, &v) in keys.iter().zip(&values) {
+            oracle.entry(k).and_modify(|s| *s = f(*s, v)).or_insert(v);
+        }
+    };
+    let check = |t: &GpuTable<R, S>, oracle: &HashMap<u32, u32>, what: &str| {
+        assert_eq!(t.len(), oracle.len(), "{what}: len");
+        let got = t.find_keys(&pool).unwrap();
+        for (k, g) in pool.iter().zip(got) {
+            assert_eq!(oracle.get(k).copied(), g, "{what}: key {k}");
+        }
+    };
+    for round in 0..2 {
+        let lost = t.insert_or_apply_device::<Add>(&kh, &vh, m).unwrap();
+        assert!(lost.pairs.is_empty() && lost.untracked == 0);
+        fold(&mut oracle, &|a, b| a.wrapping_add(b));
+        check(&t, &oracle, &format!("{} add round {round}", S::NAME));
+    }
+    t.insert_or_apply_device::<Max>(&kh, &vh, m).unwrap();
+    fold(&mut oracle, &|a, b| a.max(b));
+    check(&t, &oracle, &format!("{} max", S::NAME));
+    t.insert_or_apply_device::<Assign>(&kh, &vh, m).unwrap();
+    fold(&mut oracle, &|_, b| b);
+    check(&t, &oracle, &format!("{} assign (last wins)", S::NAME));
+    assert_eq!(
+        t.read_u32(vh),
+        values,
+        "the caller's values are not written"
+    );
+    let bad = t.upload(&[pool[0], u32::MAX, pool[1]]);
+    let ones = t.upload(&[1u32, 1, 1]);
+    assert!(matches!(
+        t.insert_or_apply_device::<Add>(&bad, &ones, 3),
+        Err(hashtile::Error::SentinelKey { index: 1 })
+    ));
+    check(&t, &oracle, &format!("{} after a refused batch", S::NAME));
+}
+
+#[test]
+fn vulkan_apply_device_matches_oracle() {
+    #[cfg(feature = "vulkan")]
+    {
+        type W = hashtile::cubecl::wgpu::WgpuRuntime;
+        apply_device_matches_oracle::<W, hashtile::Bcht>(Backend::Vulkan);
+        apply_device_matches_oracle::<W, hashtile::P2bht>(Backend::Vulkan);
+        apply_device_matches_oracle::<W, hashtile::LinearProbing>(Backend::Vulkan);
+    }
+    #[cfg(not(feature = "vulkan"))]
+    present(Backend::Vulkan);
+}
+
+#[test]
+fn cuda_apply_device_matches_oracle() {
+    #[cfg(feature = "cuda")]
+    {
+        type C = hashtile::cubecl::cuda::CudaRuntime;
+        apply_device_matches_oracle::<C, hashtile::Bcht>(Backend::Cuda);
+        apply_device_matches_oracle::<C, hashtile::P2bht>(Backend::Cuda);
+        apply_device_matches_oracle::<C, hashtile::LinearProbing>(Backend::Cuda);
+    }
+    #[cfg(not(feature = "cuda"))]
+    present(Backend::Cuda);
+}
+
+/// A `GpuTable` of double hashing over a bucket count its step cannot walk (neither prime nor a power of two)
+/// is refused with a typed error, not built to hang a later launch.
+fn double_hashing_refuses_composite_counts<R: hashtile::gpu::transfer::HostTransfer>(
+    backend: Backend,
+) {
+    use hashtile::gpu::{GpuOptions, GpuTable};
+    use hashtile::{HashFamily, SchemeInfo};
+    if !present(backend) {
+        return;
+    }
+    let make = |nb: u32| {
+        GpuTable::<R, hashtile::DoubleHashing>::new(
+            &Default::default(),
+            nb,
+            4,
+            HashFamily::new(1),
+            hashtile::DoubleHashing::default_params(4),
+            GpuOptions {
+                use_cas: true,
+                plain_reads: backend == Backend::Cuda,
+            },
+        )
+    };
+    assert!(matches!(
+        make(3 * 103 * 8),
+        Err(hashtile::Error::InvalidConfig(_))
+    ));
+    assert!(make(1031).is_ok());
+    assert!(make(1024).is_ok());
+}
+
+#[test]
+fn vulkan_double_hashing_refuses_composite_counts() {
+    #[cfg(feature = "vulkan")]
+    double_hashing_refuses_composite_counts::<hashtile::cubecl::wgpu::WgpuRuntime>(Backend::Vulkan);
+    #[cfg(not(feature = "vulkan"))]
+    present(Backend::Vulkan);
+}
+
+#[test]
+fn cuda_double_hashing_refuses_composite_counts() {
+    #[cfg(feature = "cuda")]
+    double_hashing_refuses_composite_counts::<hashtile::cubecl::cuda::CudaRuntime>(Backend::Cuda);
+    #[cfg(not(feature = "cuda"))]
+    present(Backend::Cuda);
+}

@@ -144,6 +144,114 @@ fn run_on<S: SchemeInfo, K: Key, V: Value>(b: u32, backend: Backend) {
         &keys,
         &format!("{} B={b} on {backend}", S::NAME),
     );
+    apply_rounds(
+        &mut t,
+        &mut oracle,
+        &keys,
+        &format!("{} B={b} on {backend}", S::NAME),
+    );
+}
+
+use hashtile::cubecl;
+use hashtile::cubecl::prelude::*;
+use hashtile::reduce::{Add, Assign, HostReduce, Max, Min, Reduce, Reduction};
+
+/// A user reduction (no atomic of its own: combined by compare-and-swap loops on GPUs).
+struct Xor;
+
+#[cube]
+impl Reduce for Xor {
+    fn reduce<V: Int>(stored: V, incoming: V) -> V {
+        stored ^ incoming
+    }
+}
+
+impl HostReduce for Xor {
+    fn reduce_host<V: Value>(stored: V, incoming: V) -> V {
+        V::narrow(stored.widen() ^ incoming.widen())
+    }
+}
+
+/// One `insert_or_apply::<F>` batch checked against the oracle, folded in input order by `f` (written here,
+/// not the library's host half); pairs a rebuild could not place are handed back as on insert.
+fn apply_tracked<F: Reduction, S: SchemeInfo, K: Key, V: Value>(
+    t: &mut HashTable<S, K, V>,
+    oracle: &mut HashMap<K, V>,
+    (keys, values): (&[K], &[V]),
+    f: impl Fn(u64, u64) -> u64,
+    what: &str,
+) {
+    for (&k, &v) in keys.iter().zip(values) {
+        oracle
+            .entry(k)
+            .and_modify(|s| *s = V::narrow(f(s.widen(), v.widen())))
+            .or_insert(v);
+    }
+    match t.insert_or_apply::<F>(keys, values) {
+        Ok(()) => {}
+        Err(Error::BuildFailed { unplaced, .. }) => {
+            for (k, v) in &unplaced {
+                assert_eq!(
+                    oracle.remove(&K::narrow(*k)),
+                    Some(V::narrow(*v)),
+                    "{what}: an unplaced pair must be a real pair with its combined value"
+                );
+            }
+        }
+        Err(e) => panic!("{what}: {e}"),
+    }
+    assert_eq!(t.len(), oracle.len(), "{what}: len");
+}
+
+/// `insert_or_apply` (issue 30 item 4) with every built-in reduction and a user one, on batches over stored
+/// keys and a tenth new ones, each key repeated up to four times in a batch (duplicates are reduced, not
+/// last-wins; `Assign` keeps the last), with values that overflow a sum.
+fn apply_rounds<S: SchemeInfo, K: Key, V: Value>(
+    t: &mut HashTable<S, K, V>,
+    oracle: &mut HashMap<K, V>,
+    keys: &[K],
+    what: &str,
+) {
+    let n = keys.len() / 2;
+    let span = n + n / 10;
+    let batch = |round: usize| -> (Vec<K>, Vec<V>) {
+        let m = 2 * span;
+        let ks = (0..m)
+            .map(|i| keys[(i * 7919 + round * 131) % span])
+            .collect();
+        let vs = (0..m)
+            .map(|i| V::narrow((i as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (round * 7)))
+            .collect();
+        (ks, vs)
+    };
+    let (k, v) = batch(0);
+    apply_tracked::<Add, _, _, _>(
+        t,
+        oracle,
+        (&k, &v),
+        u64::wrapping_add,
+        &format!("{what}: add"),
+    );
+    assert_matches_oracle(t, oracle, keys, &format!("{what}, after add"));
+    let (k, v) = batch(1);
+    apply_tracked::<Max, _, _, _>(t, oracle, (&k, &v), u64::max, &format!("{what}: max"));
+    let (k, v) = batch(2);
+    apply_tracked::<Min, _, _, _>(t, oracle, (&k, &v), u64::min, &format!("{what}: min"));
+    let (k, v) = batch(3);
+    apply_tracked::<Xor, _, _, _>(t, oracle, (&k, &v), |a, b| a ^ b, &format!("{what}: xor"));
+    let (k, v) = batch(4);
+    apply_tracked::<Assign, _, _, _>(t, oracle, (&k, &v), |_, b| b, &format!("{what}: assign"));
+    assert_matches_oracle(t, oracle, keys, &format!("{what}, after every reduction"));
+    // The sentinel refuses the batch, the table unchanged.
+    let bad = [keys[0], K::narrow(u64::MAX)];
+    assert!(
+        matches!(
+            t.insert_or_apply::<Add>(&bad, &[V::narrow(1), V::narrow(1)]),
+            Err(Error::SentinelKey { index: 1 })
+        ),
+        "{what}: the sentinel key"
+    );
+    assert_matches_oracle(t, oracle, keys, &format!("{what}, after a refused batch"));
 }
 
 /// Erases a third of the stored keys in one batch with absent keys, repeats and the sentinel (each erased
@@ -452,3 +560,40 @@ macro_rules! rule_tests {
 }
 
 rule_tests!(8, 16, 32);
+
+/// Double hashing's tables take a prime bucket count (a step sharing a factor with the count would cycle through
+/// a few buckets, which at a high load can all be full), and a `GpuTable` of another count is refused with a
+/// typed error; a table at load 0.9 whose plain count is `8 * 3 * 103 * 7541` buckets' worth builds and finds.
+#[test]
+fn double_hashing_bucket_counts() {
+    use hashtile::scheme::{sequence, sequence_buckets};
+    let composite = 18_641_352u32;
+    assert_ne!(sequence_buckets(sequence::DOUBLE, composite), composite);
+    for backend in [Backend::Cpu, Backend::Vulkan, Backend::Cuda] {
+        if !present(backend) {
+            continue;
+        }
+        let n = 60_000usize;
+        let cfg = TableConfig::for_keys(n, 0.9)
+            .bucket_size(4)
+            .backend(BackendChoice::Exactly(backend));
+        let mut t: HashTable<hashtile::DoubleHashing, u32, u32> = HashTable::new(cfg).unwrap();
+        let buckets = (t.capacity() / 4) as u32;
+        assert_eq!(
+            sequence_buckets(sequence::DOUBLE, buckets),
+            buckets,
+            "{backend}"
+        );
+        let keys: Vec<u32> = (0u32..)
+            .map(|i| hashtile::hash::fmix32(i ^ 0xd0d0))
+            .filter(|&k| k != u32::MAX)
+            .take(n)
+            .collect();
+        t.insert(&keys, &keys).unwrap();
+        let got = t.find(&keys).unwrap();
+        assert!(
+            got.iter().zip(&keys).all(|(g, k)| *g == Some(*k)),
+            "{backend}"
+        );
+    }
+}

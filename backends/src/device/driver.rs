@@ -35,6 +35,7 @@ use super::slab::{
     walk_matches,
 };
 use cubecl::prelude::*;
+use hashtile_core::reduce::{Reduce, kind};
 use hashtile_core::scheme::{
     BucketView, NO_PAIR, ProbingScheme, SchemeParams, action, blank_state,
 };
@@ -59,7 +60,8 @@ pub const FAILED_COUNTER: u32 = 0;
 /// Flags: `mode` ([`op`]); `bucket_size` and `tw` (the tile's width); `reads`; `use_cas` (claims by
 /// compare-and-swap; off: by exchange, carrying on whatever was displaced); `count_probes`; `want_slot`
 /// (a found key's slot address in the answer); `framed`; `resident` (chains: the tile keeps a resident block
-/// of the slab allocator, SlabAlloc's; else the hashed bitmap).
+/// of the slab allocator, SlabAlloc's; else the hashed bitmap). `F`: how a static insert of packed pairs updates
+/// a stored key's value (`Assign`: replaced; any other reduction: combined, insert-or-apply in the table).
 #[allow(
     clippy::too_many_arguments,
     clippy::collapsible_if,
@@ -68,7 +70,7 @@ pub const FAILED_COUNTER: u32 = 0;
     arithmetic_overflow
 )]
 #[cube]
-pub fn tile_drive<S: ProbingScheme, L: KeyLayout>(
+pub fn tile_drive<S: ProbingScheme, L: KeyLayout, F: Reduce>(
     table: &Array<Atomic<u64>>,
     table_plain: &Array<u64>,
     table_values: &Array<u64>,
@@ -454,7 +456,14 @@ pub fn tile_drive<S: ProbingScheme, L: KeyLayout>(
         // The memory action, on the owner lane of the slot (lane 0 for a link).
         let owner = slot % tw;
         let addr = slot_address(tb, slot, bucket_size);
-        let mine = L::slot_word(cur_key, cur_val);
+        let mut mine = L::slot_word(cur_key, cur_val);
+        if comptime!(inserts && L::MOVES_PAIRS && F::KIND != kind::ASSIGN) {
+            // Insert-or-apply in the table (`F`): an update combines the stored value with the carried one; a
+            // lost compare-and-swap re-reads the slot and combines again.
+            if act == action::UPDATE {
+                mine = L::slot_word(cur_key, F::reduce::<L::Value>(L::value_of(seen), cur_val));
+            }
+        }
         let mut old = EMPTY_WORD.runtime();
         // An append's outcome, from lane 0: the slab linked, `u32::MAX` (another tile linked first) or
         // OUT_OF_SLABS.

@@ -10,6 +10,7 @@ use super::driver::{LaneOp, op, reads, status, tile_drive};
 use super::layout::KeyLayout;
 use super::shape::TableMeta;
 use cubecl::prelude::*;
+use hashtile_core::reduce::Assign;
 use hashtile_core::scheme::ProbingScheme;
 
 /// A lane's find answer (`V`: the layout's value type).
@@ -140,7 +141,7 @@ pub(crate) fn tile_find_core<S: ProbingScheme, L: KeyLayout>(
         child,
         at: 0u32,
     };
-    let a = tile_drive::<S, L>(
+    let a = tile_drive::<S, L, Assign>(
         &no_words,
         table_keys,
         table_values,

@@ -101,6 +101,9 @@ impl<S: SchemeInfo, K: Key, V: Value> Engine<K, V> for CpuChild<S> {
         }
         Engine::<K, V>::erase_stored(self.changing()?, keys)
     }
+    fn as_any_mut(&mut self) -> &mut dyn std::any::Any {
+        self
+    }
 }
 
 impl<S: SchemeInfo, K: Key, V: Value> PagedChild<K, V> for CpuChild<S> {

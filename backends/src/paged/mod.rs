@@ -183,7 +183,7 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
             .params
             .unwrap_or_else(|| S::default_params(bucket_size));
         S::validate(bucket_size, &params).map_err(Error::InvalidConfig)?;
-        let num_buckets = child.num_buckets(bucket_size)?;
+        let num_buckets = child.num_buckets(bucket_size, S::SEQUENCE)?;
         let shape = EngineShape {
             backend,
             num_buckets,

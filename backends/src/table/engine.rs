@@ -81,6 +81,9 @@ pub trait Engine<K: Key, V: Value>: Send + Sync {
     fn erase_stored(&mut self, _keys: &[K]) -> Result<Option<usize>> {
         Ok(None)
     }
+    /// The engine as `Any`, for the operations generic over a user's type (`insert_or_apply`'s reduction),
+    /// which a trait object cannot carry: `crate::table::apply` downcasts to the concrete engine.
+    fn as_any_mut(&mut self) -> &mut dyn std::any::Any;
 }
 
 /// Empties `engine` under `family` and inserts `pairs` (distinct keys): the pairs it could not place. Every

@@ -1,6 +1,7 @@
 //! [`HashTable`]: the typed host API over any backend, its engines ([`engine::Engine`]: the CPU engine here,
 //! [`gpu::GpuTable`]) and their construction (`make_engine`).
 
+mod apply;
 pub mod cpu;
 pub mod engine;
 pub mod gpu;
@@ -11,6 +12,7 @@ use crate::select::{Backend, BackendChoice, is_available, resolve, unavailable};
 use crate::table::cpu::CpuTable;
 use crate::table::engine::{Engine, Inserted, refill};
 use hashtile_core::element::first_sentinel;
+use hashtile_core::reduce::Reduction;
 use hashtile_core::scheme::{SchemeInfo, SchemeParams};
 use hashtile_core::{Element, Error, HashFamily, Key, ProbeStats, Result, Value};
 use std::marker::PhantomData;
@@ -143,10 +145,13 @@ impl TableConfig {
         }
         Ok(())
     }
-    pub(crate) fn num_buckets(&self, bucket_size: u32) -> Result<u32> {
+    /// The bucket count of a table of this capacity with buckets of `bucket_size` slots along a probe sequence of
+    /// `sequence` (`hashtile_core::scheme::sequence_buckets`: double hashing takes a prime count).
+    pub(crate) fn num_buckets(&self, bucket_size: u32, sequence: u32) -> Result<u32> {
         let nb = self.capacity.div_ceil(bucket_size.max(1) as usize).max(1);
         u32::try_from(nb)
             .ok()
+            .map(|nb| hashtile_core::scheme::sequence_buckets(sequence, nb))
             .filter(|&nb| (nb as u64) * (bucket_size as u64) < u32::MAX as u64)
             .ok_or_else(|| {
                 Error::InvalidConfig(format!(
@@ -252,6 +257,9 @@ impl<S: SchemeInfo, K: Key, V: Value> Engine<K, V> for CpuEngine<S> {
         let wide: Vec<u64> = keys.iter().map(|k| k.widen()).collect();
         Ok(Some(self.table.erase_stored(&wide)))
     }
+    fn as_any_mut(&mut self) -> &mut dyn std::any::Any {
+        self
+    }
 }
 
 /// A static GPU-style hash table of `K -> V` using probing scheme `S`, on the backend chosen at construction.
@@ -311,7 +319,7 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
                 V::BITS
             )));
         }
-        let num_buckets = config.num_buckets(bucket_size)?;
+        let num_buckets = config.num_buckets(bucket_size, S::SEQUENCE)?;
         let params = S::bounded(params, num_buckets);
         let family = HashFamily::new(config.seed);
         let shape = EngineShape {
@@ -388,6 +396,67 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
     /// unchanged. [`Error::BuildFailed`] is returned when, after `max_rebuilds` re-seeded rebuilds, some pairs
     /// still cannot be placed: they are returned in the error and every other pair is in the table.
     pub fn insert(&mut self, keys: &[K], values: &[V]) -> Result<()> {
+        // GPU engines check the sentinel during the copy and the capacity from their duplicate pass; otherwise
+        // the host scans, and only a batch that could overflow pays for an exact count of its new keys.
+        let in_pipeline = self.engine.checks_in_pipeline(keys.len());
+        if !self.admit(keys, values, in_pipeline)? {
+            return Ok(());
+        }
+        let t0 = std::time::Instant::now();
+        let inserted = self.engine.upsert(keys, values)?;
+        tracing::trace!(
+            target: "hashtile",
+            phase = "insert: engine",
+            ms = t0.elapsed().as_secs_f64() * 1e3,
+            unplaced = inserted.unplaced.len()
+        );
+        self.settle_insert(inserted)
+    }
+
+    /// Inserts pairs, combining values by the reduction `F` (`hashtile_core::reduce`: [`Add`], `Min`, `Max`,
+    /// `Assign` or your own): a stored key's value becomes `F(stored, v)`, and a key repeated in the batch is
+    /// combined once with the reduction of all its values (duplicates are reduced, not last-wins; `Assign`
+    /// alone keeps the last). A counting table is `insert_or_apply::<Add>` of ones; a group-by sum of
+    /// `(group, amount)` pairs is `insert_or_apply::<Add>` of the amounts. Reductions other than `Assign` must be
+    /// commutative and associative: on GPUs duplicates meet in whatever order the device's atomics do.
+    ///
+    /// On GPUs the batch goes to the device in batches of `batch_keys`; each runs the insert's duplicate pass,
+    /// a reduce pass over the duplicates, a pass that combines stored keys in place and the bulk insert of the
+    /// new keys. Errors are [`HashTable::insert`]'s, with the same guarantees.
+    ///
+    /// ```
+    /// # use hashtile_backends::{Backend, BackendChoice, HashTable, TableConfig};
+    /// # use hashtile_probing::Bcht;
+    /// use hashtile_core::reduce::Add;
+    /// let cfg = TableConfig::for_keys(1000, 0.8).backend(BackendChoice::Exactly(Backend::Cpu));
+    /// let mut counts: HashTable<Bcht, u32, u32> = HashTable::new(cfg)?;
+    /// counts.insert_or_apply::<Add>(&[7, 8, 7, 7], &[1, 1, 1, 1])?;
+    /// counts.insert_or_apply::<Add>(&[8], &[5])?;
+    /// assert_eq!(counts.find(&[7, 8, 9])?, vec![Some(3), Some(6), None]);
+    /// # Ok::<(), hashtile_core::Error>(())
+    /// ```
+    ///
+    /// [`Add`]: hashtile_core::reduce::Add
+    pub fn insert_or_apply<F: Reduction>(&mut self, keys: &[K], values: &[V]) -> Result<()> {
+        if !self.admit(keys, values, false)? {
+            return Ok(());
+        }
+        let t0 = std::time::Instant::now();
+        let inserted = apply::insert_or_apply::<F, S, K, V>(self.engine.as_mut(), keys, values)?;
+        tracing::trace!(
+            target: "hashtile",
+            phase = "insert_or_apply: engine",
+            ms = t0.elapsed().as_secs_f64() * 1e3,
+            unplaced = inserted.unplaced.len()
+        );
+        self.settle_insert(inserted)
+    }
+
+    /// The checks before an insert's engine call, with the table unchanged on an error: equal lengths, no
+    /// sentinel key (scanned here unless the engine checks `in_pipeline`), and room for the batch's new keys
+    /// (counted exactly only when the batch could overflow; erased slots reclaimed first where their room may
+    /// be needed). `false`: an empty batch, nothing to do.
+    fn admit(&mut self, keys: &[K], values: &[V], in_pipeline: bool) -> Result<bool> {
         if keys.len() != values.len() {
             return Err(Error::LengthMismatch {
                 what: "values",
@@ -395,9 +464,6 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
                 expected: keys.len(),
             });
         }
-        // GPU engines check the sentinel during the copy and the capacity from their duplicate pass; otherwise
-        // the host scans, and only a batch that could overflow pays for an exact count of its new keys.
-        let in_pipeline = self.engine.checks_in_pipeline(keys.len());
         let near_full = !in_pipeline && self.len() + keys.len() > self.capacity();
         if !in_pipeline {
             let t0 = std::time::Instant::now();
@@ -408,7 +474,7 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
         }
         if keys.is_empty() {
             self.last_insert = ProbeStats::default();
-            return Ok(());
+            return Ok(false);
         }
         if self.tombstones > 0 && self.len() + self.tombstones + keys.len() > self.capacity() {
             // The batch may need the room erased slots hold.
@@ -424,19 +490,17 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
                 });
             }
         }
-        let t0 = std::time::Instant::now();
-        let Inserted { stats, unplaced } = self.engine.upsert(keys, values)?;
-        tracing::trace!(
-            target: "hashtile",
-            phase = "insert: engine",
-            ms = t0.elapsed().as_secs_f64() * 1e3,
-            unplaced = unplaced.len()
-        );
-        self.last_insert = stats;
-        if unplaced.is_empty() {
+        Ok(true)
+    }
+
+    /// After an insert's engine call: its statistics kept, and the pairs it could not place placed by re-seeded
+    /// rebuilds.
+    fn settle_insert(&mut self, inserted: Inserted<K, V>) -> Result<()> {
+        self.last_insert = inserted.stats;
+        if inserted.unplaced.is_empty() {
             Ok(())
         } else {
-            self.rebuild(unplaced)
+            self.rebuild(inserted.unplaced)
         }
     }
 

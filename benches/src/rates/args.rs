@@ -56,6 +56,11 @@ pub struct Args {
     /// only; the CPU backend runs every scheme).
     #[arg(long)]
     pub wide: bool,
+    /// Also measure a counting table on GPUs (`count16`): `insert_or_apply::<Add>` of 2^log2-keys device keys,
+    /// each of 2^log2-keys / 16 distinct keys about 16 times, into a table sized for the distinct keys
+    /// (cuCollections' `count_16` in `peers`).
+    #[arg(long)]
+    pub count: bool,
     /// The scheme being measured (set per iteration, not a flag).
     #[arg(skip)]
     pub cur_scheme: String,

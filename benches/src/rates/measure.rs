@@ -182,7 +182,10 @@ fn run_gpu<R: hashtile::gpu::transfer::HostTransfer, S: ProbingScheme + SchemeIn
 ) -> hashtile::Result<Vec<Row>> {
     let n = values.len();
     let cfg = TableConfig::for_keys(n, load).bucket_size(args.cur_bucket);
-    let nb = cfg.capacity.div_ceil(args.cur_bucket as usize) as u32;
+    let nb = hashtile::scheme::sequence_buckets(
+        S::SEQUENCE,
+        cfg.capacity.div_ceil(args.cur_bucket as usize) as u32,
+    );
     let family = hashtile::HashFamily::new(cfg.seed);
     let params = params_for::<S>(args)?;
     let device = Default::default();
@@ -276,6 +279,11 @@ fn run_gpu<R: hashtile::gpu::transfer::HostTransfer, S: ProbingScheme + SchemeIn
             checked: check_raw(oracle, &unplaced, &q, &got),
             unplaced: unplaced.len(),
         });
+    }
+    if args.count {
+        rows.push(super::apply::count_row::<R, S>(
+            args, backend, opts, load, keys, n, bar,
+        )?);
     }
     Ok(rows)
 }

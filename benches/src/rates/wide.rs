@@ -124,7 +124,10 @@ pub fn measure_wide<S: SchemeInfo>(
             S::NAME
         )));
     }
-    let nb = cfg.capacity.div_ceil(args.cur_bucket as usize) as u32;
+    let nb = hashtile::scheme::sequence_buckets(
+        S::SEQUENCE,
+        cfg.capacity.div_ceil(args.cur_bucket as usize) as u32,
+    );
     let family = hashtile::HashFamily::new(cfg.seed);
     let opts = gpu_options(args, backend == Backend::Cuda);
     macro_rules! on_runtime {

@@ -65,6 +65,7 @@ fn rate_point<S: SchemeInfo>(
         max_chain: ctx.args.max_chain,
         num_hashes: ctx.args.num_hashes,
         wide: false,
+        count: false,
         cur_scheme: S::NAME.to_string(),
         cur_bucket: bucket,
         csv: String::new(),

@@ -10,6 +10,7 @@ pub use crate::device::slab::SLAB_WORDS;
 use crate::device::slab::{LINK_SLOT, free_slab};
 use crate::runtime::host_io::store_found_bits;
 use cubecl::prelude::*;
+use hashtile_core::reduce::Assign;
 use hashtile_core::tile::{EMPTY_WORD, tile_ballot, tile_lane};
 use hashtile_probing::Chain;
 
@@ -97,7 +98,7 @@ pub fn chained_tile_op<L: KeyLayout>(
     } else {
         reads::ATOMIC
     };
-    let a = tile_drive::<Chain, L>(
+    let a = tile_drive::<Chain, L, Assign>(
         slabs,
         slabs_plain,
         slab_values,

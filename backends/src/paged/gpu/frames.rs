@@ -117,7 +117,7 @@ pub fn framed_classify_kernel<S: ProbingScheme, L: KeyLayout>(
     #[comptime] tile_width: u32,
 ) {
     let child = child_at::<L>(keys, entries, seed, depth);
-    classify_core::<S, L>(
+    classify_core::<S, L, hashtile_core::reduce::Assign>(
         keys,
         values,
         table,
@@ -160,7 +160,7 @@ pub fn framed_insert_kernel<S: ProbingScheme, L: KeyLayout>(
     #[comptime] plain_reads: bool,
 ) {
     let child = child_at::<L>(keys, entries, seed, depth);
-    insert_core::<S, L>(
+    insert_core::<S, L, hashtile_core::reduce::Assign>(
         keys,
         values,
         mask,

@@ -3,6 +3,7 @@
 
 use super::memory::*;
 use super::table::*;
+use hashtile_core::reduce::HostReduce;
 use hashtile_core::scheme::{SchemeInfo, SchemeParams, action, blank_state, make_step};
 use hashtile_core::{Key, ProbeStats, Value};
 use rayon::prelude::*;
@@ -97,6 +98,42 @@ impl<S: SchemeInfo> CpuTable<S> {
             },
             tally.failed,
         )
+    }
+
+    /// `insert_or_apply` with the reduction `F`: the batch's values are folded per key in input order, each
+    /// fold is combined with the key's stored value where there is one (`F::reduce_host(stored, folded)`), and
+    /// the distinct keys are upserted. For [`Assign`](hashtile_core::reduce::Assign) that is [`CpuTable::upsert`]'s
+    /// rule: the last occurrence wins.
+    pub fn upsert_apply<F: HostReduce, K: Key, V: Value>(
+        &mut self,
+        keys: &[K],
+        values: &[V],
+        deterministic: bool,
+    ) -> (ProbeStats, Vec<(K, V)>) {
+        let mut at = std::collections::HashMap::with_capacity(keys.len());
+        let (mut ks, mut vs) = (Vec::new(), Vec::new());
+        for (&k, &v) in keys.iter().zip(values) {
+            match at.entry(k.widen()) {
+                std::collections::hash_map::Entry::Vacant(e) => {
+                    e.insert(ks.len());
+                    ks.push(k);
+                    vs.push(v);
+                }
+                std::collections::hash_map::Entry::Occupied(e) => {
+                    let j = *e.get();
+                    vs[j] = F::reduce_host(vs[j], v);
+                }
+            }
+        }
+        let mut stored = vec![V::zero(); ks.len()];
+        let mut bits = vec![0u32; ks.len().div_ceil(32)];
+        self.find_typed(&ks, &mut stored, Some(&mut bits), deterministic);
+        for (j, v) in vs.iter_mut().enumerate() {
+            if bits[j / 32] >> (j % 32) & 1 == 1 {
+                *v = F::reduce_host(stored[j], *v);
+            }
+        }
+        self.upsert(&ks, &vs, deterministic, false)
     }
 
     /// Upserts a batch of typed pairs (keys validated): the last occurrence of a key wins, stored keys get the

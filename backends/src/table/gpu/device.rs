@@ -15,6 +15,7 @@ use crate::runtime::transfer::HostTransfer;
 use crate::runtime::words::bytes_of;
 use cubecl::prelude::*;
 use cubecl::server::Handle;
+use hashtile_core::reduce::{Assign, Reduce};
 use hashtile_core::scheme::ProbingScheme;
 use hashtile_core::{Element, Error, Result};
 
@@ -82,6 +83,20 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
         upsert: Option<bool>,
         counters: &Handle,
     ) {
+        self.queue_insert_reducing::<Assign>(keys, values, which, n, upsert, counters);
+    }
+
+    /// [`GpuTable::queue_insert_kernel`] whose updates of packed pairs combine values by `F` (insert-or-apply
+    /// in the table; `Assign`: the plain insert).
+    pub(super) fn queue_insert_reducing<F: Reduce>(
+        &self,
+        keys: &Handle,
+        values: &Handle,
+        which: Selection,
+        n: usize,
+        upsert: Option<bool>,
+        counters: &Handle,
+    ) {
         if n == 0 {
             return;
         }
@@ -97,7 +112,7 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
         // SAFETY: every array index in the kernel is bounded by the array lengths passed here or by the table's
         // shape, which matches the table allocation.
         unsafe {
-            kernels::insert_kernel::launch_unchecked::<S, L, R>(
+            kernels::insert_kernel::launch_unchecked::<S, L, F, R>(
                 &self.client,
                 cube_count(n),
                 CubeDim::new_1d(CUBE_SIZE),

@@ -14,6 +14,7 @@ use crate::runtime::words::{bytes_of, bytes_of_mut, with_words_mut, words_of};
 use crate::table::engine::{Engine, Inserted};
 use cubecl::prelude::*;
 use cubecl::server::Handle;
+use hashtile_core::reduce::{Assign, Reduce};
 use hashtile_core::scheme::ProbingScheme;
 use hashtile_core::{HashFamily, Key, ProbeStats, Result, Value};
 
@@ -70,6 +71,38 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
     }
 }
 
+impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
+    /// [`BatchTable::classify`] with stored values combined by `F` (`Assign`: replaced) instead of replaced.
+    pub(super) fn launch_classify<F: Reduce>(
+        &self,
+        keys: &Handle,
+        values: Option<&Handle>,
+        mask: &Handle,
+        n: usize,
+    ) {
+        // Without values the kernel never reads them: any one-element buffer stands in (not the table's own
+        // buffers, which are bound already: wgpu mis-binds a buffer bound twice in one launch).
+        let (vh, vlen) = values.map_or((self.dummy.clone(), 1), |v| (v.clone(), n));
+        // SAFETY: indices are bounded by `n` and by the table's shape.
+        unsafe {
+            upsert::classify_kernel::launch_unchecked::<S, L, F, R>(
+                &self.client,
+                cube_count(n),
+                CubeDim::new_1d(CUBE_SIZE),
+                ArrayArg::from_raw_parts(keys.clone(), n),
+                ArrayArg::from_raw_parts(vh, vlen),
+                ArrayArg::from_raw_parts(self.keys.clone(), self.capacity()),
+                ArrayArg::from_raw_parts(self.values.clone(), self.values_len),
+                ArrayArg::from_raw_parts(mask.clone(), n),
+                self.shape_arg(),
+                self.bucket_size,
+                self.tile_width,
+                values.is_some(),
+            )
+        }
+    }
+}
+
 impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> BatchTable<R> for GpuTable<R, S, L> {
     const KEY_BYTES: usize = size_of::<L::Key>();
     const VALUE_BYTES: usize = size_of::<L::Value>();
@@ -92,26 +125,7 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> BatchTable<R> for GpuTable
         &self.cache
     }
     fn classify(&self, keys: &Handle, values: Option<&Handle>, mask: &Handle, n: usize) {
-        // Without values the kernel never reads them: any one-element buffer stands in (not the table's own
-        // buffers, which are bound already: wgpu mis-binds a buffer bound twice in one launch).
-        let (vh, vlen) = values.map_or((self.dummy.clone(), 1), |v| (v.clone(), n));
-        // SAFETY: indices are bounded by `n` and by the table's shape.
-        unsafe {
-            upsert::classify_kernel::launch_unchecked::<S, L, R>(
-                &self.client,
-                cube_count(n),
-                CubeDim::new_1d(CUBE_SIZE),
-                ArrayArg::from_raw_parts(keys.clone(), n),
-                ArrayArg::from_raw_parts(vh, vlen),
-                ArrayArg::from_raw_parts(self.keys.clone(), self.capacity()),
-                ArrayArg::from_raw_parts(self.values.clone(), self.values_len),
-                ArrayArg::from_raw_parts(mask.clone(), n),
-                self.shape_arg(),
-                self.bucket_size,
-                self.tile_width,
-                values.is_some(),
-            )
-        }
+        self.launch_classify::<Assign>(keys, values, mask, n);
     }
     fn queue_insert(
         &self,
@@ -263,5 +277,8 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout, K: Key, V: Value> Engine<K
         self.len -= n;
         self.erased = erased;
         Ok(Some(n))
+    }
+    fn as_any_mut(&mut self) -> &mut dyn std::any::Any {
+        self
     }
 }

@@ -10,11 +10,12 @@ use crate::runtime::trace::Trace;
 use crate::runtime::transfer::HostTransfer;
 use crate::table::gpu::kernels::ADDED_COUNTERS;
 use crate::table::gpu::upsert::{
-    MASK_NEW, MASK_UPDATE, count_mask_kernel, dedup_claim_kernel, dedup_mark_kernel, scratch_slots,
-    sentinel_gate_kernel,
+    MASK_NEW, MASK_UPDATE, count_mask_kernel, dedup_claim_kernel, dedup_mark_kernel,
+    dedup_reduce_kernel, scratch_slots, sentinel_gate_kernel,
 };
 use cubecl::prelude::*;
 use cubecl::server::Handle;
+use hashtile_core::reduce::Reduce;
 use hashtile_core::{Error, ProbeStats, Result};
 
 /// Device-side steps of a table that the host path chains.
@@ -121,7 +122,7 @@ impl Dedup {
     }
 
     /// Queues the sentinel gate over the batch's `mask` of `m` entries (after every claim, before any insert).
-    fn gate<R: HostTransfer>(&self, client: &ComputeClient<R>, mask: &Handle, m: usize) {
+    pub(crate) fn gate<R: HostTransfer>(&self, client: &ComputeClient<R>, mask: &Handle, m: usize) {
         // SAFETY: indices are bounded by `m` (the mask) and 1 (the guard word).
         unsafe {
             sentinel_gate_kernel::launch_unchecked::<R>(
@@ -130,6 +131,31 @@ impl Dedup {
                 CubeDim::new_1d(CUBE_SIZE),
                 ArrayArg::from_raw_parts(self.guard.clone(), 1),
                 ArrayArg::from_raw_parts(mask.clone(), m),
+            )
+        }
+    }
+
+    /// Queues the fold of the whole batch's duplicates into their last occurrences (after every claim):
+    /// `reduced` is a copy of `values` (the batch's `n` values of type `V`), whose kept positions receive the
+    /// reduction `F` of all their key's values (`crate::table::gpu::upsert::dedup_reduce_kernel`).
+    pub(crate) fn reduce<V: Int, F: Reduce, R: HostTransfer>(
+        &self,
+        client: &ComputeClient<R>,
+        values: &Handle,
+        reduced: &Handle,
+    ) {
+        // SAFETY: indices are bounded by `n` or by the scratch table (slot indices come from the claims).
+        unsafe {
+            dedup_reduce_kernel::launch_unchecked::<V, F, R>(
+                client,
+                cube_count(self.n),
+                CubeDim::new_1d(CUBE_SIZE),
+                ArrayArg::from_raw_parts(self.slot_of.clone(), self.n),
+                ArrayArg::from_raw_parts(self.scratch.clone(), self.slots),
+                ArrayArg::from_raw_parts(self.last.0.clone(), self.last.1),
+                ArrayArg::from_raw_parts(values.clone(), self.n),
+                ArrayArg::from_raw_parts(reduced.clone(), self.n),
+                self.wide,
             )
         }
     }

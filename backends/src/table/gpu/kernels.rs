@@ -9,6 +9,7 @@ use crate::device::shape::{ShapeScalars, TableMeta, meta_of};
 /// The presence bits of finds live with the host-I/O layer that reads them (every family's finds set them).
 pub use crate::runtime::host_io::store_found_bits;
 use cubecl::prelude::*;
+use hashtile_core::reduce::Reduce;
 use hashtile_core::scheme::ProbingScheme;
 use hashtile_core::tile::tile_lane;
 
@@ -47,7 +48,7 @@ pub fn decode_insert_counters(c: &[u32], ops: u64) -> (usize, usize, hashtile_co
 // The mask test stays a comptime `if` around a runtime `if`: CubeCL cannot mix the two in one condition.
 #[allow(clippy::too_many_arguments)]
 #[cube(launch_unchecked)]
-pub fn insert_kernel<S: ProbingScheme, L: KeyLayout>(
+pub fn insert_kernel<S: ProbingScheme, L: KeyLayout, F: Reduce>(
     keys: &Array<L::Key>,
     values: &Array<L::Value>,
     mask: &Array<u32>,
@@ -67,7 +68,7 @@ pub fn insert_kernel<S: ProbingScheme, L: KeyLayout>(
 ) {
     // One table: no frame descriptors (a one-word stand-in, never read).
     let frames = Array::<u32>::new(1usize);
-    insert_core::<S, L>(
+    insert_core::<S, L, F>(
         keys,
         values,
         mask,
@@ -99,7 +100,7 @@ pub fn insert_kernel<S: ProbingScheme, L: KeyLayout>(
 // The mask test stays a comptime `if` around a runtime `if`: CubeCL cannot mix the two in one condition.
 #[allow(clippy::too_many_arguments, clippy::collapsible_if)]
 #[cube]
-pub(crate) fn insert_core<S: ProbingScheme, L: KeyLayout>(
+pub(crate) fn insert_core<S: ProbingScheme, L: KeyLayout, F: Reduce>(
     keys: &Array<L::Key>,
     values: &Array<L::Value>,
     mask: &Array<u32>,
@@ -149,7 +150,7 @@ pub(crate) fn insert_core<S: ProbingScheme, L: KeyLayout>(
     } else {
         reads::ATOMIC
     };
-    let a = tile_drive::<S, L>(
+    let a = tile_drive::<S, L, F>(
         table,
         table_plain,
         table_values,

@@ -37,6 +37,7 @@
 //! # Ok::<(), hashtile_core::Error>(())
 //! ```
 
+mod apply;
 pub mod build;
 mod device;
 mod engine;
@@ -182,6 +183,12 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
             return Err(Error::InvalidConfig(format!(
                 "{} are claimed with compare-and-swap; GpuOptions::use_cas must be on",
                 L::NAME
+            )));
+        }
+        if hashtile_core::scheme::sequence_buckets(S::SEQUENCE, num_buckets) != num_buckets {
+            return Err(Error::InvalidConfig(format!(
+                "{num_buckets} buckets: double hashing needs a prime or power-of-two bucket count (its step must \
+                 be coprime with it); hashtile_core::scheme::sequence_buckets gives the next one"
             )));
         }
         let tile_width = tile_width_for(&client, bucket_size)?;

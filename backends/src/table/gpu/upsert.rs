@@ -22,6 +22,7 @@ use crate::device::shape::{ShapeScalars, TableMeta, meta_of};
 use crate::table::gpu::kernels::ADDED_COUNTERS;
 use cubecl::prelude::*;
 use hashtile_core::hash::hash_key;
+use hashtile_core::reduce::{Reduce, kind};
 use hashtile_core::scheme::ProbingScheme;
 
 /// Mask value of a key that is not its key's last occurrence in the batch (skipped).
@@ -110,6 +111,16 @@ pub fn sentinel_gate_kernel(guard: &Array<u32>, mask: &mut Array<u32>) {
     }
 }
 
+/// Lowers `guard[0]` to the position of the first sentinel key (all ones) of `keys`: the check of a batch that
+/// skips the duplicate pass (`insert_or_apply` in the table), read before anything is inserted.
+#[cube(launch_unchecked)]
+pub fn sentinel_scan_kernel<K: Int>(keys: &Array<K>, guard: &Array<Atomic<u32>>) {
+    let pos = ABSOLUTE_POS;
+    if pos < keys.len() && keys[pos] == K::max_value() {
+        guard[0].fetch_min(pos as u32);
+    }
+}
+
 /// Phase 2 of the duplicate pass: `mask[i]` = [`MASK_NEW`] where `i` is its key's last occurrence, else
 /// [`MASK_SKIP`]. `scratch` / `scratch_last` are phase 1's buffers, read plainly (a separate launch).
 #[cube(launch_unchecked)]
@@ -122,12 +133,7 @@ pub fn dedup_mark_kernel(
 ) {
     let pos = ABSOLUTE_POS;
     if pos < slot_of.len() {
-        let s = slot_of[pos] as usize;
-        let last = if comptime!(wide_keys) {
-            scratch_last[s]
-        } else {
-            (scratch[s] & 0xffff_ffffu64) as u32
-        };
+        let last = last_occurrence(slot_of, scratch, scratch_last, pos, wide_keys);
         let mut m = MASK_SKIP.runtime();
         if last == pos as u32 {
             m = MASK_NEW.runtime();
@@ -136,16 +142,76 @@ pub fn dedup_mark_kernel(
     }
 }
 
+/// The batch position of the last occurrence of position `pos`'s key, from phase 1's scratch table.
+#[cube]
+fn last_occurrence(
+    slot_of: &Array<u32>,
+    scratch: &Array<u64>,
+    scratch_last: &Array<u32>,
+    pos: usize,
+    #[comptime] wide_keys: bool,
+) -> u32 {
+    let s = slot_of[pos] as usize;
+    if comptime!(wide_keys) {
+        scratch_last[s]
+    } else {
+        (scratch[s] & 0xffff_ffffu64) as u32
+    }
+}
+
+/// Phase 2 of an `insert_or_apply` (beside the mark): every position that is not its key's last occurrence
+/// folds its value into the last occurrence's entry of `reduced` (a copy of `values`), so that the kept
+/// position carries the reduction of all of the batch's values for its key. Built-in reductions combine with
+/// one atomic each; a user reduction by a compare-and-swap loop (`hashtile_core::reduce`: the order in which
+/// duplicates meet is the device's, which is why reductions must commute).
+#[cube(launch_unchecked)]
+pub fn dedup_reduce_kernel<V: Int, F: Reduce>(
+    slot_of: &Array<u32>,
+    scratch: &Array<u64>,
+    scratch_last: &Array<u32>,
+    values: &Array<V>,
+    reduced: &Array<Atomic<V>>,
+    #[comptime] wide_keys: bool,
+) {
+    let pos = ABSOLUTE_POS;
+    if pos < slot_of.len() {
+        let last = last_occurrence(slot_of, scratch, scratch_last, pos, wide_keys);
+        if last != pos as u32 {
+            let v = values[pos];
+            let at = last as usize;
+            if comptime!(F::KIND == kind::ADD) {
+                reduced[at].fetch_add(v);
+            } else if comptime!(F::KIND == kind::MIN) {
+                reduced[at].fetch_min(v);
+            } else if comptime!(F::KIND == kind::MAX) {
+                reduced[at].fetch_max(v);
+            } else {
+                let mut seen = reduced[at].load();
+                let mut done = false;
+                while !done {
+                    let old = reduced[at].compare_exchange_weak(seen, F::reduce::<V>(seen, v));
+                    if old == seen {
+                        done = true;
+                    } else {
+                        seen = old;
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// Phase 3: `mask[i]` becomes [`MASK_UPDATE`] where a kept key is already stored in the table (layout `L`).
 /// All lanes of every plane run the cooperative find (keys not marked [`MASK_NEW`] ride along inactive).
 ///
-/// With `update`, the stored key's value is also replaced by `values[i]` where it is found, so that no insert
+/// With `update`, the stored key's value is also replaced by `F::reduce(stored, values[i])` where it is found
+/// (`values[i]` itself for [`Assign`](hashtile_core::reduce::Assign), the upsert's rule), so that no insert
 /// pass has to search for it again. That is safe in this launch: it moves no pair (no eviction can hold a key in
 /// flight) and its keys are distinct (the duplicate pass kept one occurrence each), so no two lanes write one
 /// slot; a packed slot word is rewritten whole (same key, new value), a wide layout's value word alone.
 #[cube(launch_unchecked)]
 #[allow(clippy::too_many_arguments)]
-pub fn classify_kernel<S: ProbingScheme, L: KeyLayout>(
+pub fn classify_kernel<S: ProbingScheme, L: KeyLayout, F: Reduce>(
     keys: &Array<L::Key>,
     values: &Array<L::Value>,
     table: &mut Array<u64>,
@@ -158,7 +224,7 @@ pub fn classify_kernel<S: ProbingScheme, L: KeyLayout>(
 ) {
     // One table: no frame descriptors (a one-word stand-in, never read).
     let frames = Array::<u32>::new(1usize);
-    classify_core::<S, L>(
+    classify_core::<S, L, F>(
         keys,
         values,
         table,
@@ -179,7 +245,7 @@ pub fn classify_kernel<S: ProbingScheme, L: KeyLayout>(
 /// found slot's address is one of the frames' shared slot arrays.
 #[cube]
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn classify_core<S: ProbingScheme, L: KeyLayout>(
+pub(crate) fn classify_core<S: ProbingScheme, L: KeyLayout, F: Reduce>(
     keys: &Array<L::Key>,
     values: &Array<L::Value>,
     table: &mut Array<u64>,
@@ -217,7 +283,10 @@ pub(crate) fn classify_core<S: ProbingScheme, L: KeyLayout>(
     if active && r.found == 1u32 {
         mask[pos] = MASK_UPDATE;
         if comptime!(update) {
-            let value = values[pos];
+            let mut value = values[pos];
+            if comptime!(F::KIND != kind::ASSIGN) {
+                value = F::reduce::<L::Value>(r.value, value);
+            }
             let addr = r.slot as usize;
             if comptime!(L::MOVES_PAIRS) {
                 table[addr] = L::slot_word(key, value);

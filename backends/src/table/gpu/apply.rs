@@ -1,0 +1,174 @@
+//! `insert_or_apply` on GPU tables: a batch's pairs are combined with what the table stores by a reduction
+//! (`hashtile_core::reduce`), from device data ([`GpuTable::insert_or_apply_device`]) or host data (in device
+//! batches, through [`crate::HashTable::insert_or_apply`]). Two ways, by what the scheme and layout allow:
+//!
+//! - **In the table** (packed pairs of a scheme whose racing upserts converge, `ProbingScheme::UPSERTS_CONVERGE`:
+//!   linear probing, double hashing): one insert launch with upserts on, updates combining the stored value by
+//!   compare-and-swap of the pair; a key's copies meet in its one slot.
+//! - **Duplicates first** (every other scheme and layout: cuckoo evictions and load-balancing choices can send
+//!   racing copies of a key to different slots): the upsert's passes with two changes (`super::upsert`). Beside
+//!   the duplicate pass's mark, a reduce pass folds every key's values into its last occurrence (a copy of the
+//!   values: a caller's device buffer is never written), and the classify pass combines a stored key's value
+//!   with the folded one in place instead of replacing it. The new keys, distinct and absent after both, then go
+//!   in by the masked bulk insert. Nothing races: the classify launch moves no pair and touches each stored key
+//!   once, and the insert launch holds only keys that are not stored.
+
+use super::GpuTable;
+use super::device::Selection;
+use super::device::Unplaced;
+use super::host_path::Dedup;
+use super::upsert::{MASK_NEW, sentinel_scan_kernel};
+use crate::device::layout::KeyLayout;
+use crate::runtime::launch::{CUBE_SIZE, copy, cube_count};
+use crate::runtime::transfer::HostTransfer;
+use crate::runtime::words::words_of;
+use crate::table::engine::Inserted;
+use cubecl::prelude::*;
+use cubecl::server::Handle;
+use hashtile_core::reduce::{Reduce, kind};
+use hashtile_core::scheme::ProbingScheme;
+use hashtile_core::{Error, Key, ProbeStats, Result, Value};
+
+impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
+    /// Inserts `n` pairs already on the device (`keys`, `values`: `n` elements of the layout's key and value
+    /// types each), combining values by the reduction `F`: a stored key's value becomes
+    /// `F::reduce(stored, v)`, and a key repeated in the batch is stored (or combined) once, with the reduction
+    /// of its values (for [`Assign`](hashtile_core::reduce::Assign): its last value). Waits for the result.
+    ///
+    /// Unlike [`GpuTable::insert_device`], keys may repeat. A sentinel key (all ones) refuses the whole batch
+    /// with [`Error::SentinelKey`], the table unchanged. The caller keeps the batch's new keys within the
+    /// capacity (as for `insert_device`): pairs that do not fit come back in the [`Unplaced`].
+    pub fn insert_or_apply_device<F: Reduce>(
+        &mut self,
+        keys: &Handle,
+        values: &Handle,
+        n: usize,
+    ) -> Result<Unplaced> {
+        if n == 0 {
+            return Ok(Unplaced::default());
+        }
+        // `Assign` keeps the batch's last value, an order racing copies do not keep: it settles duplicates first.
+        if L::MOVES_PAIRS && S::UPSERTS_CONVERGE && self.options.use_cas && F::KIND != kind::ASSIGN
+        {
+            return self.apply_in_table::<F>(keys, values, n);
+        }
+        let client = self.client.clone();
+        let dedup = Dedup::new(&client, &self.cache, n, size_of::<L::Key>() > 4);
+        dedup.clear(&client, dedup.slots);
+        dedup.claim(&client, keys, 0, n);
+        let mask = dedup.mark(&client, &self.cache);
+        // Before anything changes the table: a batch holding the sentinel keeps none of its positions.
+        dedup.gate(&client, &mask, n);
+        let value_bytes = n * size_of::<L::Value>();
+        let folded = (F::KIND != kind::ASSIGN).then(|| {
+            let h = self.cache.take(&client, "apply values", value_bytes);
+            copy::<R, L::Value>(&client, values, &h, n);
+            dedup.reduce::<L::Value, F, R>(&client, values, &h);
+            h
+        });
+        let values_in = folded.as_ref().unwrap_or(values);
+        if self.len > 0 {
+            self.launch_classify::<F>(keys, Some(values_in), &mask, n);
+        }
+        let out = match dedup.sentinel(&client) {
+            Some(index) => Err(Error::SentinelKey { index }),
+            None => self
+                .insert_masked(keys, values_in, &mask, MASK_NEW, n)
+                .map(|pairs| Unplaced {
+                    pairs,
+                    untracked: 0,
+                }),
+        };
+        dedup.release(&self.cache);
+        self.cache.give("dedup mask", mask, n * 4);
+        if let Some(h) = folded {
+            self.cache.give("apply values", h, value_bytes);
+        }
+        out
+    }
+
+    /// Insert-or-apply of a batch in the table itself, for packed pairs of a scheme whose racing upserts of one
+    /// key converge on one slot (`ProbingScheme::UPSERTS_CONVERGE`: linear probing, double hashing): one insert
+    /// launch with upserts on, whose updates combine the stored value with the lane's by a compare-and-swap of
+    /// the pair (cuCollections' way). A key's copies meet in its slot: the first claims it, the others
+    /// re-read and combine. After a sentinel scan (one word read back), it is one pass over the batch.
+    fn apply_in_table<F: Reduce>(
+        &mut self,
+        keys: &Handle,
+        values: &Handle,
+        n: usize,
+    ) -> Result<Unplaced> {
+        let guard = self.client.create_from_slice(&u32::MAX.to_le_bytes());
+        // SAFETY: indices are bounded by `n` (the keys) and 1 (the guard word).
+        unsafe {
+            sentinel_scan_kernel::launch_unchecked::<L::Key, R>(
+                &self.client,
+                cube_count(n),
+                CubeDim::new_1d(CUBE_SIZE),
+                ArrayArg::from_raw_parts(keys.clone(), n),
+                ArrayArg::from_raw_parts(guard.clone(), 1),
+            )
+        }
+        if let Some(index) = Dedup::sentinel_of(&self.client.read_one_unchecked(guard)) {
+            return Err(Error::SentinelKey { index });
+        }
+        let counters = self.counters.clone();
+        self.queue_insert_reducing::<F>(keys, values, Selection::All, n, Some(true), &counters);
+        self.note_queued(n);
+        let pairs = self.settle_all()?;
+        Ok(Unplaced {
+            pairs,
+            untracked: 0,
+        })
+    }
+
+    /// [`GpuTable::insert_or_apply_device`] of host pairs, one device batch ([`crate::runtime::host_io::BatchSizes`]'s
+    /// `insert`) after another: a later batch's keys that an earlier one stored are combined with it, so the
+    /// result is the same as one batch's. Returns the batches' probe statistics and the pairs not placed.
+    pub(crate) fn insert_or_apply_words<F: Reduce>(
+        &mut self,
+        keys: &[L::Key],
+        values: &[L::Value],
+    ) -> Result<(ProbeStats, Vec<(u64, u64)>)> {
+        let step = self.batch.insert.max(1);
+        let mut stats = ProbeStats::default();
+        let mut lost = Vec::new();
+        for (i, (ks, vs)) in keys.chunks(step).zip(values.chunks(step)).enumerate() {
+            let kh = self.upload(ks);
+            let vh = self.upload(vs);
+            let done = self
+                .insert_or_apply_device::<F>(&kh, &vh, ks.len())
+                .map_err(|e| match e {
+                    Error::SentinelKey { index } => Error::SentinelKey {
+                        index: index + i * step,
+                    },
+                    e => e,
+                })?;
+            lost.extend(done.pairs);
+            let s = self.last_insert_probes;
+            stats.probes += s.probes;
+            stats.ops += s.ops;
+            stats.retries += s.retries;
+        }
+        Ok((stats, lost))
+    }
+
+    /// [`GpuTable::insert_or_apply_words`] of the caller's key and value types (widened or kept as the layout
+    /// needs), with the unplaced pairs narrowed back.
+    pub(crate) fn insert_or_apply_typed<F: Reduce, K: Key, V: Value>(
+        &mut self,
+        keys: &[K],
+        values: &[V],
+    ) -> Result<Inserted<K, V>> {
+        let k = words_of::<K, L::Key>(keys);
+        let v = words_of::<V, L::Value>(values);
+        let (stats, lost) = self.insert_or_apply_words::<F>(&k, &v)?;
+        Ok(Inserted {
+            stats,
+            unplaced: lost
+                .into_iter()
+                .map(|(k, v)| (K::narrow(k), V::narrow(v)))
+                .collect(),
+        })
+    }
+}
