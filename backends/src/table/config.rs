@@ -1,0 +1,174 @@
+//! [`TableConfig`]: how a static table is built (backend, capacity, bucket size, scheme parameters, seeds,
+//! rebuilds, batch sizes), its checks, and the default bucket size of each scheme per backend.
+
+use crate::select::{Backend, BackendChoice};
+use hashtile_core::scheme::{SchemeInfo, SchemeParams};
+use hashtile_core::{Error, Result};
+
+/// How to build a table. Start from [`TableConfig::for_keys`] or [`TableConfig::with_capacity`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct TableConfig {
+    /// Which backend to run on (default: `Auto`).
+    pub backend: BackendChoice,
+    /// Minimum number of slots; rounded up to whole buckets.
+    pub capacity: usize,
+    /// The load factor [`TableConfig::for_keys`] was given (checked by [`HashTable::new`](super::HashTable::new): it must be in
+    /// `(0, 1]`).
+    pub load_factor: Option<f64>,
+    /// Slots per bucket: a power of two in `1..=32`. `None` takes the backend's default
+    /// ([`default_bucket_size_of`]: 8 for BCHT on CUDA, 16 elsewhere).
+    pub bucket_size: Option<u32>,
+    /// Scheme parameters; `None` takes the scheme's defaults for the bucket size.
+    pub params: Option<SchemeParams>,
+    /// Master seed of the hash family.
+    pub seed: u64,
+    /// Rebuilds with fresh seeds tried after a failed insert before giving up.
+    pub max_rebuilds: u32,
+    /// CPU backend only: run operations one at a time, in input order, so that placement and probe counts are
+    /// exactly reproducible.
+    pub deterministic: bool,
+    /// GPU backends: count probes on the device (compiled out of the kernels when off). The CPU backend
+    /// always counts.
+    pub count_probes: bool,
+    /// GPU backends: keys per device batch of an insert and per batch of a find (`None`: 2^26 keys each, copied in chunks of 2^22).
+    /// Smaller batches bound the device memory of a call; tests use them to cross chunk boundaries.
+    pub batch_keys: Option<usize>,
+}
+
+impl TableConfig {
+    /// A table with at least `capacity` slots.
+    pub fn with_capacity(capacity: usize) -> Self {
+        Self {
+            backend: BackendChoice::Auto,
+            capacity,
+            load_factor: None,
+            bucket_size: None,
+            params: None,
+            seed: DEFAULT_SEED,
+            max_rebuilds: 8,
+            deterministic: false,
+            count_probes: false,
+            batch_keys: None,
+        }
+    }
+    /// A table sized so that `n` keys fill it to `load_factor`, which must be in `(0, 1]` (else
+    /// [`HashTable::new`](super::HashTable::new) returns [`Error::InvalidConfig`]).
+    pub fn for_keys(n: usize, load_factor: f64) -> Self {
+        let slots = if load_factor > 0.0 && load_factor <= 1.0 {
+            let s = (n as f64 / load_factor).ceil();
+            if s < usize::MAX as f64 {
+                s as usize
+            } else {
+                usize::MAX
+            }
+        } else {
+            n
+        };
+        Self {
+            load_factor: Some(load_factor),
+            ..Self::with_capacity(slots)
+        }
+    }
+    /// Sets the backend.
+    pub fn backend(mut self, backend: BackendChoice) -> Self {
+        self.backend = backend;
+        self
+    }
+    /// Sets the bucket size.
+    pub fn bucket_size(mut self, b: u32) -> Self {
+        self.bucket_size = Some(b);
+        self
+    }
+    /// Sets the scheme parameters.
+    pub fn params(mut self, p: SchemeParams) -> Self {
+        self.params = Some(p);
+        self
+    }
+    /// Sets the master seed.
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = seed;
+        self
+    }
+    /// Sets deterministic (sequential) mode for the CPU backend.
+    pub fn deterministic(mut self, on: bool) -> Self {
+        self.deterministic = on;
+        self
+    }
+    /// Turns on device probe counting for GPU backends.
+    pub fn count_probes(mut self, on: bool) -> Self {
+        self.count_probes = on;
+        self
+    }
+    /// Sets the keys per device batch and find chunk (GPU backends; rounded up to a multiple of 32).
+    pub fn batch_keys(mut self, keys: usize) -> Self {
+        self.batch_keys = Some(keys);
+        self
+    }
+    /// Sets how many re-seeded rebuilds an insert may try.
+    pub fn max_rebuilds(mut self, n: u32) -> Self {
+        self.max_rebuilds = n;
+        self
+    }
+    /// Checks the settings that do not depend on the scheme; `bucket_size` is the resolved bucket size.
+    pub(crate) fn validate(&self, bucket_size: u32) -> Result<()> {
+        if let Some(lf) = self.load_factor
+            && !(lf > 0.0 && lf <= 1.0)
+        {
+            return Err(Error::InvalidConfig(format!(
+                "load factor must be in (0, 1], got {lf}"
+            )));
+        }
+        if !bucket_size.is_power_of_two() || bucket_size > 32 {
+            return Err(Error::InvalidConfig(format!(
+                "bucket size must be a power of two in 1..=32, got {bucket_size}"
+            )));
+        }
+        if self.batch_keys == Some(0) {
+            return Err(Error::InvalidConfig("batch_keys must be at least 1".into()));
+        }
+        if self.capacity == 0 {
+            return Err(Error::InvalidConfig(
+                "capacity must be at least 1 slot".into(),
+            ));
+        }
+        Ok(())
+    }
+    /// The bucket count of a table of this capacity with buckets of `bucket_size` slots along a probe sequence of
+    /// `sequence` (`hashtile_core::scheme::sequence_buckets`: double hashing takes a prime count).
+    pub(crate) fn num_buckets(&self, bucket_size: u32, sequence: u32) -> Result<u32> {
+        let nb = self.capacity.div_ceil(bucket_size.max(1) as usize).max(1);
+        u32::try_from(nb)
+            .ok()
+            .map(|nb| hashtile_core::scheme::sequence_buckets(sequence, nb))
+            .filter(|&nb| (nb as u64) * (bucket_size as u64) < u32::MAX as u64)
+            .ok_or_else(|| {
+                Error::InvalidConfig(format!(
+                    "capacity {} is too large (at most 2^32 - 1 slots)",
+                    self.capacity
+                ))
+            })
+    }
+}
+
+/// The bucket size scheme `S` uses on `backend` when the configuration does not set one.
+///
+/// - BCHT on CUDA: 8, from the H100 sweeps of 2026-11-23 (B = 8 beats B = 16 in every cell at loads 0.8 and
+///   0.9, finds about 1.5x; docs/PERFORMANCE.md).
+/// - Everything else: 16, the BGHT paper's choice (IHT and P2BHT were swept at 16 and 32 only; Vulkan and
+///   the CPU backend are not bus- or latency-bound the same way and were not swept).
+/// - Clamped to the scheme's sizes (1CHT: 1).
+pub fn default_bucket_size_of<S: SchemeInfo>(backend: Backend) -> u32 {
+    let wanted = match backend {
+        Backend::Cuda if S::NAME == "bcht" => 8,
+        _ => 16,
+    };
+    S::BUCKET_SIZES
+        .iter()
+        .copied()
+        .filter(|&b| b <= wanted)
+        .max()
+        .unwrap_or(S::BUCKET_SIZES[0])
+}
+
+/// The default master seed of the hash family.
+pub use hashtile_core::hash::DEFAULT_SEED;
