@@ -25,8 +25,9 @@
 #                  rates of 16 children at 4 / 8 / 12 / 16 resident
 #   bench-sweep    the BGHT paper's experiments at 2^26 keys (rates vs load and N, probes, build success), ~400 s
 #   bench-open     linear probing (B = 1, 4) and double hashing (B = 4, 8) device-resident rates at 2^26 keys,
-#                  and counting tables (insert-or-apply, `count16`; also BCHT B = 8), to set beside
-#                  cuCollections' same schemes and `count_16` of `peers` in the same call
+#                  with counting tables (insert-or-apply, `count16`; also BCHT B = 8) and device erases
+#                  (`erase`, `find after erase`), to set beside cuCollections' same schemes, `count_16`,
+#                  `erase` and `find_after_erase` of `peers` in the same call
 #   first-call     a fresh process's first insert and find of 2^20 keys: cold, then from the kernel cache
 #   peers          BGHT, cuCollections and SlabHash built from .device/peers and run at 2^26 (SlabHash 2^24)
 #   ceiling        the GPU's physical ceilings (copies, random bucket reads, compare-and-swap)
@@ -179,12 +180,13 @@ suite_bench_host() {
 suite_bench_open() {
   local hb=$B/hashtile-bench
   need $hb || return
-  # Inserts check for the key first, as cuCollections' `insert` does; `count16` rows are its `count_16`.
-  rates linear_b1 150 $hb --log2-keys 26 --scheme linear --bucket 1 --load 0.8,0.9 --count
-  rates linear_b4 150 $hb --log2-keys 26 --scheme linear --bucket 4 --load 0.8,0.9 --count
-  rates double_b4 150 $hb --log2-keys 26 --scheme double --bucket 4 --load 0.8,0.9 --count
-  rates double_b8 150 $hb --log2-keys 26 --scheme double --bucket 8 --load 0.8,0.9 --count
-  rates bcht_b8_count 150 $hb --log2-keys 26 --scheme bcht --bucket 8 --load 0.8,0.9 --count
+  # Inserts check for the key first, as cuCollections' `insert` does; `count16` rows are its `count_16`, the
+  # erase rows its `erase` / `find_after_erase` (stable schemes: BCHT's row has no erase).
+  rates linear_b1 150 $hb --log2-keys 26 --scheme linear --bucket 1 --load 0.8,0.9 --count --erase
+  rates linear_b4 150 $hb --log2-keys 26 --scheme linear --bucket 4 --load 0.8,0.9 --count --erase
+  rates double_b4 150 $hb --log2-keys 26 --scheme double --bucket 4 --load 0.8,0.9 --count --erase
+  rates double_b8 150 $hb --log2-keys 26 --scheme double --bucket 8 --load 0.8,0.9 --count --erase
+  rates bcht_b8_count 150 $hb --log2-keys 26 --scheme bcht --bucket 8 --load 0.8,0.9 --count --erase
   merge "$D/open.csv" linear_b1 linear_b4 double_b4 double_b8 bcht_b8_count
 }
 

@@ -374,3 +374,79 @@ fn cuda_double_hashing_refuses_composite_counts() {
     #[cfg(not(feature = "cuda"))]
     present(Backend::Cuda);
 }
+
+/// `erase_device` (device keys): repeats, absent keys and the sentinel erase nothing more, erased keys answer
+/// absent and the rest keep their values, `len` drops by the count; a cuckoo scheme's table refuses with a typed
+/// error and stays unchanged.
+fn erase_device_matches_oracle<R: hashtile::gpu::transfer::HostTransfer>(backend: Backend) {
+    use hashtile::gpu::{GpuOptions, GpuTable};
+    use hashtile::{HashFamily, SchemeInfo};
+    if !present(backend) {
+        return;
+    }
+    let opts = GpuOptions {
+        use_cas: true,
+        plain_reads: backend == Backend::Cuda,
+    };
+    let n = 4000usize;
+    let keys: Vec<u32> = (0u32..)
+        .map(|i| hashtile::hash::fmix32(i ^ 0xe4a5e))
+        .filter(|&k| k != u32::MAX)
+        .take(2 * n)
+        .collect();
+    let values: Vec<u32> = keys.iter().map(|k| k.rotate_left(3)).collect();
+    let mut t = GpuTable::<R, hashtile::LinearProbing>::new(
+        &Default::default(),
+        (n as f64 / 0.8 / 4.0).ceil() as u32,
+        4,
+        HashFamily::new(5),
+        hashtile::LinearProbing::default_params(4),
+        opts,
+    )
+    .unwrap();
+    let (kh, vh) = (t.upload(&keys[..n]), t.upload(&values[..n]));
+    assert!(t.insert_device(&kh, &vh, n).unwrap().pairs.is_empty());
+    // Every third stored key, twice, with absent keys and the sentinel.
+    let mut batch: Vec<u32> = keys[..n].iter().step_by(3).copied().collect();
+    batch.extend_from_slice(&batch.clone());
+    batch.extend_from_slice(&keys[n..n + 100]);
+    batch.push(u32::MAX);
+    let gone: std::collections::HashSet<u32> = keys[..n].iter().step_by(3).copied().collect();
+    let bh = t.upload(&batch);
+    assert_eq!(t.erase_device(&bh, batch.len()).unwrap(), gone.len());
+    assert_eq!(t.len(), n - gone.len());
+    let got = t.find_keys(&keys).unwrap();
+    for (i, (k, g)) in keys.iter().zip(got).enumerate() {
+        let want = (i < n && !gone.contains(k)).then_some(values[i]);
+        assert_eq!(g, want, "key {k}");
+    }
+    let mut c = GpuTable::<R, Bcht>::new(
+        &Default::default(),
+        1024,
+        8,
+        HashFamily::new(5),
+        Bcht::default_params(8),
+        opts,
+    )
+    .unwrap();
+    assert!(matches!(
+        c.erase_device(&bh, batch.len()),
+        Err(hashtile::Error::InvalidConfig(_))
+    ));
+}
+
+#[test]
+fn vulkan_erase_device_matches_oracle() {
+    #[cfg(feature = "vulkan")]
+    erase_device_matches_oracle::<hashtile::cubecl::wgpu::WgpuRuntime>(Backend::Vulkan);
+    #[cfg(not(feature = "vulkan"))]
+    present(Backend::Vulkan);
+}
+
+#[test]
+fn cuda_erase_device_matches_oracle() {
+    #[cfg(feature = "cuda")]
+    erase_device_matches_oracle::<hashtile::cubecl::cuda::CudaRuntime>(Backend::Cuda);
+    #[cfg(not(feature = "cuda"))]
+    present(Backend::Cuda);
+}

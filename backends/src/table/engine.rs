@@ -16,6 +16,20 @@ pub struct Inserted<K, V> {
     pub unplaced: Vec<(K, V)>,
 }
 
+impl<K: Key, V: Value> Inserted<K, V> {
+    /// An insert's outcome from its statistics and the pairs it could not place as device words (widened to
+    /// `u64`), narrowed back to the caller's types.
+    pub(crate) fn from_words(stats: ProbeStats, lost: Vec<(u64, u64)>) -> Self {
+        Self {
+            stats,
+            unplaced: lost
+                .into_iter()
+                .map(|(k, v)| (K::narrow(k), V::narrow(v)))
+                .collect(),
+        }
+    }
+}
+
 /// One backend's table of `K -> V`.
 pub trait Engine<K: Key, V: Value>: Send + Sync {
     /// Upserts a batch of equal lengths. The **last** occurrence of a key in the batch wins; a stored key gets

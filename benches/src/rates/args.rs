@@ -61,6 +61,11 @@ pub struct Args {
     /// (cuCollections' `count_16` in `peers`).
     #[arg(long)]
     pub count: bool,
+    /// Also measure erases on GPUs (stable schemes): 2^log2-keys pairs inserted, the first half erased
+    /// (`erase`), then every key looked up (`find after erase`), as cuCollections' `erase` and
+    /// `find_after_erase` in `peers`.
+    #[arg(long)]
+    pub erase: bool,
     /// The scheme being measured (set per iteration, not a flag).
     #[arg(skip)]
     pub cur_scheme: String,

@@ -281,8 +281,14 @@ fn run_gpu<R: hashtile::gpu::transfer::HostTransfer, S: ProbingScheme + SchemeIn
         });
     }
     if args.count {
-        rows.push(super::apply::count_row::<R, S>(
+        rows.push(super::ops::count_row::<R, S>(
             args, backend, opts, load, keys, n, bar,
+        )?);
+    }
+    // Erases of device keys mark slots in place: stable schemes only (`GpuTable::erase_device`).
+    if args.erase && S::STABLE {
+        rows.extend(super::ops::erase_rows::<R, S>(
+            args, backend, opts, load, keys, values, bar,
         )?);
     }
     Ok(rows)

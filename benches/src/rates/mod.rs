@@ -2,13 +2,13 @@
 //! scheme and bucket size at each load factor, every result checked against a `std::collections::HashMap`
 //! oracle in the same run, written as CSV.
 //!
-//! Layout: `args` (the options and their checks), `apply` (the counting row, `--count`), `measure` (one scheme at one load factor; the sweep measures
+//! Layout: `args` (the options and their checks), `ops` (the counting and erase rows, `--count`, `--erase`), `measure` (one scheme at one load factor; the sweep measures
 //! with it too), `wide` (the same with 64-bit pairs, `--wide`) and `run` (the mode: every measurement, the CSV
 //! and the table).
 
-mod apply;
 pub mod args;
 pub mod measure;
+mod ops;
 mod run;
 mod wide;
 

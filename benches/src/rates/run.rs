@@ -43,7 +43,7 @@ pub fn run(checked: Rates) -> Result<i32, BenchError> {
         .zip(values.iter().copied())
         .collect();
     let finds = [1.0, 0.5, 0.0];
-    let rows = 1 + finds.len() as u64 + u64::from(args.count);
+    let rows = 1 + finds.len() as u64 + u64::from(args.count) + u64::from(args.erase);
     let total = args.load.len() as u64 * rows * (args.runs as u64 + 1);
     let bar = ProgressBar::new(total * instances.len() as u64).with_style(
         ProgressStyle::with_template("{elapsed_precise} [{bar:40}] {pos}/{len} {msg}")

@@ -66,6 +66,7 @@ fn rate_point<S: SchemeInfo>(
         num_hashes: ctx.args.num_hashes,
         wide: false,
         count: false,
+        erase: false,
         cur_scheme: S::NAME.to_string(),
         cur_bucket: bucket,
         csv: String::new(),

@@ -497,13 +497,7 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout, K: Key, V: Value> PagedChi
             });
         }
         let (stats, lost) = (self.table.last_insert_probes(), lost.pairs);
-        Ok(Inserted {
-            stats,
-            unplaced: lost
-                .into_iter()
-                .map(|(k, v)| (K::narrow(k), V::narrow(v)))
-                .collect(),
-        })
+        Ok(Inserted::from_words(stats, lost))
     }
 
     fn note_framed(&mut self, stored: usize) -> Result<()> {

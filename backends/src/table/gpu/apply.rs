@@ -163,12 +163,6 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
         let k = words_of::<K, L::Key>(keys);
         let v = words_of::<V, L::Value>(values);
         let (stats, lost) = self.insert_or_apply_words::<F>(&k, &v)?;
-        Ok(Inserted {
-            stats,
-            unplaced: lost
-                .into_iter()
-                .map(|(k, v)| (K::narrow(k), V::narrow(v)))
-                .collect(),
-        })
+        Ok(Inserted::from_words(stats, lost))
     }
 }

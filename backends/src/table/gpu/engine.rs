@@ -5,10 +5,10 @@
 use super::device::Selection;
 use super::host_path::{self, BatchTable};
 use super::kernels::found_mode;
-use super::{GpuTable, erase, upsert};
+use super::{GpuTable, upsert};
 use crate::device::layout::KeyLayout;
 use crate::runtime::host_io::{BatchSizes, DeviceCache};
-use crate::runtime::launch::{CUBE_SIZE, cube_count, fill_u32};
+use crate::runtime::launch::{CUBE_SIZE, cube_count};
 use crate::runtime::transfer::{HostTransfer, PinnedAlloc};
 use crate::runtime::words::{bytes_of, bytes_of_mut, with_words_mut, words_of};
 use crate::table::engine::{Engine, Inserted};
@@ -28,13 +28,7 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
         let k = words_of::<K, L::Key>(keys);
         let v = words_of::<V, L::Value>(values);
         let (stats, lost) = host_path::upsert(self, bytes_of(&k), bytes_of(&v), distinct)?;
-        Ok(Inserted {
-            stats,
-            unplaced: lost
-                .into_iter()
-                .map(|(k, v)| (K::narrow(k), V::narrow(v)))
-                .collect(),
-        })
+        Ok(Inserted::from_words(stats, lost))
     }
 
     /// Finds host keys of the layout's type into `out` (all ones where absent) and, if given, presence bits.
@@ -252,31 +246,7 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout, K: Key, V: Value> Engine<K
         }
         let k = words_of::<K, L::Key>(keys);
         let kh = R::upload(&self.client, &self.stager, bytes_of(&k))?;
-        let count = self.client.empty(4);
-        fill_u32(&self.client, &count, 1, 0);
-        let erased = erase::erased_word::<L>();
-        // SAFETY: indices are bounded by the keys' length and by the table's shape.
-        unsafe {
-            erase::erase_kernel::launch_unchecked::<S, L, R>(
-                &self.client,
-                cube_count(keys.len()),
-                CubeDim::new_1d(CUBE_SIZE),
-                ArrayArg::from_raw_parts(kh, keys.len()),
-                ArrayArg::from_raw_parts(self.keys.clone(), self.capacity()),
-                ArrayArg::from_raw_parts(self.keys.clone(), self.capacity()),
-                ArrayArg::from_raw_parts(self.values.clone(), self.values_len),
-                ArrayArg::from_raw_parts(count.clone(), 1),
-                self.shape_arg(),
-                erased,
-                self.bucket_size,
-                self.tile_width,
-            )
-        }
-        let bytes = self.client.read_one_unchecked(count);
-        let n = u32::from_bytes(&bytes)[0] as usize;
-        self.len -= n;
-        self.erased = erased;
-        Ok(Some(n))
+        Ok(Some(self.erase_marks(&kh, keys.len())))
     }
     fn as_any_mut(&mut self) -> &mut dyn std::any::Any {
         self

@@ -1,0 +1,163 @@
+//! The `rates` mode's rows of operations beyond insert and find, on device-resident keys, each as
+//! cuCollections' same row of `peers` measures it and every answer checked:
+//!
+//! - `--count`: insert-or-apply with `Add`, each distinct key repeated about 16 times (`count_16`: N keys drawn
+//!   from N/16 distinct ones, value 1, into a table sized for the distinct keys at the load);
+//! - `--erase`: N keys inserted (not timed), the first half erased, then every key looked up (`erase` and
+//!   `find_after_erase`: the erased half must answer absent).
+
+use super::args::Args;
+use super::measure::{Row, params_for};
+use hashtile::gpu::GpuTable;
+use hashtile::reduce::Add;
+use hashtile::{Backend, ProbingScheme, SchemeInfo, TableConfig};
+use indicatif::ProgressBar;
+use std::time::Instant;
+
+/// Distinct keys per repeated key of the counting row (cuCollections' `count_16`).
+pub const REPEATS: usize = 16;
+
+/// The counting row of one scheme at one load on a GPU runtime `R`: `keys` holds at least `n / 16` distinct
+/// keys; the batch is `n` of them, key `j` of position `i` chosen by cuCollections' mix.
+pub fn count_row<R: hashtile::gpu::transfer::HostTransfer, S: ProbingScheme + SchemeInfo>(
+    args: &Args,
+    backend: Backend,
+    opts: hashtile::gpu::GpuOptions,
+    load: f64,
+    keys: &[u32],
+    n: usize,
+    bar: &ProgressBar,
+) -> hashtile::Result<Row> {
+    let d = n / REPEATS;
+    let mut want = vec![0u32; d];
+    let batch: Vec<u32> = (0..n)
+        .map(|i| {
+            let j = mix32((i as u32).wrapping_mul(2_654_435_761)) as usize % d;
+            want[j] += 1;
+            keys[j]
+        })
+        .collect();
+    let ones = vec![1u32; n];
+    let cfg = TableConfig::for_keys(d, load).bucket_size(args.cur_bucket);
+    let nb = hashtile::scheme::sequence_buckets(
+        S::SEQUENCE,
+        cfg.capacity.div_ceil(args.cur_bucket as usize) as u32,
+    );
+    let family = hashtile::HashFamily::new(cfg.seed);
+    let params = params_for::<S>(args)?;
+    let mut t = GpuTable::<R, S>::new(
+        &Default::default(),
+        nb,
+        args.cur_bucket,
+        family,
+        params,
+        opts,
+    )?;
+    let (kh, vh) = (t.upload(&batch), t.upload(&ones));
+    let mut rates = Vec::new();
+    let mut unplaced = 0;
+    for run in 0..=args.runs {
+        t.reset(family)?;
+        t.sync()?;
+        let t0 = Instant::now();
+        let lost = t.insert_or_apply_device::<Add>(&kh, &vh, n)?;
+        let dt = t0.elapsed().as_secs_f64();
+        unplaced = lost.pairs.len() + lost.untracked;
+        if run > 0 {
+            rates.push(n as f64 / dt / 1e6);
+        }
+        bar.inc(1);
+    }
+    let got = t.find_keys(&keys[..d])?;
+    let checked =
+        unplaced == 0 && t.len() == d && got.iter().zip(&want).all(|(g, w)| *g == Some(*w));
+    Ok(Row {
+        scheme: args.cur_scheme.clone(),
+        bucket: args.cur_bucket,
+        backend,
+        load,
+        op: "count16",
+        present: 1.0,
+        rates,
+        checked,
+        unplaced,
+    })
+}
+
+/// The peers' benchmark mix (`peers/common.cuh`'s `mix32`, lowbias32), so that the repeats fall as theirs do.
+fn mix32(mut x: u32) -> u32 {
+    x ^= x >> 16;
+    x = x.wrapping_mul(0x7feb_352d);
+    x ^= x >> 15;
+    x = x.wrapping_mul(0x846c_a68b);
+    x ^ (x >> 16)
+}
+
+/// The erase rows of one scheme at one load on a GPU runtime `R` (`erase`: the first half of `keys[..n]`;
+/// `find after erase`: all of them), on a table of `n` pairs built before each timed run.
+#[allow(clippy::too_many_arguments)]
+pub fn erase_rows<R: hashtile::gpu::transfer::HostTransfer, S: ProbingScheme + SchemeInfo>(
+    args: &Args,
+    backend: Backend,
+    opts: hashtile::gpu::GpuOptions,
+    load: f64,
+    keys: &[u32],
+    values: &[u32],
+    bar: &ProgressBar,
+) -> hashtile::Result<Vec<Row>> {
+    let n = values.len();
+    let h = n / 2;
+    let cfg = TableConfig::for_keys(n, load).bucket_size(args.cur_bucket);
+    let nb = hashtile::scheme::sequence_buckets(
+        S::SEQUENCE,
+        cfg.capacity.div_ceil(args.cur_bucket as usize) as u32,
+    );
+    let family = hashtile::HashFamily::new(cfg.seed);
+    let params = params_for::<S>(args)?;
+    let mut t = GpuTable::<R, S>::new(
+        &Default::default(),
+        nb,
+        args.cur_bucket,
+        family,
+        params,
+        opts,
+    )?;
+    let (kh, vh, hh) = (t.upload(&keys[..n]), t.upload(values), t.upload(&keys[..h]));
+    let out = t.alloc_u32(n);
+    let (mut erase, mut find) = (Vec::new(), Vec::new());
+    let mut ok = true;
+    for run in 0..=args.runs {
+        t.reset(family)?;
+        let lost = t.insert_device(&kh, &vh, n)?;
+        ok &= lost.pairs.is_empty() && lost.untracked == 0;
+        t.sync()?;
+        let t0 = Instant::now();
+        let erased = t.erase_device(&hh, h)?;
+        let dt_erase = t0.elapsed().as_secs_f64();
+        ok &= erased == h && t.len() == n - h;
+        t.sync()?;
+        let t0 = Instant::now();
+        t.find_device(&kh, &out, None, n);
+        t.sync()?;
+        let dt_find = t0.elapsed().as_secs_f64();
+        if run > 0 {
+            erase.push(h as f64 / dt_erase / 1e6);
+            find.push(n as f64 / dt_find / 1e6);
+        }
+        bar.inc(1);
+    }
+    let got = t.read_u32(out);
+    ok &= got[..h].iter().all(|&v| v == u32::MAX) && got[h..] == values[h..];
+    let row = |op: &'static str, rates: Vec<f64>| Row {
+        scheme: args.cur_scheme.clone(),
+        bucket: args.cur_bucket,
+        backend,
+        load,
+        op,
+        present: 0.5,
+        rates,
+        checked: ok,
+        unplaced: 0,
+    };
+    Ok(vec![row("erase", erase), row("find after erase", find)])
+}
