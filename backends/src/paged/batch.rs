@@ -21,7 +21,7 @@ pub(super) fn split_by_bits<K, V>(
         .into_iter()
         .zip(values)
         .enumerate()
-        .partition(|(i, _)| bits[i / 32] >> (i % 32) & 1 == 1);
+        .partition(|(i, _)| crate::results::present(bits, *i));
     let unzip = |v: Vec<(usize, (K, V))>| v.into_iter().map(|(_, p)| p).unzip();
     (unzip(set), unzip(clear))
 }

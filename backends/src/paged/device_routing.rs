@@ -316,7 +316,7 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
         }
         if self.stash_len() > 0 {
             for (i, k) in keys.iter().enumerate() {
-                if bits[i / 32] >> (i % 32) & 1 == 0
+                if !crate::results::present(bits, i)
                     && let Some(c) = self.child_of(*k)
                     && let Some(v) = self.meta[c].stash.get(k)
                 {

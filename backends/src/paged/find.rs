@@ -153,7 +153,7 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
         let (vals, bits) = self.presence(c, keys)?;
         let found = (0..keys.len())
             .into_par_iter()
-            .map(|i| (bits[i / 32] >> (i % 32) & 1) as u8)
+            .map(|i| u8::from(crate::results::present(&bits, i)))
             .collect();
         Ok((vals, found))
     }

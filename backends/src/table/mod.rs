@@ -255,9 +255,10 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
     /// `(group, amount)` pairs is `insert_or_apply::<Add>` of the amounts. Reductions other than `Assign` must be
     /// commutative and associative: on GPUs duplicates meet in whatever order the device's atomics do.
     ///
-    /// On GPUs the batch goes to the device in batches of `batch_keys`; each runs the insert's duplicate pass,
-    /// a reduce pass over the duplicates, a pass that combines stored keys in place and the bulk insert of the
-    /// new keys. Errors are [`HashTable::insert`]'s, with the same guarantees.
+    /// On GPUs the batch goes to the device in batches of `batch_keys`. Linear probing and double hashing with
+    /// 32-bit pairs combine in the table, one insert pass; the other schemes (and 64-bit pairs) run the
+    /// insert's duplicate pass, a reduce pass over the duplicates, a pass that combines stored keys in place and
+    /// the bulk insert of the new keys. Errors are [`HashTable::insert`]'s, with the same guarantees.
     ///
     /// ```
     /// # use hashtile_backends::{Backend, BackendChoice, HashTable, TableConfig};

@@ -132,6 +132,37 @@ fn run_host<S: SchemeInfo>(
     Ok(rows)
 }
 
+/// An empty GPU table of layout `L` for `n` keys at `load`: the current bucket size, the command line's scheme
+/// parameters, `opts`, and the bucket count `HashTable` would take (`scheme::sequence_buckets`: double hashing's
+/// is prime); with its hash family, for the resets between timed runs.
+pub fn empty_gpu_table<
+    R: hashtile::gpu::transfer::HostTransfer,
+    S: ProbingScheme + SchemeInfo,
+    L: hashtile::gpu::KeyLayout,
+>(
+    args: &Args,
+    opts: hashtile::gpu::GpuOptions,
+    n: usize,
+    load: f64,
+) -> hashtile::Result<(GpuTable<R, S, L>, hashtile::HashFamily)> {
+    let cfg = TableConfig::for_keys(n, load).bucket_size(args.cur_bucket);
+    let nb = hashtile::scheme::sequence_buckets(
+        S::SEQUENCE,
+        cfg.capacity.div_ceil(args.cur_bucket as usize) as u32,
+    );
+    let family = hashtile::HashFamily::new(cfg.seed);
+    let params = params_for::<S>(args)?;
+    let t = GpuTable::new(
+        &Default::default(),
+        nb,
+        args.cur_bucket,
+        family,
+        params,
+        opts,
+    )?;
+    Ok((t, family))
+}
+
 /// The backend's default GPU options, overridden by `--claim` / `--reads`.
 pub fn gpu_options(args: &Args, cuda: bool) -> hashtile::gpu::GpuOptions {
     hashtile::gpu::GpuOptions {
@@ -181,20 +212,12 @@ fn run_gpu<R: hashtile::gpu::transfer::HostTransfer, S: ProbingScheme + SchemeIn
     bar: &ProgressBar,
 ) -> hashtile::Result<Vec<Row>> {
     let n = values.len();
-    let cfg = TableConfig::for_keys(n, load).bucket_size(args.cur_bucket);
-    let nb = hashtile::scheme::sequence_buckets(
-        S::SEQUENCE,
-        cfg.capacity.div_ceil(args.cur_bucket as usize) as u32,
-    );
-    let family = hashtile::HashFamily::new(cfg.seed);
-    let params = params_for::<S>(args)?;
-    let device = Default::default();
     let mut ins = Vec::new();
     let mut ins_kernel = Vec::new();
     let mut unplaced = HashSet::new();
     let mut untracked = 0;
     // One table per load factor, cleared between runs (allocation stays out of the timed region).
-    let mut t = GpuTable::<R, S>::new(&device, nb, args.cur_bucket, family, params, opts)?;
+    let (mut t, family) = empty_gpu_table::<R, S, hashtile::gpu::Packed>(args, opts, n, load)?;
     let (kh, vh) = (t.upload(&keys[..n]), t.upload(values));
     for run in 0..=args.runs {
         t.reset(family)?;

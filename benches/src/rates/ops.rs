@@ -7,10 +7,10 @@
 //!   `find_after_erase`: the erased half must answer absent).
 
 use super::args::Args;
-use super::measure::{Row, params_for};
-use hashtile::gpu::GpuTable;
+use super::measure::{Row, empty_gpu_table};
+use hashtile::gpu::Packed;
 use hashtile::reduce::Add;
-use hashtile::{Backend, ProbingScheme, SchemeInfo, TableConfig};
+use hashtile::{Backend, ProbingScheme, SchemeInfo};
 use indicatif::ProgressBar;
 use std::time::Instant;
 
@@ -38,21 +38,7 @@ pub fn count_row<R: hashtile::gpu::transfer::HostTransfer, S: ProbingScheme + Sc
         })
         .collect();
     let ones = vec![1u32; n];
-    let cfg = TableConfig::for_keys(d, load).bucket_size(args.cur_bucket);
-    let nb = hashtile::scheme::sequence_buckets(
-        S::SEQUENCE,
-        cfg.capacity.div_ceil(args.cur_bucket as usize) as u32,
-    );
-    let family = hashtile::HashFamily::new(cfg.seed);
-    let params = params_for::<S>(args)?;
-    let mut t = GpuTable::<R, S>::new(
-        &Default::default(),
-        nb,
-        args.cur_bucket,
-        family,
-        params,
-        opts,
-    )?;
+    let (mut t, family) = empty_gpu_table::<R, S, Packed>(args, opts, d, load)?;
     let (kh, vh) = (t.upload(&batch), t.upload(&ones));
     let mut rates = Vec::new();
     let mut unplaced = 0;
@@ -107,21 +93,7 @@ pub fn erase_rows<R: hashtile::gpu::transfer::HostTransfer, S: ProbingScheme + S
 ) -> hashtile::Result<Vec<Row>> {
     let n = values.len();
     let h = n / 2;
-    let cfg = TableConfig::for_keys(n, load).bucket_size(args.cur_bucket);
-    let nb = hashtile::scheme::sequence_buckets(
-        S::SEQUENCE,
-        cfg.capacity.div_ceil(args.cur_bucket as usize) as u32,
-    );
-    let family = hashtile::HashFamily::new(cfg.seed);
-    let params = params_for::<S>(args)?;
-    let mut t = GpuTable::<R, S>::new(
-        &Default::default(),
-        nb,
-        args.cur_bucket,
-        family,
-        params,
-        opts,
-    )?;
+    let (mut t, family) = empty_gpu_table::<R, S, Packed>(args, opts, n, load)?;
     let (kh, vh, hh) = (t.upload(&keys[..n]), t.upload(values), t.upload(&keys[..h]));
     let out = t.alloc_u32(n);
     let (mut erase, mut find) = (Vec::new(), Vec::new());

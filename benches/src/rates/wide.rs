@@ -4,9 +4,9 @@
 //! schemes (IHT, P2BHT) support; on the CPU every scheme runs.
 
 use super::args::Args;
-use super::measure::{Row, gpu_options, params_for};
+use super::measure::{Row, empty_gpu_table, gpu_options, params_for};
 use crate::common::queries;
-use hashtile::gpu::{GpuTable, Wide};
+use hashtile::gpu::Wide;
 use hashtile::hash::fmix32;
 use hashtile::{Backend, BackendChoice, Error, HashTable, SchemeInfo, TableConfig};
 use indicatif::ProgressBar;
@@ -124,17 +124,10 @@ pub fn measure_wide<S: SchemeInfo>(
             S::NAME
         )));
     }
-    let nb = hashtile::scheme::sequence_buckets(
-        S::SEQUENCE,
-        cfg.capacity.div_ceil(args.cur_bucket as usize) as u32,
-    );
-    let family = hashtile::HashFamily::new(cfg.seed);
     let opts = gpu_options(args, backend == Backend::Cuda);
     macro_rules! on_runtime {
         ($r:ty) => {
-            run_gpu_wide::<$r, S>(
-                args, &wkeys, &wvalues, oracle, finds, bar, nb, family, params, opts,
-            )
+            run_gpu_wide::<$r, S>(args, &wkeys, &wvalues, oracle, finds, bar, load, opts)
         };
     }
     let (ins, insert_ok, unplaced, find_rows) = match backend {
@@ -170,20 +163,11 @@ fn run_gpu_wide<R: hashtile::gpu::transfer::HostTransfer, S: SchemeInfo>(
     oracle: &HashMap<u32, u32>,
     finds: &[f64],
     bar: &ProgressBar,
-    nb: u32,
-    family: hashtile::HashFamily,
-    params: hashtile::SchemeParams,
+    load: f64,
     opts: hashtile::gpu::GpuOptions,
 ) -> hashtile::Result<GpuWideRates> {
     let n = wvalues.len();
-    let mut t = GpuTable::<R, S, Wide>::new(
-        &Default::default(),
-        nb,
-        args.cur_bucket,
-        family,
-        params,
-        opts,
-    )?;
+    let (mut t, family) = empty_gpu_table::<R, S, Wide>(args, opts, n, load)?;
     let (kh, vh) = (t.upload(&wkeys[..n]), t.upload(wvalues));
     let mut ins = Vec::new();
     let mut unplaced = HashSet::new();

@@ -129,7 +129,7 @@ impl<S: SchemeInfo> CpuTable<S> {
         let mut bits = vec![0u32; ks.len().div_ceil(32)];
         self.find_typed(&ks, &mut stored, Some(&mut bits), deterministic);
         for (j, v) in vs.iter_mut().enumerate() {
-            if bits[j / 32] >> (j % 32) & 1 == 1 {
+            if crate::results::present(&bits, j) {
                 *v = F::reduce_host(stored[j], *v);
             }
         }

@@ -44,12 +44,28 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
         values: &Handle,
         n: usize,
     ) -> Result<Unplaced> {
+        self.apply_batch::<F>(keys, values, n, false)
+    }
+
+    /// [`GpuTable::insert_or_apply_device`]; `scanned`: the caller has checked the keys for the sentinel (host
+    /// data), so the in-table way skips its own scan and read-back (the duplicates-first way checks during its
+    /// claims at no cost).
+    fn apply_batch<F: Reduce>(
+        &mut self,
+        keys: &Handle,
+        values: &Handle,
+        n: usize,
+        scanned: bool,
+    ) -> Result<Unplaced> {
         if n == 0 {
             return Ok(Unplaced::default());
         }
         // `Assign` keeps the batch's last value, an order racing copies do not keep: it settles duplicates first.
         if L::MOVES_PAIRS && S::UPSERTS_CONVERGE && self.options.use_cas && F::KIND != kind::ASSIGN
         {
+            if !scanned {
+                self.check_sentinel(keys, n)?;
+            }
             return self.apply_in_table::<F>(keys, values, n);
         }
         let client = self.client.clone();
@@ -91,13 +107,26 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
     /// key converge on one slot (`ProbingScheme::UPSERTS_CONVERGE`: linear probing, double hashing): one insert
     /// launch with upserts on, whose updates combine the stored value with the lane's by a compare-and-swap of
     /// the pair (cuCollections' way). A key's copies meet in its slot: the first claims it, the others
-    /// re-read and combine. After a sentinel scan (one word read back), it is one pass over the batch.
+    /// re-read and combine: one pass over the batch, whose keys the caller has checked for the sentinel.
     fn apply_in_table<F: Reduce>(
         &mut self,
         keys: &Handle,
         values: &Handle,
         n: usize,
     ) -> Result<Unplaced> {
+        let counters = self.counters.clone();
+        self.queue_insert_reducing::<F>(keys, values, Selection::All, n, Some(true), &counters);
+        self.note_queued(n);
+        let pairs = self.settle_all()?;
+        Ok(Unplaced {
+            pairs,
+            untracked: 0,
+        })
+    }
+
+    /// [`Error::SentinelKey`] for the first sentinel key among the `n` device keys `keys` (a scan kernel and a
+    /// one-word read-back).
+    fn check_sentinel(&self, keys: &Handle, n: usize) -> Result<()> {
         let guard = self.client.create_from_slice(&u32::MAX.to_le_bytes());
         // SAFETY: indices are bounded by `n` (the keys) and 1 (the guard word).
         unsafe {
@@ -109,22 +138,16 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
                 ArrayArg::from_raw_parts(guard.clone(), 1),
             )
         }
-        if let Some(index) = Dedup::sentinel_of(&self.client.read_one_unchecked(guard)) {
-            return Err(Error::SentinelKey { index });
+        match Dedup::sentinel_of(&self.client.read_one_unchecked(guard)) {
+            Some(index) => Err(Error::SentinelKey { index }),
+            None => Ok(()),
         }
-        let counters = self.counters.clone();
-        self.queue_insert_reducing::<F>(keys, values, Selection::All, n, Some(true), &counters);
-        self.note_queued(n);
-        let pairs = self.settle_all()?;
-        Ok(Unplaced {
-            pairs,
-            untracked: 0,
-        })
     }
 
-    /// [`GpuTable::insert_or_apply_device`] of host pairs, one device batch ([`crate::runtime::host_io::BatchSizes`]'s
-    /// `insert`) after another: a later batch's keys that an earlier one stored are combined with it, so the
-    /// result is the same as one batch's. Returns the batches' probe statistics and the pairs not placed.
+    /// [`GpuTable::insert_or_apply_device`] of host pairs that the caller has checked for the sentinel
+    /// (`HashTable`'s scan), one device batch ([`crate::runtime::host_io::BatchSizes`]'s `insert`) after
+    /// another: a later batch's keys that an earlier one stored are combined with it, so the result is the same
+    /// as one batch's. Returns the batches' probe statistics and the pairs not placed.
     pub(crate) fn insert_or_apply_words<F: Reduce>(
         &mut self,
         keys: &[L::Key],
@@ -137,7 +160,7 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
             let kh = self.upload(ks);
             let vh = self.upload(vs);
             let done = self
-                .insert_or_apply_device::<F>(&kh, &vh, ks.len())
+                .apply_batch::<F>(&kh, &vh, ks.len(), true)
                 .map_err(|e| match e {
                     Error::SentinelKey { index } => Error::SentinelKey {
                         index: index + i * step,
@@ -145,10 +168,7 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
                     e => e,
                 })?;
             lost.extend(done.pairs);
-            let s = self.last_insert_probes;
-            stats.probes += s.probes;
-            stats.ops += s.ops;
-            stats.retries += s.retries;
+            stats = stats.merged(self.last_insert_probes);
         }
         Ok((stats, lost))
     }

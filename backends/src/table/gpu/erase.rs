@@ -29,8 +29,8 @@ pub fn erased_word<L: KeyLayout>() -> u64 {
 
 /// Tombstone erase: the slot of each stored key of `keys` gets the key word `erased` ([`erased_word`]), and
 /// `count` counts them (the sum of its words: one atomic per plane, spread by cube). All lanes of every plane
-/// run the cooperative find; the mark is a compare-and-swap from the word the find read (`table_atomic`: the same buffer as `table`), so that of two lanes erasing the
-/// same key (a batch with repeats) one counts. Safe beside concurrent lookups of other keys: for them the slot
+/// run the cooperative find; the mark is a compare-and-swap from the word the find read (`table_atomic`: the
+/// same buffer as `table`), so that of two lanes erasing the same key (a batch with repeats) one counts. Safe beside concurrent lookups of other keys: for them the slot
 /// goes from one word that does not match to another.
 #[cube(launch_unchecked)]
 #[allow(clippy::too_many_arguments)]

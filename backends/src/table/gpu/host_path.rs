@@ -75,12 +75,6 @@ fn trace() -> Trace {
     Trace::new("host_path")
 }
 
-fn add(a: &mut ProbeStats, b: ProbeStats) {
-    a.probes += b.probes;
-    a.ops += b.ops;
-    a.retries += b.retries;
-}
-
 /// The duplicate pass's device buffers for a batch of `n` keys (see `crate::table::gpu::upsert`).
 pub(crate) struct Dedup {
     n: usize,
@@ -651,7 +645,7 @@ pub(crate) fn upsert<R: HostTransfer, T: BatchTable<R>>(
             // The gate cleared every mask: nothing of this batch was inserted.
             return Err(Error::SentinelKey { index: start + i });
         }
-        add(&mut stats, s);
+        stats = stats.merged(s);
         lost.append(&mut l);
     }
     Ok((stats, lost))
