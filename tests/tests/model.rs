@@ -1,10 +1,13 @@
-//! Model-based property tests (issue 30): random sequences of batches (insert with repeats, erase with repeats
-//! and absent keys, find, clear, compact) run on a table and on a `HashMap` model side by side; every answer,
-//! every erase count and `len` must agree after every batch. Keys come from a small universe so that batches
-//! collide, repeat and erase-then-reinsert. On failure proptest shrinks the sequence to a short one.
+//! Model-based property tests (issue 30): random sequences of batches (insert with repeats, insert-or-apply
+//! (a counting add) with repeats, erase with repeats and absent keys, find, clear, compact) run on a table and on
+//! a `HashMap` model side by side; every answer, every erase count and `len` must agree after every batch. Keys
+//! come from a small universe so that batches collide, repeat and erase-then-reinsert. Half the sequences start
+//! from a tiny table with growth on (`TableConfig::growth`), so that inserts and applies grow it several times
+//! mid-sequence, erased slots and all. On failure proptest shrinks the sequence to a short one.
 //!
 //! Each scheme runs on the CPU backend and on every GPU present (CI: lavapipe).
 
+use hashtile::reduce::Add;
 use hashtile::{Backend, BackendChoice, HashTable, SchemeInfo, TableConfig};
 use hashtile_tests::backends::present;
 use proptest::prelude::*;
@@ -17,6 +20,7 @@ const UNIVERSE: u16 = 1500;
 #[derive(Debug, Clone)]
 enum Batch {
     Insert(Vec<(u16, u32)>),
+    Apply(Vec<(u16, u32)>),
     Erase(Vec<u16>),
     Find(Vec<u16>),
     Clear,
@@ -32,6 +36,7 @@ fn batch() -> impl Strategy<Value = Batch> {
     let idx = 0..UNIVERSE;
     prop_oneof![
         4 => prop::collection::vec((idx.clone(), any::<u32>()), 0..400).prop_map(Batch::Insert),
+        2 => prop::collection::vec((idx.clone(), 0..1000u32), 0..400).prop_map(Batch::Apply),
         3 => prop::collection::vec(idx.clone(), 0..400).prop_map(Batch::Erase),
         3 => prop::collection::vec(idx, 0..200).prop_map(Batch::Find),
         1 => Just(Batch::Clear),
@@ -39,11 +44,22 @@ fn batch() -> impl Strategy<Value = Batch> {
     ]
 }
 
-/// Runs `batches` on a fresh table of scheme `S` on `backend` and on the model, comparing after each.
-fn agrees<S: SchemeInfo>(backend: Backend, batches: &[Batch]) -> Result<(), TestCaseError> {
-    let cfg = TableConfig::with_capacity(4096)
-        .bucket_size(16)
-        .backend(BackendChoice::Exactly(backend));
+/// Growth's maximum load in the growing sequences.
+const MAX_LOAD: f64 = 0.85;
+
+/// Runs `batches` on a fresh table of scheme `S` on `backend` and on the model, comparing after each: a table of
+/// 4096 slots, or with `grow` one of 64 slots that grows past [`MAX_LOAD`].
+fn agrees<S: SchemeInfo>(
+    backend: Backend,
+    grow: bool,
+    batches: &[Batch],
+) -> Result<(), TestCaseError> {
+    let cfg = if grow {
+        TableConfig::with_capacity(64).growth(MAX_LOAD)
+    } else {
+        TableConfig::with_capacity(4096)
+    };
+    let cfg = cfg.bucket_size(16).backend(BackendChoice::Exactly(backend));
     let mut t: HashTable<S, u32, u32> = HashTable::new(cfg).unwrap();
     let mut model: HashMap<u32, u32> = HashMap::new();
     for (step, b) in batches.iter().enumerate() {
@@ -55,6 +71,16 @@ fn agrees<S: SchemeInfo>(backend: Backend, batches: &[Batch]) -> Result<(), Test
                 t.insert(&keys, &values).unwrap();
                 // The last occurrence of a key in a batch wins.
                 model.extend(keys.into_iter().zip(values));
+            }
+            Batch::Apply(pairs) => {
+                let keys: Vec<u32> = pairs.iter().map(|&(i, _)| key(i)).collect();
+                let values: Vec<u32> = pairs.iter().map(|&(_, v)| v).collect();
+                t.insert_or_apply::<Add>(&keys, &values).unwrap();
+                // Every occurrence adds: a stored key's value and a new key's first value alike.
+                for (k, v) in keys.into_iter().zip(values) {
+                    let e = model.entry(k).or_insert(0);
+                    *e = e.wrapping_add(v);
+                }
             }
             Batch::Erase(idx) => {
                 let keys: Vec<u32> = idx.iter().map(|&i| key(i)).collect();
@@ -79,6 +105,14 @@ fn agrees<S: SchemeInfo>(backend: Backend, batches: &[Batch]) -> Result<(), Test
         }
         prop_assert_eq!(t.len(), model.len(), "{}: len", at);
         prop_assert!(t.len() + t.tombstones() <= t.capacity(), "{}: room", at);
+        if grow {
+            prop_assert!(
+                t.load_factor() <= MAX_LOAD,
+                "{}: grown to {}",
+                at,
+                t.capacity()
+            );
+        }
     }
     // Every key of the universe answers as the model says at the end.
     let all: Vec<u32> = (0..UNIVERSE).map(key).collect();
@@ -102,25 +136,25 @@ macro_rules! model_tests {
                 proptest! {
                     #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
                     #[test]
-                    fn [<$s:lower _cpu>](batches in prop::collection::vec(batch(), 1..12)) {
-                        agrees::<hashtile::$s>(Backend::Cpu, &batches)?;
+                    fn [<$s:lower _cpu>](grow in any::<bool>(), batches in prop::collection::vec(batch(), 1..12)) {
+                        agrees::<hashtile::$s>(Backend::Cpu, grow, &batches)?;
                     }
                 }
                 proptest! {
                     #![proptest_config(ProptestConfig { cases: 12, ..ProptestConfig::default() })]
                     #[test]
-                    fn [<$s:lower _vulkan>](batches in prop::collection::vec(batch(), 1..12)) {
+                    fn [<$s:lower _vulkan>](grow in any::<bool>(), batches in prop::collection::vec(batch(), 1..12)) {
                         if present(Backend::Vulkan) {
-                            agrees::<hashtile::$s>(Backend::Vulkan, &batches)?;
+                            agrees::<hashtile::$s>(Backend::Vulkan, grow, &batches)?;
                         }
                     }
                 }
                 proptest! {
                     #![proptest_config(ProptestConfig { cases: 12, ..ProptestConfig::default() })]
                     #[test]
-                    fn [<$s:lower _cuda>](batches in prop::collection::vec(batch(), 1..12)) {
+                    fn [<$s:lower _cuda>](grow in any::<bool>(), batches in prop::collection::vec(batch(), 1..12)) {
                         if present(Backend::Cuda) {
-                            agrees::<hashtile::$s>(Backend::Cuda, &batches)?;
+                            agrees::<hashtile::$s>(Backend::Cuda, grow, &batches)?;
                         }
                     }
                 }

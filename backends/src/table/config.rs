@@ -33,6 +33,11 @@ pub struct TableConfig {
     /// GPU backends: keys per device batch of an insert and per batch of a find (`None`: 2^26 keys each, copied in chunks of 2^22).
     /// Smaller batches bound the device memory of a call; tests use them to cross chunk boundaries.
     pub batch_keys: Option<usize>,
+    /// Automatic growth: `Some(max_load)` lets an insert whose new keys would take the load past `max_load` first
+    /// move the table into one of twice the capacity (doubling until they fit; on GPUs the pairs move on the
+    /// device), as std's `HashMap` does; `None` (the default) keeps the capacity fixed, and an insert that does
+    /// not fit is [`Error::CapacityExceeded`]. See [`TableConfig::growth`].
+    pub growth: Option<f64>,
 }
 
 impl TableConfig {
@@ -49,6 +54,7 @@ impl TableConfig {
             deterministic: false,
             count_probes: false,
             batch_keys: None,
+            growth: None,
         }
     }
     /// A table sized so that `n` keys fill it to `load_factor`, which must be in `(0, 1]` (else
@@ -104,6 +110,28 @@ impl TableConfig {
         self.batch_keys = Some(keys);
         self
     }
+    /// Turns automatic growth on: an insert whose new keys would take the load past `max_load` (in `(0, 1]`)
+    /// first doubles the capacity, as often as needed, moving the stored pairs into the larger table (on GPUs,
+    /// on the device). The doublings' total work is at most that of one rebuild of the final table, so a table
+    /// grown batch by batch costs a constant factor over one built at its final size.
+    ///
+    /// ```
+    /// # use hashtile_backends::{Backend, BackendChoice, HashTable, TableConfig};
+    /// # use hashtile_probing::Bcht;
+    /// let cfg = TableConfig::for_keys(64, 0.8)
+    ///     .growth(0.8)
+    ///     .backend(BackendChoice::Exactly(Backend::Cpu));
+    /// let mut t: HashTable<Bcht, u32, u32> = HashTable::new(cfg)?;
+    /// let keys: Vec<u32> = (0..10_000).collect();
+    /// t.insert(&keys, &keys)?; // grows from 80 slots to more than 12 500
+    /// assert_eq!(t.len(), 10_000);
+    /// assert!(t.load_factor() <= 0.8);
+    /// # Ok::<(), hashtile_core::Error>(())
+    /// ```
+    pub fn growth(mut self, max_load: f64) -> Self {
+        self.growth = Some(max_load);
+        self
+    }
     /// Sets how many re-seeded rebuilds an insert may try.
     pub fn max_rebuilds(mut self, n: u32) -> Self {
         self.max_rebuilds = n;
@@ -121,6 +149,13 @@ impl TableConfig {
         if !bucket_size.is_power_of_two() || bucket_size > 32 {
             return Err(Error::InvalidConfig(format!(
                 "bucket size must be a power of two in 1..=32, got {bucket_size}"
+            )));
+        }
+        if let Some(g) = self.growth
+            && !(g > 0.0 && g <= 1.0)
+        {
+            return Err(Error::InvalidConfig(format!(
+                "growth's maximum load must be in (0, 1], got {g}"
             )));
         }
         if self.batch_keys == Some(0) {

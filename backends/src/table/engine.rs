@@ -5,6 +5,7 @@
 //! Duplicates and updates are settled inside each engine (on GPUs by device passes, `gpu::upsert`). The
 //! interface is the static table's only: containers built from static tables extend it in their own layers.
 
+use hashtile_core::scheme::SchemeParams;
 use hashtile_core::{HashFamily, Key, ProbeStats, Result, Value};
 
 /// What an insert did: probe statistics and the pairs it could not place (normally none).
@@ -67,6 +68,20 @@ pub trait Engine<K: Key, V: Value>: Send + Sync {
     fn rebuild_in_place(&mut self, family: HashFamily) -> Result<Vec<(K, V)>> {
         let pairs = self.pairs()?;
         refill(self, family, pairs)
+    }
+    /// Moves the stored pairs into a table of `num_buckets` buckets (the same bucket size) under `params` and
+    /// `family`, erased slots dropped, where the pairs live (GPU tables: on the device); returns the pairs it
+    /// could not place, which are no longer stored. Growth ([`TableConfig::growth`](crate::TableConfig)); by
+    /// default the engine cannot.
+    fn regrow(
+        &mut self,
+        _num_buckets: u32,
+        _params: SchemeParams,
+        _family: HashFamily,
+    ) -> Result<Vec<(K, V)>> {
+        Err(hashtile_core::Error::InvalidConfig(
+            "this table cannot change its capacity".into(),
+        ))
     }
     /// Stored pairs.
     fn len(&self) -> usize;

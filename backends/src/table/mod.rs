@@ -92,6 +92,21 @@ impl<S: SchemeInfo, K: Key, V: Value> Engine<K, V> for CpuEngine<S> {
         let wide: Vec<u64> = keys.iter().map(|k| k.widen()).collect();
         Ok(Some(self.table.erase_stored(&wide)))
     }
+    fn regrow(
+        &mut self,
+        num_buckets: u32,
+        params: SchemeParams,
+        family: HashFamily,
+    ) -> Result<Vec<(K, V)>> {
+        let bucket_size = self.table.bucket_size();
+        // Both tables live at once while the pairs move: 16 bytes per new slot, and the old pairs' copy.
+        let slots = num_buckets as u64 * bucket_size as u64;
+        check_host_memory("the grown table", slots * 16 + self.table.len() as u64 * 16)?;
+        let pairs = Engine::<K, V>::pairs(self)?;
+        self.table = CpuTable::new(num_buckets, bucket_size, family, params);
+        let (keys, values): (Vec<K>, Vec<V>) = pairs.into_iter().unzip();
+        Ok(Engine::<K, V>::insert_distinct(self, &keys, &values)?.unplaced)
+    }
     fn as_any_mut(&mut self) -> &mut dyn std::any::Any {
         self
     }
@@ -300,7 +315,10 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
                 expected: keys.len(),
             });
         }
-        let near_full = !in_pipeline && self.len() + keys.len() > self.capacity();
+        // A batch that may grow the table is checked on the host first: a bad batch changes nothing, not even
+        // the capacity.
+        let may_grow = self.growth_limit(self.capacity()) < self.len() + keys.len();
+        let in_pipeline = in_pipeline && !may_grow;
         if !in_pipeline {
             let t0 = std::time::Instant::now();
             if let Some(index) = first_sentinel(keys) {
@@ -312,6 +330,11 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
             self.last_insert = ProbeStats::default();
             return Ok(false);
         }
+        if may_grow {
+            self.grow_for(keys)?;
+        }
+        // Growth counted the batch's new keys already, and made room for them.
+        let near_full = !in_pipeline && !may_grow && self.len() + keys.len() > self.capacity();
         if self.tombstones > 0 && self.len() + self.tombstones + keys.len() > self.capacity() {
             // The batch may need the room erased slots hold.
             self.compact()?;
@@ -327,6 +350,64 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
             }
         }
         Ok(true)
+    }
+
+    /// The most pairs a table of `capacity` slots holds before growth moves it into a larger one (`usize::MAX`
+    /// without growth).
+    fn growth_limit(&self, capacity: usize) -> usize {
+        match self.config.growth {
+            Some(max_load) => (capacity as f64 * max_load).floor() as usize,
+            None => usize::MAX,
+        }
+    }
+
+    /// Growth ([`TableConfig::growth`]): when the batch's new keys (counted exactly) would take the table past its
+    /// maximum load, the capacity doubles until they fit and the stored pairs move into the larger table, under
+    /// the next family of the table's sequence (as [`HashTable::compact`]: the pairs of one old bucket would
+    /// otherwise be re-inserted side by side into shared candidate buckets). Erased slots are dropped on the way.
+    fn grow_for(&mut self, keys: &[K]) -> Result<()> {
+        let incoming = self.engine.count_new(keys)?;
+        let needed = self.len() + incoming;
+        let mut capacity = self.capacity();
+        while self.growth_limit(capacity) < needed {
+            capacity = capacity.checked_mul(2).ok_or(Error::CapacityExceeded {
+                len: self.len(),
+                incoming,
+                capacity: self.capacity(),
+            })?;
+        }
+        if capacity == self.capacity() {
+            return Ok(());
+        }
+        let num_buckets =
+            TableConfig::with_capacity(capacity).num_buckets(self.bucket_size, S::SEQUENCE)?;
+        let params = S::bounded(
+            self.config
+                .params
+                .unwrap_or_else(|| S::default_params(self.bucket_size)),
+            num_buckets,
+        );
+        S::validate(self.bucket_size, &params).map_err(Error::InvalidConfig)?;
+        let t0 = std::time::Instant::now();
+        let from = self.capacity();
+        self.tombstones = 0;
+        let lost = self
+            .engine
+            .regrow(num_buckets, params, self.engine.family().reseeded())?;
+        self.params = params;
+        tracing::debug!(
+            target: "hashtile",
+            phase = "growth",
+            from,
+            to = self.capacity(),
+            pairs = self.len(),
+            ms = t0.elapsed().as_secs_f64() * 1e3
+        );
+        if lost.is_empty() {
+            Ok(())
+        } else {
+            self.rebuild(lost)
+        }
     }
 
     /// After an insert's engine call: its statistics kept, and the pairs it could not place placed by re-seeded

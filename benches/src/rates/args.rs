@@ -66,6 +66,14 @@ pub struct Args {
     /// `find_after_erase` in `peers`.
     #[arg(long)]
     pub erase: bool,
+    /// Also measure growth through `HashTable` with host data (any backend): 2^log2-keys pairs built in one
+    /// call, and in 64 batches into a table that starts sized for one batch and grows at the load.
+    #[arg(long)]
+    pub growth: bool,
+    /// Also measure aging through `HashTable` with host data (any backend): 2^log2-keys pairs at the load, then
+    /// 20 rounds of erasing a random half and inserting as many new keys, with the finds of rounds 1 and 20.
+    #[arg(long)]
+    pub aging: bool,
     /// The scheme being measured (set per iteration, not a flag).
     #[arg(skip)]
     pub cur_scheme: String,
@@ -129,6 +137,14 @@ pub fn check(mut args: Args) -> Result<Rates, String> {
         .collect::<Result<Vec<_>, _>>()?;
     args.scheme = schemes.iter().map(|s| s.to_string()).collect();
     check_csv_path(&args.csv)?;
+    if (args.growth || args.aging) && args.wide {
+        return Err("--growth and --aging measure 32-bit pairs: drop --wide".into());
+    }
+    if args.aging && log2 > 28 {
+        return Err(format!(
+            "--aging: 20 rounds draw 10 x 2^{log2} fresh keys beside the 2^{log2} + 1 stored: at most --log2-keys 28"
+        ));
+    }
     // Every (scheme, bucket size) pair asked for; 1CHT only has one-slot buckets.
     let mut instances = Vec::new();
     for &s in &schemes {

@@ -2,11 +2,13 @@
 //! scheme and bucket size at each load factor, every result checked against a `std::collections::HashMap`
 //! oracle in the same run, written as CSV.
 //!
-//! Layout: `args` (the options and their checks), `ops` (the counting and erase rows, `--count`, `--erase`), `measure` (one scheme at one load factor; the sweep measures
-//! with it too), `wide` (the same with 64-bit pairs, `--wide`) and `run` (the mode: every measurement, the CSV
+//! Layout: `args` (the options and their checks), `ops` (the device counting and erase rows, `--count`,
+//! `--erase`), `lifecycle` (growth and aging through `HashTable`, `--growth`, `--aging`), `measure` (one scheme
+//! at one load factor; the sweep measures with it too), `wide` (the same with 64-bit pairs, `--wide`) and `run` (the mode: every measurement, the CSV
 //! and the table).
 
 pub mod args;
+mod lifecycle;
 pub mod measure;
 mod ops;
 mod run;

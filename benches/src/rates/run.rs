@@ -3,7 +3,7 @@
 
 use super::args::{Args, Rates};
 use super::measure::{Row, measure};
-use super::wide;
+use super::{lifecycle, wide};
 use crate::checks::{SCHEMES, with_scheme};
 use crate::common::{distinct_keys, median};
 use crate::error::BenchError;
@@ -43,7 +43,11 @@ pub fn run(checked: Rates) -> Result<i32, BenchError> {
         .zip(values.iter().copied())
         .collect();
     let finds = [1.0, 0.5, 0.0];
-    let rows = 1 + finds.len() as u64 + u64::from(args.count) + u64::from(args.erase);
+    let rows = 1
+        + finds.len() as u64
+        + u64::from(args.count)
+        + u64::from(args.erase)
+        + lifecycle::rows_of(&args);
     let total = args.load.len() as u64 * rows * (args.runs as u64 + 1);
     let bar = ProgressBar::new(total * instances.len() as u64).with_style(
         ProgressStyle::with_template("{elapsed_precise} [{bar:40}] {pos}/{len} {msg}")
@@ -67,6 +71,10 @@ pub fn run(checked: Rates) -> Result<i32, BenchError> {
                         )
                     } else {
                         measure::<$s>(&args, backend, load, &keys, &values, &oracle, &finds, &bar)
+                            .and_then(|mut rows| {
+                                rows.extend(life_rows::<$s>(&args, backend, load, &keys, &bar)?);
+                                Ok(rows)
+                            })
                     }
                 };
             }
@@ -100,6 +108,39 @@ pub fn run(checked: Rates) -> Result<i32, BenchError> {
         return Ok(2);
     }
     Ok(0)
+}
+
+/// The `--growth` and `--aging` rows of scheme `S` at `load` (`keys`: the run's `2n` distinct keys).
+fn life_rows<S: hashtile::SchemeInfo>(
+    args: &Args,
+    backend: hashtile::Backend,
+    load: f64,
+    keys: &[u32],
+    bar: &ProgressBar,
+) -> hashtile::Result<Vec<Row>> {
+    let n = 1usize << args.log2_keys;
+    let mut rows = Vec::new();
+    if args.growth {
+        rows.extend(lifecycle::growth_rows::<S>(
+            args, backend, load, keys, n, bar,
+        )?);
+    }
+    if args.aging {
+        // Fresh keys continue `distinct_keys`' sequence past the run's keys: distinct from all of them.
+        let salt = hashtile::hash::fmix32(args.seed);
+        let fresh = |i: usize| {
+            let k = hashtile::hash::fmix32((2 * n + 1 + i) as u32 ^ salt);
+            if k == u32::MAX {
+                hashtile::hash::fmix32(u32::MAX ^ salt)
+            } else {
+                k
+            }
+        };
+        rows.extend(lifecycle::aging_rows::<S>(
+            args, backend, load, keys, n, fresh, bar,
+        )?);
+    }
+    Ok(rows)
 }
 
 /// Writes the rows to `--csv`; returns the markdown table rows and whether every result matched the oracle.

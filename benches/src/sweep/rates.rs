@@ -67,6 +67,8 @@ fn rate_point<S: SchemeInfo>(
         wide: false,
         count: false,
         erase: false,
+        growth: false,
+        aging: false,
         cur_scheme: S::NAME.to_string(),
         cur_bucket: bucket,
         csv: String::new(),

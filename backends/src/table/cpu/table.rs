@@ -124,6 +124,10 @@ impl<S: SchemeInfo> CpuTable<S> {
     pub fn capacity(&self) -> usize {
         self.keys.len()
     }
+    /// Slots per bucket.
+    pub fn bucket_size(&self) -> u32 {
+        self.bucket_size
+    }
     /// The hash family in use.
     pub fn family(&self) -> HashFamily {
         self.family

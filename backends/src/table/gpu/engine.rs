@@ -212,6 +212,19 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout, K: Key, V: Value> Engine<K
             .collect())
     }
 
+    fn regrow(
+        &mut self,
+        num_buckets: u32,
+        params: hashtile_core::scheme::SchemeParams,
+        family: HashFamily,
+    ) -> Result<Vec<(K, V)>> {
+        Ok(self
+            .regrow_on_device(num_buckets, params, family)?
+            .into_iter()
+            .map(|(k, v)| (K::narrow(k), V::narrow(v)))
+            .collect())
+    }
+
     fn len(&self) -> usize {
         self.len
     }

@@ -3,16 +3,17 @@
 //! re-inserts the masked pairs. No pair crosses the bus. Static tables reclaim erased slots this way
 //! ([`crate::table::engine::Engine::rebuild_in_place`]); paged tables rebuild and split their children.
 
-use super::GpuTable;
+use super::{GpuTable, stash_len_for};
 use crate::device::layout::KeyLayout;
+use crate::runtime::host_io::check_device_memory;
 use crate::runtime::launch::{CUBE_SIZE, cube_count};
 use crate::runtime::transfer::HostTransfer;
 use cubecl::prelude::*;
 use cubecl::server::Handle;
 use hashtile_core::hash::route_hash;
-use hashtile_core::scheme::ProbingScheme;
+use hashtile_core::scheme::{ProbingScheme, SchemeParams};
 use hashtile_core::tile::EMPTY_WORD;
-use hashtile_core::{HashFamily, Result};
+use hashtile_core::{Error, HashFamily, Result};
 
 /// Unpacks slot `i` of a table into `keys[i]`, `values[i]` and `mask[i]`: 0 for an empty or erased slot (key
 /// word `erased`; `EMPTY_WORD` when the table has no erased slots), else 1, or 2 when `split` is on and the
@@ -105,6 +106,41 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
             self.empty_under(f);
         }
         self.insert_masked(&u.keys, &u.values, &u.mask, mode, u.n)
+    }
+
+    /// Moves the table's pairs into new slot buffers of `num_buckets` buckets under `params` and `family` on the
+    /// device (growth), erased slots dropped: returns the pairs it could not place. The old slots, their
+    /// unpacked copy and the new slots live at once; the old ones are freed when the move is done.
+    pub(crate) fn regrow_on_device(
+        &mut self,
+        num_buckets: u32,
+        params: SchemeParams,
+        family: HashFamily,
+    ) -> Result<Vec<(u64, u64)>> {
+        if hashtile_core::scheme::sequence_buckets(S::SEQUENCE, num_buckets) != num_buckets {
+            return Err(Error::InvalidConfig(format!(
+                "{num_buckets} buckets: double hashing needs a prime or power-of-two bucket count"
+            )));
+        }
+        let slots = num_buckets as usize * self.bucket_size as usize;
+        let words = if L::MOVES_PAIRS { slots } else { 2 * slots };
+        let unpacked = self.capacity() * (size_of::<L::Key>() + size_of::<L::Value>() + 4);
+        check_device_memory::<R>(
+            &self.stager,
+            "the grown table",
+            (words * 8 + unpacked) as u64,
+        )?;
+        let u = self.unpack(None);
+        self.keys = self.client.empty(slots * 8);
+        if !L::MOVES_PAIRS {
+            self.values = self.client.empty(slots * 8);
+            self.values_len = slots;
+        }
+        self.stash_len = stash_len_for(slots);
+        self.stash = self.client.empty(self.stash_len * 8 * L::STASH_WORDS);
+        self.num_buckets = num_buckets;
+        self.params = params;
+        self.insert_unpacked(&u, 1, Some(family))
     }
 
     /// Rebuilds the table from its own pairs under `family` on the device, erased slots dropped: returns the
