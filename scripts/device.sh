@@ -28,6 +28,8 @@
 #                  with counting tables (insert-or-apply, `count16`; also BCHT B = 8) and device erases
 #                  (`erase`, `find after erase`), to set beside cuCollections' same schemes, `count_16`,
 #                  `erase` and `find_after_erase` of `peers` in the same call
+#   bench-life     growth (2^20 to 2^26 keys in 2^20 batches, against one build) and aging (20 rounds of
+#                  erasing half and inserting as many at load 0.85) through HashTable with host data
 #   first-call     a fresh process's first insert and find of 2^20 keys: cold, then from the kernel cache
 #   peers          BGHT, cuCollections and SlabHash built from .device/peers and run at 2^26 (SlabHash 2^24)
 #   ceiling        the GPU's physical ceilings (copies, random bucket reads, compare-and-swap)
@@ -56,7 +58,7 @@ RUNS=${RUNS:-3}
 t0=$SECONDS
 
 # The GPU test binaries (tests/tests/*.rs that run kernels); scripts/pack.sh packs the same list.
-GPU_TESTS="host_path host_io gpu matrix gpu_scan csr chained paged paged_frames paged_stress kernel_cache"
+GPU_TESTS="host_path host_io gpu matrix gpu_scan csr chained paged paged_frames paged_stress kernel_cache growth model"
 
 [ $# -gt 0 ] || { echo "usage: bash scripts/device.sh SUITE...  (suites: see the header of this file)"; exit 2; }
 # On exit (a signal included): everything under $OUT but summary.txt into $OUT/results.tgz.
@@ -132,7 +134,8 @@ suite_tests() {
 SAN_RUNS=(
   "host_path"
   "host_io"
-  "gpu cuda_matches_oracle cuda_exchange_claims_match_oracle cuda_apply_device_matches_oracle"
+  "gpu cuda_matches_oracle cuda_exchange_claims_match_oracle cuda_apply_device_matches_oracle cuda_erase_device"
+  "growth one_batch_grows_many_times growth_drops_erased_slots"
   "matrix cuda_bcht_b8 cuda_iht_b16_u64 cuda_p2bht_b16 cuda_iht_one_sequence_b16 cuda_bcht_upsert_first_fit_b8 cuda_one_slot_bulk_build"
   "matrix cuda_linearprobing_b4_u32 cuda_doublehashing_b8_u32 aging_iht_cuda aging_linearprobing_cuda"
   "gpu_scan cuda"
@@ -188,6 +191,18 @@ suite_bench_open() {
   rates double_b8 150 $hb --log2-keys 26 --scheme double --bucket 8 --load 0.8,0.9 --count --erase
   rates bcht_b8_count 150 $hb --log2-keys 26 --scheme bcht --bucket 8 --load 0.8,0.9 --count --erase
   merge "$D/open.csv" linear_b1 linear_b4 double_b4 double_b8 bcht_b8_count
+}
+
+suite_bench_life() {
+  local hb=$B/hashtile-bench
+  need $hb || return
+  # Through HashTable with host data, as users call it: growth from 2^20 to 2^26 keys in 2^20 batches against
+  # one build of 2^26 (the rows' rate is 2^26 over the total time), and 20 aging rounds at load 0.85.
+  rates growth_bcht8 300 $hb --log2-keys 26 --scheme bcht --bucket 8 --load 0.8 --growth
+  rates growth_double8 300 $hb --log2-keys 26 --scheme double --bucket 8 --load 0.8 --growth
+  rates aging_bcht8 300 $hb --log2-keys 26 --scheme bcht --bucket 8 --load 0.85 --aging
+  rates aging_iht16 300 $hb --log2-keys 26 --scheme iht --bucket 16 --load 0.85 --aging
+  merge "$D/life.csv" growth_bcht8 growth_double8 aging_bcht8 aging_iht16
 }
 
 suite_first_call() {
@@ -386,6 +401,7 @@ main() {
       bench-families) suite_bench_families ;;
       bench-open) suite_bench_open ;;
       first-call) suite_first_call ;;
+      bench-life) suite_bench_life ;;
       bench-chained) suite_bench_chained ;;
       bench-csr) suite_bench_csr ;;
       bench-paged) suite_bench_paged ;;
