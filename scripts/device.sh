@@ -58,7 +58,7 @@ RUNS=${RUNS:-3}
 t0=$SECONDS
 
 # The GPU test binaries (tests/tests/*.rs that run kernels); scripts/pack.sh packs the same list.
-GPU_TESTS="host_path host_io gpu matrix gpu_scan csr chained paged paged_frames paged_stress kernel_cache growth model"
+GPU_TESTS="host_path host_io gpu matrix gpu_scan csr chained paged paged_frames paged_stress kernel_cache growth model device_writes"
 
 [ $# -gt 0 ] || { echo "usage: bash scripts/device.sh SUITE...  (suites: see the header of this file)"; exit 2; }
 # On exit (a signal included): everything under $OUT but summary.txt into $OUT/results.tgz.
@@ -136,6 +136,7 @@ SAN_RUNS=(
   "host_io"
   "gpu cuda_matches_oracle cuda_exchange_claims_match_oracle cuda_apply_device_matches_oracle cuda_erase_device"
   "growth one_batch_grows_many_times growth_drops_erased_slots"
+  "device_writes cuda"
   "matrix cuda_bcht_b8 cuda_iht_b16_u64 cuda_p2bht_b16 cuda_iht_one_sequence_b16 cuda_bcht_upsert_first_fit_b8 cuda_one_slot_bulk_build"
   "matrix cuda_linearprobing_b4_u32 cuda_doublehashing_b8_u32 aging_iht_cuda aging_linearprobing_cuda"
   "gpu_scan cuda"

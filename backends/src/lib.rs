@@ -33,14 +33,18 @@ pub mod gpu {
     pub use crate::runtime::launch;
     pub use crate::runtime::{scan, transfer};
     pub use crate::select::{cuda_available, vulkan_available, vulkan_hardware_available};
-    pub use crate::table::gpu::{DeviceRef, GpuOptions, GpuTable, Unplaced};
+    pub use crate::table::gpu::{DeviceRef, DeviceWriter, GpuOptions, GpuTable, Unplaced};
 
     /// Table operations callable from your own CubeCL kernels.
     pub mod device_api {
+        pub use crate::device::driver::status;
         pub use crate::device::find::{FindResult, FoundAt, tile_find, tile_find_at};
         pub use crate::device::probe::{FRAME_DESC_WORDS, probe_bucket};
         pub use crate::device::shape::{
             SHAPE_WORDS, ShapeScalars, TableMeta, bucket_of, bucket_of_wide, load_meta, meta_of,
+        };
+        pub use crate::device::write::{
+            tile_contains, tile_erase, tile_get, tile_insert_or_apply, tile_insert_or_assign,
         };
     }
 

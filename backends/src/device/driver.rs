@@ -59,7 +59,8 @@ pub const FAILED_COUNTER: u32 = 0;
 ///
 /// Flags: `mode` ([`op`]); `bucket_size` and `tw` (the tile's width); `reads`; `use_cas` (claims by
 /// compare-and-swap; off: by exchange, carrying on whatever was displaced); `count_probes`; `want_slot`
-/// (a found key's slot address in the answer); `framed`; `resident` (chains: the tile keeps a resident block
+/// (a found key's slot address in the answer; launches of packed inserts, which otherwise answer nothing per
+/// lane, then answer each lane's status); `framed`; `resident` (chains: the tile keeps a resident block
 /// of the slab allocator, SlabAlloc's; else the hashed bitmap). `F`: how a static insert of packed pairs updates
 /// a stored key's value (`Assign`: replaced; any other reduction: combined, insert-or-apply in the table).
 #[allow(
@@ -109,7 +110,8 @@ pub fn tile_drive<S: ProbingScheme, L: KeyLayout, F: Reduce>(
     );
     // Static bulk inserts of packed pairs answer nothing per lane: their outcomes are the tile's counts and the
     // stash (a lane's answer costs the insert kernel registers, and registers limit its occupancy).
-    let answers = comptime!(chains || !only_inserts || !L::MOVES_PAIRS);
+    // `want_slot` asks for answers all the same (the device API's writes: each lane learns what its insert did).
+    let answers = comptime!(chains || !only_inserts || !L::MOVES_PAIRS || want_slot);
     // Launches of static finds finish an operation in one branch (see the bookkeeping below).
     let lean_finds = comptime!(mode == op::FIND && !chains);
     // Cuckoo evictions (an exchange, then the displaced pair carried on), for the schemes that move pairs and

@@ -126,9 +126,49 @@ pub(crate) fn tile_find_core<S: ProbingScheme, L: KeyLayout>(
     #[comptime] want_slot: bool,
     #[comptime] framed: bool,
 ) -> FoundAt<L::Value> {
-    // A find changes nothing: no atomic view of the table, no allocator, no stash, no gather output (one-word
-    // local stand-ins the driver never touches in a find).
+    // Plain reads: no atomic view of the table (a one-word local stand-in the driver never touches).
     let no_words = Array::<Atomic<u64>>::new(1usize);
+    find_reading::<S, L>(
+        &no_words,
+        table_keys,
+        table_values,
+        meta,
+        key,
+        active,
+        frames,
+        child,
+        bucket_size,
+        tile_width,
+        reads::PLAIN,
+        count_probes,
+        want_slot,
+        framed,
+    )
+}
+
+/// [`tile_find_core`] reading buckets per `read_mode` ([`reads`]): plain loads of `table_keys`, or coherent
+/// loads of `table_atomic` (the same buffer, bound atomically: the device API's writes on Vulkan, where a
+/// kernel binds the table once).
+#[allow(clippy::too_many_arguments)]
+#[cube]
+pub(crate) fn find_reading<S: ProbingScheme, L: KeyLayout>(
+    table_atomic: &Array<Atomic<u64>>,
+    table_keys: &Array<u64>,
+    table_values: &Array<u64>,
+    meta: TableMeta,
+    key: L::Key,
+    active: bool,
+    frames: &Array<u32>,
+    child: u32,
+    #[comptime] bucket_size: u32,
+    #[comptime] tile_width: u32,
+    #[comptime] read_mode: u32,
+    #[comptime] count_probes: bool,
+    #[comptime] want_slot: bool,
+    #[comptime] framed: bool,
+) -> FoundAt<L::Value> {
+    // A find changes nothing: no allocator, no stash, no gather output (one-word local stand-ins the driver
+    // never touches in a find).
     let no_counts = Array::<Atomic<u32>>::new(1usize);
     let mut no_stash = Array::<u64>::new(1usize);
     let mut no_out = Array::<L::Value>::new(1usize);
@@ -142,7 +182,7 @@ pub(crate) fn tile_find_core<S: ProbingScheme, L: KeyLayout>(
         at: 0u32,
     };
     let a = tile_drive::<S, L, Assign>(
-        &no_words,
+        table_atomic,
         table_keys,
         table_values,
         &no_counts,
@@ -157,7 +197,7 @@ pub(crate) fn tile_find_core<S: ProbingScheme, L: KeyLayout>(
         op::FIND,
         bucket_size,
         tile_width,
-        reads::PLAIN,
+        read_mode,
         true,
         count_probes,
         want_slot,

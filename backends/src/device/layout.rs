@@ -39,6 +39,10 @@ pub trait KeyLayout: Send + Sync + 'static {
     const NAME: &'static str;
     /// Stash words per pair an insert gives up on (see [`KeyLayout::stash`]).
     const STASH_WORDS: usize;
+    /// The key word a static table's erase leaves in a slot: neither empty nor a match for any key the layout
+    /// holds (packed pairs: the sentinel key with value 0, which finds never look up; wide slots of 32-bit
+    /// keys: all ones minus one, which no 32-bit key widens to).
+    const ERASED_WORD: u64;
 
     /// The key's mix that seeds its eviction randomness (the CPU backend's `key_mix`, for every width).
     fn key_mix(key: Self::Key) -> u32;
@@ -107,6 +111,7 @@ impl KeyLayout for Packed {
     const MOVES_PAIRS: bool = true;
     const NAME: &'static str = "packed 32-bit pairs";
     const STASH_WORDS: usize = 1;
+    const ERASED_WORD: u64 = 0xffff_ffff_0000_0000;
 
     fn key_mix(key: u32) -> u32 {
         key_mix(key, 0u32)
@@ -180,6 +185,7 @@ impl KeyLayout for Wide {
     const MOVES_PAIRS: bool = false;
     const NAME: &'static str = "wide pairs (parallel u64 arrays)";
     const STASH_WORDS: usize = 2;
+    const ERASED_WORD: u64 = u64::MAX - 1;
 
     fn key_mix(key: u64) -> u32 {
         key_mix((key & 0xffff_ffffu64) as u32, (key >> 32u64) as u32)

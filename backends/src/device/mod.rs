@@ -1,8 +1,10 @@
 //! The `#[cube]` layer every GPU family builds on: a table's shape and hash functions ([`shape`]), how slots
 //! hold pairs ([`layout`]), a key's bucket per probe under a scheme ([`probe`]), the one work-sharing tile driver every
 //! operation runs on ([`driver`]) and its vocabulary ([`operation`]), slab lists and their allocator for schemes that chain ([`slab`]), and the
-//! device API's cooperative find ([`find`]).
+//! device API's cooperative find ([`find`]) and writes ([`mod@write`]), with the write counters they share with the
+//! tables' own kernels ([`counters`]).
 
+pub mod counters;
 pub mod driver;
 pub mod find;
 pub mod layout;
@@ -10,3 +12,4 @@ pub mod operation;
 pub mod probe;
 pub mod shape;
 pub mod slab;
+pub mod write;

@@ -169,7 +169,11 @@ pub struct RouteMap<'a> {
 /// `u32` words of one child's insert counters in a routed batch's counters ([`RoutedBatch::counters`]): room
 /// for a GPU insert's counters, and a whole multiple of 256 bytes, so that each child's share is a valid buffer
 /// binding (Vulkan's offset alignment).
-pub const ROUTED_COUNTERS: usize = 256;
+pub const ROUTED_COUNTERS: usize = 320;
+const _: () = assert!(
+    ROUTED_COUNTERS >= crate::device::counters::INSERT_COUNTERS
+        && ROUTED_COUNTERS.is_multiple_of(64)
+);
 
 /// A batch copied to the device and partitioned by child there (`gpu::routing`): child `c`'s part is
 /// `counts[c]` consecutive elements from `starts[c]` (a multiple of 2048, so every part is a valid buffer

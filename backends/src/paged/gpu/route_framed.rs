@@ -153,8 +153,8 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> DeviceRouter<R, S, L> {
         let new = to_usize(&u32::from_bytes(&read[1])[..children]);
         let failed = to_usize(&c[INSERT_COUNTERS..INSERT_COUNTERS + children]);
         let ops: usize = run.kept.iter().sum();
-        let (all_failed, added, _) =
-            crate::table::gpu::kernels::decode_insert_counters(c, ops as u64);
+        let counts = crate::device::counters::decode_counters(c, ops as u64);
+        let (all_failed, added) = (counts.failed, counts.added);
         let stored: Vec<usize> = new.iter().zip(&failed).map(|(n, f)| n - f.min(n)).collect();
         let held = all_failed.min(run.stash_len);
         let unplaced = if held > 0 {

@@ -33,6 +33,26 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
         }
     }
 
+    /// Device handles for the device API's writes from your own kernels ([`crate::device::write`]:
+    /// insert-or-assign, insert-or-apply, erase, contains; see [`DeviceWriter`]). Call [`GpuTable::settle`] after
+    /// your kernels ran: it brings `len()` up to date from the table's counters and returns the pairs an insert
+    /// could not place. The table counts itself as possibly holding erased slots from here on (its rebuilds
+    /// and reads skip them).
+    pub fn device_writer(&mut self) -> DeviceWriter {
+        self.unsettled = true;
+        if S::STABLE && L::MOVES_PAIRS {
+            self.erased = L::ERASED_WORD;
+        }
+        DeviceWriter {
+            table: self.device_ref(),
+            stash: self.stash.clone(),
+            stash_words: L::STASH_WORDS * self.stash_len,
+            counters: self.counters.clone(),
+            counters_len: INSERT_COUNTERS,
+            plain_reads: self.options.plain_reads,
+        }
+    }
+
     /// Inserts `n` pairs already on the device (`keys` and `values`: `n` elements of the layout's key and value
     /// types each) and waits for the result. Keys must not be the sentinel (not checked on the device) and
     /// should be distinct (see NOTES.md on duplicates in one device batch). Returns what could not be placed
@@ -158,8 +178,9 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
     /// Applies insert counters read back (`ops` operations): `len()`, the probe statistics, and the pairs the
     /// inserts gave up on (read from the stash).
     pub(crate) fn settle_counters(&mut self, c: &[u32], ops: u64) -> Unplaced {
-        let (nfailed, added, stats) = kernels::decode_insert_counters(c, ops);
-        self.len += added;
+        let counts = crate::device::counters::decode_counters(c, ops);
+        let (nfailed, stats) = (counts.failed, counts.stats);
+        self.len = self.len + counts.added - counts.erased;
         self.last_insert_probes = stats;
         let mut out = Unplaced {
             pairs: Vec::new(),
@@ -336,6 +357,28 @@ pub struct Unplaced {
     /// Pairs that could not be placed **and** did not fit the stash, so their contents are unknown. Only
     /// possible when over 1/16 of the table fails in one call, far beyond any scheme's achievable load.
     pub untracked: usize,
+}
+
+/// What a user kernel needs to write to the table through the device API ([`crate::device::write`]), from
+/// [`GpuTable::device_writer`]. Bind `table.keys` twice (as `&Array<Atomic<u64>>` and, where `plain_reads`,
+/// as the plain `&Array<u64>` view; otherwise pass any one-word array there), `table.values` as
+/// `&mut Array<u64>`, `stash` (`stash_words` long) and `counters` (`counters_len` long), and instantiate with
+/// `table.bucket_size`, `table.tile_width` and `plain_reads`.
+#[derive(Debug, Clone)]
+pub struct DeviceWriter {
+    /// The table's arrays and shape, as for finds.
+    pub table: DeviceRef,
+    /// Where inserts put the pairs they give up on (`&mut Array<u64>`).
+    pub stash: Handle,
+    /// Length of `stash`.
+    pub stash_words: usize,
+    /// The table's write counters (`&Array<Atomic<u32>>`, `crate::device::counters`).
+    pub counters: Handle,
+    /// Length of `counters`.
+    pub counters_len: usize,
+    /// Read buckets with plain loads of the second binding of the key words (CUDA); else atomic loads only
+    /// (Vulkan, where a buffer is bound once per launch).
+    pub plain_reads: bool,
 }
 
 /// What a user kernel needs to call the table's device API ([`crate::device::find::tile_find()`] with the table's scheme

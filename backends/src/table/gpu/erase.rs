@@ -1,13 +1,13 @@
 //! Tombstone erase on the device ([`crate::table::engine::Engine::erase_stored`] of a [`super::GpuTable`], and
 //! [`GpuTable::erase_device`] for device data):
-//! each stored key's slot gets a key word that is neither empty nor any key's ([`erased_word`]), so lookups
+//! each stored key's slot gets a key word that is neither empty nor any key's ([`KeyLayout::ERASED_WORD`]), so lookups
 //! probe past it and inserts do not reuse it until the table is rebuilt.
 
 use super::GpuTable;
-use super::kernels::ADDED_COUNTERS;
-use crate::device::find::tile_find_at;
+use crate::device::counters::{ADDED_COUNTERS, count_spread};
 use crate::device::layout::KeyLayout;
 use crate::device::shape::{ShapeScalars, meta_of};
+use crate::device::write::erase_slot;
 use crate::runtime::launch::{CUBE_SIZE, cube_count, fill_u32};
 use crate::runtime::transfer::HostTransfer;
 use cubecl::prelude::*;
@@ -15,23 +15,9 @@ use cubecl::server::Handle;
 use hashtile_core::scheme::ProbingScheme;
 use hashtile_core::{Error, Result};
 
-/// The key word an erase writes into a slot of layout `L`: neither empty nor a match for any key it can
-/// hold. Packed pairs: the sentinel key with value 0 (only a lookup of the sentinel key
-/// itself could match it, and tables answer those as absent); wide slots of 32-bit keys: all ones
-/// minus one, which no 32-bit key widens to.
-pub fn erased_word<L: KeyLayout>() -> u64 {
-    if L::MOVES_PAIRS {
-        0xffff_ffff_0000_0000
-    } else {
-        u64::MAX - 1
-    }
-}
-
-/// Tombstone erase: the slot of each stored key of `keys` gets the key word `erased` ([`erased_word`]), and
-/// `count` counts them (the sum of its words: one atomic per plane, spread by cube). All lanes of every plane
-/// run the cooperative find; the mark is a compare-and-swap from the word the find read (`table_atomic`: the
-/// same buffer as `table`), so that of two lanes erasing the same key (a batch with repeats) one counts. Safe beside concurrent lookups of other keys: for them the slot
-/// goes from one word that does not match to another.
+/// Tombstone erase: the slot of each stored key of `keys` gets the key word `erased` ([`KeyLayout::ERASED_WORD`])
+/// by the device API's erase (`device::write::erase_slot`: of two lanes erasing one key, one marks it), and `count` counts
+/// them (the sum of its [`ADDED_COUNTERS`] words).
 #[cube(launch_unchecked)]
 #[allow(clippy::too_many_arguments)]
 pub fn erase_kernel<S: ProbingScheme, L: KeyLayout>(
@@ -45,38 +31,25 @@ pub fn erase_kernel<S: ProbingScheme, L: KeyLayout>(
     #[comptime] bucket_size: u32,
     #[comptime] tile_width: u32,
 ) {
-    let meta = meta_of(shape);
     let pos = ABSOLUTE_POS;
-    let mut active = false;
+    let active = pos < keys.len();
     let mut key = L::Key::new(0);
-    if pos < keys.len() {
+    if active {
         key = keys[pos];
-        active = true;
     }
-    let r = tile_find_at::<S, L>(
+    let hit = erase_slot::<S, L>(
+        table_atomic,
         table,
         table_values,
-        meta,
+        meta_of(shape),
         key,
         active,
+        erased,
         bucket_size,
         tile_width,
-        false,
         true,
     );
-    let mut hit = 0u32;
-    if active && r.found == 1u32 {
-        let seen = L::slot_word(key, r.value);
-        if table_atomic[r.slot as usize].compare_exchange_weak(seen, erased) == seen {
-            hit = 1u32;
-        }
-    }
-    // One atomic per plane into spread-out counters: one counter for every erased key serialised a batch of
-    // 2^25 erases at 6 G keys/s whatever the scheme (H200).
-    let total = plane_sum(hit);
-    if UNIT_POS_PLANE == 0u32 && total > 0u32 {
-        count[(CUBE_POS_X % count.len() as u32) as usize].fetch_add(total);
-    }
+    count_spread(count, 0u32, u32::cast_from(hit));
 }
 
 impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
@@ -105,7 +78,7 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
         let words = ADDED_COUNTERS as usize;
         let count = self.client.empty(words * 4);
         fill_u32(&self.client, &count, words, 0);
-        let erased = erased_word::<L>();
+        let erased = L::ERASED_WORD;
         // SAFETY: indices are bounded by `n` and by the table's shape.
         unsafe {
             erase_kernel::launch_unchecked::<S, L, R>(

@@ -2,6 +2,7 @@
 //! (`crate::device::driver`) over a batch, written once for every key layout (`crate::device::layout`), with
 //! their counters and presence outputs.
 
+use crate::device::counters::{ADDED_AT, PROBES_AT, RETRIES_AT, count_spread};
 use crate::device::driver::{LaneOp, op, reads, store_inserted_value, tile_drive};
 use crate::device::find::tile_find;
 use crate::device::layout::KeyLayout;
@@ -13,22 +14,8 @@ use hashtile_core::reduce::Reduce;
 use hashtile_core::scheme::ProbingScheme;
 use hashtile_core::tile::tile_lane;
 
-/// Number of spread-out counters per statistic: one shared counter would serialise millions of atomics.
-pub const ADDED_COUNTERS: u32 = 64;
-/// Layout of an insert's counter array: `[failures, added x 64, probes x 64, retries x 64]`.
-pub const INSERT_COUNTERS: usize = 1 + 3 * ADDED_COUNTERS as usize;
-
-/// An insert's counters read back: `(failures, new keys, probe statistics of `ops` operations)`.
-pub fn decode_insert_counters(c: &[u32], ops: u64) -> (usize, usize, hashtile_core::ProbeStats) {
-    let spread = ADDED_COUNTERS as usize;
-    let sum = |r: std::ops::Range<usize>| c[r].iter().map(|&x| x as u64).sum::<u64>();
-    let stats = hashtile_core::ProbeStats {
-        probes: sum(1 + spread..1 + 2 * spread),
-        ops,
-        retries: sum(1 + 2 * spread..1 + 3 * spread),
-    };
-    (c[0] as usize, sum(1..1 + spread) as usize, stats)
-}
+/// The counter layout lives with the device layer (the device API's writes count into it too).
+pub use crate::device::counters::{ADDED_COUNTERS, INSERT_COUNTERS};
 
 /// Bulk insert (upsert) of pairs in layout `L` ([`crate::device::layout`]).
 ///
@@ -174,32 +161,23 @@ pub(crate) fn insert_core<S: ProbingScheme, L: KeyLayout, F: Reduce>(
         false,
     );
     store_inserted_value::<L>(table_values, a, pending, my_val);
-    // One atomic per plane into a spread-out counter.
-    let mut tile_added = u32::new(0);
-    if tl.lane == 0u32 {
-        tile_added = a.tile_added;
-    }
-    let total = plane_sum(tile_added);
-    if UNIT_POS_PLANE == 0u32 && total > 0u32 {
-        counters[(1u32 + CUBE_POS_X % ADDED_COUNTERS) as usize].fetch_add(total);
-    }
+    // Tile totals, counted once per tile (its lane 0), one atomic per plane.
+    let first = tl.lane == 0u32;
+    count_spread(counters, ADDED_AT, select_u32(first, a.tile_added));
     if comptime!(count_probes) {
-        let mut tile_probes = u32::new(0);
-        let mut tile_retries = u32::new(0);
-        if tl.lane == 0u32 {
-            tile_probes = a.tile_probes;
-            tile_retries = a.tile_retries;
-        }
-        let all = plane_sum(tile_probes);
-        if UNIT_POS_PLANE == 0u32 && all > 0u32 {
-            counters[(1u32 + ADDED_COUNTERS + CUBE_POS_X % ADDED_COUNTERS) as usize].fetch_add(all);
-        }
-        let lost = plane_sum(tile_retries);
-        if UNIT_POS_PLANE == 0u32 && lost > 0u32 {
-            counters[(1u32 + 2u32 * ADDED_COUNTERS + CUBE_POS_X % ADDED_COUNTERS) as usize]
-                .fetch_add(lost);
-        }
+        count_spread(counters, PROBES_AT, select_u32(first, a.tile_probes));
+        count_spread(counters, RETRIES_AT, select_u32(first, a.tile_retries));
     }
+}
+
+/// `value` when `pick`, else 0.
+#[cube]
+fn select_u32(pick: bool, value: u32) -> u32 {
+    let mut v = 0u32;
+    if pick {
+        v = value;
+    }
+    v
 }
 
 /// Which positions of a batch the insert kernel inserts (see [`insert_kernel()`]).
@@ -271,9 +249,6 @@ pub fn find_kernel<S: ProbingScheme, L: KeyLayout>(
         store_found_bits(found_bits, active && r.found == 1u32, pos);
     }
     if comptime!(count_probes) {
-        let all = plane_sum(r.probes);
-        if UNIT_POS_PLANE == 0u32 && all > 0u32 {
-            probe_counters[(CUBE_POS_X % ADDED_COUNTERS) as usize].fetch_add(all);
-        }
+        count_spread(probe_counters, 0u32, r.probes);
     }
 }

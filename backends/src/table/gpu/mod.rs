@@ -47,7 +47,7 @@ pub mod kernels;
 pub(crate) mod rebuild;
 pub mod upsert;
 
-pub use device::{DeviceRef, Unplaced};
+pub use device::{DeviceRef, DeviceWriter, Unplaced};
 
 use crate::device::layout::{KeyLayout, Packed};
 use crate::device::shape::ShapeScalarsLaunch;

@@ -16,10 +16,10 @@
 //! never all ones, so `key + 1` fits), claimed by compare-and-swap and raised by `fetch_max`: one atomic per
 //! key. For 64-bit keys: a key word (all ones = empty) and a separate `u32` last-index word.
 
+use crate::device::counters::count_spread;
 use crate::device::find::tile_find_core;
 use crate::device::layout::KeyLayout;
 use crate::device::shape::{ShapeScalars, TableMeta, meta_of};
-use crate::table::gpu::kernels::ADDED_COUNTERS;
 use cubecl::prelude::*;
 use hashtile_core::hash::hash_key;
 use hashtile_core::reduce::{Reduce, kind};
@@ -305,8 +305,5 @@ pub fn count_mask_kernel(mask: &Array<u32>, value: u32, counters: &Array<Atomic<
     if pos < mask.len() && mask[pos] == value {
         hit = 1u32;
     }
-    let total = plane_sum(hit);
-    if UNIT_POS_PLANE == 0u32 && total > 0u32 {
-        counters[(CUBE_POS_X % ADDED_COUNTERS) as usize].fetch_add(total);
-    }
+    count_spread(counters, 0u32, hit);
 }

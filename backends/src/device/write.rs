@@ -1,0 +1,326 @@
+//! The device API's writes: insert-or-assign, insert-or-apply and erase on a static table, with the find and
+//! contains of kernels that write (they read as the writes do), callable
+//! from your own CubeCL kernels (cuCollections' device "refs"). Each is cooperative like
+//! [`super::find::tile_find()`]: **every lane of the plane calls it**, each with its own key and `active` flag,
+//! and each lane gets its own [`status`] back. They run on the one tile driver ([`super::driver::tile_drive()`])
+//! that the table's own kernels run, and count into the table's counters ([`super::counters`]), so that
+//! `GpuTable::settle` afterwards brings `len()` up to date and hands back what an insert could not place.
+//!
+//! The arrays come from `GpuTable::device_writer` (a `DeviceWriter`): the key words bound twice (`table`
+//! atomically, `table_plain` for plain reads: on Vulkan, where a buffer may be bound once per launch, pass any
+//! one-word array and `plain_reads = false`), the value words, the stash and the counters.
+//!
+//! What a launch may do at once:
+//! - Keys written concurrently should be distinct, except on schemes whose racing copies converge
+//!   (`ProbingScheme::UPSERTS_CONVERGE`: linear probing and double hashing): there a key repeated across lanes
+//!   ends in one slot, its values combined by the reduction. Elsewhere two lanes inserting one new key can both
+//!   store it (the same precondition as `GpuTable::insert_device`; `GpuTable::insert_or_apply_device` settles
+//!   repeats for every scheme).
+//! - Erases are for stable schemes with packed pairs (a cuckoo eviction would carry a mark on), and a mark is
+//!   not reused by inserts until the table is rebuilt; a kernel that erases and inserts one key at once gets
+//!   either order.
+//! - `insert_or_apply` with a reduction other than `Assign` needs packed pairs (the value is combined with the
+//!   key word's compare-and-swap); a wide table's values are assigned.
+
+use super::counters::{ADDED_AT, ERASED_AT, count_spread};
+use super::driver::{LaneOp, op, reads, status, store_inserted_value, tile_drive};
+use super::find::{FindResult, FoundAt, find_reading};
+use super::layout::KeyLayout;
+use super::shape::TableMeta;
+use cubecl::prelude::*;
+use hashtile_core::reduce::{Assign, Reduce, kind};
+use hashtile_core::scheme::ProbingScheme;
+use hashtile_core::tile::tile_lane;
+
+/// Inserts `key -> value`, or assigns `value` to a stored `key`: [`status::INSERTED`], [`status::UPDATED`],
+/// [`status::FAILED`] (the scheme gave the pair up: it is in the stash, `GpuTable::settle` hands it back), or
+/// [`status::NOT_FOUND`] for an inactive lane or the sentinel key (never stored). All lanes must call.
+#[allow(clippy::too_many_arguments)]
+#[cube]
+pub fn tile_insert_or_assign<S: ProbingScheme, L: KeyLayout>(
+    table: &Array<Atomic<u64>>,
+    table_plain: &Array<u64>,
+    table_values: &mut Array<u64>,
+    stash: &mut Array<u64>,
+    counters: &Array<Atomic<u32>>,
+    meta: TableMeta,
+    key: L::Key,
+    value: L::Value,
+    active: bool,
+    #[comptime] bucket_size: u32,
+    #[comptime] tile_width: u32,
+    #[comptime] plain_reads: bool,
+) -> u32 {
+    tile_insert_or_apply::<S, L, Assign>(
+        table,
+        table_plain,
+        table_values,
+        stash,
+        counters,
+        meta,
+        key,
+        value,
+        active,
+        bucket_size,
+        tile_width,
+        plain_reads,
+    )
+}
+
+/// Inserts `key -> value`, or combines a stored key's value with `value` by the reduction `F`
+/// (`hashtile_core::reduce`: `Add` makes a counting table): the answers of [`tile_insert_or_assign()`]. `F`
+/// other than `Assign` needs packed pairs (see the module docs). All lanes must call.
+#[allow(clippy::too_many_arguments)]
+#[cube]
+pub fn tile_insert_or_apply<S: ProbingScheme, L: KeyLayout, F: Reduce>(
+    table: &Array<Atomic<u64>>,
+    table_plain: &Array<u64>,
+    table_values: &mut Array<u64>,
+    stash: &mut Array<u64>,
+    counters: &Array<Atomic<u32>>,
+    meta: TableMeta,
+    key: L::Key,
+    value: L::Value,
+    active: bool,
+    #[comptime] bucket_size: u32,
+    #[comptime] tile_width: u32,
+    #[comptime] plain_reads: bool,
+) -> u32 {
+    comptime!(assert!(
+        L::MOVES_PAIRS || F::KIND == kind::ASSIGN,
+        "tile_insert_or_apply: a reduction other than Assign needs packed pairs"
+    ));
+    let mine = active && key != L::Key::max_value();
+    let lane = LaneOp::<L::Key, L::Value> {
+        mine,
+        op: op::REPLACE,
+        key,
+        value,
+        child: 0u32,
+        at: 0u32,
+    };
+    // One table: no frame descriptors, no slab allocator, no gather output (stand-ins never touched).
+    let frames = Array::<u32>::new(1usize);
+    let no_bitmap = Array::<Atomic<u32>>::new(1usize);
+    let mut no_out = Array::<L::Value>::new(1usize);
+    let read_mode = if comptime!(plain_reads) {
+        reads::EITHER
+    } else {
+        reads::ATOMIC
+    };
+    let a = tile_drive::<S, L, F>(
+        table,
+        table_plain,
+        table_values,
+        &no_bitmap,
+        0u32,
+        stash,
+        counters,
+        0u32,
+        &mut no_out,
+        meta,
+        &frames,
+        lane,
+        op::REPLACE,
+        bucket_size,
+        tile_width,
+        read_mode,
+        true,
+        false,
+        true,
+        false,
+        false,
+    );
+    store_inserted_value::<L>(table_values, a, mine, value);
+    let tl = tile_lane(tile_width);
+    let mut added = 0u32;
+    if tl.lane == 0u32 {
+        added = a.tile_added;
+    }
+    count_spread(counters, ADDED_AT, added);
+    let mut answer = status::NOT_FOUND.runtime();
+    if mine {
+        answer = a.status;
+    }
+    answer
+}
+
+/// Erases `key`: [`status::ERASED`] when this lane marked its slot, else [`status::NOT_FOUND`] (absent, the
+/// sentinel, an inactive lane, or another lane of the launch erased it first). Stable schemes with packed pairs
+/// only (see the module docs). All lanes must call.
+#[allow(clippy::too_many_arguments)]
+#[cube]
+pub fn tile_erase<S: ProbingScheme, L: KeyLayout>(
+    table: &Array<Atomic<u64>>,
+    table_plain: &Array<u64>,
+    table_values: &Array<u64>,
+    counters: &Array<Atomic<u32>>,
+    meta: TableMeta,
+    key: L::Key,
+    active: bool,
+    #[comptime] bucket_size: u32,
+    #[comptime] tile_width: u32,
+    #[comptime] plain_reads: bool,
+) -> u32 {
+    comptime!(assert!(
+        S::STABLE && L::MOVES_PAIRS,
+        "tile_erase: stable schemes with packed pairs only"
+    ));
+    let hit = erase_slot::<S, L>(
+        table,
+        table_plain,
+        table_values,
+        meta,
+        key,
+        active,
+        L::ERASED_WORD.runtime(),
+        bucket_size,
+        tile_width,
+        plain_reads,
+    );
+    count_spread(counters, ERASED_AT, u32::cast_from(hit));
+    let mut answer = status::NOT_FOUND.runtime();
+    if hit {
+        answer = status::ERASED;
+    }
+    answer
+}
+
+/// The find of kernels that write: `key`'s value, read as the writes read (`plain_reads`: plain loads of
+/// `table_plain`; else coherent loads of `table`, the one binding a Vulkan kernel has). All lanes must call.
+#[allow(clippy::too_many_arguments)]
+#[cube]
+pub fn tile_get<S: ProbingScheme, L: KeyLayout>(
+    table: &Array<Atomic<u64>>,
+    table_plain: &Array<u64>,
+    table_values: &Array<u64>,
+    meta: TableMeta,
+    key: L::Key,
+    active: bool,
+    #[comptime] bucket_size: u32,
+    #[comptime] tile_width: u32,
+    #[comptime] plain_reads: bool,
+) -> FindResult<L::Value> {
+    let r = find_as_written::<S, L>(
+        table,
+        table_plain,
+        table_values,
+        meta,
+        key,
+        active,
+        bucket_size,
+        tile_width,
+        plain_reads,
+        false,
+    );
+    FindResult::<L::Value> {
+        found: r.found,
+        value: r.value,
+        probes: r.probes,
+    }
+}
+
+/// `true` when `key` is stored (an inactive lane: `false`), read as [`tile_get()`] reads. All lanes must call.
+#[allow(clippy::too_many_arguments)]
+#[cube]
+pub fn tile_contains<S: ProbingScheme, L: KeyLayout>(
+    table: &Array<Atomic<u64>>,
+    table_plain: &Array<u64>,
+    table_values: &Array<u64>,
+    meta: TableMeta,
+    key: L::Key,
+    active: bool,
+    #[comptime] bucket_size: u32,
+    #[comptime] tile_width: u32,
+    #[comptime] plain_reads: bool,
+) -> bool {
+    let r = tile_get::<S, L>(
+        table,
+        table_plain,
+        table_values,
+        meta,
+        key,
+        active,
+        bucket_size,
+        tile_width,
+        plain_reads,
+    );
+    active && r.found == 1u32
+}
+
+/// The cooperative find, reading per `plain_reads` as the writes do.
+#[allow(clippy::too_many_arguments)]
+#[cube]
+fn find_as_written<S: ProbingScheme, L: KeyLayout>(
+    table: &Array<Atomic<u64>>,
+    table_plain: &Array<u64>,
+    table_values: &Array<u64>,
+    meta: TableMeta,
+    key: L::Key,
+    active: bool,
+    #[comptime] bucket_size: u32,
+    #[comptime] tile_width: u32,
+    #[comptime] plain_reads: bool,
+    #[comptime] want_slot: bool,
+) -> FoundAt<L::Value> {
+    let frames = Array::<u32>::new(1usize);
+    let read_mode = if comptime!(plain_reads) {
+        reads::PLAIN
+    } else {
+        reads::ATOMIC
+    };
+    find_reading::<S, L>(
+        table,
+        table_plain,
+        table_values,
+        meta,
+        key,
+        active,
+        &frames,
+        0u32,
+        bucket_size,
+        tile_width,
+        read_mode,
+        false,
+        want_slot,
+        false,
+    )
+}
+
+/// Marks `key`'s slot `erased` when it is stored: the cooperative find (reading per `plain_reads`), then a
+/// compare-and-swap from the word the find read, so that of two lanes erasing one key exactly one marks it
+/// (`true` for that lane). Safe beside concurrent lookups of other keys: for them the slot goes from one word
+/// that does not match to another. All lanes must call.
+#[allow(clippy::too_many_arguments)]
+#[cube]
+pub(crate) fn erase_slot<S: ProbingScheme, L: KeyLayout>(
+    table: &Array<Atomic<u64>>,
+    table_plain: &Array<u64>,
+    table_values: &Array<u64>,
+    meta: TableMeta,
+    key: L::Key,
+    active: bool,
+    erased: u64,
+    #[comptime] bucket_size: u32,
+    #[comptime] tile_width: u32,
+    #[comptime] plain_reads: bool,
+) -> bool {
+    let r = find_as_written::<S, L>(
+        table,
+        table_plain,
+        table_values,
+        meta,
+        key,
+        active,
+        bucket_size,
+        tile_width,
+        plain_reads,
+        true,
+    );
+    let mut hit = false;
+    if active && r.found == 1u32 {
+        let seen = L::slot_word(key, r.value);
+        hit = table[r.slot as usize].compare_exchange_weak(seen, erased) == seen;
+    }
+    hit
+}

@@ -1,0 +1,387 @@
+//! The device API's writes (issue 30 item 7) from a user kernel, against a `HashMap` oracle on every GPU
+//! present (CI: lavapipe): each lane of one launch carries its own operation (insert-or-assign, a counting
+//! insert-or-apply, erase, contains), every status is checked, and `settle` brings `len` up to date. Schemes whose
+//! racing copies converge (linear probing, double hashing) get keys repeated across lanes of one launch; the
+//! others get distinct keys per launch (the documented precondition). Erases run on stable schemes with packed
+//! pairs, as the API allows.
+
+use hashtile::cubecl::prelude::*;
+use hashtile::gpu::device_api::{
+    load_meta, status, tile_contains, tile_erase, tile_insert_or_apply, tile_insert_or_assign,
+};
+use hashtile::gpu::transfer::HostTransfer;
+use hashtile::gpu::{GpuOptions, GpuTable, KeyLayout, Packed, Wide};
+use hashtile::reduce::{Add, Assign, Reduce};
+use hashtile::{
+    Backend, Bcht, DoubleHashing, HashFamily, Iht, LinearProbing, P2bht, ProbingScheme, SchemeInfo,
+};
+use hashtile_tests::backends::present;
+use std::collections::HashMap;
+
+/// Operation codes of the test kernel's lanes.
+const ASSIGN: u32 = 0;
+const APPLY: u32 = 1;
+const ERASE: u32 = 2;
+const CONTAINS: u32 = 3;
+
+/// Each lane runs `ops[i]` on `keys[i]` (`values[i]`) and writes its status to `out[i]` (contains: 1 or 0).
+/// Every lane calls every write, active only for its own operation: the calls are cooperative.
+#[allow(clippy::too_many_arguments)]
+#[cube(launch_unchecked)]
+fn mixed_writes<S: ProbingScheme, L: KeyLayout, F: Reduce>(
+    ops: &Array<u32>,
+    keys: &Array<L::Key>,
+    values: &Array<L::Value>,
+    table: &Array<Atomic<u64>>,
+    table_plain: &Array<u64>,
+    table_values: &mut Array<u64>,
+    stash: &mut Array<u64>,
+    counters: &Array<Atomic<u32>>,
+    shape: &Array<u32>,
+    out: &mut Array<u32>,
+    #[comptime] bucket_size: u32,
+    #[comptime] tile_width: u32,
+    #[comptime] plain_reads: bool,
+    #[comptime] erases: bool,
+) {
+    let meta = load_meta(shape);
+    let i = ABSOLUTE_POS;
+    let live = i < keys.len();
+    let mut op = 99u32;
+    let mut k = L::Key::new(0);
+    let mut v = L::Value::new(0);
+    if live {
+        op = ops[i];
+        k = keys[i];
+        v = values[i];
+    }
+    let a = tile_insert_or_assign::<S, L>(
+        table,
+        table_plain,
+        table_values,
+        stash,
+        counters,
+        meta,
+        k,
+        v,
+        op == ASSIGN,
+        bucket_size,
+        tile_width,
+        plain_reads,
+    );
+    let b = tile_insert_or_apply::<S, L, F>(
+        table,
+        table_plain,
+        table_values,
+        stash,
+        counters,
+        meta,
+        k,
+        v,
+        op == APPLY,
+        bucket_size,
+        tile_width,
+        plain_reads,
+    );
+    let mut e = status::NOT_FOUND.runtime();
+    if comptime!(erases) {
+        e = tile_erase::<S, L>(
+            table,
+            table_plain,
+            table_values,
+            counters,
+            meta,
+            k,
+            op == ERASE,
+            bucket_size,
+            tile_width,
+            plain_reads,
+        );
+    }
+    let c = tile_contains::<S, L>(
+        table,
+        table_plain,
+        table_values,
+        meta,
+        k,
+        op == CONTAINS,
+        bucket_size,
+        tile_width,
+        plain_reads,
+    );
+    if live {
+        let mut r = a;
+        if op == APPLY {
+            r = b;
+        }
+        if op == ERASE {
+            r = e;
+        }
+        if op == CONTAINS {
+            r = u32::cast_from(c);
+        }
+        out[i] = r;
+    }
+}
+
+/// One launch of [`mixed_writes`] over `(op, key, value)` lanes; returns each lane's status and what `settle`
+/// handed back.
+fn launch<R: HostTransfer, S: ProbingScheme, L: KeyLayout, F: Reduce>(
+    t: &mut GpuTable<R, S, L>,
+    lanes: &[(u32, u64, u64)],
+    erases: bool,
+) -> (Vec<u32>, hashtile::gpu::Unplaced) {
+    let n = lanes.len();
+    let ops: Vec<u32> = lanes.iter().map(|l| l.0).collect();
+    let (kh, vh) = if size_of::<L::Key>() == 4 {
+        let k: Vec<u32> = lanes.iter().map(|l| l.1 as u32).collect();
+        let v: Vec<u32> = lanes.iter().map(|l| l.2 as u32).collect();
+        (t.upload(&k), t.upload(&v))
+    } else {
+        let k: Vec<u64> = lanes.iter().map(|l| l.1).collect();
+        let v: Vec<u64> = lanes.iter().map(|l| l.2).collect();
+        (t.upload(&k), t.upload(&v))
+    };
+    let oh = t.upload(&ops);
+    let out = t.alloc_u32(n);
+    let w = t.device_writer();
+    let r = &w.table;
+    // Vulkan binds a buffer once per launch: the plain view is then a one-word stand-in, never read.
+    let (plain, plain_len) = if w.plain_reads {
+        (r.keys.clone(), r.slots)
+    } else {
+        (t.alloc_u32(2), 1)
+    };
+    // SAFETY: indices are bounded by `n` and by the table's shape; the arrays are the writer's.
+    unsafe {
+        mixed_writes::launch_unchecked::<S, L, F, R>(
+            t.client(),
+            CubeCount::Static((n as u32).div_ceil(256), 1, 1),
+            CubeDim::new_1d(256),
+            ArrayArg::from_raw_parts(oh, n),
+            ArrayArg::from_raw_parts(kh, n),
+            ArrayArg::from_raw_parts(vh, n),
+            ArrayArg::from_raw_parts(r.keys.clone(), r.slots),
+            ArrayArg::from_raw_parts(plain, plain_len),
+            ArrayArg::from_raw_parts(r.values.clone(), r.values_len),
+            ArrayArg::from_raw_parts(w.stash.clone(), w.stash_words),
+            ArrayArg::from_raw_parts(w.counters.clone(), w.counters_len),
+            ArrayArg::from_raw_parts(r.shape.clone(), hashtile::gpu::device_api::SHAPE_WORDS),
+            ArrayArg::from_raw_parts(out.clone(), n),
+            r.bucket_size,
+            r.tile_width,
+            w.plain_reads,
+            erases,
+        )
+    };
+    let got = t.read_u32(out);
+    (got, t.settle().unwrap())
+}
+
+/// Distinct spread keys `lo..hi`, never the sentinel; 64-bit ones use the high word too.
+fn keys(lo: u64, hi: u64, wide: bool) -> Vec<u64> {
+    (lo..hi)
+        .map(|i| {
+            let k = hashtile::hash::fmix32(i as u32 ^ 0x2a5f) as u64;
+            if wide { k | ((i ^ 0x77) << 32) } else { k }
+        })
+        .collect()
+}
+
+/// Three launches on a table of scheme `S`, layout `L`, each checked against the oracle: distinct inserts
+/// with assign; a counting apply over stored and new keys (repeated across lanes where the scheme converges);
+/// erases of stored, repeated and absent keys beside contains (stable packed tables).
+fn writes_match_oracle<R: HostTransfer, S: ProbingScheme + SchemeInfo, L: KeyLayout, F: Reduce>(
+    opts: GpuOptions,
+    bucket: u32,
+) {
+    let name = format!("{} B={bucket} {}", S::NAME, L::NAME);
+    let wide = size_of::<L::Key>() == 8;
+    let mut t = GpuTable::<R, S, L>::new(
+        &Default::default(),
+        hashtile::scheme::sequence_buckets(S::SEQUENCE, 8192 / bucket),
+        bucket,
+        HashFamily::new(7),
+        S::default_params(bucket),
+        opts,
+    )
+    .unwrap();
+    let mut oracle: HashMap<u64, u64> = HashMap::new();
+    // 1: distinct keys inserted with assign (plus the sentinel, which stores nothing).
+    let ks = keys(0, 2500, wide);
+    let mut lanes: Vec<(u32, u64, u64)> = ks.iter().map(|&k| (ASSIGN, k, k & 0xffff)).collect();
+    let sentinel = if wide { u64::MAX } else { u32::MAX as u64 };
+    lanes.push((ASSIGN, sentinel, 5));
+    let (st, lost) = launch::<R, S, L, F>(&mut t, &lanes, false);
+    assert!(
+        lost.pairs.is_empty() && lost.untracked == 0,
+        "{name}: {lost:?}"
+    );
+    assert!(
+        st[..ks.len()].iter().all(|&s| s == status::INSERTED),
+        "{name}: assign statuses"
+    );
+    assert_eq!(st[ks.len()], status::NOT_FOUND, "{name}: the sentinel");
+    oracle.extend(ks.iter().map(|&k| (k, k & 0xffff)));
+    assert_eq!(t.len(), oracle.len(), "{name}: len after assign");
+
+    // 2: apply (add) over half the stored keys and new ones; repeats across lanes where the scheme converges.
+    let repeats = if S::UPSERTS_CONVERGE && L::MOVES_PAIRS {
+        4
+    } else {
+        1
+    };
+    let fresh = keys(10_000, 10_800, wide);
+    let mut lanes = Vec::new();
+    for r in 0..repeats {
+        for (j, &k) in ks[..1250].iter().chain(&fresh).enumerate() {
+            lanes.push((APPLY, k, (j % 7 + r) as u64));
+        }
+    }
+    let (st, lost) = launch::<R, S, L, F>(&mut t, &lanes, false);
+    assert!(lost.pairs.is_empty(), "{name}: {lost:?}");
+    if L::MOVES_PAIRS {
+        for &(_, k, v) in &lanes {
+            let e = oracle.entry(k).or_insert(0);
+            *e = (*e + v) & 0xffff_ffff;
+        }
+    } else {
+        // Wide tables assign.
+        for &(_, k, v) in &lanes {
+            oracle.insert(k, v);
+        }
+    }
+    let inserted = st.iter().filter(|&&s| s == status::INSERTED).count();
+    assert_eq!(
+        inserted,
+        fresh.len(),
+        "{name}: one lane inserts each new key"
+    );
+    assert!(
+        st.iter()
+            .all(|&s| s == status::INSERTED || s == status::UPDATED),
+        "{name}"
+    );
+    assert_eq!(t.len(), oracle.len(), "{name}: len after apply");
+    let all: Vec<u64> = oracle.keys().copied().collect();
+    check_finds(&t, &all, &oracle, &name);
+
+    // 3: erases (stable packed tables) of stored keys, each twice, and absent keys, beside contains.
+    let erases = S::STABLE && L::MOVES_PAIRS;
+    let gone: Vec<u64> = ks[..600].to_vec();
+    let absent = keys(50_000, 50_200, wide);
+    let mut lanes: Vec<(u32, u64, u64)> = Vec::new();
+    if erases {
+        lanes.extend(
+            gone.iter()
+                .chain(&gone)
+                .chain(&absent)
+                .map(|&k| (ERASE, k, 0)),
+        );
+    }
+    lanes.extend(
+        ks[1000..2000]
+            .iter()
+            .chain(&absent)
+            .map(|&k| (CONTAINS, k, 0)),
+    );
+    let (st, _) = launch::<R, S, L, F>(&mut t, &lanes, erases);
+    let mut at = 0;
+    if erases {
+        let marked = st[..2 * gone.len()]
+            .iter()
+            .filter(|&&s| s == status::ERASED)
+            .count();
+        assert_eq!(marked, gone.len(), "{name}: one lane marks each erased key");
+        at = 2 * gone.len();
+        assert!(
+            st[at..at + absent.len()]
+                .iter()
+                .all(|&s| s == status::NOT_FOUND),
+            "{name}"
+        );
+        at += absent.len();
+        for k in &gone {
+            oracle.remove(k);
+        }
+    }
+    let (present_part, absent_part) = st[at..].split_at(1000);
+    assert!(
+        present_part.iter().all(|&c| c == 1),
+        "{name}: contains of stored keys"
+    );
+    assert!(
+        absent_part.iter().all(|&c| c == 0),
+        "{name}: contains of absent keys"
+    );
+    assert_eq!(t.len(), oracle.len(), "{name}: len after erase");
+    let all: Vec<u64> = oracle.keys().copied().chain(gone.iter().copied()).collect();
+    check_finds(&t, &all, &oracle, &name);
+}
+
+fn check_finds<R: HostTransfer, S: ProbingScheme, L: KeyLayout>(
+    t: &GpuTable<R, S, L>,
+    all: &[u64],
+    oracle: &HashMap<u64, u64>,
+    name: &str,
+) {
+    let want: Vec<Option<u64>> = all.iter().map(|k| oracle.get(k).copied()).collect();
+    let got: Vec<Option<u64>> = if size_of::<L::Key>() == 4 {
+        let k: Vec<u32> = all.iter().map(|&k| k as u32).collect();
+        let h = t.upload(&k);
+        let out = t.alloc_u32(k.len());
+        let found = t.alloc_u32(k.len());
+        t.find_device(&h, &out, Some(&found), k.len());
+        let (v, f) = (t.read_u32(out), t.read_u32(found));
+        v.iter()
+            .zip(f)
+            .map(|(&v, f)| (f == 1).then_some(v as u64))
+            .collect()
+    } else {
+        let h = t.upload(all);
+        let out = t.alloc_u64(all.len());
+        let found = t.alloc_u32(all.len());
+        t.find_device(&h, &out, Some(&found), all.len());
+        let (v, f) = (t.read_u64(out), t.read_u32(found));
+        v.iter()
+            .zip(f)
+            .map(|(&v, f)| (f == 1).then_some(v))
+            .collect()
+    };
+    for ((k, g), w) in all.iter().zip(got).zip(want) {
+        assert_eq!(g, w, "{name}: key {k:#x}");
+    }
+}
+
+fn all_schemes<R: HostTransfer>(opts: GpuOptions) {
+    writes_match_oracle::<R, Bcht, Packed, Add>(opts, 8);
+    writes_match_oracle::<R, Bcht, Packed, Add>(opts, 16);
+    writes_match_oracle::<R, Iht, Packed, Add>(opts, 16);
+    writes_match_oracle::<R, P2bht, Packed, Add>(opts, 16);
+    writes_match_oracle::<R, LinearProbing, Packed, Add>(opts, 1);
+    writes_match_oracle::<R, LinearProbing, Packed, Add>(opts, 4);
+    writes_match_oracle::<R, DoubleHashing, Packed, Add>(opts, 8);
+    writes_match_oracle::<R, hashtile::Cht1, Packed, Add>(opts, 1);
+    // Wide values are assigned (a reduction needs packed pairs).
+    writes_match_oracle::<R, Iht, Wide, Assign>(opts, 16);
+}
+
+#[test]
+fn vulkan_device_writes_match_oracle() {
+    if present(Backend::Vulkan) {
+        all_schemes::<hashtile::cubecl::wgpu::WgpuRuntime>(GpuOptions {
+            use_cas: true,
+            plain_reads: false,
+        });
+    }
+}
+
+#[test]
+fn cuda_device_writes_match_oracle() {
+    if present(Backend::Cuda) {
+        all_schemes::<hashtile::cubecl::cuda::CudaRuntime>(GpuOptions {
+            use_cas: true,
+            plain_reads: true,
+        });
+    }
+}
