@@ -44,8 +44,9 @@
 # ROUNDS and AB_ROWS for `ab` (default 2 rounds, base first then new first, of: static host chained csr paged;
 # one round of host-data rows swings 0.5-4x on the lent machines; give each call a part of the rows, e.g.
 # AB_ROWS="static chained", to stay under the call's time limit), SAN_TOOLS for `sanitize`
-# (default "memcheck racecheck"), SWEEP_SCHEMES and SWEEP_EXPERIMENTS for `bench-sweep` (a cut-short sweep is
-# finished in another call with, e.g., SWEEP_SCHEMES=p2bht,1cht SWEEP_EXPERIMENTS=success).
+# (default "memcheck racecheck") and SAN_BINS (only the rows of these test binaries, e.g. "growth
+# device_writes"), SWEEP_SCHEMES and SWEEP_EXPERIMENTS for `bench-sweep` (a cut-short sweep is finished in
+# another call with, e.g., SWEEP_SCHEMES=p2bht,1cht SWEEP_EXPERIMENTS=success).
 # Ends by packing $OUT into $OUT/results.tgz (the device tool returns at most 8 files) beside a copy of this
 # runner's output, $OUT/summary.txt. The runner sets no HASHTILE_* switch but HASHTILE_REQUIRE_GPU.
 set -u
@@ -150,6 +151,8 @@ suite_sanitize() {
   for tool in ${SAN_TOOLS:-memcheck racecheck}; do
     for r in "${SAN_RUNS[@]}"; do
       set -- $r; bin=$1; shift
+      # SAN_BINS (space separated) keeps the rows of those binaries only.
+      [ -z "${SAN_BINS:-}" ] || [[ " $SAN_BINS " == *" $bin "* ]] || continue
       need $B/$bin || continue
       HASHTILE_REQUIRE_GPU=cuda step "${tool}_$bin" 200 compute-sanitizer --tool "$tool" --error-exitcode 99 \
         --target-processes all $B/$bin --test-threads 1 "$@"
