@@ -37,7 +37,8 @@ pub use hashtile_backends::{
 };
 pub use hashtile_core::scheme::{ProbingScheme, SchemeInfo, SchemeParams};
 pub use hashtile_core::{
-    Error, HashFamily, Key, ProbeStats, Result, Value, element, hash, reduce, scheme, tile,
+    Element, Error, HashFamily, Key, ProbeStats, Result, Value, element, element_newtype, hash,
+    reduce, scheme, tile,
 };
 pub use hashtile_probing::{Bcht, Chain, Cht1, DoubleHashing, Iht, LinearProbing, P2bht};
 

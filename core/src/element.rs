@@ -1,34 +1,48 @@
 //! Key and value element types.
 //!
-//! Keys and values are unsigned integers of 32 or 64 bits. The all-ones key is the **empty sentinel**: it marks
-//! a free slot, so it can never be stored; inserting it is rejected with [`crate::Error::SentinelKey`].
-//! Values have no reserved bit pattern (a slot is empty iff its key is the sentinel), but bulk `find` calls that
-//! write into a plain value buffer use [`Value::ABSENT`] (all ones) for keys that are not present.
+//! Keys and values are 32- or 64-bit plain integers: `u32`, `u64`, `i32`, `i64`, and your own newtypes of them
+//! ([`element_newtype!`](crate::element_newtype)). A table sees only their bits: keys hash and compare by their
+//! bits, values travel as bits, so a type's order or sign matters only where a reduction compares values
+//! (`reduce::Min` / `reduce::Max` compare signed elements as signed). The all-ones key (`u32::MAX`, `-1i32`, ...)
+//! is the **empty sentinel**: it marks a free slot, so it can never be stored; inserting it is rejected with
+//! [`crate::Error::SentinelKey`]. Values have no reserved bit pattern (a slot is empty iff its key is the
+//! sentinel), but bulk `find` calls that write into a plain value buffer use [`Value::ABSENT`] (all ones) for
+//! keys that are not present.
 //!
-//! Internally every key and value travels as a `u64` (the CPU backend's storage, the probe model) or as two
-//! `u32` words (`lo`, `hi`) in kernels, so schemes and hash functions are written once for both widths.
+//! Internally every key and value travels as its bits: a `u64` (the CPU backend's storage, the probe model, zero
+//! extended from 32 bits) or the device's `u32` / `u64` words, so schemes and hash functions are written once for
+//! every type.
 
-use num_traits::{PrimInt, Unsigned};
 use std::fmt::{Debug, Display};
 use std::hash::Hash;
 
-mod private {
+#[doc(hidden)]
+pub mod private {
+    /// Seals [`super::Element`]: the primitive types here, and newtypes made by `element_newtype!`, which
+    /// guarantees the layout the casts rely on (`#[repr(transparent)]` over a primitive element).
     pub trait Sealed {}
     impl Sealed for u32 {}
     impl Sealed for u64 {}
+    impl Sealed for i32 {}
+    impl Sealed for i64 {}
 }
 
-/// Common bound of keys and values: a 32- or 64-bit unsigned integer.
+/// Common bound of keys and values: a 32- or 64-bit integer, or a newtype of one (see the module docs).
+///
+/// Every implementor has the size of its width and accepts every bit pattern (the primitive integers and
+/// `#[repr(transparent)]` newtypes of them), so that slices of one reinterpret as the device's words.
 pub trait Element:
-    PrimInt + Unsigned + Hash + Debug + Display + Default + Send + Sync + 'static + private::Sealed
+    Copy + Eq + Ord + Hash + Debug + Display + Default + Send + Sync + 'static + private::Sealed
 {
     /// Width in bits (32 or 64).
     const BITS: u32;
     /// All ones.
     const ALL_ONES: Self;
-    /// Widens to `u64`.
+    /// Whether [`Element::widen`]'s bits are a two's complement signed integer (orders `Min` and `Max`).
+    const SIGNED: bool;
+    /// The bits, zero-extended to `u64`.
     fn widen(self) -> u64;
-    /// Narrows from `u64` (the caller guarantees the value fits).
+    /// From bits (the low [`Element::BITS`] of `v`).
     fn narrow(v: u64) -> Self;
     /// Low 32 bits.
     fn lo(self) -> u32 {
@@ -38,61 +52,59 @@ pub trait Element:
     fn hi(self) -> u32 {
         (self.widen() >> 32) as u32
     }
-    /// The slice as `u32`s when `Self` is `u32` (no copy): how typed engines hand 32-bit data to kernels as is.
-    fn as_u32s(s: &[Self]) -> Option<&[u32]>;
-    /// The slice as `u64`s when `Self` is `u64` (no copy).
-    fn as_u64s(s: &[Self]) -> Option<&[u64]>;
-    /// Mutable [`Element::as_u32s`].
-    fn as_u32s_mut(s: &mut [Self]) -> Option<&mut [u32]>;
-    /// Mutable [`Element::as_u64s`].
-    fn as_u64s_mut(s: &mut [Self]) -> Option<&mut [u64]>;
-}
-
-impl Element for u32 {
-    const BITS: u32 = 32;
-    const ALL_ONES: Self = u32::MAX;
-    fn widen(self) -> u64 {
-        self as u64
-    }
-    fn narrow(v: u64) -> Self {
-        v as u32
-    }
+    /// The slice as `u32`s when `Self` is 32 bits wide (no copy): how typed engines hand 32-bit data to kernels
+    /// as is.
     fn as_u32s(s: &[Self]) -> Option<&[u32]> {
-        Some(s)
+        // SAFETY: every implementor is 4 bytes wide when `BITS == 32`, aligned as `u32`, with every bit pattern
+        // valid (see the trait docs; the seal keeps it so).
+        (Self::BITS == 32)
+            .then(|| unsafe { std::slice::from_raw_parts(s.as_ptr().cast(), s.len()) })
     }
-    fn as_u64s(_: &[Self]) -> Option<&[u64]> {
-        None
+    /// The slice as `u64`s when `Self` is 64 bits wide (no copy).
+    fn as_u64s(s: &[Self]) -> Option<&[u64]> {
+        // SAFETY: as in `as_u32s`, for 8 bytes.
+        (Self::BITS == 64)
+            .then(|| unsafe { std::slice::from_raw_parts(s.as_ptr().cast(), s.len()) })
     }
+    /// Mutable [`Element::as_u32s`].
     fn as_u32s_mut(s: &mut [Self]) -> Option<&mut [u32]> {
-        Some(s)
+        // SAFETY: as in `as_u32s`; the borrow is unique, and every `u32` written is a valid `Self`.
+        (Self::BITS == 32)
+            .then(|| unsafe { std::slice::from_raw_parts_mut(s.as_mut_ptr().cast(), s.len()) })
     }
-    fn as_u64s_mut(_: &mut [Self]) -> Option<&mut [u64]> {
-        None
+    /// Mutable [`Element::as_u64s`].
+    fn as_u64s_mut(s: &mut [Self]) -> Option<&mut [u64]> {
+        // SAFETY: as in `as_u32s_mut`, for 8 bytes.
+        (Self::BITS == 64)
+            .then(|| unsafe { std::slice::from_raw_parts_mut(s.as_mut_ptr().cast(), s.len()) })
     }
 }
 
-impl Element for u64 {
-    const BITS: u32 = 64;
-    const ALL_ONES: Self = u64::MAX;
-    fn widen(self) -> u64 {
-        self
-    }
-    fn narrow(v: u64) -> Self {
-        v
-    }
-    fn as_u32s(_: &[Self]) -> Option<&[u32]> {
-        None
-    }
-    fn as_u64s(s: &[Self]) -> Option<&[u64]> {
-        Some(s)
-    }
-    fn as_u32s_mut(_: &mut [Self]) -> Option<&mut [u32]> {
-        None
-    }
-    fn as_u64s_mut(s: &mut [Self]) -> Option<&mut [u64]> {
-        Some(s)
-    }
+macro_rules! primitive_element {
+    ($t:ty, $bits:expr, $signed:expr, $unsigned:ty) => {
+        impl Element for $t {
+            const BITS: u32 = $bits;
+            const ALL_ONES: Self = !0;
+            const SIGNED: bool = $signed;
+            fn widen(self) -> u64 {
+                self as $unsigned as u64
+            }
+            fn narrow(v: u64) -> Self {
+                v as $unsigned as $t
+            }
+        }
+        impl Key for $t {
+            const EMPTY: Self = !0;
+        }
+        impl Value for $t {
+            const ABSENT: Self = !0;
+        }
+    };
 }
+primitive_element!(u32, 32, false, u32);
+primitive_element!(u64, 64, false, u64);
+primitive_element!(i32, 32, true, u32);
+primitive_element!(i64, 64, true, u64);
 
 /// A hash-table key. The all-ones value is reserved as the empty-slot sentinel ([`Key::EMPTY`]).
 pub trait Key: Element {
@@ -103,12 +115,6 @@ pub trait Key: Element {
         self == Self::EMPTY
     }
 }
-impl Key for u32 {
-    const EMPTY: Self = u32::MAX;
-}
-impl Key for u64 {
-    const EMPTY: Self = u64::MAX;
-}
 
 /// A hash-table value. Any bit pattern may be stored.
 pub trait Value: Element {
@@ -116,11 +122,53 @@ pub trait Value: Element {
     /// when you store all-ones values, use `find` (returns `Option`) or `contains` to tell them apart.
     const ABSENT: Self;
 }
-impl Value for u32 {
-    const ABSENT: Self = u32::MAX;
-}
-impl Value for u64 {
-    const ABSENT: Self = u64::MAX;
+
+/// Makes a newtype of a primitive element a key and value type of hashtile's tables: one line declares it
+/// (`#[repr(transparent)]`, with `Clone`, `Copy`, `PartialEq`, `Eq`, `PartialOrd`, `Ord`, `Hash`, `Debug` and
+/// `Default` derived, and `Display` as the inner value's) and implements [`Element`], [`Key`] and [`Value`] by
+/// its inner type: the same bits, the same sentinel, the same order for reductions.
+///
+/// ```
+/// hashtile_core::element_newtype!(
+///     /// A user id.
+///     pub struct UserId(u32);
+/// );
+/// use hashtile_core::{Element, Key};
+/// assert_eq!(UserId(7).widen(), 7);
+/// assert!(UserId(u32::MAX).is_sentinel());
+/// assert_eq!(UserId::as_u32s(&[UserId(1), UserId(2)]), Some(&[1u32, 2][..]));
+/// ```
+#[macro_export]
+macro_rules! element_newtype {
+    ($(#[$meta:meta])* $vis:vis struct $name:ident($inner_vis:vis $inner:ty);) => {
+        $(#[$meta])*
+        #[repr(transparent)]
+        #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Default)]
+        $vis struct $name($inner_vis $inner);
+        impl ::std::fmt::Display for $name {
+            fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+                ::std::fmt::Display::fmt(&self.0, f)
+            }
+        }
+        impl $crate::element::private::Sealed for $name {}
+        impl $crate::Element for $name {
+            const BITS: u32 = <$inner as $crate::Element>::BITS;
+            const ALL_ONES: Self = $name(<$inner as $crate::Element>::ALL_ONES);
+            const SIGNED: bool = <$inner as $crate::Element>::SIGNED;
+            fn widen(self) -> u64 {
+                <$inner as $crate::Element>::widen(self.0)
+            }
+            fn narrow(v: u64) -> Self {
+                $name(<$inner as $crate::Element>::narrow(v))
+            }
+        }
+        impl $crate::Key for $name {
+            const EMPTY: Self = $name(<$inner as $crate::Key>::EMPTY);
+        }
+        impl $crate::Value for $name {
+            const ABSENT: Self = $name(<$inner as $crate::Value>::ABSENT);
+        }
+    };
 }
 
 /// Returns the index of the first sentinel key in `keys`, if any. It runs on every insert, so it is a parallel

@@ -84,6 +84,12 @@ pub struct Add;
 pub struct Min;
 /// The larger value.
 pub struct Max;
+/// The smaller value, the bits read as a two's complement signed integer: what `HashTable::insert_or_apply`
+/// runs for [`Min`] over signed value types (`i32`, `i64` and their newtypes), whose device words are unsigned.
+/// A user kernel with signed values uses it directly.
+pub struct SignedMin;
+/// The larger value, the bits read as signed: [`SignedMin`]'s twin for [`Max`].
+pub struct SignedMax;
 
 #[cube]
 impl Reduce for Assign {
@@ -114,6 +120,60 @@ impl Reduce for Max {
     const KIND: u32 = kind::MAX;
     fn reduce<V: Int>(stored: V, incoming: V) -> V {
         select(incoming > stored, incoming, stored)
+    }
+}
+
+/// `v` with its sign bit flipped: signed order becomes unsigned order (`V`'s top bit is the sign bit).
+#[cube]
+fn biased<V: Int>(v: V) -> V {
+    let all = V::max_value();
+    v ^ (all - (all >> V::new(1)))
+}
+
+#[cube]
+impl Reduce for SignedMin {
+    fn reduce<V: Int>(stored: V, incoming: V) -> V {
+        select(
+            biased::<V>(incoming) < biased::<V>(stored),
+            incoming,
+            stored,
+        )
+    }
+}
+
+#[cube]
+impl Reduce for SignedMax {
+    fn reduce<V: Int>(stored: V, incoming: V) -> V {
+        select(
+            biased::<V>(incoming) > biased::<V>(stored),
+            incoming,
+            stored,
+        )
+    }
+}
+
+/// The bits of `v` with the sign bit of its width flipped (host twin of `biased`).
+fn biased_host<V: Value>(v: V) -> u64 {
+    v.widen() ^ (1u64 << (V::BITS - 1))
+}
+
+impl HostReduce for SignedMin {
+    fn reduce_host<V: Value>(stored: V, incoming: V) -> V {
+        if biased_host(incoming) < biased_host(stored) {
+            incoming
+        } else {
+            stored
+        }
+    }
+}
+
+impl HostReduce for SignedMax {
+    fn reduce_host<V: Value>(stored: V, incoming: V) -> V {
+        if biased_host(incoming) > biased_host(stored) {
+            incoming
+        } else {
+            stored
+        }
     }
 }
 
@@ -162,5 +222,8 @@ mod tests {
         assert_eq!(Max::reduce_host(3u64, 2), 3);
         assert_eq!(Assign::reduce_host(3u32, 2), 2);
         assert_eq!(<Add as Reduce>::KIND, kind::ADD);
+        assert_eq!(SignedMin::reduce_host(3i32, -2), -2);
+        assert_eq!(SignedMax::reduce_host(-3i64, -2), -2);
+        assert_eq!(SignedMin::reduce_host(u32::MAX, 1), u32::MAX);
     }
 }

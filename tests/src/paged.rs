@@ -54,7 +54,7 @@ pub fn check_finds<S: SchemeInfo, K: Key, V: Value>(
     for (i, (k, g)) in q.iter().zip(&got).enumerate() {
         assert_eq!(*g, oracle.get(k).copied(), "{what}: find #{i} ({k})");
     }
-    let mut into = vec![V::zero(); q.len()];
+    let mut into = vec![V::default(); q.len()];
     t.find_into(q, &mut into).unwrap();
     for (i, (k, g)) in q.iter().zip(&into).enumerate() {
         assert_eq!(

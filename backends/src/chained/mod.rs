@@ -409,8 +409,8 @@ impl<K: Key, V: Value> ChainedTable<K, V> {
                 let (c, k, v) = match *o {
                     Op::Insert(k, v) => (op::INSERT, k, v),
                     Op::Replace(k, v) => (op::REPLACE, k, v),
-                    Op::Erase(k) => (op::ERASE, k, V::zero()),
-                    Op::Find(k) => (op::FIND, k, V::zero()),
+                    Op::Erase(k) => (op::ERASE, k, V::default()),
+                    Op::Find(k) => (op::FIND, k, V::default()),
                 };
                 codes.push(c);
                 keys.push(k);

@@ -14,7 +14,7 @@ use rayon::prelude::*;
 impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
     /// Looks keys up: `Some(value)` if present, `None` if absent.
     pub fn find(&mut self, keys: &[K]) -> Result<Vec<Option<V>>> {
-        let mut out = vec![V::zero(); keys.len()];
+        let mut out = vec![V::default(); keys.len()];
         let mut bits = vec![0u32; keys.len().div_ceil(32)];
         self.lookup(keys, &mut out, &mut bits, true)?;
         Ok(options_from_bits(&out, &bits))
@@ -175,7 +175,7 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
 
     /// Presence bits of `keys` in resident child `c`.
     pub(super) fn presence(&self, c: usize, keys: &[K]) -> Result<(Vec<V>, Vec<u32>)> {
-        let mut out = vec![V::zero(); keys.len()];
+        let mut out = vec![V::default(); keys.len()];
         let mut bits = vec![0u32; keys.len().div_ceil(32)];
         self.children[c].find_into(keys, &mut out, Some(&mut bits))?;
         Ok((out, bits))

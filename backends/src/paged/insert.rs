@@ -61,7 +61,7 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
             // A pair given up on may have a later occurrence that was stored after all (in a child with room):
             // report each key once, and only keys the table does not hold.
             let (k, v): Batch<K, V> = failed.into_iter().unzip();
-            let mut out = vec![V::zero(); k.len()];
+            let mut out = vec![V::default(); k.len()];
             let mut bits = vec![0u32; k.len().div_ceil(32)];
             self.lookup(&k, &mut out, &mut bits, true)?;
             let (_, (k, v)) = split_by_bits(k, v, &bits);

@@ -222,7 +222,7 @@ impl Drop for Prefault {
 /// `n` zeroed answers, advised as [`answer_vec`]'s: a large zeroed vector comes from the allocator as untouched
 /// pages, so the download that fills it is their first write.
 pub(crate) fn zeroed_answers<E: Element>(n: usize) -> Vec<E> {
-    let mut v = vec![E::zero(); n];
+    let mut v = vec![E::default(); n];
     let bytes = n * size_of::<E>();
     if bytes >= ADVISED_ANSWER {
         advise_huge_pages(v.as_mut_ptr().cast(), bytes);

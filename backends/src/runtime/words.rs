@@ -5,31 +5,37 @@ use crate::results::FindAll;
 use hashtile_core::Element;
 use std::mem::MaybeUninit;
 
-/// `s` as a slice of `W` when `E` and `W` are the same type (no copy), else `None`.
+/// `s` as a slice of `W` when `E` and `W` have one width (no copy), else `None`.
 pub(crate) fn same_words<E: Element, W: Element>(s: &[E]) -> Option<&[W]> {
     (E::BITS == W::BITS).then(|| {
-        // SAFETY: `Element` is sealed to `u32` and `u64`, so equal widths mean `E` and `W` are one type.
+        // SAFETY: every `Element` of a width has that size and alignment and accepts every bit pattern (the
+        // trait's contract, kept by its seal: the primitive integers and `#[repr(transparent)]` newtypes).
         unsafe { std::slice::from_raw_parts(s.as_ptr().cast::<W>(), s.len()) }
     })
+}
+
+/// `true` when `E` and `W` are one type (not only one width): containers of one cast to the other's.
+fn same_type<E: 'static, W: 'static>() -> bool {
+    std::any::TypeId::of::<E>() == std::any::TypeId::of::<W>()
 }
 
 /// `v` as a vector of `Option<W>` when `E` and `W` are the same type (no copy), else `Err(v)` unchanged.
 pub(crate) fn same_options_vec<E: Element, W: Element>(
     v: Vec<Option<E>>,
 ) -> std::result::Result<Vec<Option<W>>, Vec<Option<E>>> {
-    if E::BITS != W::BITS {
+    if !same_type::<E, W>() {
         return Err(v);
     }
     let mut v = std::mem::ManuallyDrop::new(v);
-    // SAFETY: as in `same_words`: one type, so `Option<E>` and `Option<W>` are one type too, and the
-    // allocation's layout, length and capacity carry over.
+    // SAFETY: `E` and `W` are one type, so `Option<E>` and `Option<W>` are one type too, and the allocation's
+    // layout, length and capacity carry over.
     Ok(unsafe { Vec::from_raw_parts(v.as_mut_ptr().cast::<Option<W>>(), v.len(), v.capacity()) })
 }
 
 /// Mutable [`same_words`].
 pub(crate) fn same_words_mut<E: Element, W: Element>(s: &mut [E]) -> Option<&mut [W]> {
     (E::BITS == W::BITS).then(|| {
-        // SAFETY: as in `same_words`; the borrow is unique.
+        // SAFETY: as in `same_words` (every `W` written is a valid `E` too); the borrow is unique.
         unsafe { std::slice::from_raw_parts_mut(s.as_mut_ptr().cast::<W>(), s.len()) }
     })
 }
@@ -38,9 +44,9 @@ pub(crate) fn same_words_mut<E: Element, W: Element>(s: &mut [E]) -> Option<&mut
 pub(crate) fn same_find_all_mut<E: Element, W: Element>(
     out: &mut FindAll<E>,
 ) -> Option<&mut FindAll<W>> {
-    (E::BITS == W::BITS).then(|| {
-        // SAFETY: as in `same_words`: one type, so `FindAll<E>` and `FindAll<W>` are one type too; the borrow
-        // is unique.
+    same_type::<E, W>().then(|| {
+        // SAFETY: `E` and `W` are one type, so `FindAll<E>` and `FindAll<W>` are one type too; the borrow is
+        // unique.
         unsafe { &mut *std::ptr::from_mut(out).cast::<FindAll<W>>() }
     })
 }

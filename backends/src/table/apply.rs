@@ -7,7 +7,7 @@ use crate::device::layout::{Packed, Wide};
 use crate::table::CpuEngine;
 use crate::table::engine::{Engine, Inserted};
 use crate::table::gpu::GpuTable;
-use hashtile_core::reduce::Reduction;
+use hashtile_core::reduce::{Reduction, SignedMax, SignedMin, kind};
 use hashtile_core::scheme::SchemeInfo;
 use hashtile_core::{Error, Key, Result, Value};
 
@@ -17,6 +17,13 @@ pub(crate) fn insert_or_apply<F: Reduction, S: SchemeInfo, K: Key, V: Value>(
     keys: &[K],
     values: &[V],
 ) -> Result<Inserted<K, V>> {
+    // The device words of signed values are unsigned: the built-in Min and Max would order them as such.
+    if V::SIGNED && F::KIND == kind::MIN {
+        return insert_or_apply::<SignedMin, S, K, V>(engine, keys, values);
+    }
+    if V::SIGNED && F::KIND == kind::MAX {
+        return insert_or_apply::<SignedMax, S, K, V>(engine, keys, values);
+    }
     let any = engine.as_any_mut();
     if let Some(e) = any.downcast_mut::<CpuEngine<S>>() {
         let (stats, unplaced) = e

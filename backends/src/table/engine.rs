@@ -135,7 +135,7 @@ pub(crate) fn options_by_bits<K: Key, V: Value, E: Engine<K, V> + ?Sized>(
     keys: &[K],
 ) -> Result<(Vec<Option<V>>, ProbeStats)> {
     // Zeroed vectors come from the allocator as untouched pages (no host pass); the engine overwrites all.
-    let mut out = vec![V::zero(); keys.len()];
+    let mut out = vec![V::default(); keys.len()];
     let mut bits = vec![0u32; keys.len().div_ceil(32)];
     let stats = engine.find_into(keys, &mut out, Some(&mut bits))?;
     Ok((crate::results::options_from_bits(&out, &bits), stats))

@@ -586,7 +586,7 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
         // Twice: the second insert updates stored keys, which a first insert into an empty table never does.
         scratch.insert(&keys, &values)?;
         scratch.insert(&keys, &values)?;
-        let mut out = vec![V::zero(); n];
+        let mut out = vec![V::default(); n];
         scratch.find_into(&keys, &mut out)?;
         scratch.find(&keys)?;
         Ok(())

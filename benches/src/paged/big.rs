@@ -128,7 +128,7 @@ fn big_of<S: hashtile::SchemeInfo, K: BigKey>(s: &PagedSetup) -> Result<bool, St
         .take(1 << 22)
         .collect();
     let swaps = t.paging().swaps_in;
-    let mut out = vec![K::zero(); warm.len()];
+    let mut out = vec![K::default(); warm.len()];
     t.find_into(&warm, &mut out).map_err(lib)?;
     if t.paging().swaps_in != swaps {
         return Err("the warm-up find paged children in".into());
@@ -142,7 +142,7 @@ fn big_of<S: hashtile::SchemeInfo, K: BigKey>(s: &PagedSetup) -> Result<bool, St
         .collect();
     q.extend((0..1u64 << 20).map(|i| K::of(K::ABSENT_COUNTER + i)));
     let before = t.paging().bytes_moved;
-    let mut out = vec![K::zero(); q.len()];
+    let mut out = vec![K::default(); q.len()];
     let t0 = Instant::now();
     t.find_into(&q, &mut out).map_err(lib)?;
     let fs = t0.elapsed().as_secs_f64();

@@ -17,7 +17,7 @@ use crate::runtime::host_memory::zeroed_answers;
 use crate::runtime::launch::{CUBE_SIZE, cube_count, fill_u32};
 use crate::runtime::scan::{exclusive_scan, total_u64};
 use crate::runtime::transfer::HostTransfer;
-use crate::runtime::words::{bytes_of, bytes_of_mut, same_find_all_mut, same_words};
+use crate::runtime::words::{bytes_of, bytes_of_mut, same_words};
 use build::{csr_bin_count_kernel, csr_bin_place_kernel, csr_bin_scatter_kernel};
 use cubecl::prelude::*;
 use cubecl::server::Handle;
@@ -670,8 +670,10 @@ impl<R: HostTransfer, CK: CsrKey, CV: CsrValue, K: Key, V: Value> DeviceCsr<K, V
         GpuCsr::count_into(self, words(queries), out)
     }
     fn find_all_into(&self, queries: &[K], out: &mut FindAll<V>) -> Result<()> {
-        let out = same_find_all_mut(out).expect("a device CSR table has its caller's value width");
-        GpuCsr::find_all_into(self, words(queries), out)
+        // In place for the table's own value type; other types of its width (signed, newtypes) convert.
+        crate::runtime::words::with_find_all_words::<V, CV>(out, |o| {
+            GpuCsr::find_all_into(self, words(queries), o)
+        })
     }
     fn pairs(&self) -> Result<Vec<(K, V)>> {
         // Pairs are read back as two arrays and zipped anyway: one pass converts them.

@@ -125,7 +125,7 @@ impl<S: SchemeInfo> CpuTable<S> {
                 }
             }
         }
-        let mut stored = vec![V::zero(); ks.len()];
+        let mut stored = vec![V::default(); ks.len()];
         let mut bits = vec![0u32; ks.len().div_ceil(32)];
         self.find_typed(&ks, &mut stored, Some(&mut bits), deterministic);
         for (j, v) in vs.iter_mut().enumerate() {

@@ -178,14 +178,15 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout, K: Key, V: Value> Engine<K
 
     fn find_options(&self, keys: &[K]) -> Result<(Vec<Option<V>>, ProbeStats)> {
         // The values come back as the layout's words: where those are the caller's type, the answers are built
-        // as they leave the staging buffers; a narrower value type goes through the caller's width.
-        if size_of::<V>() != size_of::<L::Value>() {
+        // as they leave the staging buffers; another value type (narrower, signed, a newtype) goes through the
+        // presence bits and the caller's type.
+        if std::any::TypeId::of::<V>() != std::any::TypeId::of::<L::Value>() {
             return crate::table::engine::options_by_bits(self, keys);
         }
         let k = words_of::<K, L::Key>(keys);
         let answers = self.find_options_words(&k)?;
         let answers = crate::runtime::words::same_options_vec::<L::Value, V>(answers)
-            .unwrap_or_else(|_| unreachable!("one width, one type"));
+            .unwrap_or_else(|_| unreachable!("one type"));
         Ok((answers, self.last_find_probes(keys.len())))
     }
 
