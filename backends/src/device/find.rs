@@ -67,7 +67,13 @@ pub fn tile_find<S: ProbingScheme, L: KeyLayout>(
         count_probes,
         false,
     );
-    FindResult::<L::Value> {
+    without_slot::<L::Value>(r)
+}
+
+/// A [`FoundAt`] without its slot: the answer of the finds that do not ask for it.
+#[cube]
+pub(crate) fn without_slot<V: Int>(r: FoundAt<V>) -> FindResult<V> {
+    FindResult::<V> {
         found: r.found,
         value: r.value,
         probes: r.probes,

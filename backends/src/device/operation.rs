@@ -57,6 +57,17 @@ pub mod reads {
     pub const EITHER: u32 = 1;
     /// Atomic loads only (Vulkan launches that change the table: a buffer is bound once).
     pub const ATOMIC: u32 = 2;
+
+    /// How a launch that writes reads, with (`plain_reads`: CUDA) or without a plain binding of the table.
+    pub const fn for_writes(plain_reads: bool) -> u32 {
+        if plain_reads { EITHER } else { ATOMIC }
+    }
+
+    /// How a find inside a launch that writes reads (no retries to make coherent: plain, or atomic where the
+    /// table is bound once).
+    pub const fn for_finds(plain_reads: bool) -> u32 {
+        if plain_reads { PLAIN } else { ATOMIC }
+    }
 }
 
 /// One lane's operation.

@@ -24,7 +24,7 @@
 
 use super::counters::{ADDED_AT, ERASED_AT, count_spread};
 use super::driver::{LaneOp, op, reads, status, store_inserted_value, tile_drive};
-use super::find::{FindResult, FoundAt, find_reading};
+use super::find::{FindResult, FoundAt, find_reading, without_slot};
 use super::layout::KeyLayout;
 use super::shape::TableMeta;
 use cubecl::prelude::*;
@@ -103,11 +103,7 @@ pub fn tile_insert_or_apply<S: ProbingScheme, L: KeyLayout, F: Reduce>(
     let frames = Array::<u32>::new(1usize);
     let no_bitmap = Array::<Atomic<u32>>::new(1usize);
     let mut no_out = Array::<L::Value>::new(1usize);
-    let read_mode = if comptime!(plain_reads) {
-        reads::EITHER
-    } else {
-        reads::ATOMIC
-    };
+    let read_mode = comptime!(reads::for_writes(plain_reads));
     let a = tile_drive::<S, L, F>(
         table,
         table_plain,
@@ -213,11 +209,7 @@ pub fn tile_get<S: ProbingScheme, L: KeyLayout>(
         plain_reads,
         false,
     );
-    FindResult::<L::Value> {
-        found: r.found,
-        value: r.value,
-        probes: r.probes,
-    }
+    without_slot::<L::Value>(r)
 }
 
 /// `true` when `key` is stored (an inactive lane: `false`), read as [`tile_get()`] reads. All lanes must call.
@@ -264,11 +256,7 @@ fn find_as_written<S: ProbingScheme, L: KeyLayout>(
     #[comptime] want_slot: bool,
 ) -> FoundAt<L::Value> {
     let frames = Array::<u32>::new(1usize);
-    let read_mode = if comptime!(plain_reads) {
-        reads::PLAIN
-    } else {
-        reads::ATOMIC
-    };
+    let read_mode = comptime!(reads::for_finds(plain_reads));
     find_reading::<S, L>(
         table,
         table_plain,

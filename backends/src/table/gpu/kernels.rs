@@ -132,11 +132,7 @@ pub(crate) fn insert_core<S: ProbingScheme, L: KeyLayout, F: Reduce>(
         child,
         at: 0u32,
     };
-    let read_mode = if comptime!(plain_reads) {
-        reads::EITHER
-    } else {
-        reads::ATOMIC
-    };
+    let read_mode = comptime!(reads::for_writes(plain_reads));
     let a = tile_drive::<S, L, F>(
         table,
         table_plain,
