@@ -166,6 +166,25 @@ mod tests {
         assert!(err(&["--csv", "/no/such/dir/x.csv"]).contains("does not exist"));
         let slots = err(&["--log2-keys", "30", "--load", "0.1"]);
         assert!(slots.contains("more than a table"), "{slots}");
+        assert!(err(&["--ops", "count,sort"]).contains("unknown operation 'sort'"));
+        assert!(err(&["--ops", "set"]).contains("not built yet"));
+        assert!(err(&["--ops", "growth", "--wide"]).contains("drop --wide"));
+    }
+
+    #[test]
+    fn ops_turn_on_their_flags() {
+        let r = rates_of(&[
+            "--backend",
+            "cpu",
+            "--log2-keys",
+            "10",
+            "--ops",
+            "count,erase,growth,aging",
+        ])
+        .unwrap();
+        assert!(r.args.count && r.args.erase && r.args.growth && r.args.aging);
+        let r = rates_of(&["--backend", "cpu", "--log2-keys", "10", "--ops", "aging"]).unwrap();
+        assert!(r.args.aging && !r.args.count && !r.args.erase && !r.args.growth);
     }
 
     #[test]
