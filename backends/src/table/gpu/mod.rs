@@ -120,6 +120,18 @@ pub struct GpuTable<R: HostTransfer, S: ProbingScheme, L: KeyLayout = Packed> {
     pub(crate) _scheme: PhantomData<(S, L)>,
 }
 
+/// Refuses a bucket count scheme `S`'s probe sequence cannot walk (double hashing: its step must be coprime with
+/// the count), for a new table and for the one growth moves a table into.
+pub(crate) fn check_bucket_count<S: ProbingScheme>(num_buckets: u32) -> Result<()> {
+    if hashtile_core::scheme::sequence_buckets(S::SEQUENCE, num_buckets) != num_buckets {
+        return Err(Error::InvalidConfig(format!(
+            "{num_buckets} buckets: double hashing needs a prime or power-of-two bucket count (its step must \
+             be coprime with it); hashtile_core::scheme::sequence_buckets gives the next one"
+        )));
+    }
+    Ok(())
+}
+
 /// Stash pairs of a table of `slots` slots. Failures are rare below the scheme's achievable load; 1/16 of the
 /// slots is far more than a build that can succeed ever hands back, and overflow is counted, never silent.
 pub(crate) fn stash_len_for(slots: usize) -> usize {
@@ -185,12 +197,7 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
                 L::NAME
             )));
         }
-        if hashtile_core::scheme::sequence_buckets(S::SEQUENCE, num_buckets) != num_buckets {
-            return Err(Error::InvalidConfig(format!(
-                "{num_buckets} buckets: double hashing needs a prime or power-of-two bucket count (its step must \
-                 be coprime with it); hashtile_core::scheme::sequence_buckets gives the next one"
-            )));
-        }
+        check_bucket_count::<S>(num_buckets)?;
         let tile_width = tile_width_for(&client, bucket_size)?;
         let slots = num_buckets as usize * bucket_size as usize;
         let stager = if share_stager {

@@ -3,7 +3,7 @@
 //! re-inserts the masked pairs. No pair crosses the bus. Static tables reclaim erased slots this way
 //! ([`crate::table::engine::Engine::rebuild_in_place`]); paged tables rebuild and split their children.
 
-use super::{GpuTable, stash_len_for};
+use super::{GpuTable, check_bucket_count, stash_len_for};
 use crate::device::layout::KeyLayout;
 use crate::runtime::host_io::check_device_memory;
 use crate::runtime::launch::{CUBE_SIZE, cube_count};
@@ -13,7 +13,7 @@ use cubecl::server::Handle;
 use hashtile_core::hash::route_hash;
 use hashtile_core::scheme::{ProbingScheme, SchemeParams};
 use hashtile_core::tile::EMPTY_WORD;
-use hashtile_core::{Error, HashFamily, Result};
+use hashtile_core::{HashFamily, Result};
 
 /// Unpacks slot `i` of a table into `keys[i]`, `values[i]` and `mask[i]`: 0 for an empty or erased slot (key
 /// word `erased`; `EMPTY_WORD` when the table has no erased slots), else 1, or 2 when `split` is on and the
@@ -117,11 +117,7 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
         params: SchemeParams,
         family: HashFamily,
     ) -> Result<Vec<(u64, u64)>> {
-        if hashtile_core::scheme::sequence_buckets(S::SEQUENCE, num_buckets) != num_buckets {
-            return Err(Error::InvalidConfig(format!(
-                "{num_buckets} buckets: double hashing needs a prime or power-of-two bucket count"
-            )));
-        }
+        check_bucket_count::<S>(num_buckets)?;
         let slots = num_buckets as usize * self.bucket_size as usize;
         let words = if L::MOVES_PAIRS { slots } else { 2 * slots };
         let unpacked = self.capacity() * (size_of::<L::Key>() + size_of::<L::Value>() + 4);
