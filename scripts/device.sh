@@ -29,7 +29,8 @@
 #                  (`erase`, `find after erase`), to set beside cuCollections' same schemes, `count_16`,
 #                  `erase` and `find_after_erase` of `peers` in the same call
 #   bench-life     growth (2^20 to 2^26 keys in 2^20 batches, against one build) and aging (20 rounds of
-#                  erasing half and inserting as many at load 0.85) through HashTable with host data
+#                  erasing half and inserting as many at load 0.85) and a mixed batch (HashTable::apply)
+#                  through HashTable with host data
 #   first-call     a fresh process's first insert and find of 2^20 keys: cold, then from the kernel cache
 #   peers          BGHT, cuCollections and SlabHash built from .device/peers and run at 2^26 (SlabHash 2^24)
 #   ceiling        the GPU's physical ceilings (copies, random bucket reads, compare-and-swap)
@@ -59,7 +60,7 @@ RUNS=${RUNS:-3}
 t0=$SECONDS
 
 # The GPU test binaries (tests/tests/*.rs that run kernels); scripts/pack.sh packs the same list.
-GPU_TESTS="host_path host_io gpu matrix gpu_scan csr chained paged paged_frames paged_stress kernel_cache growth model device_writes key_types"
+GPU_TESTS="host_path host_io gpu matrix gpu_scan csr chained paged paged_frames paged_stress kernel_cache growth model device_writes key_types mixed"
 
 [ $# -gt 0 ] || { echo "usage: bash scripts/device.sh SUITE...  (suites: see the header of this file)"; exit 2; }
 # On exit (a signal included): everything under $OUT but summary.txt into $OUT/results.tgz.
@@ -206,6 +207,8 @@ suite_bench_life() {
   rates growth_double8 300 $hb --log2-keys 26 --scheme double --bucket 8 --load 0.8 --growth
   rates aging_bcht8 300 $hb --log2-keys 26 --scheme bcht --bucket 8 --load 0.85 --aging
   rates aging_iht16 300 $hb --log2-keys 26 --scheme iht --bucket 16 --load 0.85 --aging
+  rates mixed_bcht8 300 $hb --log2-keys 26 --scheme bcht --bucket 8 --load 0.8 --mixed
+  rates mixed_double8 300 $hb --log2-keys 26 --scheme double --bucket 8 --load 0.8 --mixed
   merge "$D/life.csv" growth_bcht8 growth_double8 aging_bcht8 aging_iht16
 }
 

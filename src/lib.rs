@@ -16,7 +16,8 @@
 //! assert_eq!(table.find(&[21, 20_000])?, vec![Some(42), None]);
 //! assert!(table.load_factor() > 0.89);
 //!
-//! // The all-ones key is the empty sentinel: rejected, and the table is unchanged.
+//! // The all-ones key is the empty sentinel: rejected, and the table is unchanged (`TableConfig::reserved_key`
+//! // reserves another value instead).
 //! assert!(matches!(table.insert(&[u32::MAX], &[1]), Err(hashtile::Error::SentinelKey { index: 0 })));
 //! # Ok::<(), hashtile::Error>(())
 //! ```
@@ -29,7 +30,7 @@ pub use hashtile_backends::csr::{CsrBuild, CsrConfig, CsrJoin, CsrTable, JoinMet
 pub use hashtile_backends::paged::{
     DeviceBudget, PagedConfig, PagedTable, PagingStats, Placement, Replacement,
 };
-pub use hashtile_backends::results::FindAll;
+pub use hashtile_backends::results::{FindAll, Op, Outcome};
 pub use hashtile_backends::{
     Backend, BackendChoice, DEFAULT_SEED, Engine, HashTable, KernelCache, PinnedBuffer,
     TableConfig, chained, cpu, csr, default_bucket_size_of, gpu, is_available, kernel_cache_dir,

@@ -1,4 +1,43 @@
-//! Result shapes and helpers every family shares: multimap answers ([`FindAll`]) and presence bits.
+//! Result shapes and helpers every family shares: mixed batches' operations and outcomes ([`Op`], [`Outcome`]),
+//! multimap answers ([`FindAll`]) and presence bits.
+
+/// One operation of a mixed batch (`ChainedTable::apply`, `HashTable::apply`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op<K, V> {
+    /// Insert the pair: a chained multimap stores a further copy of the key; a static table (unique keys)
+    /// inserts or overwrites, as `HashTable::insert` does.
+    Insert(K, V),
+    /// Insert, or overwrite the key's (first copy's) value.
+    Replace(K, V),
+    /// Erase the key's (first copy's) pair.
+    Erase(K),
+    /// The value of the key's (first copy's) pair.
+    Find(K),
+}
+
+impl<K: Copy, V> Op<K, V> {
+    /// The operation's key.
+    pub fn key(&self) -> K {
+        match *self {
+            Op::Insert(k, _) | Op::Replace(k, _) | Op::Erase(k) | Op::Find(k) => k,
+        }
+    }
+}
+
+/// What one operation of a mixed batch did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome<V> {
+    /// `Insert`, or `Replace` of a new key: a slot now holds the pair.
+    Inserted,
+    /// `Replace` (or a static table's `Insert`) of a stored key: its value is overwritten.
+    Updated,
+    /// `Erase`: the (first copy's) pair is erased.
+    Erased,
+    /// `Find`: the (first copy's) value.
+    Found(V),
+    /// `Erase` or `Find` of a key not stored.
+    NotFound,
+}
 
 /// Every value of each query key: the values of query `i` are `values[offsets[i]..offsets[i + 1]]`.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

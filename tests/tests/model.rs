@@ -1,5 +1,6 @@
 //! Model-based property tests (issue 30): random sequences of batches (insert with repeats, insert-or-apply
-//! (a counting add) with repeats, erase with repeats and absent keys, find, clear, compact) run on a table and on
+//! (a counting add) with repeats, erase with repeats and absent keys, find, mixed batches (`HashTable::apply`:
+//! inserts, replaces, erases and finds racing on the same keys), clear, compact) run on a table and on
 //! a `HashMap` model side by side; every answer, every erase count and `len` must agree after every batch. Keys
 //! come from a small universe so that batches collide, repeat and erase-then-reinsert. Half the sequences start
 //! from a tiny table with growth on (`TableConfig::growth`), so that inserts and applies grow it several times
@@ -8,7 +9,7 @@
 //! Each scheme runs on the CPU backend and on every GPU present (CI: lavapipe).
 
 use hashtile::reduce::Add;
-use hashtile::{Backend, BackendChoice, HashTable, SchemeInfo, TableConfig};
+use hashtile::{Backend, BackendChoice, HashTable, Op, Outcome, SchemeInfo, TableConfig};
 use hashtile_tests::backends::present;
 use proptest::prelude::*;
 use std::collections::HashMap;
@@ -23,6 +24,8 @@ enum Batch {
     Apply(Vec<(u16, u32)>),
     Erase(Vec<u16>),
     Find(Vec<u16>),
+    /// A mixed batch: (operation 0..4 = insert, replace, erase, find; key; value).
+    Mixed(Vec<(u8, u16, u32)>),
     Clear,
     Compact,
 }
@@ -38,7 +41,8 @@ fn batch() -> impl Strategy<Value = Batch> {
         4 => prop::collection::vec((idx.clone(), any::<u32>()), 0..400).prop_map(Batch::Insert),
         2 => prop::collection::vec((idx.clone(), 0..1000u32), 0..400).prop_map(Batch::Apply),
         3 => prop::collection::vec(idx.clone(), 0..400).prop_map(Batch::Erase),
-        3 => prop::collection::vec(idx, 0..200).prop_map(Batch::Find),
+        3 => prop::collection::vec(idx.clone(), 0..200).prop_map(Batch::Find),
+        3 => prop::collection::vec((0..4u8, idx, any::<u32>()), 0..400).prop_map(Batch::Mixed),
         1 => Just(Batch::Clear),
         1 => Just(Batch::Compact),
     ]
@@ -95,6 +99,35 @@ fn agrees<S: SchemeInfo>(
                 let got = t.find(&keys).unwrap();
                 for (k, g) in keys.iter().zip(got) {
                     prop_assert_eq!(model.get(k).copied(), g, "{}: key {}", at, k);
+                }
+            }
+            Batch::Mixed(ops) => {
+                let ops: Vec<Op<u32, u32>> = ops
+                    .iter()
+                    .map(|&(o, i, v)| match o {
+                        0 => Op::Insert(key(i), v),
+                        1 => Op::Replace(key(i), v),
+                        2 => Op::Erase(key(i)),
+                        _ => Op::Find(key(i)),
+                    })
+                    .collect();
+                let got = t.apply(&ops).unwrap();
+                // The model runs the batch in order.
+                for (o, g) in ops.iter().zip(got) {
+                    let want = match *o {
+                        Op::Insert(k, v) | Op::Replace(k, v) => match model.insert(k, v) {
+                            Some(_) => Outcome::Updated,
+                            None => Outcome::Inserted,
+                        },
+                        Op::Erase(k) => match model.remove(&k) {
+                            Some(_) => Outcome::Erased,
+                            None => Outcome::NotFound,
+                        },
+                        Op::Find(k) => model
+                            .get(&k)
+                            .map_or(Outcome::NotFound, |&v| Outcome::Found(v)),
+                    };
+                    prop_assert_eq!(g, want, "{}: {:?}", at, o);
                 }
             }
             Batch::Clear => {

@@ -1,5 +1,5 @@
 //! What chained tables are built with and speak in: [`ChainedConfig`], the slab's size, the operations of a
-//! mixed batch ([`Op`], [`Outcome`]) and what a table holds ([`ChainStats`]).
+//! mixed batch ([`Op`](crate::results::Op), [`Outcome`](crate::results::Outcome)) and what a table holds ([`ChainStats`]).
 
 use crate::select::BackendChoice;
 
@@ -75,40 +75,4 @@ impl ChainedConfig {
         self.pool_slabs = pool_slabs;
         self
     }
-}
-
-/// One operation of a mixed batch (`ChainedTable::apply`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Op<K, V> {
-    /// A further copy of the key (multimap insert).
-    Insert(K, V),
-    /// Insert, or overwrite the key's first copy (unique keys).
-    Replace(K, V),
-    /// Erase the key's first copy.
-    Erase(K),
-    /// The value of the key's first copy.
-    Find(K),
-}
-
-impl<K: Copy, V> Op<K, V> {
-    pub(crate) fn key(&self) -> K {
-        match *self {
-            Op::Insert(k, _) | Op::Replace(k, _) | Op::Erase(k) | Op::Find(k) => k,
-        }
-    }
-}
-
-/// What one operation of a mixed batch did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome<V> {
-    /// `Insert`, or `Replace` of a new key: a slot now holds the pair.
-    Inserted,
-    /// `Replace` of a stored key: its value is overwritten.
-    Updated,
-    /// `Erase`: the first copy is erased.
-    Erased,
-    /// `Find`: the value of the first copy.
-    Found(V),
-    /// `Erase` or `Find` of a key not stored.
-    NotFound,
 }

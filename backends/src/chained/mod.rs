@@ -34,7 +34,8 @@ pub mod config;
 pub mod cpu;
 pub mod gpu;
 
-pub use config::{ChainStats, ChainedConfig, NeedSlab, Op, Outcome, SLAB_SLOTS};
+pub use crate::results::{Op, Outcome};
+pub use config::{ChainStats, ChainedConfig, NeedSlab, SLAB_SLOTS};
 
 use crate::chained::gpu::{DeviceChained, StoreSpec, device_chained, op, status};
 use crate::device::layout::{Packed, Wide};

@@ -38,6 +38,9 @@ pub struct TableConfig {
     /// device), as std's `HashMap` does; `None` (the default) keeps the capacity fixed, and an insert that does
     /// not fit is [`Error::CapacityExceeded`]. See [`TableConfig::growth`].
     pub growth: Option<f64>,
+    /// The one key value the table cannot store, widened (`None`: the all-ones key, `Key::EMPTY`). See
+    /// [`TableConfig::reserved_key`].
+    pub reserved_key: Option<u64>,
 }
 
 impl TableConfig {
@@ -55,6 +58,7 @@ impl TableConfig {
             count_probes: false,
             batch_keys: None,
             growth: None,
+            reserved_key: None,
         }
     }
     /// A table sized so that `n` keys fill it to `load_factor`, which must be in `(0, 1]` (else
@@ -130,6 +134,33 @@ impl TableConfig {
     /// ```
     pub fn growth(mut self, max_load: f64) -> Self {
         self.growth = Some(max_load);
+        self
+    }
+    /// Reserves `key` instead of the all-ones key: the table then stores the all-ones key like any other, and
+    /// `key` becomes the one value it refuses ([`Error::SentinelKey`]) and never finds. A table needs no other
+    /// reserved value: an erased slot holds the table's own empty key with a marker value (32-bit keys), or
+    /// is rebuilt away (64-bit keys). Build the table with the same key type as `key`
+    /// ([`HashTable::new`](super::HashTable::new) refuses a value that is not one as [`Error::InvalidConfig`]).
+    ///
+    /// The table keeps its all-ones word as the empty slot and swaps the two values on the way in and out
+    /// (your all-ones key is stored as `key`): one pass over the keys of each call on the host, and nothing
+    /// on the device. Only [`HashTable`](super::HashTable) calls swap; a `GpuTable`'s device-resident calls and the device
+    /// API see the table's own keys.
+    ///
+    /// ```
+    /// # use hashtile_backends::{Backend, BackendChoice, HashTable, TableConfig};
+    /// # use hashtile_probing::Bcht;
+    /// let cfg = TableConfig::for_keys(1000, 0.8)
+    ///     .reserved_key(0u32)
+    ///     .backend(BackendChoice::Exactly(Backend::Cpu));
+    /// let mut t: HashTable<Bcht, u32, u32> = HashTable::new(cfg)?;
+    /// t.insert(&[u32::MAX, 7], &[1, 2])?;
+    /// assert_eq!(t.find(&[u32::MAX, 7, 0])?, vec![Some(1), Some(2), None]);
+    /// assert!(matches!(t.insert(&[5, 0], &[1, 1]), Err(hashtile_core::Error::SentinelKey { index: 1 })));
+    /// # Ok::<(), hashtile_core::Error>(())
+    /// ```
+    pub fn reserved_key<K: hashtile_core::Key>(mut self, key: K) -> Self {
+        self.reserved_key = Some(key.widen());
         self
     }
     /// Sets how many re-seeded rebuilds an insert may try.

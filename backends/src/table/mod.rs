@@ -6,6 +6,8 @@ mod config;
 pub mod cpu;
 pub mod engine;
 pub mod gpu;
+mod mixed;
+mod reserved;
 
 use crate::runtime::host_io::check_out_len;
 use crate::runtime::transfer::PinnedBuffer;
@@ -16,6 +18,7 @@ use hashtile_core::element::first_sentinel;
 use hashtile_core::reduce::Reduction;
 use hashtile_core::scheme::{SchemeInfo, SchemeParams};
 use hashtile_core::{Element, Error, HashFamily, Key, ProbeStats, Result, Value};
+use reserved::KeySwap;
 use std::marker::PhantomData;
 
 pub use config::{DEFAULT_SEED, TableConfig, default_bucket_size_of};
@@ -133,6 +136,8 @@ pub struct HashTable<S: SchemeInfo, K: Key, V: Value> {
     last_find: std::sync::Mutex<ProbeStats>,
     /// Slots marked erased since the last rebuild ([`HashTable::erase`]): taken, holding no pair.
     tombstones: usize,
+    /// The user's reserved key swapped with the all-ones key (`TableConfig::reserved_key`).
+    swap: KeySwap<K>,
     _types: PhantomData<S>,
 }
 
@@ -153,6 +158,7 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
             .bucket_size
             .unwrap_or_else(|| default_bucket_size_of::<S>(backend));
         config.validate(bucket_size)?;
+        let swap = KeySwap::new(config.reserved_key)?;
         let params = config
             .params
             .unwrap_or_else(|| S::default_params(bucket_size));
@@ -189,6 +195,7 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
             last_insert: ProbeStats::default(),
             last_find: std::sync::Mutex::new(ProbeStats::default()),
             tombstones: 0,
+            swap,
             _types: PhantomData,
         })
     }
@@ -246,6 +253,13 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
     /// unchanged. [`Error::BuildFailed`] is returned when, after `max_rebuilds` re-seeded rebuilds, some pairs
     /// still cannot be placed: they are returned in the error and every other pair is in the table.
     pub fn insert(&mut self, keys: &[K], values: &[V]) -> Result<()> {
+        let keys = self.swap.keys(keys);
+        self.insert_keys(&keys, values)
+            .map_err(|e| self.swap.error(e))
+    }
+
+    /// [`HashTable::insert`] of the table's keys (the reserved key swapped).
+    fn insert_keys(&mut self, keys: &[K], values: &[V]) -> Result<()> {
         // GPU engines check the sentinel during the copy and the capacity from their duplicate pass; otherwise
         // the host scans, and only a batch that could overflow pays for an exact count of its new keys.
         let in_pipeline = self.engine.checks_in_pipeline(keys.len());
@@ -289,6 +303,13 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
     ///
     /// [`Add`]: hashtile_core::reduce::Add
     pub fn insert_or_apply<F: Reduction>(&mut self, keys: &[K], values: &[V]) -> Result<()> {
+        let keys = self.swap.keys(keys);
+        self.insert_or_apply_keys::<F>(&keys, values)
+            .map_err(|e| self.swap.error(e))
+    }
+
+    /// [`HashTable::insert_or_apply`] of the table's keys.
+    fn insert_or_apply_keys<F: Reduction>(&mut self, keys: &[K], values: &[V]) -> Result<()> {
         if !self.admit(keys, values, false)? {
             return Ok(());
         }
@@ -337,7 +358,7 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
         let near_full = !in_pipeline && !may_grow && self.len() + keys.len() > self.capacity();
         if self.tombstones > 0 && self.len() + self.tombstones + keys.len() > self.capacity() {
             // The batch may need the room erased slots hold.
-            self.compact()?;
+            self.compact_table()?;
         }
         if near_full {
             let incoming = self.engine.count_new(keys)?;
@@ -443,6 +464,12 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
     /// # Ok::<(), hashtile_core::Error>(())
     /// ```
     pub fn erase(&mut self, keys: &[K]) -> Result<usize> {
+        let keys = self.swap.keys(keys);
+        self.erase_keys(&keys).map_err(|e| self.swap.error(e))
+    }
+
+    /// [`HashTable::erase`] of the table's keys.
+    fn erase_keys(&mut self, keys: &[K]) -> Result<usize> {
         // A sentinel key among `keys` erases nothing: it is never stored, and no engine's find looks it up (an
         // erased packed slot carries its bits: `device::find::tile_find_core`).
         if keys.is_empty() || self.is_empty() {
@@ -453,7 +480,7 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
             if !S::STABLE {
                 // A cuckoo eviction could carry a mark on as if it were a pair: the marks are reclaimed at once,
                 // by a rebuild where the pairs live (on GPUs, on the device).
-                self.compact()?;
+                self.compact_table()?;
             }
             return Ok(n);
         }
@@ -481,6 +508,11 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
     /// that will only be read again can do it to shorten lookups that probe past the marks. Nothing to do
     /// without marks.
     pub fn compact(&mut self) -> Result<()> {
+        self.compact_table().map_err(|e| self.swap.error(e))
+    }
+
+    /// [`HashTable::compact`], its errors naming the table's keys.
+    fn compact_table(&mut self) -> Result<()> {
         if self.tombstones == 0 {
             return Ok(());
         }
@@ -540,7 +572,7 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
 
     /// Looks keys up: `Some(value)` if present, `None` if absent (the sentinel key is always absent).
     pub fn find(&self, keys: &[K]) -> Result<Vec<Option<V>>> {
-        let (answers, stats) = self.engine.find_options(keys)?;
+        let (answers, stats) = self.engine.find_options(&self.swap.keys(keys))?;
         *self.last_find.lock().expect("poisoned") = stats;
         Ok(answers)
     }
@@ -549,7 +581,7 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
     /// are copied straight into `out` (directly when it is pinned memory).
     pub fn find_into(&self, keys: &[K], out: &mut [V]) -> Result<()> {
         check_out_len(keys.len(), out.len())?;
-        let stats = self.engine.find_into(keys, out, None)?;
+        let stats = self.engine.find_into(&self.swap.keys(keys), out, None)?;
         *self.last_find.lock().expect("poisoned") = stats;
         Ok(())
     }
@@ -599,12 +631,16 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
 
     /// Every stored pair (order unspecified).
     pub fn pairs(&self) -> Result<Vec<(K, V)>> {
-        self.engine.pairs()
+        let mut pairs = self.engine.pairs()?;
+        self.swap.pairs(&mut pairs);
+        Ok(pairs)
     }
 
     /// For placement checks: `(key, bucket)` of every stored pair.
     pub fn placement(&self) -> Result<Vec<(K, u32)>> {
-        self.engine.placement()
+        let mut placed = self.engine.placement()?;
+        self.swap.pairs(&mut placed);
+        Ok(placed)
     }
 
     /// The buckets `key` may live in under the current hash family, along the scheme's probe sequence
@@ -613,7 +649,10 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
         let nb = (self.capacity() / self.bucket_size as usize) as u32;
         let probes = S::candidates(&self.params).min(nb);
         (0..probes)
-            .map(|i| self.family().probe_bucket::<S>(key.widen(), i, nb))
+            .map(|i| {
+                self.family()
+                    .probe_bucket::<S>(self.swap.key(key).widen(), i, nb)
+            })
             .collect()
     }
 

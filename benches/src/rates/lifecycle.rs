@@ -10,10 +10,14 @@
 //!   (`aging round`: keys erased and inserted per second), with the finds of every stored key after the first
 //!   round and after the last (`aging find (round 1)`, `aging find (round 20)`: within 10% of each other, issue
 //!   30); `len` and every answer are checked each round.
+//! - `--mixed`: N pairs at the load, then one `HashTable::apply` of N operations on distinct keys (half finds of
+//!   stored keys, a quarter replaces: half of stored keys, half of new ones, a quarter erases of stored keys):
+//!   `mixed batch` (operations per second, every outcome checked), against `find (N stored)`, a `find_into` of
+//!   the N stored keys from host data on the same table in the same run.
 
 use super::args::Args;
 use super::measure::{Row, params_for};
-use hashtile::{Backend, BackendChoice, HashTable, SchemeInfo, TableConfig};
+use hashtile::{Backend, BackendChoice, HashTable, Op, Outcome, SchemeInfo, TableConfig};
 use indicatif::ProgressBar;
 use std::time::Instant;
 
@@ -24,7 +28,7 @@ pub const AGING_ROUNDS: usize = 20;
 
 /// Timed rows each option adds per load (for the progress bar).
 pub fn rows_of(args: &Args) -> u64 {
-    3 * u64::from(args.growth) + 3 * u64::from(args.aging)
+    3 * u64::from(args.growth) + 3 * u64::from(args.aging) + 2 * u64::from(args.mixed)
 }
 
 /// The value stored with `key` (a function of the key: checks need no map).
@@ -188,5 +192,61 @@ pub fn aging_rows<S: SchemeInfo>(
         row(args, backend, load, "aging round", rounds, ok),
         row(args, backend, load, "aging find (round 1)", first, ok),
         row(args, backend, load, "aging find (round 20)", last, ok),
+    ])
+}
+
+/// The mixed-batch rows of scheme `S` at `load` (`keys`: the run's `2n` distinct keys; the first `n` stored,
+/// the rest new): one [`HashTable::apply`] of `n` operations on distinct keys against a `find_into` of the `n`
+/// stored keys, each on a fresh table per run.
+pub fn mixed_rows<S: SchemeInfo>(
+    args: &Args,
+    backend: Backend,
+    load: f64,
+    keys: &[u32],
+    n: usize,
+    bar: &ProgressBar,
+) -> hashtile::Result<Vec<Row>> {
+    let stored = &keys[..n];
+    let values: Vec<u32> = stored.iter().map(|&k| value_of(k)).collect();
+    // Operation `i` by `i % 8`: four finds, a replace of a stored key, a replace of a new key, two erases.
+    let (ops, want): (Vec<Op<u32, u32>>, Vec<Outcome<u32>>) = (0..n)
+        .map(|i| {
+            let k = stored[i];
+            match i % 8 {
+                0..=3 => (Op::Find(k), Outcome::Found(value_of(k))),
+                4 => (Op::Replace(k, value_of(k) ^ 1), Outcome::Updated),
+                5 => {
+                    let k = keys[n + i];
+                    (Op::Replace(k, value_of(k)), Outcome::Inserted)
+                }
+                _ => (Op::Erase(k), Outcome::Erased),
+            }
+        })
+        .unzip();
+    let inserted = want.iter().filter(|o| **o == Outcome::Inserted).count();
+    let erased = want.iter().filter(|o| **o == Outcome::Erased).count();
+    let (mut mixed, mut finds) = (Vec::new(), Vec::new());
+    let mut ok = true;
+    let mut out = vec![0u32; n];
+    for run in 0..=args.runs {
+        let mut t = HashTable::<S, u32, u32>::new(config::<S>(args, backend, n, load)?)?;
+        t.insert(stored, &values)?;
+        let t0 = Instant::now();
+        t.find_into(stored, &mut out)?;
+        let dt_find = t0.elapsed().as_secs_f64();
+        ok &= out == values;
+        let t0 = Instant::now();
+        let got = t.apply(&ops)?;
+        let dt = t0.elapsed().as_secs_f64();
+        ok &= got == want && t.len() == n + inserted - erased;
+        if run > 0 {
+            finds.push(n as f64 / dt_find / 1e6);
+            mixed.push(n as f64 / dt / 1e6);
+        }
+        bar.inc(2);
+    }
+    Ok(vec![
+        row(args, backend, load, "mixed batch", mixed, ok),
+        row(args, backend, load, "find (N stored)", finds, ok),
     ])
 }

@@ -110,7 +110,7 @@ pub fn run(checked: Rates) -> Result<i32, BenchError> {
     Ok(0)
 }
 
-/// The `--growth` and `--aging` rows of scheme `S` at `load` (`keys`: the run's `2n` distinct keys).
+/// The `--growth`, `--aging` and `--mixed` rows of scheme `S` at `load` (`keys`: the run's `2n` distinct keys).
 fn life_rows<S: hashtile::SchemeInfo>(
     args: &Args,
     backend: hashtile::Backend,
@@ -138,6 +138,11 @@ fn life_rows<S: hashtile::SchemeInfo>(
         };
         rows.extend(lifecycle::aging_rows::<S>(
             args, backend, load, keys, n, fresh, bar,
+        )?);
+    }
+    if args.mixed {
+        rows.extend(lifecycle::mixed_rows::<S>(
+            args, backend, load, keys, n, bar,
         )?);
     }
     Ok(rows)

@@ -69,6 +69,7 @@ fn rate_point<S: SchemeInfo>(
         erase: false,
         growth: false,
         aging: false,
+        mixed: false,
         ops: Vec::new(),
         cur_scheme: S::NAME.to_string(),
         cur_bucket: bucket,

@@ -1,0 +1,251 @@
+//! Mixed batches on a static table ([`HashTable::apply`]): inserts, replaces, erases and finds in one call,
+//! one outcome per operation.
+//!
+//! **Why not one launch of mixed operations.** The tile driver runs mixed launches (the chained tables use
+//! them), but on open addressing two operations of one launch on the same key can corrupt a table whose
+//! placement is a choice (IHT's and P2BHT's least-loaded bucket: two inserts of one key may pick different
+//! buckets) or moves pairs (BCHT's and 1CHT's evictions: an erase misses the key an eviction carries in a
+//! tile's registers, and two inserts of one key may both be stored). Only linear probing and double hashing
+//! converge. So a batch is resolved first and written as operations on distinct keys, which every scheme and
+//! backend runs safely:
+//!
+//! 1. the batch's distinct keys are looked up once (one find);
+//! 2. each key's operations run on the host, in batch order, from the state found: each gets its outcome,
+//!    and the key its final state;
+//! 3. keys stored before and absent after are erased (one erase), keys whose final value differs from the
+//!    stored one are written (one insert).
+//!
+//! Operations on one key therefore take effect **in batch order** (a stronger contract than
+//! `ChainedTable::apply`'s unspecified order), and no two writes of one launch share a key.
+
+use super::HashTable;
+use crate::results::{Op, Outcome};
+use hashtile_core::scheme::SchemeInfo;
+use hashtile_core::{Error, Key, Result, Value};
+use rayon::prelude::*;
+
+/// A batch resolved against the table's state before it (see the module docs).
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct Resolved<K, V> {
+    /// One outcome per operation, in batch order.
+    pub outcomes: Vec<Outcome<V>>,
+    /// Keys stored before the batch and absent after it.
+    pub erase: Vec<K>,
+    /// Keys present after the batch whose value differs from the one stored before (new keys included).
+    pub write_keys: Vec<K>,
+    /// Their final values.
+    pub write_values: Vec<V>,
+    /// Keys absent before the batch and present after it.
+    pub new_keys: usize,
+}
+
+/// The batch's distinct keys (in key order) and, for each operation, the index of its key among them.
+pub(crate) fn group<K: Key, V: Value>(ops: &[Op<K, V>]) -> (Vec<K>, Vec<u32>) {
+    let mut order: Vec<(K, u32)> = ops
+        .par_iter()
+        .enumerate()
+        .map(|(i, o)| (o.key(), i as u32))
+        .collect();
+    order.par_sort_unstable();
+    let mut distinct = Vec::new();
+    let mut of = vec![0u32; ops.len()];
+    for &(k, i) in &order {
+        if distinct.last() != Some(&k) {
+            distinct.push(k);
+        }
+        of[i as usize] = (distinct.len() - 1) as u32;
+    }
+    (distinct, of)
+}
+
+/// Runs each key's operations in batch order from `before` (the stored value of each of `distinct`, as
+/// [`group`] numbered them).
+pub(crate) fn resolve<K: Key, V: Value>(
+    ops: &[Op<K, V>],
+    distinct: &[K],
+    of: &[u32],
+    before: &[Option<V>],
+) -> Resolved<K, V> {
+    let mut state: Vec<Option<V>> = before.to_vec();
+    let outcomes = ops
+        .iter()
+        .zip(of)
+        .map(|(o, &g)| {
+            let s = &mut state[g as usize];
+            match *o {
+                Op::Insert(_, v) | Op::Replace(_, v) => {
+                    let was = s.replace(v);
+                    if was.is_some() {
+                        Outcome::Updated
+                    } else {
+                        Outcome::Inserted
+                    }
+                }
+                Op::Erase(_) => match s.take() {
+                    Some(_) => Outcome::Erased,
+                    None => Outcome::NotFound,
+                },
+                Op::Find(_) => match *s {
+                    Some(v) => Outcome::Found(v),
+                    None => Outcome::NotFound,
+                },
+            }
+        })
+        .collect();
+    let mut r = Resolved {
+        outcomes,
+        erase: Vec::new(),
+        write_keys: Vec::new(),
+        write_values: Vec::new(),
+        new_keys: 0,
+    };
+    for ((&k, b), a) in distinct.iter().zip(before).zip(&state) {
+        match (b, a) {
+            (Some(_), None) => r.erase.push(k),
+            (b, Some(v)) if b != &Some(*v) => {
+                r.new_keys += usize::from(b.is_none());
+                r.write_keys.push(k);
+                r.write_values.push(*v);
+            }
+            _ => {}
+        }
+    }
+    r
+}
+
+impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
+    /// Runs a mixed batch of inserts, replaces, erases and finds and returns one outcome per operation, in
+    /// batch order. Keys are unique in a static table, so `Insert` of a stored key overwrites it (as
+    /// [`HashTable::insert`]) and answers [`Outcome::Updated`]. Operations on one key take effect in batch
+    /// order (an erase then a find of a key finds nothing; a find after a replace sees the new value);
+    /// operations on different keys commute.
+    ///
+    /// The batch is resolved on the host against one lookup of its distinct keys, then written as one erase
+    /// and one insert of distinct keys (the module docs say why not one launch of mixed operations): the cost
+    /// is a find, an erase and an insert of the keys that change, plus a sort of the batch's keys on the host.
+    ///
+    /// Errors: an `Insert` or `Replace` of the sentinel key is [`Error::SentinelKey`] (its index in `ops`);
+    /// a batch whose new keys would not fit a table without growth is [`Error::CapacityExceeded`]; both leave
+    /// the table unchanged. Finds and erases of the sentinel key answer [`Outcome::NotFound`], as
+    /// [`HashTable::find`] and [`HashTable::erase`] do.
+    ///
+    /// ```
+    /// # use hashtile_backends::{Backend, BackendChoice, HashTable, TableConfig};
+    /// # use hashtile_probing::Bcht;
+    /// use hashtile_backends::results::{Op, Outcome};
+    /// let cfg = TableConfig::for_keys(1000, 0.8).backend(BackendChoice::Exactly(Backend::Cpu));
+    /// let mut t: HashTable<Bcht, u32, u32> = HashTable::new(cfg)?;
+    /// t.insert(&[1, 2], &[10, 20])?;
+    /// let got = t.apply(&[Op::Find(1), Op::Erase(1), Op::Find(1), Op::Replace(2, 21), Op::Insert(3, 30)])?;
+    /// assert_eq!(
+    ///     got,
+    ///     vec![Outcome::Found(10), Outcome::Erased, Outcome::NotFound, Outcome::Updated, Outcome::Inserted]
+    /// );
+    /// assert_eq!(t.find(&[1, 2, 3])?, vec![None, Some(21), Some(30)]);
+    /// # Ok::<(), hashtile_core::Error>(())
+    /// ```
+    pub fn apply(&mut self, ops: &[Op<K, V>]) -> Result<Vec<Outcome<V>>> {
+        if let Some(index) = ops
+            .iter()
+            .position(|o| matches!(o, Op::Insert(k, _) | Op::Replace(k, _) if self.swap.key(*k).is_sentinel()))
+        {
+            return Err(Error::SentinelKey { index });
+        }
+        if ops.is_empty() {
+            return Ok(Vec::new());
+        }
+        let t0 = std::time::Instant::now();
+        let (distinct, of) = group(ops);
+        let (before, _) = self.engine.find_options(&self.swap.keys(&distinct))?;
+        let r = resolve(ops, &distinct, &of, &before);
+        tracing::trace!(
+            target: "hashtile",
+            phase = "apply: resolve",
+            ops = ops.len(),
+            keys = distinct.len(),
+            erase = r.erase.len(),
+            write = r.write_keys.len(),
+            ms = t0.elapsed().as_secs_f64() * 1e3
+        );
+        let after = self.len() - r.erase.len() + r.new_keys;
+        if self.config.growth.is_none() && after > self.capacity() {
+            return Err(Error::CapacityExceeded {
+                len: self.len() - r.erase.len(),
+                incoming: r.new_keys,
+                capacity: self.capacity(),
+            });
+        }
+        if !r.erase.is_empty() {
+            let erased = self.erase(&r.erase)?;
+            if erased != r.erase.len() {
+                return Err(Error::Device(format!(
+                    "apply: {} keys found stored, {erased} erased",
+                    r.erase.len()
+                )));
+            }
+        }
+        if !r.write_keys.is_empty() {
+            self.insert(&r.write_keys, &r.write_values)?;
+        }
+        Ok(r.outcomes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn groups_keys_and_keeps_each_keys_order() {
+        let ops = [
+            Op::Insert(5u32, 1u32),
+            Op::Find(3),
+            Op::Erase(5),
+            Op::Replace(5, 2),
+            Op::Find(5),
+        ];
+        let (distinct, of) = group(&ops);
+        assert_eq!(distinct, vec![3, 5]);
+        assert_eq!(of, vec![1, 0, 1, 1, 1]);
+        let r = resolve(&ops, &distinct, &of, &[Some(9), Some(7)]);
+        assert_eq!(
+            r.outcomes,
+            vec![
+                Outcome::Updated,
+                Outcome::Found(9),
+                Outcome::Erased,
+                Outcome::Inserted,
+                Outcome::Found(2)
+            ]
+        );
+        // 3 is untouched; 5 ends at 2 (stored 7 before): a write, not a new key.
+        assert_eq!(r.erase, Vec::<u32>::new());
+        assert_eq!(
+            (r.write_keys, r.write_values, r.new_keys),
+            (vec![5], vec![2], 0)
+        );
+    }
+
+    #[test]
+    fn net_effects_skip_what_does_not_change() {
+        let ops = [
+            Op::Erase(1u32),
+            Op::Insert(1, 4u32),
+            Op::Insert(2, 8),
+            Op::Erase(2),
+            Op::Erase(3),
+            Op::Replace(4, 6),
+        ];
+        let (distinct, of) = group(&ops);
+        // 1: stored 4 before, erased and put back with 4: nothing to write. 2: absent before and after.
+        // 3: stored, erased. 4: new.
+        let r = resolve(&ops, &distinct, &of, &[Some(4), None, Some(1), None]);
+        assert_eq!(r.erase, vec![3]);
+        assert_eq!(
+            (r.write_keys, r.write_values, r.new_keys),
+            (vec![4], vec![6], 1)
+        );
+        assert_eq!(r.outcomes[3], Outcome::Erased);
+        assert_eq!(r.outcomes[4], Outcome::Erased);
+    }
+}

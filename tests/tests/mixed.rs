@@ -1,0 +1,271 @@
+//! Mixed batches on static tables (`HashTable::apply`, issue 30 item 5) and user-chosen reserved keys
+//! (`TableConfig::reserved_key`, item 9) against a `HashMap` oracle run in batch order, on every scheme and
+//! every backend present (CI: the CPU and lavapipe). Adversarial batches race operations on the same keys
+//! inside one batch (every operation on one key, erase-then-reinsert, inserts of one key from many
+//! operations): the table must answer each operation as the oracle does, hold every key at most once, and keep
+//! `len` exact. Bad input is a typed error that changes nothing.
+
+use hashtile::{
+    Backend, BackendChoice, Bcht, Cht1, DoubleHashing, Error, HashTable, Iht, Key, LinearProbing,
+    Op, Outcome, P2bht, SchemeInfo, TableConfig, Value,
+};
+use hashtile_tests::backends::present_backends;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use std::collections::{HashMap, HashSet};
+
+fn config(backend: Backend, capacity: usize) -> TableConfig {
+    TableConfig::with_capacity(capacity)
+        .batch_keys(1 << 11)
+        .backend(BackendChoice::Exactly(backend))
+}
+
+/// The oracle: each operation in batch order.
+fn oracle_apply<K: Key, V: Value>(m: &mut HashMap<K, V>, ops: &[Op<K, V>]) -> Vec<Outcome<V>> {
+    ops.iter()
+        .map(|o| match *o {
+            Op::Insert(k, v) | Op::Replace(k, v) => match m.insert(k, v) {
+                Some(_) => Outcome::Updated,
+                None => Outcome::Inserted,
+            },
+            Op::Erase(k) => match m.remove(&k) {
+                Some(_) => Outcome::Erased,
+                None => Outcome::NotFound,
+            },
+            Op::Find(k) => match m.get(&k) {
+                Some(&v) => Outcome::Found(v),
+                None => Outcome::NotFound,
+            },
+        })
+        .collect()
+}
+
+/// The table holds exactly the oracle's pairs, each key once.
+fn same_pairs<S: SchemeInfo, K: Key, V: Value>(
+    t: &HashTable<S, K, V>,
+    m: &HashMap<K, V>,
+    what: &str,
+) {
+    let pairs = t.pairs().unwrap();
+    let keys: HashSet<K> = pairs.iter().map(|p| p.0).collect();
+    assert_eq!(keys.len(), pairs.len(), "{what}: a key stored twice");
+    assert_eq!(t.len(), m.len(), "{what}: len");
+    let got: HashMap<K, V> = pairs.into_iter().collect();
+    assert_eq!(&got, m, "{what}: pairs");
+    let all: Vec<K> = m.keys().copied().collect();
+    let found = t.find(&all).unwrap();
+    for (k, f) in all.iter().zip(found) {
+        assert_eq!(f, m.get(k).copied(), "{what}: find {k}");
+    }
+}
+
+/// A random batch over keys `0..universe`: finds, inserts, replaces and erases, `n` operations.
+fn random_ops(rng: &mut StdRng, n: usize, universe: u32) -> Vec<Op<u32, u32>> {
+    (0..n)
+        .map(|_| {
+            let k = rng.random_range(0..universe);
+            let v = rng.random::<u32>();
+            match rng.random_range(0..4) {
+                0 => Op::Insert(k, v),
+                1 => Op::Replace(k, v),
+                2 => Op::Erase(k),
+                _ => Op::Find(k),
+            }
+        })
+        .collect()
+}
+
+/// Rounds of random mixed batches against the oracle: small universes make keys repeat within a batch.
+fn random_batches<S: SchemeInfo>(backend: Backend) {
+    let what = format!("{} on {backend}", S::NAME);
+    let mut rng = StdRng::seed_from_u64(0x6d78 ^ S::NAME.len() as u64);
+    let mut t: HashTable<S, u32, u32> = HashTable::new(config(backend, 8192)).unwrap();
+    let mut m = HashMap::new();
+    for (round, universe) in [(0, 500u32), (1, 3000), (2, 200), (3, 5000), (4, 60)] {
+        let ops = random_ops(&mut rng, 4000, universe);
+        let got = t.apply(&ops).unwrap();
+        let want = oracle_apply(&mut m, &ops);
+        assert_eq!(got, want, "{what}, round {round}");
+        same_pairs(&t, &m, &format!("{what}, round {round}"));
+    }
+}
+
+#[test]
+fn mixed_batches_match_the_oracle() {
+    for backend in present_backends() {
+        random_batches::<Bcht>(backend);
+        random_batches::<Iht>(backend);
+        random_batches::<P2bht>(backend);
+        random_batches::<LinearProbing>(backend);
+        random_batches::<DoubleHashing>(backend);
+        random_batches::<Cht1>(backend);
+    }
+}
+
+/// WarpSpeed's adversarial batches: every operation on a handful of keys, inserts of one key from thousands of
+/// operations, erase-then-reinsert, erasing absent keys.
+fn adversarial<S: SchemeInfo>(backend: Backend) {
+    let what = format!("{} on {backend}", S::NAME);
+    let mut t: HashTable<S, u32, u32> = HashTable::new(config(backend, 4096)).unwrap();
+    let mut m = HashMap::new();
+    let stored: Vec<u32> = (0..1000).collect();
+    t.insert(&stored, &stored).unwrap();
+    m.extend(stored.iter().map(|&k| (k, k)));
+    let batches: Vec<Vec<Op<u32, u32>>> = vec![
+        // One key, every kind of operation, many times.
+        (0..3000)
+            .map(|i| match i % 4 {
+                0 => Op::Insert(7, i),
+                1 => Op::Erase(7),
+                2 => Op::Find(7),
+                _ => Op::Replace(7, i + 1),
+            })
+            .collect(),
+        // One new key inserted by every operation.
+        (0..2048).map(|i| Op::Insert(5000, i)).collect(),
+        // Erase everything stored, then put half of it back with new values.
+        (0..1000)
+            .map(Op::Erase)
+            .chain((0..500).map(|k| Op::Insert(k, k + 1)))
+            .collect(),
+        // Erasing and finding absent keys, and the sentinel (never stored).
+        (20_000..21_000)
+            .map(Op::Erase)
+            .chain([Op::Find(u32::MAX), Op::Erase(u32::MAX)])
+            .collect(),
+        // Everything erased.
+        (0..6000).map(Op::Erase).collect(),
+    ];
+    for (i, ops) in batches.iter().enumerate() {
+        let got = t.apply(ops).unwrap();
+        let want = oracle_apply(&mut m, ops);
+        assert_eq!(got, want, "{what}, batch {i}");
+        same_pairs(&t, &m, &format!("{what}, batch {i}"));
+    }
+    assert!(t.is_empty(), "{what}");
+}
+
+#[test]
+fn adversarial_batches_never_corrupt_the_table() {
+    for backend in present_backends() {
+        adversarial::<Bcht>(backend);
+        adversarial::<Iht>(backend);
+        adversarial::<P2bht>(backend);
+        adversarial::<LinearProbing>(backend);
+        adversarial::<DoubleHashing>(backend);
+    }
+}
+
+#[test]
+fn bad_batches_change_nothing() {
+    for backend in present_backends() {
+        let mut t: HashTable<Iht, u32, u32> = HashTable::new(config(backend, 64)).unwrap();
+        t.insert(&[1, 2, 3], &[1, 2, 3]).unwrap();
+        let before = {
+            let mut p = t.pairs().unwrap();
+            p.sort();
+            p
+        };
+        let sentinel = [Op::Erase(1), Op::Replace(4, 4), Op::Insert(u32::MAX, 1)];
+        assert!(
+            matches!(t.apply(&sentinel), Err(Error::SentinelKey { index: 2 })),
+            "{backend}"
+        );
+        // More new keys than the table holds (erasing one stored key makes room for one).
+        let overfull: Vec<Op<u32, u32>> = std::iter::once(Op::Erase(1))
+            .chain((100..100 + t.capacity() as u32).map(|k| Op::Insert(k, k)))
+            .collect();
+        assert!(
+            matches!(t.apply(&overfull), Err(Error::CapacityExceeded { .. })),
+            "{backend}"
+        );
+        let mut after = t.pairs().unwrap();
+        after.sort();
+        assert_eq!(after, before, "{backend}");
+        assert_eq!(t.apply(&[]).unwrap(), vec![]);
+    }
+}
+
+/// A table that grows takes mixed batches larger than its capacity.
+#[test]
+fn mixed_batches_grow_the_table() {
+    for backend in present_backends() {
+        let mut t: HashTable<Bcht, u32, u32> =
+            HashTable::new(config(backend, 64).growth(0.8)).unwrap();
+        let mut m = HashMap::new();
+        let mut rng = StdRng::seed_from_u64(3);
+        for round in 0..3 {
+            let ops = random_ops(&mut rng, 6000, 20_000);
+            let got = t.apply(&ops).unwrap();
+            assert_eq!(got, oracle_apply(&mut m, &ops), "{backend}, round {round}");
+            same_pairs(&t, &m, &format!("growing on {backend}, round {round}"));
+        }
+        assert!(t.load_factor() <= 0.8);
+    }
+}
+
+/// Each key type with a reserved key other than all ones: the all-ones key is stored and found, the reserved
+/// key is refused and never found, pairs and errors name the user's keys.
+fn reserved_key<S: SchemeInfo, K: Key, V: Value>(backend: Backend, reserved: K) {
+    let what = format!("{} {}-bit keys on {backend}", S::NAME, K::BITS);
+    let cfg = config(backend, 4096).reserved_key(reserved);
+    let mut t: HashTable<S, K, V> = HashTable::new(cfg).unwrap();
+    let mut m: HashMap<K, V> = HashMap::new();
+    let keys: Vec<K> = (1..1500u64)
+        .map(K::narrow)
+        .filter(|&k| k != reserved)
+        .chain([K::EMPTY])
+        .collect();
+    let values: Vec<V> = (0..keys.len() as u64).map(V::narrow).collect();
+    t.insert(&keys, &values).unwrap();
+    m.extend(keys.iter().copied().zip(values.iter().copied()));
+    same_pairs(&t, &m, &what);
+    assert_eq!(t.find(&[reserved]).unwrap(), vec![None], "{what}");
+    let index = keys.len();
+    let with_reserved: Vec<K> = keys.iter().copied().chain([reserved]).collect();
+    let vs: Vec<V> = vec![V::narrow(1); with_reserved.len()];
+    assert!(
+        matches!(t.insert(&with_reserved, &vs), Err(Error::SentinelKey { index: i }) if i == index),
+        "{what}"
+    );
+    // Erase and mixed batches see the user's keys too.
+    assert_eq!(t.erase(&[K::EMPTY, reserved]).unwrap(), 1, "{what}");
+    m.remove(&K::EMPTY);
+    let ops = [
+        Op::Find(K::EMPTY),
+        Op::Insert(K::EMPTY, V::narrow(9)),
+        Op::Find(K::EMPTY),
+        Op::Find(reserved),
+    ];
+    let got = t.apply(&ops).unwrap();
+    assert_eq!(got, oracle_apply(&mut m, &ops), "{what}");
+    same_pairs(&t, &m, &what);
+    assert!(
+        t.placement().unwrap().iter().any(|p| p.0 == K::EMPTY),
+        "{what}"
+    );
+    assert!(
+        matches!(
+            t.apply(&[Op::Replace(reserved, V::narrow(1))]),
+            Err(Error::SentinelKey { index: 0 })
+        ),
+        "{what}"
+    );
+}
+
+#[test]
+fn a_reserved_key_frees_the_all_ones_key() {
+    for backend in present_backends() {
+        reserved_key::<Bcht, u32, u32>(backend, 0);
+        reserved_key::<Iht, i32, u32>(backend, -2);
+        reserved_key::<LinearProbing, u32, u32>(backend, 12345);
+        reserved_key::<DoubleHashing, u64, u64>(backend, 1 << 40);
+        reserved_key::<P2bht, i64, u32>(backend, i64::MIN);
+    }
+    // A reserved key that is not a key of the table's type.
+    let cfg = config(Backend::Cpu, 64).reserved_key(1u64 << 40);
+    assert!(matches!(
+        HashTable::<Bcht, u32, u32>::new(cfg),
+        Err(Error::InvalidConfig(_))
+    ));
+}
