@@ -32,7 +32,7 @@ pub use hashtile_backends::paged::{
 };
 pub use hashtile_backends::results::{FindAll, Op, Outcome};
 pub use hashtile_backends::{
-    Backend, BackendChoice, DEFAULT_SEED, Engine, HashTable, KernelCache, PinnedBuffer,
+    Backend, BackendChoice, DEFAULT_SEED, Engine, HashSet, HashTable, KernelCache, PinnedBuffer,
     TableConfig, chained, cpu, csr, default_bucket_size_of, gpu, is_available, kernel_cache_dir,
     paged, resolve, set_kernel_cache,
 };

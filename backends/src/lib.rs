@@ -28,6 +28,7 @@ pub mod table;
 /// here: each name lives in its layer.
 pub mod gpu {
     pub use crate::device::layout::{KeyLayout, Packed, Wide};
+    pub use crate::device::set_layout::{Keys32, Keys64};
     pub use crate::runtime::dispatch::measure_copy_ceiling;
     #[doc(hidden)]
     pub use crate::runtime::launch;
@@ -70,4 +71,4 @@ pub use runtime::kernel_cache::{KernelCache, kernel_cache_dir, set_kernel_cache}
 pub use runtime::transfer::PinnedBuffer;
 pub use select::{Backend, BackendChoice, is_available, resolve};
 pub use table::engine::{Engine, Inserted};
-pub use table::{DEFAULT_SEED, HashTable, TableConfig, default_bucket_size_of};
+pub use table::{DEFAULT_SEED, HashSet, HashTable, TableConfig, default_bucket_size_of};

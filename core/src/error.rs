@@ -19,7 +19,7 @@ pub enum Error {
     /// An input key equals a dynamic table's tombstone (all ones minus one), which marks erased slots. Nothing
     /// was changed.
     #[error(
-        "key at index {index} is the reserved tombstone (all ones minus one) of dynamic tables and cannot be used; nothing was changed"
+        "key at index {index} is the reserved tombstone (all ones minus one) of chained tables and sets and cannot be used; nothing was changed"
     )]
     TombstoneKey {
         /// Position of the first offending key in the input.

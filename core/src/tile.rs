@@ -9,15 +9,49 @@
 //! lowers plane operations to `__activemask()`-based intrinsics on CUDA, which are only correct while the whole
 //! plane is converged. Per-tile work is masked with predicates instead of branches around plane operations.
 //!
-//! Slots are `u64` words: packed pairs `key << 32 | value`, or whole keys (a key array beside a value array);
-//! either way the all-ones word is empty. How a table lays its pairs out is its key layout
-//! (`hashtile_backends::gpu::layout`); the bucket verbs here serve every layout.
+//! Slots are words of a table's word type `W`: `u64` (packed pairs `key << 32 | value`, or whole 64-bit keys)
+//! or `u32` (sets of 32-bit keys, half the bytes); either way the all-ones word is empty. A tile reads every
+//! width into `u64` registers ([`LaneSlots`], [`widen_word()`]: the empty word stays all ones), so that views,
+//! shuffles and the schemes' steps are written once; writes narrow back ([`narrow_word()`]). How a table lays
+//! its pairs out is its key layout (`hashtile_backends::gpu::layout`); the bucket verbs here serve every layout.
 
 use crate::scheme::{BucketView, NO_NEXT};
 use cubecl::prelude::*;
 
 /// The empty slot (key = all ones).
 pub const EMPTY_WORD: u64 = u64::MAX;
+
+/// A slot word of type `W` in a tile's `u64` registers: the same value, except that the empty word (all ones
+/// of `W`) stays the all-ones `u64` ([`EMPTY_WORD`]). Free for `u64` words.
+#[cube]
+pub fn widen_word<W: Int>(w: W) -> u64 {
+    if comptime!(W::size_bits_unchecked() == 64) {
+        u64::cast_from(w)
+    } else {
+        select(w == W::max_value(), EMPTY_WORD, u64::cast_from(w))
+    }
+}
+
+/// A register word as a slot word of type `W` (the inverse of [`widen_word()`] on every word a table of `W`
+/// holds: the empty word and words below `W`'s all ones).
+#[cube]
+pub fn narrow_word<W: Int>(w: u64) -> W {
+    W::cast_from(w)
+}
+
+/// Compare-and-swap of slot `addr` of a table of `W` words, in register words: the word found (widened).
+#[cube]
+pub fn cas_slot<W: Int>(table: &Array<Atomic<W>>, addr: usize, expected: u64, new: u64) -> u64 {
+    widen_word::<W>(
+        table[addr].compare_exchange_weak(narrow_word::<W>(expected), narrow_word::<W>(new)),
+    )
+}
+
+/// Exchange of slot `addr` of a table of `W` words, in register words: the word found (widened).
+#[cube]
+pub fn swap_slot<W: Int>(table: &Array<Atomic<W>>, addr: usize, new: u64) -> u64 {
+    widen_word::<W>(table[addr].swap(narrow_word::<W>(new)))
+}
 
 /// Where this lane sits in its tile.
 #[derive(CubeType, Clone, Copy)]
@@ -106,8 +140,8 @@ pub fn tile_shuffle_u64(v: u64, src: u32, tl: TileLane, #[comptime] tile_width: 
 /// see an empty bucket. Plain loads are what make finds fast: CubeCL lowers `Atomic::load` to an atomic add of
 /// zero on CUDA.
 #[cube]
-pub fn read_slots(
-    table: &Array<u64>,
+pub fn read_slots<W: Int>(
+    table: &Array<W>,
     bucket: u32,
     active: bool,
     tl: TileLane,
@@ -123,13 +157,13 @@ pub fn read_slots(
     };
     if active {
         let start = bucket as usize * bucket_size as usize + tl.lane as usize;
-        out.w0 = table[start];
+        out.w0 = widen_word::<W>(table[start]);
         if comptime!(per_lane >= 2) {
-            out.w1 = table[start + tile_width as usize];
+            out.w1 = widen_word::<W>(table[start + tile_width as usize]);
         }
         if comptime!(per_lane >= 4) {
-            out.w2 = table[start + 2 * tile_width as usize];
-            out.w3 = table[start + 3 * tile_width as usize];
+            out.w2 = widen_word::<W>(table[start + 2 * tile_width as usize]);
+            out.w3 = widen_word::<W>(table[start + 3 * tile_width as usize]);
         }
     }
     out
@@ -138,8 +172,8 @@ pub fn read_slots(
 /// Coherent (atomic) read of this lane's slots, used to re-read a bucket after a lost compare-and-swap: a plain
 /// load may be served from a stale L1 line that another SM has since changed.
 #[cube]
-pub fn read_slots_atomic(
-    table: &Array<Atomic<u64>>,
+pub fn read_slots_atomic<W: Int>(
+    table: &Array<Atomic<W>>,
     bucket: u32,
     active: bool,
     tl: TileLane,
@@ -155,13 +189,13 @@ pub fn read_slots_atomic(
     };
     if active {
         let start = bucket as usize * bucket_size as usize + tl.lane as usize;
-        out.w0 = table[start].load();
+        out.w0 = widen_word::<W>(table[start].load());
         if comptime!(per_lane >= 2) {
-            out.w1 = table[start + tile_width as usize].load();
+            out.w1 = widen_word::<W>(table[start + tile_width as usize].load());
         }
         if comptime!(per_lane >= 4) {
-            out.w2 = table[start + 2 * tile_width as usize].load();
-            out.w3 = table[start + 3 * tile_width as usize].load();
+            out.w2 = widen_word::<W>(table[start + 2 * tile_width as usize].load());
+            out.w3 = widen_word::<W>(table[start + 3 * tile_width as usize].load());
         }
     }
     out
@@ -172,9 +206,9 @@ pub fn read_slots_atomic(
 /// merging cost the insert kernel registers, and registers limit its occupancy).
 #[allow(clippy::too_many_arguments)]
 #[cube]
-pub fn read_slots_either(
-    table: &Array<Atomic<u64>>,
-    table_plain: &Array<u64>,
+pub fn read_slots_either<W: Int>(
+    table: &Array<Atomic<W>>,
+    table_plain: &Array<W>,
     bucket: u32,
     active: bool,
     coherent: bool,
@@ -192,22 +226,22 @@ pub fn read_slots_either(
     if active {
         let start = bucket as usize * bucket_size as usize + tl.lane as usize;
         if coherent {
-            out.w0 = table[start].load();
+            out.w0 = widen_word::<W>(table[start].load());
             if comptime!(per_lane >= 2) {
-                out.w1 = table[start + tile_width as usize].load();
+                out.w1 = widen_word::<W>(table[start + tile_width as usize].load());
             }
             if comptime!(per_lane >= 4) {
-                out.w2 = table[start + 2 * tile_width as usize].load();
-                out.w3 = table[start + 3 * tile_width as usize].load();
+                out.w2 = widen_word::<W>(table[start + 2 * tile_width as usize].load());
+                out.w3 = widen_word::<W>(table[start + 3 * tile_width as usize].load());
             }
         } else {
-            out.w0 = table_plain[start];
+            out.w0 = widen_word::<W>(table_plain[start]);
             if comptime!(per_lane >= 2) {
-                out.w1 = table_plain[start + tile_width as usize];
+                out.w1 = widen_word::<W>(table_plain[start + tile_width as usize]);
             }
             if comptime!(per_lane >= 4) {
-                out.w2 = table_plain[start + 2 * tile_width as usize];
-                out.w3 = table_plain[start + 3 * tile_width as usize];
+                out.w2 = widen_word::<W>(table_plain[start + 2 * tile_width as usize]);
+                out.w3 = widen_word::<W>(table_plain[start + 3 * tile_width as usize]);
             }
         }
     }

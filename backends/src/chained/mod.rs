@@ -40,7 +40,7 @@ pub use config::{ChainStats, ChainedConfig, NeedSlab, SLAB_SLOTS};
 use crate::chained::gpu::{DeviceChained, StoreSpec, device_chained, op, status};
 use crate::device::layout::{Packed, Wide};
 use crate::results::FindAll;
-use crate::runtime::host_io::{BatchSizes, check_out_len, first_reserved};
+use crate::runtime::host_io::{BatchSizes, check_out_len, first_reserved, reserved_keys};
 use crate::runtime::host_memory::{answer_room, zeroed_answers};
 use crate::runtime::words::{same_options_vec, with_find_all_words, with_words_mut, words_of};
 use crate::select::{Backend, BackendChoice};
@@ -94,14 +94,10 @@ macro_rules! on_gpu {
 
 /// The keys a chained table of `K` reserves: the empty sentinel (all ones) and the tombstone (all ones minus
 /// one).
-fn reserved<K: Key>() -> [K; 2] {
-    [K::EMPTY, K::narrow(K::EMPTY.widen() - 1)]
-}
-
 /// The first key of `keys` that a chained table reserves, as a typed error (a host scan with all cores: the
 /// CPU store's calls and mixed batches; a GPU store checks its calls' keys on the device as they land).
 fn check_keys<K: Key>(keys: &[K]) -> Result<()> {
-    match first_reserved(&reserved::<K>(), keys) {
+    match first_reserved(&reserved_keys::<K>(), keys) {
         Some(e) => Err(e),
         None => Ok(()),
     }
@@ -136,7 +132,7 @@ impl<K: Key, V: Value> ChainedTable<K, V> {
                 family,
                 buckets: cfg.buckets,
                 pool: cfg.pool_slabs,
-                reserved: reserved::<K>().map(|k| W::narrow(k.widen())),
+                reserved: reserved_keys::<K>().map(|k| W::narrow(k.widen())),
                 sizes: BatchSizes::from_keys(cfg.batch_keys),
             }
         }

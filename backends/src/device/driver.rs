@@ -40,8 +40,8 @@ use hashtile_core::scheme::{
     BucketView, NO_PAIR, ProbingScheme, SchemeParams, action, blank_state,
 };
 use hashtile_core::tile::{
-    EMPTY_WORD, pick_slots, slot_address, slot_word, tile_ballot, tile_lane, tile_loop_any,
-    tile_shuffle, tile_shuffle_u64,
+    EMPTY_WORD, cas_slot, pick_slots, slot_address, slot_word, swap_slot, tile_ballot, tile_lane,
+    tile_loop_any, tile_shuffle, tile_shuffle_u64,
 };
 
 /// The insert counter array's word counting pairs an insert gave up on (`counters[0]`); a framed launch counts
@@ -72,8 +72,8 @@ pub const FAILED_COUNTER: u32 = 0;
 )]
 #[cube]
 pub fn tile_drive<S: ProbingScheme, L: KeyLayout, F: Reduce>(
-    table: &Array<Atomic<u64>>,
-    table_plain: &Array<u64>,
+    table: &Array<Atomic<L::Word>>,
+    table_plain: &Array<L::Word>,
     table_values: &Array<u64>,
     bitmap: &Array<Atomic<u32>>,
     pool: u32,
@@ -275,7 +275,7 @@ pub fn tile_drive<S: ProbingScheme, L: KeyLayout, F: Reduce>(
             bucket = frame_bucket::<S, L>(meta, frames, cur_child, cur_key, read_index, framed);
         }
         let b = bucket;
-        let slots = read_bucket(
+        let slots = read_bucket::<L::Word>(
             table,
             table_plain,
             b,
@@ -303,7 +303,7 @@ pub fn tile_drive<S: ProbingScheme, L: KeyLayout, F: Reduce>(
                     framed,
                 );
             }
-            let second = read_bucket(
+            let second = read_bucket::<L::Word>(
                 table,
                 table_plain,
                 b2,
@@ -484,24 +484,24 @@ pub fn tile_drive<S: ProbingScheme, L: KeyLayout, F: Reduce>(
             if comptime!(inserts) {
                 if act == action::CLAIM {
                     if comptime!(use_cas) {
-                        old = table[addr].compare_exchange_weak(EMPTY_WORD, mine);
+                        old = cas_slot::<L::Word>(table, addr, EMPTY_WORD, mine);
                     } else {
-                        old = table[addr].swap(mine);
+                        old = swap_slot::<L::Word>(table, addr, mine);
                     }
                     ok = old == EMPTY_WORD;
                 } else if act == action::EVICT {
                     if comptime!(evicts) {
-                        old = table[addr].swap(mine);
+                        old = swap_slot::<L::Word>(table, addr, mine);
                         ok = old == EMPTY_WORD;
                     }
                 } else if act == action::UPDATE {
                     if comptime!(L::MOVES_PAIRS) {
                         if comptime!(use_cas) {
-                            old = table[addr].compare_exchange_weak(seen, mine);
+                            old = cas_slot::<L::Word>(table, addr, seen, mine);
                             ok = old == seen;
                         } else {
                             // An exchange takes back whatever pair was there: its own key's, or a stranger's.
-                            old = table[addr].swap(mine);
+                            old = swap_slot::<L::Word>(table, addr, mine);
                             ok = L::key_of(old) == cur_key;
                         }
                     } else {
@@ -513,7 +513,7 @@ pub fn tile_drive<S: ProbingScheme, L: KeyLayout, F: Reduce>(
             }
             if comptime!(erases) {
                 if cur == op::ERASE && act == action::FOUND {
-                    old = table[addr].compare_exchange_weak(seen, L::tomb_word());
+                    old = cas_slot::<L::Word>(table, addr, seen, L::tomb_word());
                     ok = old == seen;
                 }
             }
@@ -527,7 +527,7 @@ pub fn tile_drive<S: ProbingScheme, L: KeyLayout, F: Reduce>(
                         (L::key_mix(cur_key) ^ serving) * 2654435761u32,
                     );
                 }
-                linked = link_slab(table, bitmap, fresh, b, meta.num_buckets);
+                linked = link_slab::<L>(table, bitmap, fresh, b, meta.num_buckets);
             }
         }
         // Walks over every match of a slab: erase them all, or gather their values.

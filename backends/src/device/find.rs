@@ -47,7 +47,7 @@ pub struct FoundAt<V: Int> {
 #[allow(clippy::too_many_arguments)]
 #[cube]
 pub fn tile_find<S: ProbingScheme, L: KeyLayout>(
-    table_keys: &Array<u64>,
+    table_keys: &Array<L::Word>,
     table_values: &Array<u64>,
     meta: TableMeta,
     key: L::Key,
@@ -85,7 +85,7 @@ pub(crate) fn without_slot<V: Int>(r: FoundAt<V>) -> FindResult<V> {
 #[allow(clippy::too_many_arguments)]
 #[cube]
 pub fn tile_find_at<S: ProbingScheme, L: KeyLayout>(
-    table_keys: &Array<u64>,
+    table_keys: &Array<L::Word>,
     table_values: &Array<u64>,
     meta: TableMeta,
     key: L::Key,
@@ -119,7 +119,7 @@ pub fn tile_find_at<S: ProbingScheme, L: KeyLayout>(
 #[allow(clippy::too_many_arguments)]
 #[cube]
 pub(crate) fn tile_find_core<S: ProbingScheme, L: KeyLayout>(
-    table_keys: &Array<u64>,
+    table_keys: &Array<L::Word>,
     table_values: &Array<u64>,
     meta: TableMeta,
     key: L::Key,
@@ -133,7 +133,7 @@ pub(crate) fn tile_find_core<S: ProbingScheme, L: KeyLayout>(
     #[comptime] framed: bool,
 ) -> FoundAt<L::Value> {
     // Plain reads: no atomic view of the table (a one-word local stand-in the driver never touches).
-    let no_words = Array::<Atomic<u64>>::new(1usize);
+    let no_words = Array::<Atomic<L::Word>>::new(1usize);
     find_reading::<S, L>(
         &no_words,
         table_keys,
@@ -158,8 +158,8 @@ pub(crate) fn tile_find_core<S: ProbingScheme, L: KeyLayout>(
 #[allow(clippy::too_many_arguments)]
 #[cube]
 pub(crate) fn find_reading<S: ProbingScheme, L: KeyLayout>(
-    table_atomic: &Array<Atomic<u64>>,
-    table_keys: &Array<u64>,
+    table_atomic: &Array<Atomic<L::Word>>,
+    table_keys: &Array<L::Word>,
     table_values: &Array<u64>,
     meta: TableMeta,
     key: L::Key,
@@ -178,9 +178,10 @@ pub(crate) fn find_reading<S: ProbingScheme, L: KeyLayout>(
     let no_counts = Array::<Atomic<u32>>::new(1usize);
     let mut no_stash = Array::<u64>::new(1usize);
     let mut no_out = Array::<L::Value>::new(1usize);
-    // The sentinel key is never stored, so it is never looked for: an erased packed slot carries its key bits.
+    // The sentinel key is never stored, so it is never looked for: an erased packed slot carries its key bits
+    // (and a set's erased word is a key of its own).
     let lane = LaneOp::<L::Key, L::Value> {
-        mine: active && key != L::Key::max_value(),
+        mine: active && L::findable(key),
         op: op::FIND,
         key,
         value: L::Value::new(0),

@@ -27,6 +27,9 @@ use hashtile_core::tile::{
 /// How pairs sit in a table's slots (see the module docs). Implemented by [`Packed`] and [`Wide`].
 #[cube]
 pub trait KeyLayout: Send + Sync + 'static {
+    /// A slot's key word in the table's memory (`u64`, or `u32` for sets of 32-bit keys); kernels hold it widened
+    /// in `u64` registers (`hashtile_core::tile::widen_word`).
+    type Word: Int;
     /// A key as kernels carry it (and as the host path copies it to the device).
     type Key: Int + hashtile_core::Key;
     /// A value as kernels carry it.
@@ -37,6 +40,11 @@ pub trait KeyLayout: Send + Sync + 'static {
     const MOVES_PAIRS: bool;
     /// Human-readable name (error messages, benchmark labels).
     const NAME: &'static str;
+    /// Slots hold values (maps); `false` for the keys-only layouts of sets ([`super::set_layout`]), whose finds
+    /// answer presence and value 0.
+    const HAS_VALUES: bool;
+    /// Bytes of a [`KeyLayout::Word`] (host-side sizes of the slot arrays).
+    const WORD_BYTES: usize;
     /// Stash words per pair an insert gives up on (see [`KeyLayout::stash`]).
     const STASH_WORDS: usize;
     /// The key word a static table's erase leaves in a slot: neither empty nor a match for any key the layout
@@ -44,6 +52,9 @@ pub trait KeyLayout: Send + Sync + 'static {
     /// keys: all ones minus one, which no 32-bit key widens to).
     const ERASED_WORD: u64;
 
+    /// `false` for the keys no table of the layout stores, which finds therefore never look for: the empty key,
+    /// and for layouts whose erased word is a key word of its own (sets), the erased key.
+    fn findable(key: Self::Key) -> bool;
     /// The key's mix that seeds its eviction randomness (the CPU backend's `key_mix`, for every width).
     fn key_mix(key: Self::Key) -> u32;
     /// The key's bucket under hash function `i`.
@@ -105,14 +116,20 @@ pub struct Wide;
 
 #[cube]
 impl KeyLayout for Packed {
+    type Word = u64;
     type Key = u32;
     type Value = u32;
     const KEY_SHIFT: u32 = 32;
     const MOVES_PAIRS: bool = true;
     const NAME: &'static str = "packed 32-bit pairs";
+    const WORD_BYTES: usize = 8;
+    const HAS_VALUES: bool = true;
     const STASH_WORDS: usize = 1;
     const ERASED_WORD: u64 = 0xffff_ffff_0000_0000;
 
+    fn findable(key: u32) -> bool {
+        key != u32::MAX
+    }
     fn key_mix(key: u32) -> u32 {
         key_mix(key, 0u32)
     }
@@ -179,14 +196,20 @@ impl KeyLayout for Packed {
 
 #[cube]
 impl KeyLayout for Wide {
+    type Word = u64;
     type Key = u64;
     type Value = u64;
     const KEY_SHIFT: u32 = 0;
     const MOVES_PAIRS: bool = false;
     const NAME: &'static str = "wide pairs (parallel u64 arrays)";
+    const WORD_BYTES: usize = 8;
+    const HAS_VALUES: bool = true;
     const STASH_WORDS: usize = 2;
     const ERASED_WORD: u64 = u64::MAX - 1;
 
+    fn findable(key: u64) -> bool {
+        key != u64::MAX
+    }
     fn key_mix(key: u64) -> u32 {
         key_mix((key & 0xffff_ffffu64) as u32, (key >> 32u64) as u32)
     }
@@ -281,7 +304,9 @@ pub fn key_view<L: KeyLayout>(
 /// A stored slot's pair, widened: from its key word alone when the layout packs the value in (`value` is then
 /// `None`), else from the key word and the value word.
 pub(crate) fn decode_slot<L: KeyLayout>(word: u64, value: Option<u64>) -> (u64, u64) {
-    if L::MOVES_PAIRS {
+    if !L::HAS_VALUES {
+        (word, 0)
+    } else if L::MOVES_PAIRS {
         (word >> L::KEY_SHIFT, word & 0xffff_ffff)
     } else {
         (word, value.expect("the value array was read"))

@@ -1,5 +1,5 @@
 //! The `#[cube]` layer every GPU family builds on: a table's shape and hash functions ([`shape`]), how slots
-//! hold pairs ([`layout`]), a key's bucket per probe under a scheme ([`probe`]), the one work-sharing tile driver every
+//! hold pairs ([`layout`]; sets' keys-only layouts: [`set_layout`]), a key's bucket per probe under a scheme ([`probe`]), the one work-sharing tile driver every
 //! operation runs on ([`driver`]) and its vocabulary ([`operation`]), slab lists and their allocator for schemes that chain ([`slab`]), and the
 //! device API's cooperative find ([`find`]) and writes ([`mod@write`]), with the write counters they share with the
 //! tables' own kernels ([`counters`]).
@@ -10,6 +10,7 @@ pub mod find;
 pub mod layout;
 pub mod operation;
 pub mod probe;
+pub mod set_layout;
 pub mod shape;
 pub mod slab;
 pub mod write;

@@ -156,9 +156,9 @@ pub fn store_inserted_value<L: KeyLayout>(
 /// `coherent` (or always, for `reads::ATOMIC`).
 #[allow(clippy::too_many_arguments)]
 #[cube]
-pub(crate) fn read_bucket(
-    table: &Array<Atomic<u64>>,
-    table_plain: &Array<u64>,
+pub(crate) fn read_bucket<W: Int>(
+    table: &Array<Atomic<W>>,
+    table_plain: &Array<W>,
     bucket: u32,
     active: bool,
     coherent: bool,
@@ -168,9 +168,9 @@ pub(crate) fn read_bucket(
     #[comptime] read_mode: u32,
 ) -> LaneSlots {
     if comptime!(read_mode == reads::PLAIN) {
-        read_slots(table_plain, bucket, active, tl, bucket_size, tw)
+        read_slots::<W>(table_plain, bucket, active, tl, bucket_size, tw)
     } else if comptime!(read_mode == reads::EITHER) {
-        read_slots_either(
+        read_slots_either::<W>(
             table,
             table_plain,
             bucket,
@@ -181,6 +181,6 @@ pub(crate) fn read_bucket(
             tw,
         )
     } else {
-        read_slots_atomic(table, bucket, active, tl, bucket_size, tw)
+        read_slots_atomic::<W>(table, bucket, active, tl, bucket_size, tw)
     }
 }

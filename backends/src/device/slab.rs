@@ -8,7 +8,7 @@ use super::layout::{KeyLayout, key_view};
 use cubecl::prelude::*;
 use hashtile_core::scheme::BucketView;
 use hashtile_core::tile::{
-    EMPTY_WORD, LaneSlots, TileLane, tile_ballot, tile_loop_any, tile_shuffle,
+    EMPTY_WORD, LaneSlots, TileLane, cas_slot, tile_ballot, tile_loop_any, tile_shuffle,
 };
 
 /// Words per slab (15 slots and the link).
@@ -210,8 +210,8 @@ pub(crate) fn free_slab(bitmap: &Array<Atomic<u32>>, p: u32) {
 /// read it; run by one lane. Returns the slab linked (its bucket index, after the table's `num_buckets`
 /// buckets), `u32::MAX` when another tile linked one first (ours goes back to the pool), or [`OUT_OF_SLABS`].
 #[cube]
-pub(crate) fn link_slab(
-    table: &Array<Atomic<u64>>,
+pub(crate) fn link_slab<L: KeyLayout>(
+    table: &Array<Atomic<L::Word>>,
     bitmap: &Array<Atomic<u32>>,
     fresh: u32,
     bucket: u32,
@@ -222,7 +222,7 @@ pub(crate) fn link_slab(
         let s = num_buckets + fresh;
         let link_at = (bucket * SLAB_WORDS + LINK_SLOT) as usize;
         let word = 0xffff_ffff_0000_0000u64 | (s as u64);
-        if table[link_at].compare_exchange_weak(EMPTY_WORD, word) == EMPTY_WORD {
+        if cas_slot::<L::Word>(table, link_at, EMPTY_WORD, word) == EMPTY_WORD {
             linked = s;
         } else {
             linked = 4294967295u32;
@@ -239,7 +239,7 @@ pub(crate) fn link_slab(
 #[allow(clippy::too_many_arguments)]
 #[cube]
 pub(crate) fn walk_matches<L: KeyLayout>(
-    table: &Array<Atomic<u64>>,
+    table: &Array<Atomic<L::Word>>,
     table_values: &Array<u64>,
     out: &mut Array<L::Value>,
     slots: LaneSlots,
@@ -262,11 +262,11 @@ pub(crate) fn walk_matches<L: KeyLayout>(
     let base = (bucket * SLAB_WORDS + tl.lane) as usize;
     if comptime!(erase_all) {
         if m0 {
-            ok0 = table[base].compare_exchange_weak(slots.w0, L::tomb_word()) == slots.w0;
+            ok0 = cas_slot::<L::Word>(table, base, slots.w0, L::tomb_word()) == slots.w0;
         }
         if m1 {
             let at1 = base + tw as usize;
-            ok1 = table[at1].compare_exchange_weak(slots.w1, L::tomb_word()) == slots.w1;
+            ok1 = cas_slot::<L::Word>(table, at1, slots.w1, L::tomb_word()) == slots.w1;
         }
     }
     if comptime!(gather) {

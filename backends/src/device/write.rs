@@ -30,7 +30,7 @@ use super::shape::TableMeta;
 use cubecl::prelude::*;
 use hashtile_core::reduce::{Assign, Reduce, kind};
 use hashtile_core::scheme::ProbingScheme;
-use hashtile_core::tile::tile_lane;
+use hashtile_core::tile::{cas_slot, tile_lane};
 
 /// Inserts `key -> value`, or assigns `value` to a stored `key`: [`status::INSERTED`], [`status::UPDATED`],
 /// [`status::FAILED`] (the scheme gave the pair up: it is in the stash, `GpuTable::settle` hands it back), or
@@ -38,8 +38,8 @@ use hashtile_core::tile::tile_lane;
 #[allow(clippy::too_many_arguments)]
 #[cube]
 pub fn tile_insert_or_assign<S: ProbingScheme, L: KeyLayout>(
-    table: &Array<Atomic<u64>>,
-    table_plain: &Array<u64>,
+    table: &Array<Atomic<L::Word>>,
+    table_plain: &Array<L::Word>,
     table_values: &mut Array<u64>,
     stash: &mut Array<u64>,
     counters: &Array<Atomic<u32>>,
@@ -73,8 +73,8 @@ pub fn tile_insert_or_assign<S: ProbingScheme, L: KeyLayout>(
 #[allow(clippy::too_many_arguments)]
 #[cube]
 pub fn tile_insert_or_apply<S: ProbingScheme, L: KeyLayout, F: Reduce>(
-    table: &Array<Atomic<u64>>,
-    table_plain: &Array<u64>,
+    table: &Array<Atomic<L::Word>>,
+    table_plain: &Array<L::Word>,
     table_values: &mut Array<u64>,
     stash: &mut Array<u64>,
     counters: &Array<Atomic<u32>>,
@@ -147,8 +147,8 @@ pub fn tile_insert_or_apply<S: ProbingScheme, L: KeyLayout, F: Reduce>(
 #[allow(clippy::too_many_arguments)]
 #[cube]
 pub fn tile_erase<S: ProbingScheme, L: KeyLayout>(
-    table: &Array<Atomic<u64>>,
-    table_plain: &Array<u64>,
+    table: &Array<Atomic<L::Word>>,
+    table_plain: &Array<L::Word>,
     table_values: &Array<u64>,
     counters: &Array<Atomic<u32>>,
     meta: TableMeta,
@@ -187,8 +187,8 @@ pub fn tile_erase<S: ProbingScheme, L: KeyLayout>(
 #[allow(clippy::too_many_arguments)]
 #[cube]
 pub fn tile_get<S: ProbingScheme, L: KeyLayout>(
-    table: &Array<Atomic<u64>>,
-    table_plain: &Array<u64>,
+    table: &Array<Atomic<L::Word>>,
+    table_plain: &Array<L::Word>,
     table_values: &Array<u64>,
     meta: TableMeta,
     key: L::Key,
@@ -216,8 +216,8 @@ pub fn tile_get<S: ProbingScheme, L: KeyLayout>(
 #[allow(clippy::too_many_arguments)]
 #[cube]
 pub fn tile_contains<S: ProbingScheme, L: KeyLayout>(
-    table: &Array<Atomic<u64>>,
-    table_plain: &Array<u64>,
+    table: &Array<Atomic<L::Word>>,
+    table_plain: &Array<L::Word>,
     table_values: &Array<u64>,
     meta: TableMeta,
     key: L::Key,
@@ -244,8 +244,8 @@ pub fn tile_contains<S: ProbingScheme, L: KeyLayout>(
 #[allow(clippy::too_many_arguments)]
 #[cube]
 fn find_as_written<S: ProbingScheme, L: KeyLayout>(
-    table: &Array<Atomic<u64>>,
-    table_plain: &Array<u64>,
+    table: &Array<Atomic<L::Word>>,
+    table_plain: &Array<L::Word>,
     table_values: &Array<u64>,
     meta: TableMeta,
     key: L::Key,
@@ -282,8 +282,8 @@ fn find_as_written<S: ProbingScheme, L: KeyLayout>(
 #[allow(clippy::too_many_arguments)]
 #[cube]
 pub(crate) fn erase_slot<S: ProbingScheme, L: KeyLayout>(
-    table: &Array<Atomic<u64>>,
-    table_plain: &Array<u64>,
+    table: &Array<Atomic<L::Word>>,
+    table_plain: &Array<L::Word>,
     table_values: &Array<u64>,
     meta: TableMeta,
     key: L::Key,
@@ -308,7 +308,7 @@ pub(crate) fn erase_slot<S: ProbingScheme, L: KeyLayout>(
     let mut hit = false;
     if active && r.found == 1u32 {
         let seen = L::slot_word(key, r.value);
-        hit = table[r.slot as usize].compare_exchange_weak(seen, erased) == seen;
+        hit = cas_slot::<L::Word>(table, r.slot as usize, seen, erased) == seen;
     }
     hit
 }

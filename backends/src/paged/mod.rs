@@ -189,6 +189,7 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
             num_buckets,
             bucket_size,
             params: S::bounded(params, num_buckets),
+            keys_only: false,
             share_stager: true,
         };
         let bytes = shape.num_buckets as u64 * bucket_size as u64 * if wide { 16 } else { 8 };

@@ -631,6 +631,12 @@ pub(crate) fn reserved_error<K: Element>(reserved: &[K; 2], keys: &[K], index: u
     }
 }
 
+/// The keys a table with tombstone keys reserves (chained tables, sets): the empty sentinel (all ones) and the
+/// tombstone (all ones minus one).
+pub(crate) fn reserved_keys<K: hashtile_core::Key>() -> [K; 2] {
+    [K::EMPTY, K::narrow(K::EMPTY.widen() - 1)]
+}
+
 /// The first of `keys` that is reserved (a host scan with all cores, for batches larger than one device
 /// batch: a reserved key in a later device batch must leave the table unchanged), as the typed error.
 pub(crate) fn first_reserved<K: Element>(reserved: &[K; 2], keys: &[K]) -> Option<Error> {

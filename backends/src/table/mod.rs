@@ -8,6 +8,7 @@ pub mod engine;
 pub mod gpu;
 mod mixed;
 mod reserved;
+mod set;
 
 use crate::runtime::host_io::check_out_len;
 use crate::runtime::transfer::PinnedBuffer;
@@ -22,6 +23,7 @@ use reserved::KeySwap;
 use std::marker::PhantomData;
 
 pub use config::{DEFAULT_SEED, TableConfig, default_bucket_size_of};
+pub use set::HashSet;
 
 /// The CPU engine: a [`CpuTable`] behind [`Engine`], run in parallel or, with `deterministic`, one
 /// operation at a time in input order.
@@ -146,10 +148,16 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
     /// of two up to 32, zero capacity, parameters the scheme rejects) are [`Error::InvalidConfig`]; a table
     /// larger than the device's free memory is [`Error::OutOfMemory`], checked before allocating.
     pub fn new(config: TableConfig) -> Result<Self> {
+        Self::build(config, false)
+    }
+
+    /// [`HashTable::new`], or with `keys_only` the table under a [`HashSet`] (GPUs: keys alone in each slot).
+    pub(crate) fn build(config: TableConfig, keys_only: bool) -> Result<Self> {
         // GPU tables pack 32-bit pairs into one word; wider pairs live in parallel key and value arrays, which
-        // only stable schemes can fill with one compare-and-swap per pair (`gpu::wide`).
+        // only stable schemes can fill with one compare-and-swap per pair (`gpu::wide`). A set's key word is
+        // its whole element, which every scheme moves.
         let wide = K::BITS > 32 || V::BITS > 32;
-        let gpu_ok = !wide || S::STABLE;
+        let gpu_ok = keys_only || !wide || S::STABLE;
         let backend = match config.backend {
             BackendChoice::Auto if !gpu_ok => Backend::Cpu,
             choice => resolve(choice),
@@ -184,6 +192,7 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
             bucket_size,
             params,
             share_stager: false,
+            keys_only,
         };
         let engine = make_engine::<S, K, V>(&config, shape, family)?;
         Ok(Self {
@@ -699,6 +708,8 @@ pub(crate) struct EngineShape {
     pub params: SchemeParams,
     /// GPUs: copy through the process's shared stager (tables that come in numbers).
     pub share_stager: bool,
+    /// A set's table: keys alone (GPUs: the keys-only layouts, half the bytes of packed pairs).
+    pub keys_only: bool,
 }
 
 /// An empty engine of `shape` under `family`, with `config`'s per-backend settings (deterministic CPU mode,
@@ -748,6 +759,7 @@ pub(crate) fn gpu_spec<K: Key, V: Value>(
         params: shape.params,
         count_probes: config.count_probes,
         wide: K::BITS > 32 || V::BITS > 32,
+        keys_only: shape.keys_only,
         batch_keys: config.batch_keys,
         share_stager: shape.share_stager,
     }

@@ -65,8 +65,8 @@ pub struct ChainedAnswer<V: CubePrimitive> {
 #[allow(clippy::too_many_arguments)]
 #[cube]
 pub fn chained_tile_op<L: KeyLayout>(
-    slabs: &Array<Atomic<u64>>,
-    slabs_plain: &Array<u64>,
+    slabs: &Array<Atomic<L::Word>>,
+    slabs_plain: &Array<L::Word>,
     slab_values: &mut Array<u64>,
     bitmap: &Array<Atomic<u32>>,
     pool: u32,
@@ -169,8 +169,8 @@ pub fn chained_kernel<L: KeyLayout>(
     values: &Array<L::Value>,
     sel: &Array<u32>,
     n: u32,
-    slabs: &Array<Atomic<u64>>,
-    slabs_plain: &Array<u64>,
+    slabs: &Array<Atomic<L::Word>>,
+    slabs_plain: &Array<L::Word>,
     slab_values: &mut Array<u64>,
     bitmap: &Array<Atomic<u32>>,
     pool: u32,

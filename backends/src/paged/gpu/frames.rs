@@ -33,7 +33,7 @@ use hashtile_core::scheme::ProbingScheme;
 #[cube(launch_unchecked)]
 pub fn framed_find_kernel<S: ProbingScheme, L: KeyLayout>(
     keys: &Array<L::Key>,
-    table: &Array<u64>,
+    table: &Array<L::Word>,
     table_values: &Array<u64>,
     out: &mut Array<L::Value>,
     found_bits: &Array<Atomic<u32>>,
@@ -105,7 +105,7 @@ fn child_at<L: KeyLayout>(
 pub fn framed_classify_kernel<S: ProbingScheme, L: KeyLayout>(
     keys: &Array<L::Key>,
     values: &Array<L::Value>,
-    table: &mut Array<u64>,
+    table: &mut Array<L::Word>,
     table_values: &mut Array<u64>,
     mask: &mut Array<u32>,
     frames: &Array<u32>,
@@ -144,8 +144,8 @@ pub fn framed_insert_kernel<S: ProbingScheme, L: KeyLayout>(
     values: &Array<L::Value>,
     mask: &Array<u32>,
     mode: u32,
-    table: &Array<Atomic<u64>>,
-    table_plain: &Array<u64>,
+    table: &Array<Atomic<L::Word>>,
+    table_plain: &Array<L::Word>,
     table_values: &mut Array<u64>,
     failed: &mut Array<u64>,
     counters: &Array<Atomic<u32>>,

@@ -4,6 +4,7 @@
 //! extend the table wrap it in their own type).
 
 use crate::device::layout::{KeyLayout, Packed, Wide};
+use crate::device::set_layout::{Keys32, Keys64};
 use crate::runtime::dispatch::{OnRuntime, on_backend};
 use crate::runtime::transfer::HostTransfer;
 use crate::select::Backend;
@@ -30,6 +31,8 @@ pub struct GpuSpec {
     /// Pairs wider than 64 bits: the [`crate::device::layout::Wide`] layout (parallel key and value arrays); else
     /// [`crate::device::layout::Packed`] words.
     pub wide: bool,
+    /// A set's table: keys alone ([`Keys32`] words of 4 bytes, or [`Keys64`] with `wide`).
+    pub keys_only: bool,
     /// Keys per device batch and find chunk of the host path (`None`: the defaults).
     pub batch_keys: Option<usize>,
     /// Copy through the process's shared stager (tables that come in numbers) instead of one of the table's
@@ -73,7 +76,7 @@ pub(crate) fn options_for(backend: Backend) -> GpuOptions {
 }
 
 /// The table `spec` describes on `backend` (available and not the CPU: checked by the caller), handed to
-/// `wrap`: packed 32-bit pairs, or wide pairs in parallel arrays.
+/// `wrap`: packed 32-bit pairs, wide pairs in parallel arrays, or a set's keys alone.
 pub(crate) fn build<S: ProbingScheme, W: WrapTable<S>>(
     backend: Backend,
     spec: GpuSpec,
@@ -101,7 +104,13 @@ struct Build<S, W> {
 impl<S: ProbingScheme, W: WrapTable<S>> OnRuntime for Build<S, W> {
     type Out = W::Out;
     fn run<R: HostTransfer>(self, client: ComputeClient<R>) -> Result<W::Out> {
-        if self.spec.wide {
+        if self.spec.keys_only && self.spec.wide {
+            let t = table::<R, S, Keys64>(client, self.spec, self.options)?;
+            Ok(self.wrap.wrap(t))
+        } else if self.spec.keys_only {
+            let t = table::<R, S, Keys32>(client, self.spec, self.options)?;
+            Ok(self.wrap.wrap(t))
+        } else if self.spec.wide {
             let t = table::<R, S, Wide>(client, self.spec, self.options)?;
             Ok(self.wrap.wrap(t))
         } else {

@@ -125,6 +125,13 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
             shape[8] = u as u32;
         }
         let dummy = (self.dummy.clone(), 1usize);
+        // A set's kernels never read values: a one-word stand-in of its own (a buffer bound twice in one launch
+        // is mis-bound by wgpu).
+        let (values, values_len) = if L::HAS_VALUES {
+            (values.clone(), n)
+        } else {
+            (self.client.empty(8), 1)
+        };
         let (kind, (mask_handle, mask_len), mode) = match which {
             Selection::All => (select::ALL, dummy, 0),
             Selection::Mask(m, mode) => (select::MASK, (m.clone(), n), mode),
@@ -137,7 +144,7 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
                 cube_count(n),
                 CubeDim::new_1d(CUBE_SIZE),
                 ArrayArg::from_raw_parts(keys.clone(), n),
-                ArrayArg::from_raw_parts(values.clone(), n),
+                ArrayArg::from_raw_parts(values, values_len),
                 ArrayArg::from_raw_parts(mask_handle, mask_len),
                 mode,
                 ArrayArg::from_raw_parts(self.keys.clone(), self.capacity()),

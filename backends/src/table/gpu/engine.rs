@@ -76,6 +76,8 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
     ) {
         // Without values the kernel never reads them: any one-element buffer stands in (not the table's own
         // buffers, which are bound already: wgpu mis-binds a buffer bound twice in one launch).
+        // A set has no values to update.
+        let values = values.filter(|_| L::HAS_VALUES);
         let (vh, vlen) = values.map_or((self.dummy.clone(), 1), |v| (v.clone(), n));
         // SAFETY: indices are bounded by `n` and by the table's shape.
         unsafe {
@@ -100,6 +102,7 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
 impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> BatchTable<R> for GpuTable<R, S, L> {
     const KEY_BYTES: usize = size_of::<L::Key>();
     const VALUE_BYTES: usize = size_of::<L::Value>();
+    const HAS_VALUES: bool = L::HAS_VALUES;
     fn client(&self) -> &ComputeClient<R> {
         &self.client
     }

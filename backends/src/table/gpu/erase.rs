@@ -22,8 +22,8 @@ use hashtile_core::{Error, Result};
 #[allow(clippy::too_many_arguments)]
 pub fn erase_kernel<S: ProbingScheme, L: KeyLayout>(
     keys: &Array<L::Key>,
-    table: &Array<u64>,
-    table_atomic: &Array<Atomic<u64>>,
+    table: &Array<L::Word>,
+    table_atomic: &Array<Atomic<L::Word>>,
     table_values: &Array<u64>,
     count: &Array<Atomic<u32>>,
     shape: &ShapeScalars,

@@ -24,6 +24,8 @@ pub(crate) trait BatchTable<R: HostTransfer> {
     const KEY_BYTES: usize;
     /// Bytes per value on the device.
     const VALUE_BYTES: usize;
+    /// The table stores values (`false`: a set, whose batches carry keys only; kernels never read a value).
+    const HAS_VALUES: bool;
     /// The compute client.
     fn client(&self) -> &ComputeClient<R>;
     /// The transfer state.
@@ -543,15 +545,18 @@ fn batch_bytes<R: HostTransfer, T: BatchTable<R>>(n: usize) -> u64 {
     (n * (T::KEY_BYTES + T::VALUE_BYTES + 8)) as u64 + slots * per_slot
 }
 
-/// Upserts a host batch (`keys`, `values`: the device layout's bytes, `n` pairs). `distinct`: the caller
-/// guarantees distinct keys that are not stored (rebuilds), so the duplicate passes are skipped.
+/// Upserts a host batch (`keys`, `values`: the device layout's bytes, `n` pairs; a set's `values` are ignored,
+/// and nothing but its keys is copied). `distinct`: the caller guarantees distinct keys that are not stored
+/// (rebuilds), so the duplicate passes are skipped.
 pub(crate) fn upsert<R: HostTransfer, T: BatchTable<R>>(
     t: &mut T,
     keys: &[u8],
     values: &[u8],
     distinct: bool,
 ) -> Result<(ProbeStats, Vec<(u64, u64)>)> {
-    let (kb, vb) = (T::KEY_BYTES, T::VALUE_BYTES);
+    let kb = T::KEY_BYTES;
+    // A set copies no values: the kernels are handed the keys' buffer in their place and never read it.
+    let vb = if T::HAS_VALUES { T::VALUE_BYTES } else { 0 };
     let n = keys.len() / kb;
     // The sentinel check rides along the copy of a single device batch (see `upload_and_plan_checked`);
     // a larger batch is scanned first, so that a sentinel in a later device batch leaves the table unchanged.
@@ -567,12 +572,15 @@ pub(crate) fn upsert<R: HostTransfer, T: BatchTable<R>>(
     for (start, m) in device_batches(n, batch) {
         check_device_memory::<R>(t.stager(), "an insert batch", batch_bytes::<R, T>(m))?;
         let batch_keys = &keys[start * kb..(start + m) * kb];
-        let batch_values = &values[start * vb..(start + m) * vb];
+        let batch_values = T::HAS_VALUES.then(|| &values[start * vb..(start + m) * vb]);
         // A segmented plan's sentinel guard, read once the batch has settled (see `upload_and_plan_checked`).
         let mut guarded = None;
         if distinct {
             let kh = R::upload(t.client(), t.stager(), batch_keys)?;
-            let vh = R::upload(t.client(), t.stager(), batch_values)?;
+            let vh = match batch_values {
+                Some(v) => R::upload(t.client(), t.stager(), v)?,
+                None => kh.clone(),
+            };
             t.insert_queued(&kh, &vh, None, m, false);
         } else {
             let had_pairs = t.stored() > 0;
@@ -585,24 +593,29 @@ pub(crate) fn upsert<R: HostTransfer, T: BatchTable<R>>(
             let (kh, vh, dedup, mask, queued) = upload_and_plan_checked(
                 t,
                 batch_keys,
-                Some(batch_values),
+                batch_values,
                 m,
                 had_pairs,
                 Some(&mut sentinel),
                 segmented,
             )?;
-            let vh = vh.expect("values were uploaded");
+            // A set's batch has no values buffer of its own (see above).
+            let (vh, own_values) = match vh {
+                Some(v) => (v, true),
+                None => (kh.clone(), false),
+            };
+            let vh_own = own_values.then(|| vh.clone());
             if let Some(i) = sentinel {
                 debug_assert_eq!(queued, 0, "nothing is inserted before the scan is clean");
                 dedup.release(t.cache());
                 // Only scratch buffers and the mask were written: the table is unchanged.
-                give_batch(t.cache(), (kh, vh, mask), m, (kb, vb));
+                give_batch(t.cache(), (kh, vh_own.clone(), mask), m, (kb, vb));
                 return Err(Error::SentinelKey { index: start + i });
             }
             if queued > 0 {
                 // The segments' inserts are queued already.
                 t.note_queued(queued);
-                give_batch(t.cache(), (kh, vh, mask), m, (kb, vb));
+                give_batch(t.cache(), (kh, vh_own.clone(), mask), m, (kb, vb));
                 guarded = Some(dedup);
             } else {
                 dedup.release(t.cache());
@@ -611,7 +624,7 @@ pub(crate) fn upsert<R: HostTransfer, T: BatchTable<R>>(
                 if t.stored() + m > t.slots() {
                     let incoming = count(t.client(), &mask, m, MASK_NEW);
                     if t.stored() + incoming > t.slots() {
-                        give_batch(t.cache(), (kh, vh, mask), m, (kb, vb));
+                        give_batch(t.cache(), (kh, vh_own.clone(), mask), m, (kb, vb));
                         return Err(Error::CapacityExceeded {
                             len: t.stored(),
                             incoming,
@@ -629,7 +642,7 @@ pub(crate) fn upsert<R: HostTransfer, T: BatchTable<R>>(
                     t.insert_queued(&kh, &vh, Some((&mask, MASK_UPDATE)), m, true);
                 }
                 t.insert_queued(&kh, &vh, Some((&mask, MASK_NEW)), m, false);
-                give_batch(t.cache(), (kh, vh, mask), m, (kb, vb));
+                give_batch(t.cache(), (kh, vh_own.clone(), mask), m, (kb, vb));
             }
         }
         let mut trace = trace();
@@ -651,15 +664,17 @@ pub(crate) fn upsert<R: HostTransfer, T: BatchTable<R>>(
     Ok((stats, lost))
 }
 
-/// Returns a device batch's keys, values and mask (`m` entries; `kb` / `vb` bytes per key / value) to `cache`.
+/// Returns a device batch's keys, values (a set's batch has none of its own) and mask (`m` entries; `kb` / `vb` bytes per key / value) to `cache`.
 fn give_batch(
     cache: &DeviceCache,
-    (keys, values, mask): (Handle, Handle, Handle),
+    (keys, values, mask): (Handle, Option<Handle>, Handle),
     m: usize,
     (kb, vb): (usize, usize),
 ) {
     cache.give("keys", keys, m * kb);
-    cache.give("values", values, m * vb);
+    if let Some(values) = values {
+        cache.give("values", values, m * vb);
+    }
     cache.give("dedup mask", mask, m * 4);
 }
 

@@ -40,8 +40,8 @@ pub fn insert_kernel<S: ProbingScheme, L: KeyLayout, F: Reduce>(
     values: &Array<L::Value>,
     mask: &Array<u32>,
     mode: u32,
-    table: &Array<Atomic<u64>>,
-    table_plain: &Array<u64>,
+    table: &Array<Atomic<L::Word>>,
+    table_plain: &Array<L::Word>,
     table_values: &mut Array<u64>,
     failed: &mut Array<u64>,
     counters: &Array<Atomic<u32>>,
@@ -92,8 +92,8 @@ pub(crate) fn insert_core<S: ProbingScheme, L: KeyLayout, F: Reduce>(
     values: &Array<L::Value>,
     mask: &Array<u32>,
     mode: u32,
-    table: &Array<Atomic<u64>>,
-    table_plain: &Array<u64>,
+    table: &Array<Atomic<L::Word>>,
+    table_plain: &Array<L::Word>,
     table_values: &mut Array<u64>,
     failed: &mut Array<u64>,
     counters: &Array<Atomic<u32>>,
@@ -120,7 +120,9 @@ pub(crate) fn insert_core<S: ProbingScheme, L: KeyLayout, F: Reduce>(
     let mut my_val = L::Value::new(0);
     if pending {
         my_key = keys[pos];
-        my_val = values[pos];
+        if comptime!(L::HAS_VALUES) {
+            my_val = values[pos];
+        }
     }
     // An insert has no slab allocator and no gather output (one-word stand-ins the driver never touches).
     let mut no_out = Array::<L::Value>::new(1usize);
@@ -202,7 +204,7 @@ pub mod found_mode {
 #[cube(launch_unchecked)]
 pub fn find_kernel<S: ProbingScheme, L: KeyLayout>(
     keys: &Array<L::Key>,
-    table: &Array<u64>,
+    table: &Array<L::Word>,
     table_values: &Array<u64>,
     out: &mut Array<L::Value>,
     found: &mut Array<u32>,

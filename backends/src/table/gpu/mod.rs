@@ -53,7 +53,7 @@ use crate::device::layout::{KeyLayout, Packed};
 use crate::device::shape::ShapeScalarsLaunch;
 use crate::device::shape::{SHAPE_WORDS, shape_scalars, shape_words_of, tile_width_for};
 use crate::runtime::host_io::{BatchSizes, DeviceCache, HostLink, check_device_memory};
-use crate::runtime::launch::fill_u64;
+use crate::runtime::launch::{fill_u32, fill_u64};
 use crate::runtime::transfer::HostTransfer;
 use crate::table::engine::Engine;
 use cubecl::prelude::*;
@@ -132,6 +132,25 @@ pub(crate) fn check_bucket_count<S: ProbingScheme>(num_buckets: u32) -> Result<(
     Ok(())
 }
 
+/// Bytes of the slot arrays of a table of `slots` slots under layout `L`: the key words, and the values where
+/// the layout keeps them apart.
+pub(crate) fn slot_bytes_of<L: KeyLayout>(slots: usize) -> u64 {
+    (slots * L::WORD_BYTES + if L::MOVES_PAIRS { 0 } else { slots * 8 }) as u64
+}
+
+/// Fills the first `n` key words of `keys` (layout `L`'s words) with the empty word (queued).
+pub(crate) fn fill_empty_slots<R: Runtime, L: KeyLayout>(
+    client: &ComputeClient<R>,
+    keys: &Handle,
+    n: usize,
+) {
+    if L::WORD_BYTES == 4 {
+        fill_u32(client, keys, n, u32::MAX);
+    } else {
+        fill_u64(client, keys, n, EMPTY_WORD);
+    }
+}
+
 /// Stash pairs of a table of `slots` slots. Failures are rare below the scheme's achievable load; 1/16 of the
 /// slots is far more than a build that can succeed ever hands back, and overflow is counted, never silent.
 pub(crate) fn stash_len_for(slots: usize) -> usize {
@@ -207,9 +226,8 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
         };
         let batch = BatchSizes::DEFAULT;
         let values_len = if L::MOVES_PAIRS { 1 } else { slots.max(1) };
-        let table_bytes = (slots + if L::MOVES_PAIRS { 0 } else { slots }) as u64 * 8;
-        check_device_memory::<R>(&stager, "the table", table_bytes)?;
-        let keys = client.empty(slots.max(1) * 8);
+        check_device_memory::<R>(&stager, "the table", slot_bytes_of::<L>(slots))?;
+        let keys = client.empty(slots.max(1) * L::WORD_BYTES);
         let values = client.empty(values_len * 8);
         let shape = client.empty(SHAPE_WORDS * 4);
         let counters = client.empty(INSERT_COUNTERS * 4);
@@ -261,7 +279,7 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
 
     fn fill_empty(&mut self) {
         self.erased = EMPTY_WORD;
-        fill_u64(&self.client, &self.keys, self.capacity(), EMPTY_WORD);
+        fill_empty_slots::<R, L>(&self.client, &self.keys, self.capacity());
         self.len = 0;
     }
 
@@ -321,7 +339,7 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
 
     /// Every stored pair as `(slot index, key, value)`, widened (reads the table back).
     fn stored_slots(&self) -> Vec<(usize, u64, u64)> {
-        let mut keys = self.read_u64(self.keys.clone());
+        let mut keys = self.read_slot_words(self.keys.clone());
         if self.erased != EMPTY_WORD {
             // Erased slots hold no pair.
             for w in keys.iter_mut().filter(|w| **w == self.erased) {
@@ -338,7 +356,19 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
 
     /// Bytes of the slot arrays.
     pub(crate) fn slot_bytes(&self) -> u64 {
-        (self.capacity() + if L::MOVES_PAIRS { 0 } else { self.values_len }) as u64 * 8
+        slot_bytes_of::<L>(self.capacity())
+    }
+
+    /// Reads a table's key words back, widened (a `u32` word's all ones: the empty `u64` word).
+    pub(crate) fn read_slot_words(&self, h: Handle) -> Vec<u64> {
+        if L::WORD_BYTES == 4 {
+            self.read_u32(h)
+                .into_iter()
+                .map(|w| if w == u32::MAX { EMPTY_WORD } else { w as u64 })
+                .collect()
+        } else {
+            self.read_u64(h)
+        }
     }
 
     /// Frees the slot, stash and host-path buffers, leaving one-word stand-ins that keep the handles valid

@@ -3,7 +3,7 @@
 //! re-inserts the masked pairs. No pair crosses the bus. Static tables reclaim erased slots this way
 //! ([`crate::table::engine::Engine::rebuild_in_place`]); paged tables rebuild and split their children.
 
-use super::{GpuTable, check_bucket_count, stash_len_for};
+use super::{GpuTable, check_bucket_count, slot_bytes_of, stash_len_for};
 use crate::device::layout::KeyLayout;
 use crate::runtime::host_io::check_device_memory;
 use crate::runtime::launch::{CUBE_SIZE, cube_count};
@@ -12,7 +12,7 @@ use cubecl::prelude::*;
 use cubecl::server::Handle;
 use hashtile_core::hash::route_hash;
 use hashtile_core::scheme::{ProbingScheme, SchemeParams};
-use hashtile_core::tile::EMPTY_WORD;
+use hashtile_core::tile::{EMPTY_WORD, widen_word};
 use hashtile_core::{HashFamily, Result};
 
 /// Unpacks slot `i` of a table into `keys[i]`, `values[i]` and `mask[i]`: 0 for an empty or erased slot (key
@@ -21,7 +21,7 @@ use hashtile_core::{HashFamily, Result};
 #[allow(clippy::too_many_arguments)]
 #[cube(launch_unchecked)]
 pub fn unpack_slots_kernel<L: KeyLayout>(
-    slots: &Array<u64>,
+    slots: &Array<L::Word>,
     slot_values: &Array<u64>,
     keys: &mut Array<L::Key>,
     values: &mut Array<L::Value>,
@@ -33,7 +33,7 @@ pub fn unpack_slots_kernel<L: KeyLayout>(
 ) {
     let i = ABSOLUTE_POS;
     if i < slots.len() {
-        let w = slots[i];
+        let w = widen_word::<L::Word>(slots[i]);
         let mut m = 0u32;
         if w != EMPTY_WORD && w != erased {
             let k = L::key_of(w);
@@ -119,15 +119,14 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
     ) -> Result<Vec<(u64, u64)>> {
         check_bucket_count::<S>(num_buckets)?;
         let slots = num_buckets as usize * self.bucket_size as usize;
-        let words = if L::MOVES_PAIRS { slots } else { 2 * slots };
         let unpacked = self.capacity() * (size_of::<L::Key>() + size_of::<L::Value>() + 4);
         check_device_memory::<R>(
             &self.stager,
             "the grown table",
-            (words * 8 + unpacked) as u64,
+            slot_bytes_of::<L>(slots) + unpacked as u64,
         )?;
         let u = self.unpack(None);
-        self.keys = self.client.empty(slots * 8);
+        self.keys = self.client.empty(slots * L::WORD_BYTES);
         if !L::MOVES_PAIRS {
             self.values = self.client.empty(slots * 8);
             self.values_len = slots;

@@ -24,6 +24,7 @@ use cubecl::prelude::*;
 use hashtile_core::hash::hash_key;
 use hashtile_core::reduce::{Reduce, kind};
 use hashtile_core::scheme::ProbingScheme;
+use hashtile_core::tile::narrow_word;
 
 /// Mask value of a key that is not its key's last occurrence in the batch (skipped).
 pub const MASK_SKIP: u32 = 0;
@@ -214,7 +215,7 @@ pub fn dedup_reduce_kernel<V: Int, F: Reduce>(
 pub fn classify_kernel<S: ProbingScheme, L: KeyLayout, F: Reduce>(
     keys: &Array<L::Key>,
     values: &Array<L::Value>,
-    table: &mut Array<u64>,
+    table: &mut Array<L::Word>,
     table_values: &mut Array<u64>,
     mask: &mut Array<u32>,
     shape: &ShapeScalars,
@@ -248,7 +249,7 @@ pub fn classify_kernel<S: ProbingScheme, L: KeyLayout, F: Reduce>(
 pub(crate) fn classify_core<S: ProbingScheme, L: KeyLayout, F: Reduce>(
     keys: &Array<L::Key>,
     values: &Array<L::Value>,
-    table: &mut Array<u64>,
+    table: &mut Array<L::Word>,
     table_values: &mut Array<u64>,
     mask: &mut Array<u32>,
     meta: TableMeta,
@@ -282,14 +283,15 @@ pub(crate) fn classify_core<S: ProbingScheme, L: KeyLayout, F: Reduce>(
     );
     if active && r.found == 1u32 {
         mask[pos] = MASK_UPDATE;
-        if comptime!(update) {
+        // A set's stored key is the whole element: nothing to update.
+        if comptime!(update && L::HAS_VALUES) {
             let mut value = values[pos];
             if comptime!(F::KIND != kind::ASSIGN) {
                 value = F::reduce::<L::Value>(r.value, value);
             }
             let addr = r.slot as usize;
             if comptime!(L::MOVES_PAIRS) {
-                table[addr] = L::slot_word(key, value);
+                table[addr] = narrow_word::<L::Word>(L::slot_word(key, value));
             } else {
                 L::store_value(table_values, addr, value);
             }
