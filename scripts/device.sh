@@ -27,7 +27,8 @@
 #   bench-open     linear probing (B = 1, 4) and double hashing (B = 4, 8) device-resident rates at 2^26 keys,
 #                  with counting tables (insert-or-apply, `count16`; also BCHT B = 8) and device erases
 #                  (`erase`, `find after erase`), to set beside cuCollections' same schemes, `count_16`,
-#                  `erase` and `find_after_erase` of `peers` in the same call
+#                  `erase` and `find_after_erase` of `peers` in the same call; sets (4-byte slots, B = 8 and
+#                  16) beside its `static_set` rows
 #   bench-life     growth (2^20 to 2^26 keys in 2^20 batches, against one build) and aging (20 rounds of
 #                  erasing half and inserting as many at load 0.85) and a mixed batch (HashTable::apply)
 #                  through HashTable with host data
@@ -60,7 +61,7 @@ RUNS=${RUNS:-3}
 t0=$SECONDS
 
 # The GPU test binaries (tests/tests/*.rs that run kernels); scripts/pack.sh packs the same list.
-GPU_TESTS="host_path host_io gpu matrix gpu_scan csr chained paged paged_frames paged_stress kernel_cache growth model device_writes key_types mixed"
+GPU_TESTS="host_path host_io gpu matrix gpu_scan csr chained paged paged_frames paged_stress kernel_cache growth model device_writes key_types mixed sets"
 
 [ $# -gt 0 ] || { echo "usage: bash scripts/device.sh SUITE...  (suites: see the header of this file)"; exit 2; }
 # On exit (a signal included): everything under $OUT but summary.txt into $OUT/results.tgz.
@@ -195,7 +196,10 @@ suite_bench_open() {
   rates double_b4 150 $hb --log2-keys 26 --scheme double --bucket 4 --load 0.8,0.9 --count --erase
   rates double_b8 150 $hb --log2-keys 26 --scheme double --bucket 8 --load 0.8,0.9 --count --erase
   rates bcht_b8_count 150 $hb --log2-keys 26 --scheme bcht --bucket 8 --load 0.8,0.9 --count --erase
-  merge "$D/open.csv" linear_b1 linear_b4 double_b4 double_b8 bcht_b8_count
+  # Sets (4-byte slots) beside cuCollections' static_set rows (`set_insert`, `set_contains100` / `0`).
+  rates sets_b8 200 $hb --log2-keys 26 --scheme bcht,double,linear --bucket 8 --load 0.8,0.9 --set
+  rates sets_b16 200 $hb --log2-keys 26 --scheme bcht,double,iht --bucket 16 --load 0.8,0.9 --set
+  merge "$D/open.csv" linear_b1 linear_b4 double_b4 double_b8 bcht_b8_count sets_b8 sets_b16
 }
 
 suite_bench_life() {

@@ -66,6 +66,10 @@ pub struct Args {
     /// `find_after_erase` in `peers`.
     #[arg(long)]
     pub erase: bool,
+    /// Also measure a set on GPUs (`HashSet`'s 4-byte slots, device-resident): 2^log2-keys keys inserted, then
+    /// contains of them and of as many absent keys, as cuCollections' `static_set` rows in `peers`.
+    #[arg(long)]
+    pub set: bool,
     /// Also measure growth through `HashTable` with host data (any backend): 2^log2-keys pairs built in one
     /// call, and in 64 batches into a table that starts sized for one batch and grows at the load.
     #[arg(long)]
@@ -79,9 +83,8 @@ pub struct Args {
     /// stored and new keys, a quarter erases), against a find of as many stored keys in the same run.
     #[arg(long)]
     pub mixed: bool,
-    /// The operations beyond insert and find, as one list (comma separated): `count`, `erase`, `growth`, `aging`,
-    /// `mixed` (the same as their flags). `set` is named by issue 30 but not built yet: asking for it is an
-    /// error.
+    /// The operations beyond insert and find, as one list (comma separated): `count`, `erase`, `set`, `growth`,
+    /// `aging`, `mixed` (the same as their flags).
     #[arg(long, value_delimiter = ',')]
     pub ops: Vec<String>,
     /// The scheme being measured (set per iteration, not a flag).
@@ -154,14 +157,10 @@ pub fn check(mut args: Args) -> Result<Rates, String> {
             "growth" => args.growth = true,
             "aging" => args.aging = true,
             "mixed" => args.mixed = true,
-            "set" => {
-                return Err(format!(
-                    "--ops {op}: not built yet (hashtile has no HashSet; NOTES.md open problem 18)"
-                ));
-            }
+            "set" => args.set = true,
             other => {
                 return Err(format!(
-                    "--ops: unknown operation '{other}' (expected count, erase, growth, aging or mixed)"
+                    "--ops: unknown operation '{other}' (expected count, erase, set, growth, aging or mixed)"
                 ));
             }
         }

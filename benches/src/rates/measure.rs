@@ -308,6 +308,11 @@ fn run_gpu<R: hashtile::gpu::transfer::HostTransfer, S: ProbingScheme + SchemeIn
             args, backend, opts, load, keys, n, bar,
         )?);
     }
+    if args.set {
+        rows.extend(super::ops::set_rows::<R, S>(
+            args, backend, opts, load, keys, n, bar,
+        )?);
+    }
     // Erases of device keys mark slots in place: stable schemes only (`GpuTable::erase_device`).
     if args.erase && S::STABLE {
         rows.extend(super::ops::erase_rows::<R, S>(

@@ -5,10 +5,13 @@
 //!   from N/16 distinct ones, value 1, into a table sized for the distinct keys at the load);
 //! - `--erase`: N keys inserted (not timed), the first half erased, then every key looked up (`erase` and
 //!   `find_after_erase`: the erased half must answer absent).
+//! - `--set`: a set of 32-bit keys (the `Keys32` layout, 4 bytes a slot): N keys inserted (`set insert`), then
+//!   contains of the N keys (`set contains`, present 100%) and of N absent keys (present 0%), as cuCollections'
+//!   `static_set` rows (`set_insert`, `set_contains100`, `set_contains0`).
 
 use super::args::Args;
 use super::measure::{Row, empty_gpu_table};
-use hashtile::gpu::Packed;
+use hashtile::gpu::{Keys32, Packed};
 use hashtile::reduce::Add;
 use hashtile::{Backend, ProbingScheme, SchemeInfo};
 use indicatif::ProgressBar;
@@ -68,6 +71,68 @@ pub fn count_row<R: hashtile::gpu::transfer::HostTransfer, S: ProbingScheme + Sc
         checked,
         unplaced,
     })
+}
+
+/// The set rows of one scheme at one load on a GPU runtime `R` (see the module docs): `keys[..n]` inserted into
+/// an empty set per run, then looked up, and `keys[n..2n]` (absent) looked up.
+pub fn set_rows<R: hashtile::gpu::transfer::HostTransfer, S: ProbingScheme + SchemeInfo>(
+    args: &Args,
+    backend: Backend,
+    opts: hashtile::gpu::GpuOptions,
+    load: f64,
+    keys: &[u32],
+    n: usize,
+    bar: &ProgressBar,
+) -> hashtile::Result<Vec<Row>> {
+    let (mut t, family) = empty_gpu_table::<R, S, Keys32>(args, opts, n, load)?;
+    let (kh, ah) = (t.upload(&keys[..n]), t.upload(&keys[n..2 * n]));
+    let (present, absent) = (t.alloc_u32(n), t.alloc_u32(n));
+    let (mut ins, mut hit, mut miss) = (Vec::new(), Vec::new(), Vec::new());
+    let mut unplaced = 0;
+    for run in 0..=args.runs {
+        t.reset(family)?;
+        t.sync()?;
+        let t0 = Instant::now();
+        // A set's insert reads no values: the keys' handle stands in.
+        let lost = t.insert_device(&kh, &kh, n)?;
+        let dt_ins = t0.elapsed().as_secs_f64();
+        unplaced = lost.pairs.len() + lost.untracked;
+        let t0 = Instant::now();
+        t.find_device(&kh, &present, None, n);
+        t.sync()?;
+        let dt_hit = t0.elapsed().as_secs_f64();
+        let t0 = Instant::now();
+        t.find_device(&ah, &absent, None, n);
+        t.sync()?;
+        let dt_miss = t0.elapsed().as_secs_f64();
+        if run > 0 {
+            ins.push(n as f64 / dt_ins / 1e6);
+            hit.push(n as f64 / dt_hit / 1e6);
+            miss.push(n as f64 / dt_miss / 1e6);
+        }
+        bar.inc(3);
+    }
+    // A found key answers value 0, an absent one all ones.
+    let checked = unplaced == 0
+        && t.len() == n
+        && t.read_u32(present).iter().all(|&v| v == 0)
+        && t.read_u32(absent).iter().all(|&v| v == u32::MAX);
+    let row = |op: &'static str, present: f64, rates: Vec<f64>| Row {
+        scheme: args.cur_scheme.clone(),
+        bucket: args.cur_bucket,
+        backend,
+        load,
+        op,
+        present,
+        rates,
+        checked,
+        unplaced,
+    };
+    Ok(vec![
+        row("set insert", 1.0, ins),
+        row("set contains", 1.0, hit),
+        row("set contains", 0.0, miss),
+    ])
 }
 
 /// The peers' benchmark mix (`peers/common.cuh`'s `mix32`, lowbias32), so that the repeats fall as theirs do.

@@ -47,6 +47,7 @@ pub fn run(checked: Rates) -> Result<i32, BenchError> {
         + finds.len() as u64
         + u64::from(args.count)
         + u64::from(args.erase)
+        + 3 * u64::from(args.set)
         + lifecycle::rows_of(&args);
     let total = args.load.len() as u64 * rows * (args.runs as u64 + 1);
     let bar = ProgressBar::new(total * instances.len() as u64).with_style(

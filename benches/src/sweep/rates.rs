@@ -70,6 +70,7 @@ fn rate_point<S: SchemeInfo>(
         growth: false,
         aging: false,
         mixed: false,
+        set: false,
         ops: Vec::new(),
         cur_scheme: S::NAME.to_string(),
         cur_bucket: bucket,
