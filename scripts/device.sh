@@ -147,6 +147,8 @@ SAN_RUNS=(
   "chained"
   "paged prefetch_matches_paging_in_turn tombstone_erase"
   "paged_frames"
+  "sets"
+  "mixed adversarial bad_batches"
 )
 suite_sanitize() {
   local tool r bin
