@@ -85,7 +85,7 @@ fn exchange_claims_match_oracle<R: hashtile::gpu::transfer::HostTransfer>(backen
         )
         .unwrap();
         let (kh, vh) = (t.upload(&keys), t.upload(&values));
-        let lost = t.insert_device(&kh, &vh, n).unwrap();
+        let lost = t.insert_device_distinct(&kh, &vh, n).unwrap();
         assert_eq!(lost.untracked, 0, "B={b}");
         let mut stored = t.pairs().unwrap();
         assert_eq!(t.len(), stored.len(), "B={b}: new-key count");
@@ -447,6 +447,97 @@ fn vulkan_erase_device_matches_oracle() {
 fn cuda_erase_device_matches_oracle() {
     #[cfg(feature = "cuda")]
     erase_device_matches_oracle::<hashtile::cubecl::cuda::CudaRuntime>(Backend::Cuda);
+    #[cfg(not(feature = "cuda"))]
+    present(Backend::Cuda);
+}
+
+/// `insert_device` with keys that repeat within the batch (issue 30: the precondition of distinct keys is
+/// lifted): every scheme stores each key once, `len` is exact, and a repeated key keeps its last value, except
+/// where racing copies converge in the table (linear probing and double hashing), where one of its values wins.
+fn insert_device_repeats<
+    R: hashtile::gpu::transfer::HostTransfer,
+    S: hashtile::ProbingScheme + hashtile::SchemeInfo,
+>(
+    backend: Backend,
+    bucket: u32,
+) {
+    use hashtile::gpu::{GpuOptions, GpuTable};
+    use hashtile::{Engine, HashFamily};
+    let distinct = 4000usize;
+    let keys: Vec<u32> = (0..distinct as u32)
+        .map(|i| hashtile::hash::fmix32(i ^ 0x51ed))
+        .collect();
+    // Each key four times, interleaved; a position's value is the position.
+    let batch: Vec<u32> = (0..4 * distinct).map(|i| keys[i % distinct]).collect();
+    let values: Vec<u32> = (0..batch.len() as u32).collect();
+    let load = if bucket == 1 { 0.5 } else { 0.8 };
+    let nb = hashtile::scheme::sequence_buckets(
+        S::SEQUENCE,
+        (distinct as f64 / load / bucket as f64).ceil() as u32,
+    );
+    let options = GpuOptions {
+        use_cas: true,
+        plain_reads: backend == Backend::Cuda,
+    };
+    let mut t = GpuTable::<R, S>::new(
+        &Default::default(),
+        nb,
+        bucket,
+        HashFamily::new(21),
+        S::default_params(bucket),
+        options,
+    )
+    .unwrap();
+    let (kh, vh) = (t.upload(&batch), t.upload(&values));
+    let lost = t.insert_device(&kh, &vh, batch.len()).unwrap();
+    let what = format!("{} B={bucket} on {backend}", S::NAME);
+    assert!(lost.pairs.is_empty() && lost.untracked == 0, "{what}");
+    let stored: Vec<(u32, u32)> = t.pairs().unwrap();
+    assert_eq!(t.len(), distinct, "{what}: len");
+    assert_eq!(stored.len(), distinct, "{what}: a key stored twice");
+    let position: HashMap<u32, usize> = keys.iter().enumerate().map(|(i, &k)| (k, i)).collect();
+    for (k, v) in stored {
+        let i = position[&k];
+        let candidates = [i, i + distinct, i + 2 * distinct, i + 3 * distinct];
+        if S::UPSERTS_CONVERGE {
+            assert!(
+                candidates.contains(&(v as usize)),
+                "{what}: key {k} holds {v}"
+            );
+        } else {
+            assert_eq!(
+                v as usize, candidates[3],
+                "{what}: key {k} keeps its last value"
+            );
+        }
+    }
+}
+
+fn insert_device_repeats_every_scheme<R: hashtile::gpu::transfer::HostTransfer>(backend: Backend) {
+    insert_device_repeats::<R, hashtile::Bcht>(backend, 8);
+    insert_device_repeats::<R, hashtile::Iht>(backend, 16);
+    insert_device_repeats::<R, hashtile::P2bht>(backend, 16);
+    insert_device_repeats::<R, hashtile::Cht1>(backend, 1);
+    insert_device_repeats::<R, hashtile::LinearProbing>(backend, 4);
+    insert_device_repeats::<R, hashtile::DoubleHashing>(backend, 8);
+}
+
+#[test]
+fn vulkan_insert_device_stores_repeated_keys_once() {
+    #[cfg(feature = "vulkan")]
+    if present(Backend::Vulkan) {
+        insert_device_repeats_every_scheme::<hashtile::cubecl::wgpu::WgpuRuntime>(Backend::Vulkan);
+    }
+    #[cfg(not(feature = "vulkan"))]
+    present(Backend::Vulkan);
+}
+
+#[test]
+fn cuda_insert_device_stores_repeated_keys_once() {
+    #[cfg(feature = "cuda")]
+    if present(Backend::Cuda) {
+        insert_device_repeats_every_scheme::<hashtile::cubecl::cuda::CudaRuntime>(Backend::Cuda);
+    }
     #[cfg(not(feature = "cuda"))]
     present(Backend::Cuda);
 }

@@ -177,9 +177,17 @@ pub fn shape_scalars<R: Runtime>(w: [u32; SHAPE_WORDS]) -> ShapeScalarsLaunch<R>
     )
 }
 
-/// The tile width `min(B, plane size)` for bucket size `bucket_size` on `client`'s device, or why the pair is
-/// unsupported (the tile needs 8..=32 lanes per plane and a power-of-two `B <= 32`).
-pub fn tile_width_for<R: Runtime>(client: &ComputeClient<R>, bucket_size: u32) -> Result<u32> {
+/// The tile width for bucket size `bucket_size` of slot words of `word_bytes` bytes on `client`'s device, or why
+/// the pair is unsupported (the tile needs 8..=32 lanes per plane and a power-of-two `B <= 32`). `u64` words:
+/// `min(B, plane size)`, one 8-byte word per lane and load. 4-byte words (sets): half as many lanes, each
+/// loading two slots, where a lane holds at most four (`B >= 4`): a tile then reads the same bytes per lane and
+/// load as a map's, and serves a key with half the lanes (H200, 2^26 keys, a set of B = 8 in 8 lanes found
+/// keys no faster than the packed map of B = 8 that reads twice the bytes).
+pub fn tile_width_for<R: Runtime>(
+    client: &ComputeClient<R>,
+    bucket_size: u32,
+    word_bytes: usize,
+) -> Result<u32> {
     let plane = client.properties().hardware.plane_size_max;
     if !(8..=32).contains(&plane) {
         return Err(Error::InvalidConfig(format!(
@@ -191,5 +199,12 @@ pub fn tile_width_for<R: Runtime>(client: &ComputeClient<R>, bucket_size: u32) -
             "bucket size must be a power of two in 1..=32, got {bucket_size}"
         )));
     }
-    Ok(bucket_size.min(plane))
+    let full = bucket_size.min(plane);
+    Ok(
+        if word_bytes == 4 && bucket_size >= 4 && bucket_size / (full / 2) <= 4 {
+            full / 2
+        } else {
+            full
+        },
+    )
 }

@@ -14,8 +14,8 @@
 //! - Keys written concurrently should be distinct, except on schemes whose racing copies converge
 //!   (`ProbingScheme::UPSERTS_CONVERGE`: linear probing and double hashing): there a key repeated across lanes
 //!   ends in one slot, its values combined by the reduction. Elsewhere two lanes inserting one new key can both
-//!   store it (the same precondition as `GpuTable::insert_device`; `GpuTable::insert_or_apply_device` settles
-//!   repeats for every scheme).
+//!   store it (the promise of `GpuTable::insert_device_distinct`; `GpuTable::insert_device` and
+//!   `GpuTable::insert_or_apply_device` settle repeats for every scheme).
 //! - Erases are for stable schemes with packed pairs (a cuckoo eviction would carry a mark on), and a mark is
 //!   not reused by inserts until the table is rebuilt; a kernel that erases and inserts one key at once gets
 //!   either order.

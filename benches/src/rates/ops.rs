@@ -94,7 +94,7 @@ pub fn set_rows<R: hashtile::gpu::transfer::HostTransfer, S: ProbingScheme + Sch
         t.sync()?;
         let t0 = Instant::now();
         // A set's insert reads no values: the keys' handle stands in.
-        let lost = t.insert_device(&kh, &kh, n)?;
+        let lost = t.insert_device_distinct(&kh, &kh, n)?;
         let dt_ins = t0.elapsed().as_secs_f64();
         unplaced = lost.pairs.len() + lost.untracked;
         let t0 = Instant::now();
@@ -165,7 +165,7 @@ pub fn erase_rows<R: hashtile::gpu::transfer::HostTransfer, S: ProbingScheme + S
     let mut ok = true;
     for run in 0..=args.runs {
         t.reset(family)?;
-        let lost = t.insert_device(&kh, &vh, n)?;
+        let lost = t.insert_device_distinct(&kh, &vh, n)?;
         ok &= lost.pairs.is_empty() && lost.untracked == 0;
         t.sync()?;
         let t0 = Instant::now();

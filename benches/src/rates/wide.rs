@@ -176,7 +176,7 @@ fn run_gpu_wide<R: hashtile::gpu::transfer::HostTransfer, S: SchemeInfo>(
         t.reset(family)?;
         t.sync()?;
         let t0 = Instant::now();
-        let lost = t.insert_device(&kh, &vh, n)?;
+        let lost = t.insert_device_distinct(&kh, &vh, n)?;
         let dt = t0.elapsed().as_secs_f64();
         unplaced = lost.pairs.iter().map(|p| p.0).collect();
         untracked += lost.untracked;

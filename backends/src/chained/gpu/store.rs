@@ -167,7 +167,7 @@ impl<R: HostTransfer, L: KeyLayout> GpuChained<R, L> {
         pool: u32,
         tile_width: u32,
     ) -> Result<Self> {
-        let plane = crate::device::shape::tile_width_for(client, SLAB_WORDS)?;
+        let plane = crate::device::shape::tile_width_for(client, SLAB_WORDS, 8)?;
         if !matches!(tile_width, 8 | 16) || tile_width > plane {
             return Err(Error::InvalidConfig(format!(
                 "chained tables read a slab with tiles of 8 or 16 lanes (at most {plane} here), got {tile_width}"

@@ -54,17 +54,40 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
     }
 
     /// Inserts `n` pairs already on the device (`keys` and `values`: `n` elements of the layout's key and value
-    /// types each) and waits for the result. Keys must not be the sentinel (not checked on the device) and
-    /// should be distinct (see NOTES.md on duplicates in one device batch). Returns what could not be placed
-    /// (normally nothing).
+    /// types each) and waits for the result; returns what could not be placed (normally nothing). Keys may
+    /// repeat: a repeated key is stored once, with its last value (on linear probing and double hashing with
+    /// packed pairs and the upsert rule, racing copies converge in the table in one pass, and one of the
+    /// values wins). Elsewhere racing copies of a key could each be stored (a cuckoo eviction, IHT's and
+    /// P2BHT's choice of bucket), so the batch first goes through the duplicate pass that
+    /// [`GpuTable::insert_or_apply_device`] runs: a batch known to hold distinct keys saves it with
+    /// [`GpuTable::insert_device_distinct`]. A sentinel key refuses the batch ([`Error::SentinelKey`],
+    /// nothing changed) where the duplicate pass runs; elsewhere it is not checked on the device.
     pub fn insert_device(&mut self, keys: &Handle, values: &Handle, n: usize) -> Result<Unplaced> {
+        if L::MOVES_PAIRS && S::UPSERTS_CONVERGE && self.options.use_cas && self.params.upsert == 1
+        {
+            self.insert_device_distinct(keys, values, n)
+        } else {
+            self.insert_or_apply_device::<Assign>(keys, values, n)
+        }
+    }
+
+    /// [`GpuTable::insert_device`] of a batch whose keys the caller promises distinct and not the sentinel (a
+    /// bulk build, as BGHT's and cuCollections' benchmarks build): one insert pass, no duplicate pass. Repeated
+    /// keys break the promise: on cuckoo schemes, IHT and P2BHT a key may then be stored twice.
+    pub fn insert_device_distinct(
+        &mut self,
+        keys: &Handle,
+        values: &Handle,
+        n: usize,
+    ) -> Result<Unplaced> {
         self.insert_device_async(keys, values, n);
         self.settle()
     }
 
-    /// Queues an insert of `n` device-resident pairs and returns at once (no host round trip). Counts of new
-    /// keys and failures accumulate on the device until [`GpuTable::settle`] reads them; call it before
-    /// trusting `len()`, and before queueing so many failures that the stash overflows.
+    /// Queues an insert of `n` device-resident pairs with distinct keys (the promise of
+    /// [`GpuTable::insert_device_distinct`]) and returns at once (no host round trip). Counts of new keys and
+    /// failures accumulate on the device until [`GpuTable::settle`] reads them; call it before trusting
+    /// `len()`, and before queueing so many failures that the stash overflows.
     pub fn insert_device_async(&mut self, keys: &Handle, values: &Handle, n: usize) {
         self.launch_insert(keys, values, Selection::All, n, None);
     }

@@ -217,7 +217,7 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
             )));
         }
         check_bucket_count::<S>(num_buckets)?;
-        let tile_width = tile_width_for(&client, bucket_size)?;
+        let tile_width = tile_width_for(&client, bucket_size, L::WORD_BYTES)?;
         let slots = num_buckets as usize * bucket_size as usize;
         let stager = if share_stager {
             crate::runtime::dispatch::shared_stager(&client)?
