@@ -14,10 +14,14 @@
 //!   stored keys, a quarter replaces: half of stored keys, half of new ones, a quarter erases of stored keys):
 //!   `mixed batch` (operations per second, every outcome checked), against `find (N stored)`, a `find_into` of
 //!   the N stored keys from host data on the same table in the same run.
+//! - `--set` (beside the device rows of `ops`): a `HashSet` of N keys from host data (`set insert (host)`, then
+//!   `set contains (host)` of the N keys), against a `HashTable`'s insert of N pairs and `find_into` of the N
+//!   keys (`insert (host)`, `find_into (host)`) in the same run: a set's call moves its keys alone across the
+//!   bus.
 
 use super::args::Args;
 use super::measure::{Row, params_for};
-use hashtile::{Backend, BackendChoice, HashTable, Op, Outcome, SchemeInfo, TableConfig};
+use hashtile::{Backend, BackendChoice, HashSet, HashTable, Op, Outcome, SchemeInfo, TableConfig};
 use indicatif::ProgressBar;
 use std::time::Instant;
 
@@ -28,7 +32,10 @@ pub const AGING_ROUNDS: usize = 20;
 
 /// Timed rows each option adds per load (for the progress bar).
 pub fn rows_of(args: &Args) -> u64 {
-    3 * u64::from(args.growth) + 3 * u64::from(args.aging) + 2 * u64::from(args.mixed)
+    3 * u64::from(args.growth)
+        + 3 * u64::from(args.aging)
+        + 2 * u64::from(args.mixed)
+        + 4 * u64::from(args.set)
 }
 
 /// The value stored with `key` (a function of the key: checks need no map).
@@ -248,5 +255,55 @@ pub fn mixed_rows<S: SchemeInfo>(
     Ok(vec![
         row(args, backend, load, "mixed batch", mixed, ok),
         row(args, backend, load, "find (N stored)", finds, ok),
+    ])
+}
+
+/// The host-data set rows of scheme `S` at `load` (see the module docs): `keys[..n]` into a fresh `HashSet` and
+/// a fresh `HashTable` per run, each looked up again.
+pub fn set_host_rows<S: SchemeInfo>(
+    args: &Args,
+    backend: Backend,
+    load: f64,
+    keys: &[u32],
+    n: usize,
+    bar: &ProgressBar,
+) -> hashtile::Result<Vec<Row>> {
+    let keys = &keys[..n];
+    let values: Vec<u32> = keys.iter().map(|&k| value_of(k)).collect();
+    let (mut si, mut sc, mut mi, mut mf) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut ok = true;
+    let mut out = vec![0u32; n];
+    let rate = |t0: Instant| n as f64 / t0.elapsed().as_secs_f64() / 1e6;
+    for run in 0..=args.runs {
+        let mut s = HashSet::<S, u32>::new(config::<S>(args, backend, n, load)?)?;
+        let t0 = Instant::now();
+        let added = s.insert(keys)?;
+        let r_si = rate(t0);
+        let t0 = Instant::now();
+        let found = s.contains(keys)?;
+        let r_sc = rate(t0);
+        ok &= added == n && found.iter().all(|&f| f);
+        drop(s);
+        let mut t = HashTable::<S, u32, u32>::new(config::<S>(args, backend, n, load)?)?;
+        let t0 = Instant::now();
+        t.insert(keys, &values)?;
+        let r_mi = rate(t0);
+        let t0 = Instant::now();
+        t.find_into(keys, &mut out)?;
+        let r_mf = rate(t0);
+        ok &= out == values;
+        if run > 0 {
+            si.push(r_si);
+            sc.push(r_sc);
+            mi.push(r_mi);
+            mf.push(r_mf);
+        }
+        bar.inc(4);
+    }
+    Ok(vec![
+        row(args, backend, load, "set insert (host)", si, ok),
+        row(args, backend, load, "set contains (host)", sc, ok),
+        row(args, backend, load, "insert (host)", mi, ok),
+        row(args, backend, load, "find_into (host)", mf, ok),
     ])
 }

@@ -146,6 +146,11 @@ fn life_rows<S: hashtile::SchemeInfo>(
             args, backend, load, keys, n, bar,
         )?);
     }
+    if args.set {
+        rows.extend(lifecycle::set_host_rows::<S>(
+            args, backend, load, keys, n, bar,
+        )?);
+    }
     Ok(rows)
 }
 
