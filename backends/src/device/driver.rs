@@ -513,7 +513,14 @@ pub fn tile_drive<S: ProbingScheme, L: KeyLayout, F: Reduce>(
             }
             if comptime!(erases) {
                 if cur == op::ERASE && act == action::FOUND {
-                    old = cas_slot::<L::Word>(table, addr, seen, L::tomb_word());
+                    // Chains mark a tombstone; a static table its layout's erased word (which its finds never
+                    // match and its inserts never take).
+                    let mark = if comptime!(chains) {
+                        L::tomb_word()
+                    } else {
+                        L::ERASED_WORD.runtime()
+                    };
+                    old = cas_slot::<L::Word>(table, addr, seen, mark);
                     ok = old == seen;
                 }
             }

@@ -30,7 +30,7 @@ use super::shape::TableMeta;
 use cubecl::prelude::*;
 use hashtile_core::reduce::{Assign, Reduce, kind};
 use hashtile_core::scheme::ProbingScheme;
-use hashtile_core::tile::{cas_slot, tile_lane};
+use hashtile_core::tile::tile_lane;
 
 /// Inserts `key -> value`, or assigns `value` to a stored `key`: [`status::INSERTED`], [`status::UPDATED`],
 /// [`status::FAILED`] (the scheme gave the pair up: it is in the stash, `GpuTable::settle` hands it back), or
@@ -169,7 +169,6 @@ pub fn tile_erase<S: ProbingScheme, L: KeyLayout>(
         meta,
         key,
         active,
-        L::ERASED_WORD.runtime(),
         bucket_size,
         tile_width,
         plain_reads,
@@ -275,10 +274,11 @@ fn find_as_written<S: ProbingScheme, L: KeyLayout>(
     )
 }
 
-/// Marks `key`'s slot `erased` when it is stored: the cooperative find (reading per `plain_reads`), then a
-/// compare-and-swap from the word the find read, so that of two lanes erasing one key exactly one marks it
-/// (`true` for that lane). Safe beside concurrent lookups of other keys: for them the slot goes from one word
-/// that does not match to another. All lanes must call.
+/// Marks `key`'s slot erased ([`KeyLayout::ERASED_WORD`]) when it is stored: the tile driver's erase, whose
+/// owner lane swaps the slot from the word the tile read to the mark as soon as the find reaches it (while the
+/// line is in L2), so that of two lanes erasing one key exactly one marks it (`true` for that lane). Safe
+/// beside concurrent lookups of other keys: for them the slot goes from one word that does not match to
+/// another. All lanes must call.
 #[allow(clippy::too_many_arguments)]
 #[cube]
 pub(crate) fn erase_slot<S: ProbingScheme, L: KeyLayout>(
@@ -288,27 +288,46 @@ pub(crate) fn erase_slot<S: ProbingScheme, L: KeyLayout>(
     meta: TableMeta,
     key: L::Key,
     active: bool,
-    erased: u64,
     #[comptime] bucket_size: u32,
     #[comptime] tile_width: u32,
     #[comptime] plain_reads: bool,
 ) -> bool {
-    let r = find_as_written::<S, L>(
+    // An erase has no allocator, stash or gather output, and one table (one-word stand-ins, never touched).
+    let frames = Array::<u32>::new(1usize);
+    let no_counts = Array::<Atomic<u32>>::new(1usize);
+    let mut no_stash = Array::<u64>::new(1usize);
+    let mut no_out = Array::<L::Value>::new(1usize);
+    let lane = LaneOp::<L::Key, L::Value> {
+        mine: active && L::findable(key),
+        op: op::ERASE,
+        key,
+        value: L::Value::new(0),
+        child: 0u32,
+        at: 0u32,
+    };
+    let read_mode = comptime!(reads::for_writes(plain_reads));
+    let a = tile_drive::<S, L, Assign>(
         table,
         table_plain,
         table_values,
+        &no_counts,
+        0u32,
+        &mut no_stash,
+        &no_counts,
+        0u32,
+        &mut no_out,
         meta,
-        key,
-        active,
+        &frames,
+        lane,
+        op::ERASE,
         bucket_size,
         tile_width,
-        plain_reads,
+        read_mode,
         true,
+        false,
+        false,
+        false,
+        false,
     );
-    let mut hit = false;
-    if active && r.found == 1u32 {
-        let seen = L::slot_word(key, r.value);
-        hit = cas_slot::<L::Word>(table, r.slot as usize, seen, erased) == seen;
-    }
-    hit
+    active && a.status == status::ERASED
 }

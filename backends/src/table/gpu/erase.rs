@@ -27,7 +27,6 @@ pub fn erase_kernel<S: ProbingScheme, L: KeyLayout>(
     table_values: &Array<u64>,
     count: &Array<Atomic<u32>>,
     shape: &ShapeScalars,
-    erased: u64,
     #[comptime] bucket_size: u32,
     #[comptime] tile_width: u32,
 ) {
@@ -44,7 +43,6 @@ pub fn erase_kernel<S: ProbingScheme, L: KeyLayout>(
         meta_of(shape),
         key,
         active,
-        erased,
         bucket_size,
         tile_width,
         true,
@@ -91,7 +89,6 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
                 ArrayArg::from_raw_parts(self.values.clone(), self.values_len),
                 ArrayArg::from_raw_parts(count.clone(), words),
                 self.shape_arg(),
-                erased,
                 self.bucket_size,
                 self.tile_width,
             )
