@@ -39,78 +39,117 @@ pub(crate) struct Resolved<K, V> {
     pub new_keys: usize,
 }
 
-/// The batch's distinct keys (in key order) and, for each operation, the index of its key among them.
-pub(crate) fn group<K: Key, V: Value>(ops: &[Op<K, V>]) -> (Vec<K>, Vec<u32>) {
+/// A batch grouped by key: its `(key, operation index)` pairs sorted (so each key's operations are a run, in
+/// batch order), and where each key's run starts.
+pub(crate) struct Groups<K> {
+    order: Vec<(K, u32)>,
+    starts: Vec<usize>,
+}
+
+impl<K: Key> Groups<K> {
+    /// The batch's distinct keys, in key order.
+    pub(crate) fn keys(&self) -> Vec<K> {
+        self.starts.par_iter().map(|&s| self.order[s].0).collect()
+    }
+
+    /// Operation indices of group `g`, in batch order.
+    fn run(&self, g: usize) -> &[(K, u32)] {
+        let end = self.starts.get(g + 1).copied().unwrap_or(self.order.len());
+        &self.order[self.starts[g]..end]
+    }
+}
+
+/// Groups the batch by key (a parallel sort of `(key, index)` pairs).
+pub(crate) fn group<K: Key, V: Value>(ops: &[Op<K, V>]) -> Groups<K> {
     let mut order: Vec<(K, u32)> = ops
         .par_iter()
         .enumerate()
         .map(|(i, o)| (o.key(), i as u32))
         .collect();
     order.par_sort_unstable();
-    let mut distinct = Vec::new();
-    let mut of = vec![0u32; ops.len()];
-    for &(k, i) in &order {
-        if distinct.last() != Some(&k) {
-            distinct.push(k);
-        }
-        of[i as usize] = (distinct.len() - 1) as u32;
-    }
-    (distinct, of)
+    let starts = (0..order.len())
+        .into_par_iter()
+        .filter(|&j| j == 0 || order[j].0 != order[j - 1].0)
+        .collect();
+    Groups { order, starts }
 }
 
-/// Runs each key's operations in batch order from `before` (the stored value of each of `distinct`, as
-/// [`group`] numbered them).
+/// What one key's operations leave: nothing to write, an erase, or a write of its final value (`true`: a new
+/// key).
+#[derive(Clone, Copy)]
+enum Net<V> {
+    Keep,
+    Erase,
+    Write(V, bool),
+}
+
+/// Outcome slots written by many threads, each at indices no other thread writes.
+struct Scatter<V>(*mut Outcome<V>);
+// SAFETY: `resolve` writes each index through it exactly once (every operation index appears in one group).
+unsafe impl<V: Send> Sync for Scatter<V> {}
+
+/// Runs each key's operations in batch order from `before` (the stored value of each of the groups' keys, in
+/// key order), the groups in parallel.
 pub(crate) fn resolve<K: Key, V: Value>(
     ops: &[Op<K, V>],
-    distinct: &[K],
-    of: &[u32],
+    groups: &Groups<K>,
     before: &[Option<V>],
 ) -> Resolved<K, V> {
-    let mut state: Vec<Option<V>> = before.to_vec();
-    let outcomes = ops
-        .iter()
-        .zip(of)
-        .map(|(o, &g)| {
-            let s = &mut state[g as usize];
-            match *o {
-                Op::Insert(_, v) | Op::Replace(_, v) => {
-                    let was = s.replace(v);
-                    if was.is_some() {
-                        Outcome::Updated
-                    } else {
-                        Outcome::Inserted
-                    }
-                }
-                Op::Erase(_) => match s.take() {
-                    Some(_) => Outcome::Erased,
-                    None => Outcome::NotFound,
-                },
-                Op::Find(_) => match *s {
-                    Some(v) => Outcome::Found(v),
-                    None => Outcome::NotFound,
-                },
+    let mut outcomes = vec![Outcome::NotFound; ops.len()];
+    let out = Scatter(outcomes.as_mut_ptr());
+    let out = &out;
+    let nets: Vec<Net<V>> = (0..groups.starts.len())
+        .into_par_iter()
+        .map(|g| {
+            let mut s = before[g];
+            for &(_, i) in groups.run(g) {
+                let o = match ops[i as usize] {
+                    Op::Insert(_, v) | Op::Replace(_, v) => match s.replace(v) {
+                        Some(_) => Outcome::Updated,
+                        None => Outcome::Inserted,
+                    },
+                    Op::Erase(_) => match s.take() {
+                        Some(_) => Outcome::Erased,
+                        None => Outcome::NotFound,
+                    },
+                    Op::Find(_) => s.map_or(Outcome::NotFound, Outcome::Found),
+                };
+                // SAFETY: `i < ops.len()`, and no other group holds index `i` (see `Scatter`).
+                unsafe { *out.0.add(i as usize) = o };
+            }
+            match (before[g], s) {
+                (Some(_), None) => Net::Erase,
+                (b, Some(v)) if b != Some(v) => Net::Write(v, b.is_none()),
+                _ => Net::Keep,
             }
         })
         .collect();
-    let mut r = Resolved {
+    let key = |g: usize| groups.order[groups.starts[g]].0;
+    let erase = nets
+        .par_iter()
+        .enumerate()
+        .filter(|(_, n)| matches!(n, Net::Erase))
+        .map(|(g, _)| key(g))
+        .collect();
+    let (write_keys, write_values): (Vec<K>, Vec<V>) = nets
+        .par_iter()
+        .enumerate()
+        .filter_map(|(g, n)| match *n {
+            Net::Write(v, _) => Some((key(g), v)),
+            _ => None,
+        })
+        .unzip();
+    let new_keys = nets
+        .par_iter()
+        .filter(|n| matches!(n, Net::Write(_, true)))
+        .count();
+    Resolved {
         outcomes,
-        erase: Vec::new(),
-        write_keys: Vec::new(),
-        write_values: Vec::new(),
-        new_keys: 0,
-    };
-    for ((&k, b), a) in distinct.iter().zip(before).zip(&state) {
-        match (b, a) {
-            (Some(_), None) => r.erase.push(k),
-            (b, Some(v)) if b != &Some(*v) => {
-                r.new_keys += usize::from(b.is_none());
-                r.write_keys.push(k);
-                r.write_values.push(*v);
-            }
-            _ => {}
-        }
+        erase,
+        write_keys,
+        write_values,
+        new_keys,
     }
-    r
 }
 
 impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
@@ -155,9 +194,10 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
             return Ok(Vec::new());
         }
         let t0 = std::time::Instant::now();
-        let (distinct, of) = group(ops);
+        let groups = group(ops);
+        let distinct = groups.keys();
         let (before, _) = self.engine.find_options(&self.swap.keys(&distinct))?;
-        let r = resolve(ops, &distinct, &of, &before);
+        let r = resolve(ops, &groups, &before);
         tracing::trace!(
             target: "hashtile",
             phase = "apply: resolve",
@@ -204,10 +244,13 @@ mod tests {
             Op::Replace(5, 2),
             Op::Find(5),
         ];
-        let (distinct, of) = group(&ops);
-        assert_eq!(distinct, vec![3, 5]);
-        assert_eq!(of, vec![1, 0, 1, 1, 1]);
-        let r = resolve(&ops, &distinct, &of, &[Some(9), Some(7)]);
+        let groups = group(&ops);
+        assert_eq!(groups.keys(), vec![3, 5]);
+        assert_eq!(
+            groups.run(1).iter().map(|p| p.1).collect::<Vec<_>>(),
+            vec![0, 2, 3, 4]
+        );
+        let r = resolve(&ops, &groups, &[Some(9), Some(7)]);
         assert_eq!(
             r.outcomes,
             vec![
@@ -236,10 +279,10 @@ mod tests {
             Op::Erase(3),
             Op::Replace(4, 6),
         ];
-        let (distinct, of) = group(&ops);
+        let groups = group(&ops);
         // 1: stored 4 before, erased and put back with 4: nothing to write. 2: absent before and after.
         // 3: stored, erased. 4: new.
-        let r = resolve(&ops, &distinct, &of, &[Some(4), None, Some(1), None]);
+        let r = resolve(&ops, &groups, &[Some(4), None, Some(1), None]);
         assert_eq!(r.erase, vec![3]);
         assert_eq!(
             (r.write_keys, r.write_values, r.new_keys),
