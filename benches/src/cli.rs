@@ -167,8 +167,8 @@ mod tests {
         let slots = err(&["--log2-keys", "30", "--load", "0.1"]);
         assert!(slots.contains("more than a table"), "{slots}");
         assert!(err(&["--ops", "count,sort"]).contains("unknown operation 'sort'"));
-        assert!(err(&["--ops", "set"]).contains("not built yet"));
         assert!(err(&["--ops", "growth", "--wide"]).contains("drop --wide"));
+        assert!(err(&["--ops", "mixed", "--wide"]).contains("drop --wide"));
     }
 
     #[test]
@@ -179,10 +179,11 @@ mod tests {
             "--log2-keys",
             "10",
             "--ops",
-            "count,erase,growth,aging",
+            "count,erase,set,growth,aging,mixed",
         ])
         .unwrap();
         assert!(r.args.count && r.args.erase && r.args.growth && r.args.aging);
+        assert!(r.args.set && r.args.mixed);
         let r = rates_of(&["--backend", "cpu", "--log2-keys", "10", "--ops", "aging"]).unwrap();
         assert!(r.args.aging && !r.args.count && !r.args.erase && !r.args.growth);
     }
