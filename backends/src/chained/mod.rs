@@ -92,9 +92,7 @@ macro_rules! on_gpu {
     };
 }
 
-/// The keys a chained table of `K` reserves: the empty sentinel (all ones) and the tombstone (all ones minus
-/// one).
-/// The first key of `keys` that a chained table reserves, as a typed error (a host scan with all cores: the
+/// The first key of `keys` that a chained table reserves (`reserved_keys`), as a typed error (a host scan with all cores: the
 /// CPU store's calls and mixed batches; a GPU store checks its calls' keys on the device as they land).
 fn check_keys<K: Key>(keys: &[K]) -> Result<()> {
     match first_reserved(&reserved_keys::<K>(), keys) {

@@ -6,7 +6,7 @@
 //! tile take turns serving each other's keys (warp-cooperative work sharing), and each lane gets its own answer
 //! back.
 
-use super::driver::{LaneOp, op, reads, status, tile_drive};
+use super::driver::{LaneOp, TileAnswer, op, reads, status, tile_drive};
 use super::layout::KeyLayout;
 use super::shape::TableMeta;
 use cubecl::prelude::*;
@@ -173,8 +173,54 @@ pub(crate) fn find_reading<S: ProbingScheme, L: KeyLayout>(
     #[comptime] want_slot: bool,
     #[comptime] framed: bool,
 ) -> FoundAt<L::Value> {
-    // A find changes nothing: no allocator, no stash, no gather output (one-word local stand-ins the driver
-    // never touches in a find).
+    let a = drive_lookup::<S, L>(
+        table_atomic,
+        table_keys,
+        table_values,
+        meta,
+        key,
+        active,
+        frames,
+        child,
+        op::FIND,
+        bucket_size,
+        tile_width,
+        read_mode,
+        count_probes,
+        want_slot,
+        framed,
+    );
+    FoundAt::<L::Value> {
+        found: u32::cast_from(a.status == status::FOUND),
+        value: a.value,
+        probes: a.probes,
+        slot: a.slot,
+    }
+}
+
+/// One keyed operation per lane that looks its key up and changes at most its slot ([`op::FIND`], or
+/// [`op::ERASE`]: the owner lane swaps the found slot to the erased word), on the tile driver; the finds' and
+/// the erase's one way in. No allocator, stash or gather output (one-word local stand-ins the driver never
+/// touches in these modes). All lanes must call.
+#[allow(clippy::too_many_arguments)]
+#[cube]
+pub(crate) fn drive_lookup<S: ProbingScheme, L: KeyLayout>(
+    table_atomic: &Array<Atomic<L::Word>>,
+    table_keys: &Array<L::Word>,
+    table_values: &Array<u64>,
+    meta: TableMeta,
+    key: L::Key,
+    active: bool,
+    frames: &Array<u32>,
+    child: u32,
+    #[comptime] mode: u32,
+    #[comptime] bucket_size: u32,
+    #[comptime] tile_width: u32,
+    #[comptime] read_mode: u32,
+    #[comptime] count_probes: bool,
+    #[comptime] want_slot: bool,
+    #[comptime] framed: bool,
+) -> TileAnswer<L::Value> {
     let no_counts = Array::<Atomic<u32>>::new(1usize);
     let mut no_stash = Array::<u64>::new(1usize);
     let mut no_out = Array::<L::Value>::new(1usize);
@@ -182,13 +228,13 @@ pub(crate) fn find_reading<S: ProbingScheme, L: KeyLayout>(
     // (and a set's erased word is a key of its own).
     let lane = LaneOp::<L::Key, L::Value> {
         mine: active && L::findable(key),
-        op: op::FIND,
+        op: mode,
         key,
         value: L::Value::new(0),
         child,
         at: 0u32,
     };
-    let a = tile_drive::<S, L, Assign>(
+    tile_drive::<S, L, Assign>(
         table_atomic,
         table_keys,
         table_values,
@@ -201,7 +247,7 @@ pub(crate) fn find_reading<S: ProbingScheme, L: KeyLayout>(
         meta,
         frames,
         lane,
-        op::FIND,
+        mode,
         bucket_size,
         tile_width,
         read_mode,
@@ -210,11 +256,5 @@ pub(crate) fn find_reading<S: ProbingScheme, L: KeyLayout>(
         want_slot,
         framed,
         false,
-    );
-    FoundAt::<L::Value> {
-        found: u32::cast_from(a.status == status::FOUND),
-        value: a.value,
-        probes: a.probes,
-        slot: a.slot,
-    }
+    )
 }

@@ -6,11 +6,10 @@
 //! key word of its own: a set reserves it beside the empty key (all ones), as cuCollections' sets take an
 //! erased sentinel, and finds never look it up ([`KeyLayout::findable`]).
 
-use super::layout::KeyLayout;
-use super::shape::{TableMeta, bucket_of, bucket_of_wide};
+use super::layout::{KeyLayout, Packed, Wide};
+use super::shape::TableMeta;
 use cubecl::prelude::*;
-use hashtile_core::hash::key_mix;
-use hashtile_core::tile::{LaneSlots, TileLane, tile_shuffle, tile_shuffle_u64};
+use hashtile_core::tile::{LaneSlots, TileLane};
 
 /// 32-bit keys alone, one `u32` word per slot (see the module docs).
 pub struct Keys32;
@@ -39,11 +38,12 @@ impl KeyLayout for Keys32 {
     fn findable(key: u32) -> bool {
         key < 4294967294u32
     }
+    // Keys hash, place and move as a packed map's keys do.
     fn key_mix(key: u32) -> u32 {
-        key_mix(key, 0u32)
+        Packed::key_mix(key)
     }
     fn bucket(meta: TableMeta, key: u32, i: u32) -> u32 {
-        bucket_of(meta, key, i)
+        Packed::bucket(meta, key, i)
     }
     fn key_bits(key: u32) -> u64 {
         key as u64
@@ -60,7 +60,7 @@ impl KeyLayout for Keys32 {
         u32::new(0)
     }
     fn shuffle_key(key: u32, src: u32, tl: TileLane, #[comptime] tile_width: u32) -> u32 {
-        tile_shuffle(key, src, tl, tile_width)
+        Packed::shuffle_key(key, src, tl, tile_width)
     }
     #[allow(unused_variables)]
     fn shuffle_value(value: u32, src: u32, tl: TileLane, #[comptime] tile_width: u32) -> u32 {
@@ -119,11 +119,12 @@ impl KeyLayout for Keys64 {
     fn findable(key: u64) -> bool {
         key < 18446744073709551614u64
     }
+    // Keys hash, place and move as a wide map's keys do.
     fn key_mix(key: u64) -> u32 {
-        key_mix((key & 0xffff_ffffu64) as u32, (key >> 32u64) as u32)
+        Wide::key_mix(key)
     }
     fn bucket(meta: TableMeta, key: u64, i: u32) -> u32 {
-        bucket_of_wide(meta, key, i)
+        Wide::bucket(meta, key, i)
     }
     fn key_bits(key: u64) -> u64 {
         key
@@ -140,7 +141,7 @@ impl KeyLayout for Keys64 {
         u32::new(0)
     }
     fn shuffle_key(key: u64, src: u32, tl: TileLane, #[comptime] tile_width: u32) -> u64 {
-        tile_shuffle_u64(key, src, tl, tile_width)
+        Wide::shuffle_key(key, src, tl, tile_width)
     }
     #[allow(unused_variables)]
     fn shuffle_value(value: u32, src: u32, tl: TileLane, #[comptime] tile_width: u32) -> u32 {

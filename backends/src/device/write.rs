@@ -24,7 +24,7 @@
 
 use super::counters::{ADDED_AT, ERASED_AT, count_spread};
 use super::driver::{LaneOp, op, reads, status, store_inserted_value, tile_drive};
-use super::find::{FindResult, FoundAt, find_reading, without_slot};
+use super::find::{FindResult, FoundAt, drive_lookup, find_reading, without_slot};
 use super::layout::KeyLayout;
 use super::shape::TableMeta;
 use cubecl::prelude::*;
@@ -292,39 +292,21 @@ pub(crate) fn erase_slot<S: ProbingScheme, L: KeyLayout>(
     #[comptime] tile_width: u32,
     #[comptime] plain_reads: bool,
 ) -> bool {
-    // An erase has no allocator, stash or gather output, and one table (one-word stand-ins, never touched).
+    // One table: no frame descriptors (a one-word stand-in, never read).
     let frames = Array::<u32>::new(1usize);
-    let no_counts = Array::<Atomic<u32>>::new(1usize);
-    let mut no_stash = Array::<u64>::new(1usize);
-    let mut no_out = Array::<L::Value>::new(1usize);
-    let lane = LaneOp::<L::Key, L::Value> {
-        mine: active && L::findable(key),
-        op: op::ERASE,
-        key,
-        value: L::Value::new(0),
-        child: 0u32,
-        at: 0u32,
-    };
-    let read_mode = comptime!(reads::for_writes(plain_reads));
-    let a = tile_drive::<S, L, Assign>(
+    let a = drive_lookup::<S, L>(
         table,
         table_plain,
         table_values,
-        &no_counts,
-        0u32,
-        &mut no_stash,
-        &no_counts,
-        0u32,
-        &mut no_out,
         meta,
+        key,
+        active,
         &frames,
-        lane,
+        0u32,
         op::ERASE,
         bucket_size,
         tile_width,
-        read_mode,
-        true,
-        false,
+        comptime!(reads::for_writes(plain_reads)),
         false,
         false,
         false,

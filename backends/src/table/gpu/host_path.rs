@@ -599,23 +599,20 @@ pub(crate) fn upsert<R: HostTransfer, T: BatchTable<R>>(
                 Some(&mut sentinel),
                 segmented,
             )?;
-            // A set's batch has no values buffer of its own (see above).
-            let (vh, own_values) = match vh {
-                Some(v) => (v, true),
-                None => (kh.clone(), false),
-            };
-            let vh_own = own_values.then(|| vh.clone());
+            // A set's batch has no values buffer of its own: its launches get the keys' in their place (see
+            // above); only a buffer of its own goes back to the cache.
+            let vh_in = vh.clone().unwrap_or_else(|| kh.clone());
             if let Some(i) = sentinel {
                 debug_assert_eq!(queued, 0, "nothing is inserted before the scan is clean");
                 dedup.release(t.cache());
                 // Only scratch buffers and the mask were written: the table is unchanged.
-                give_batch(t.cache(), (kh, vh_own.clone(), mask), m, (kb, vb));
+                give_batch(t.cache(), (kh, vh, mask), m, (kb, vb));
                 return Err(Error::SentinelKey { index: start + i });
             }
             if queued > 0 {
                 // The segments' inserts are queued already.
                 t.note_queued(queued);
-                give_batch(t.cache(), (kh, vh_own.clone(), mask), m, (kb, vb));
+                give_batch(t.cache(), (kh, vh, mask), m, (kb, vb));
                 guarded = Some(dedup);
             } else {
                 dedup.release(t.cache());
@@ -624,7 +621,7 @@ pub(crate) fn upsert<R: HostTransfer, T: BatchTable<R>>(
                 if t.stored() + m > t.slots() {
                     let incoming = count(t.client(), &mask, m, MASK_NEW);
                     if t.stored() + incoming > t.slots() {
-                        give_batch(t.cache(), (kh, vh_own.clone(), mask), m, (kb, vb));
+                        give_batch(t.cache(), (kh, vh, mask), m, (kb, vb));
                         return Err(Error::CapacityExceeded {
                             len: t.stored(),
                             incoming,
@@ -639,10 +636,10 @@ pub(crate) fn upsert<R: HostTransfer, T: BatchTable<R>>(
                 if had_pairs {
                     // Updates first, in a launch of their own: they never evict, so no key is in flight while
                     // they search; then the new keys, distinct and absent, without the duplicate check.
-                    t.insert_queued(&kh, &vh, Some((&mask, MASK_UPDATE)), m, true);
+                    t.insert_queued(&kh, &vh_in, Some((&mask, MASK_UPDATE)), m, true);
                 }
-                t.insert_queued(&kh, &vh, Some((&mask, MASK_NEW)), m, false);
-                give_batch(t.cache(), (kh, vh_own.clone(), mask), m, (kb, vb));
+                t.insert_queued(&kh, &vh_in, Some((&mask, MASK_NEW)), m, false);
+                give_batch(t.cache(), (kh, vh, mask), m, (kb, vb));
             }
         }
         let mut trace = trace();
