@@ -6,7 +6,8 @@
 //!   [`gpu::GpuTable`], behind the static table's [`Engine`]), [`paged`] (Starfish: tables larger than device
 //!   memory, children of any static scheme, each a static table wrapped with its residency: the paging
 //!   protocol is the paged table's own), [`chained`] (SlabHash: slab-list chaining), [`csr`] (HashGraph:
-//!   static CSR multimaps and joins);
+//!   static CSR multimaps and joins), [`sharded`] (one map over shards on several devices, each a static
+//!   table);
 //! - the shared device layer, [`device`]: the `#[cube]` table shape, key layouts and the device API;
 //! - the shared runtime layer, [`runtime`]: launch helpers, host transfers and pinned memory, the one runtime
 //!   dispatch, device scans;
@@ -21,6 +22,7 @@ pub mod paged;
 pub mod results;
 pub mod runtime;
 pub mod select;
+pub mod sharded;
 pub mod table;
 
 /// The GPU engines and the device API, gathered for users: `GpuTable` (device-resident calls), key layouts,
@@ -69,6 +71,8 @@ pub use paged::protocol::{
 };
 pub use runtime::kernel_cache::{KernelCache, kernel_cache_dir, set_kernel_cache};
 pub use runtime::transfer::PinnedBuffer;
-pub use select::{Backend, BackendChoice, is_available, resolve};
+pub use select::{Backend, BackendChoice, device_count, is_available, resolve};
+pub use sharded::ShardedTable;
+pub use sharded::config::{ShardedConfig, Shards};
 pub use table::engine::{Engine, Inserted};
 pub use table::{DEFAULT_SEED, HashSet, HashTable, TableConfig, default_bucket_size_of};

@@ -69,6 +69,35 @@ pub fn is_available(backend: Backend) -> bool {
     }
 }
 
+/// How many devices of `backend` answer: the CUDA driver's GPUs; 1 for an available Vulkan adapter (wgpu's
+/// preferred one; a table may still name another discrete GPU by its ordinal); 1 for the CPU; 0 for a backend
+/// that is not there.
+pub fn device_count(backend: Backend) -> usize {
+    if !is_available(backend) {
+        return 0;
+    }
+    match backend {
+        Backend::Cpu => 1,
+        Backend::Vulkan => 1,
+        Backend::Cuda => cuda_device_count(),
+    }
+}
+
+fn cuda_device_count() -> usize {
+    #[cfg(feature = "cuda")]
+    {
+        use cudarc::driver::result as cu;
+        // CubeCL's client (made by `cuda_available`) has initialised the driver.
+        cu::device::get_count()
+            .map(|n| n.max(0) as usize)
+            .unwrap_or(1)
+    }
+    #[cfg(not(feature = "cuda"))]
+    {
+        0
+    }
+}
+
 /// Resolves a choice to a backend (`Auto`: CUDA, then Vulkan, then CPU).
 pub fn resolve(choice: BackendChoice) -> Backend {
     match choice {

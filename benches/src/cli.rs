@@ -9,7 +9,7 @@
 //! lists, names), table sizes (slots must fit in `u32`), the backend (an explicitly asked GPU backend must
 //! answer), memory (an estimate of the run's peak host and device bytes against what the machine has).
 
-use crate::{chained, csr, first_call, host, paged, rates, scan, sweep};
+use crate::{chained, csr, first_call, host, paged, rates, scan, sharded, sweep};
 
 /// The command line: a subcommand, or the `rates` options alone (the original flat invocation).
 #[derive(clap::Parser, Debug)]
@@ -65,6 +65,10 @@ pub enum Cmd {
     /// warm ones (every kernel loaded from the persistent kernel cache), each also timing a second table's
     /// calls; every answer checked.
     FirstCall(first_call::FirstCallArgs),
+    /// A sharded table over 1, 2, 4, ... devices against one device's table in the same run (weak scaling:
+    /// the same keys per shard): insert, find_into and find on host data, every answer checked; CSV and an SVG
+    /// plot of speedup against devices.
+    Sharded(sharded::ShardedArgs),
 }
 
 /// Parses the process's command line. `--help` and `--version` print and exit here (status 0); every parse
@@ -234,6 +238,22 @@ mod tests {
         assert_eq!(a.experiments, vec![Host, Bulk]);
         assert_eq!(a.batches, vec![10, 12]);
         assert_eq!(a.out_dir, ".");
+    }
+
+    #[test]
+    fn sharded_options_are_checked() {
+        let of = |args: &[&str]| match parse(&[&["sharded"][..], args].concat())?.cmd {
+            Some(Cmd::Sharded(a)) => sharded::check(a),
+            other => panic!("parsed as {other:?}"),
+        };
+        let err = |args: &[&str]| of(args).err().unwrap_or_default();
+        assert!(err(&["--shards", "0,2"]).contains("--shards"));
+        assert!(err(&["--load", "1.5"]).contains("--load 1.5"));
+        assert!(err(&["--runs", "0"]).contains("--runs 0"));
+        assert!(err(&["--scheme", "nope"]).contains("nope"));
+        let a = of(&["--shards", "1,2,4,8", "--log2-keys", "20"]).unwrap();
+        assert_eq!(a.shards, vec![1, 2, 4, 8]);
+        assert_eq!(a.log2_keys, 20);
     }
 
     #[test]

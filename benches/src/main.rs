@@ -14,10 +14,11 @@
 //! rebuilding BCHT, operation mixes, the slab allocator, the host calls against the CPU store, beside the
 //! original SlabHash's results where given; one file per experiment in `chained/`), `paged` (issue 12's
 //! experiments on paged tables larger than their device budget; `paged/`), `first-call` (a fresh process's first
-//! insert and find, cold and from the persistent kernel cache; `first_call.rs`).
+//! insert and find, cold and from the persistent kernel cache; `first_call.rs`), `sharded` (issue 31: a sharded table
+//! over 1, 2, 4 devices against one device's table; `sharded.rs`).
 //!
 //! Layout, top down: this file (the exit path) and `cli` (the command line) import the modes; each mode (`rates/`,
-//! `sweep/`, `host.rs`, `csr/`, `scan.rs`, `chained/`, `paged/`, `first_call.rs`) holds its options, their checks and its
+//! `sweep/`, `host.rs`, `csr/`, `scan.rs`, `chained/`, `paged/`, `first_call.rs`, `sharded.rs`) holds its options, their checks and its
 //! measurements; the leaves below them import no mode: `checks` (shared checks of the command line), `families`
 //! (the chained and CSR tables' host calls against the static table's, for `host`), `footprint`
 //! (memory estimates), `common` (the median, keys, scheme parameters, oracle checks), `baseline` (the device
@@ -39,6 +40,7 @@ mod paged;
 mod plot;
 mod rates;
 mod scan;
+mod sharded;
 mod sweep;
 
 use cli::Cmd;
@@ -75,6 +77,7 @@ fn run() -> Result<i32, BenchError> {
         Some(Cmd::Scan(args)) => scan::run(&scan::check(args)?).map_err(BenchError::Run),
         Some(Cmd::Chained(args)) => chained::run(&chained::check(args)?).map_err(BenchError::Run),
         Some(Cmd::Paged(args)) => paged::run(&paged::check(args)?).map_err(BenchError::Run),
+        Some(Cmd::Sharded(args)) => sharded::run(&sharded::check(args)?).map_err(BenchError::Run),
         Some(Cmd::FirstCall(args)) => {
             first_call::run(&first_call::check(args)?).map_err(BenchError::Run)
         }

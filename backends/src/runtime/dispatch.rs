@@ -1,12 +1,13 @@
 //! The one way to pick and hold a runtime: `on_backend` runs a piece of work (`OnRuntime`) on the CubeCL
-//! runtime a [`Backend`] names, and `shared_stager` keeps one set of host transfers per runtime for the
-//! process.
+//! runtime a [`Backend`] names, and `shared_stager` keeps one set of host transfers per runtime and device
+//! for the process.
 
 use super::kernel_cache::client;
 use super::transfer::CopyCeiling;
 use crate::runtime::transfer::HostTransfer;
 use crate::select::Backend;
 use cubecl::prelude::*;
+use cubecl::stream_id::StreamId;
 use hashtile_core::Result;
 use std::sync::Arc;
 
@@ -19,19 +20,52 @@ pub(crate) trait OnRuntime {
     fn run<R: HostTransfer>(self, client: ComputeClient<R>) -> Result<Self::Out>;
 }
 
-/// Runs `work` on `backend` (checked available and not the CPU by the caller).
+/// Runs `work` on `backend`'s default device (checked available and not the CPU by the caller).
 pub(crate) fn on_backend<W: OnRuntime>(backend: Backend, work: W) -> Result<W::Out> {
+    on_device(backend, 0, work)
+}
+
+/// Runs `work` on device `device` of `backend` (checked available and not the CPU by the caller; a CUDA
+/// ordinal past the driver's devices is [`hashtile_core::Error::InvalidConfig`]). Vulkan's device 0 is the adapter wgpu
+/// prefers, its others the discrete GPUs in wgpu's order.
+pub(crate) fn on_device<W: OnRuntime>(backend: Backend, device: usize, work: W) -> Result<W::Out> {
     let _ = &work;
+    let count = crate::select::device_count(backend);
+    if backend == Backend::Cuda && device >= count {
+        return Err(hashtile_core::Error::InvalidConfig(format!(
+            "device {device} of {backend} asked for; {count} answered"
+        )));
+    }
     match backend {
         #[cfg(feature = "cuda")]
-        Backend::Cuda => work.run(client::<cubecl::cuda::CudaRuntime>(&Default::default())),
+        Backend::Cuda => work.run(client::<cubecl::cuda::CudaRuntime>(
+            &cubecl::cuda::CudaDevice::new(device),
+        )),
         #[cfg(feature = "vulkan")]
-        Backend::Vulkan => work.run(client::<cubecl::wgpu::WgpuRuntime>(&Default::default())),
+        Backend::Vulkan => work.run(client::<cubecl::wgpu::WgpuRuntime>(&if device == 0 {
+            Default::default()
+        } else {
+            cubecl::wgpu::WgpuDevice::DiscreteGpu(device)
+        })),
         b => Err(crate::select::unavailable(b)),
     }
 }
 
-/// The host transfers every table of runtime `R` that does not own a stager shares (CSR tables and joins,
+/// A CubeCL stream of a table's own. CubeCL queues work on a stream per calling thread, and a table's buffers
+/// written on one thread's stream and read on another's were seen to give wrong answers (several tables on one
+/// Vulkan device called from threads made per call: a counting pass read a buffer before its writes), so every
+/// table runs each call on the stream it was made with ([`StreamId::executes`]), whichever thread calls: tables
+/// move between threads, and tables on different streams still run at the same time. The ids start far from
+/// the ones CubeCL gives threads (a counter from 0); ids share a device's streams modulo their number.
+pub(crate) fn table_stream() -> StreamId {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(1 << 48);
+    StreamId {
+        value: NEXT.fetch_add(1, Ordering::Relaxed),
+    }
+}
+
+/// The host transfers every table of runtime `R` on `client`'s device that does not own a stager shares (CSR tables and joins,
 /// chained tables, paged tables' children). A stager holds a stream and pinned
 /// staging buffers, whose allocation costs about as much as building a table of 2^25 keys (measured on the H100:
 /// 1.1 G keys/s with a stager per table, 8.5 without), so it is made once per runtime and kept for the
@@ -40,20 +74,18 @@ pub(crate) fn shared_stager<R: HostTransfer>(client: &ComputeClient<R>) -> Resul
     use std::any::{Any, TypeId};
     use std::collections::HashMap;
     use std::sync::{Mutex, OnceLock};
-    type Stagers = Mutex<HashMap<TypeId, Box<dyn Any + Send + Sync>>>;
+    type Stagers = Mutex<HashMap<(TypeId, usize), Box<dyn Any + Send + Sync>>>;
     static STAGERS: OnceLock<Stagers> = OnceLock::new();
+    let id = (TypeId::of::<R>(), R::ordinal(client)?);
     let mut m = STAGERS
         .get_or_init(Default::default)
         .lock()
         .unwrap_or_else(|e| e.into_inner());
-    if let Some(s) = m
-        .get(&TypeId::of::<R>())
-        .and_then(|s| s.downcast_ref::<Arc<R::Stager>>())
-    {
+    if let Some(s) = m.get(&id).and_then(|s| s.downcast_ref::<Arc<R::Stager>>()) {
         return Ok(s.clone());
     }
     let s = Arc::new(R::stager(client)?);
-    m.insert(TypeId::of::<R>(), Box::new(s.clone()));
+    m.insert(id, Box::new(s.clone()));
     Ok(s)
 }
 

@@ -3,8 +3,10 @@
 //! `host_memory`, crate-internal), the one host-I/O layer every family's host calls go through ([`host_io`]),
 //! the one runtime dispatch ([`dispatch`]), the persistent kernel cache every client is made under
 //! ([`kernel_cache`]), device prefix sums ([`scan`]), phase timings as `tracing` events
-//! (`trace`, crate-internal: device-syncing marks and host-time laps) and host word casts ([`words`]).
+//! (`trace`, crate-internal: device-syncing marks and host-time laps), host word casts ([`words`]) and
+//! disjoint parallel writes (`disjoint`, crate-internal).
 
+pub(crate) mod disjoint;
 pub mod dispatch;
 pub mod host_io;
 pub(crate) mod host_memory;

@@ -28,6 +28,9 @@ pub trait HostTransfer: Runtime {
     type Stager: Send + Sync + 'static;
     /// Makes the transfer state for `client`'s device.
     fn stager(client: &ComputeClient<Self>) -> Result<Self::Stager>;
+    /// The ordinal of `client`'s device among the runtime's devices (0 where the runtime has one device or no
+    /// driver ordinals: Vulkan), so that transfer state is made and shared per device.
+    fn ordinal(client: &ComputeClient<Self>) -> Result<usize>;
     /// A new device buffer holding `src` (ready for kernels when this returns).
     fn upload(client: &ComputeClient<Self>, stager: &Self::Stager, src: &[u8]) -> Result<Handle> {
         let dst = client.empty(src.len().max(4));
@@ -172,6 +175,9 @@ impl HostTransfer for cubecl::wgpu::WgpuRuntime {
     const UPLOADS_INTO_DSTS: bool = false;
     fn stager(_: &ComputeClient<Self>) -> Result<()> {
         Ok(())
+    }
+    fn ordinal(_: &ComputeClient<Self>) -> Result<usize> {
+        Ok(0)
     }
     fn upload_chunked(
         client: &ComputeClient<Self>,
@@ -461,10 +467,29 @@ mod cuda {
         type Stager = CudaStager;
         const UPLOADS_INTO_DSTS: bool = true;
 
+        fn ordinal(client: &ComputeClient<Self>) -> Result<usize> {
+            // The client does not say which device it drives; a buffer of its own does.
+            let probe = client.empty(4);
+            let ptr = device_ptr(client, &probe)?;
+            let mut ordinal: std::ffi::c_int = 0;
+            // SAFETY: a query of one attribute of a live device allocation into `ordinal`.
+            let r = unsafe {
+                sys::cuPointerGetAttribute(
+                    (&mut ordinal as *mut std::ffi::c_int).cast(),
+                    sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                    ptr as sys::CUdeviceptr,
+                )
+            };
+            if r != sys::CUresult::CUDA_SUCCESS {
+                return Err(device_error("cuPointerGetAttribute", r));
+            }
+            Ok(ordinal.max(0) as usize)
+        }
+
         fn stager(client: &ComputeClient<Self>) -> Result<CudaStager> {
             // CubeCL runs in the device's primary context; retaining it again gives the same context.
-            let _ = client.properties();
-            let dev = check("cuDeviceGet", cu::device::get(0))?;
+            let ordinal = Self::ordinal(client)?;
+            let dev = check("cuDeviceGet", cu::device::get(ordinal as std::ffi::c_int))?;
             // SAFETY: `dev` is a valid device; the retained context is never released (CubeCL keeps it too).
             let ctx = check("cuDevicePrimaryCtxRetain", unsafe {
                 cu::primary_ctx::retain(dev)

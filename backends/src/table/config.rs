@@ -41,6 +41,9 @@ pub struct TableConfig {
     /// The one key value the table cannot store, widened (`None`: the all-ones key, `Key::EMPTY`). See
     /// [`TableConfig::reserved_key`].
     pub reserved_key: Option<u64>,
+    /// GPU backends: which of the backend's devices holds the table (default 0: CUDA's first GPU, Vulkan's
+    /// preferred adapter). See [`TableConfig::device`].
+    pub device: usize,
 }
 
 impl TableConfig {
@@ -59,6 +62,7 @@ impl TableConfig {
             batch_keys: None,
             growth: None,
             reserved_key: None,
+            device: 0,
         }
     }
     /// A table sized so that `n` keys fill it to `load_factor`, which must be in `(0, 1]` (else
@@ -161,6 +165,15 @@ impl TableConfig {
     /// ```
     pub fn reserved_key<K: hashtile_core::Key>(mut self, key: K) -> Self {
         self.reserved_key = Some(key.widen());
+        self
+    }
+    /// Puts the table on device `ordinal` of its GPU backend (CUDA: the driver's ordinal, as `CUDA_VISIBLE_DEVICES`
+    /// leaves them; Vulkan: discrete GPU `ordinal`, 0 being wgpu's preferred adapter). Each device has its own
+    /// CubeCL client, stream and pinned staging buffers, so tables on different devices run their calls at the
+    /// same time from different threads (what [`ShardedTable`](crate::ShardedTable) does). The CPU backend
+    /// ignores it. A CUDA ordinal past the driver's devices is [`Error::InvalidConfig`] when the table is made.
+    pub fn device(mut self, ordinal: usize) -> Self {
+        self.device = ordinal;
         self
     }
     /// Sets how many re-seeded rebuilds an insert may try.

@@ -20,6 +20,7 @@
 
 use super::HashTable;
 use crate::results::{Op, Outcome};
+use crate::runtime::disjoint::DisjointWrites;
 use hashtile_core::scheme::SchemeInfo;
 use hashtile_core::{Error, Key, Result, Value};
 use rayon::prelude::*;
@@ -83,11 +84,6 @@ enum Net<V> {
     Write(V, bool),
 }
 
-/// Outcome slots written by many threads, each at indices no other thread writes.
-struct Scatter<V>(*mut Outcome<V>);
-// SAFETY: `resolve` writes each index through it exactly once (every operation index appears in one group).
-unsafe impl<V: Send> Sync for Scatter<V> {}
-
 /// Runs each key's operations in batch order from `before` (the stored value of each of the groups' keys, in
 /// key order), the groups in parallel.
 pub(crate) fn resolve<K: Key, V: Value>(
@@ -96,7 +92,7 @@ pub(crate) fn resolve<K: Key, V: Value>(
     before: &[Option<V>],
 ) -> Resolved<K, V> {
     let mut outcomes = vec![Outcome::NotFound; ops.len()];
-    let out = Scatter(outcomes.as_mut_ptr());
+    let out = DisjointWrites::new(&mut outcomes);
     let out = &out;
     let nets: Vec<Net<V>> = (0..groups.starts.len())
         .into_par_iter()
@@ -114,8 +110,8 @@ pub(crate) fn resolve<K: Key, V: Value>(
                     },
                     Op::Find(_) => s.map_or(Outcome::NotFound, Outcome::Found),
                 };
-                // SAFETY: `i < ops.len()`, and no other group holds index `i` (see `Scatter`).
-                unsafe { *out.0.add(i as usize) = o };
+                // SAFETY: no other group holds operation `i` (every operation is in exactly one group).
+                unsafe { out.write(i as usize, o) };
             }
             match (before[g], s) {
                 (Some(_), None) => Net::Erase,
@@ -184,50 +180,53 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
     /// # Ok::<(), hashtile_core::Error>(())
     /// ```
     pub fn apply(&mut self, ops: &[Op<K, V>]) -> Result<Vec<Outcome<V>>> {
-        if let Some(index) = ops
-            .iter()
-            .position(|o| matches!(o, Op::Insert(k, _) | Op::Replace(k, _) if self.swap.key(*k).is_sentinel()))
-        {
-            return Err(Error::SentinelKey { index });
-        }
-        if ops.is_empty() {
-            return Ok(Vec::new());
-        }
-        let t0 = std::time::Instant::now();
-        let groups = group(ops);
-        let distinct = groups.keys();
-        let (before, _) = self.engine.find_options(&self.swap.keys(&distinct))?;
-        let r = resolve(ops, &groups, &before);
-        tracing::trace!(
-            target: "hashtile",
-            phase = "apply: resolve",
-            ops = ops.len(),
-            keys = distinct.len(),
-            erase = r.erase.len(),
-            write = r.write_keys.len(),
-            ms = t0.elapsed().as_secs_f64() * 1e3
-        );
-        let after = self.len() - r.erase.len() + r.new_keys;
-        if self.config.growth.is_none() && after > self.capacity() {
-            return Err(Error::CapacityExceeded {
-                len: self.len() - r.erase.len(),
-                incoming: r.new_keys,
-                capacity: self.capacity(),
-            });
-        }
-        if !r.erase.is_empty() {
-            let erased = self.erase(&r.erase)?;
-            if erased != r.erase.len() {
-                return Err(Error::Device(format!(
-                    "apply: {} keys found stored, {erased} erased",
-                    r.erase.len()
-                )));
+        let stream = self.stream;
+        stream.executes(|| {
+            if let Some(index) = ops
+                .iter()
+                .position(|o| matches!(o, Op::Insert(k, _) | Op::Replace(k, _) if self.swap.key(*k).is_sentinel()))
+            {
+                return Err(Error::SentinelKey { index });
             }
-        }
-        if !r.write_keys.is_empty() {
-            self.insert(&r.write_keys, &r.write_values)?;
-        }
-        Ok(r.outcomes)
+            if ops.is_empty() {
+                return Ok(Vec::new());
+            }
+            let t0 = std::time::Instant::now();
+            let groups = group(ops);
+            let distinct = groups.keys();
+            let (before, _) = self.engine.find_options(&self.swap.keys(&distinct))?;
+            let r = resolve(ops, &groups, &before);
+            tracing::trace!(
+                target: "hashtile",
+                phase = "apply: resolve",
+                ops = ops.len(),
+                keys = distinct.len(),
+                erase = r.erase.len(),
+                write = r.write_keys.len(),
+                ms = t0.elapsed().as_secs_f64() * 1e3
+            );
+            let after = self.len() - r.erase.len() + r.new_keys;
+            if self.config.growth.is_none() && after > self.capacity() {
+                return Err(Error::CapacityExceeded {
+                    len: self.len() - r.erase.len(),
+                    incoming: r.new_keys,
+                    capacity: self.capacity(),
+                });
+            }
+            if !r.erase.is_empty() {
+                let erased = self.erase(&r.erase)?;
+                if erased != r.erase.len() {
+                    return Err(Error::Device(format!(
+                        "apply: {} keys found stored, {erased} erased",
+                        r.erase.len()
+                    )));
+                }
+            }
+            if !r.write_keys.is_empty() {
+                self.insert(&r.write_keys, &r.write_values)?;
+            }
+            Ok(r.outcomes)
+        })
     }
 }
 

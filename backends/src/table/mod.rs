@@ -10,11 +10,13 @@ mod mixed;
 mod reserved;
 mod set;
 
+use crate::runtime::dispatch::table_stream;
 use crate::runtime::host_io::check_out_len;
 use crate::runtime::transfer::PinnedBuffer;
 use crate::select::{Backend, BackendChoice, is_available, resolve, unavailable};
 use crate::table::cpu::CpuTable;
 use crate::table::engine::{Engine, Inserted, refill};
+use cubecl::stream_id::StreamId;
 use hashtile_core::element::first_sentinel;
 use hashtile_core::reduce::Reduction;
 use hashtile_core::scheme::{SchemeInfo, SchemeParams};
@@ -140,6 +142,9 @@ pub struct HashTable<S: SchemeInfo, K: Key, V: Value> {
     tombstones: usize,
     /// The user's reserved key swapped with the all-ones key (`TableConfig::reserved_key`).
     swap: KeySwap<K>,
+    /// The CubeCL stream every call of this table runs on, whichever thread makes it
+    /// (`runtime::dispatch::table_stream`).
+    stream: StreamId,
     _types: PhantomData<S>,
 }
 
@@ -194,7 +199,8 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
             share_stager: false,
             keys_only,
         };
-        let engine = make_engine::<S, K, V>(&config, shape, family)?;
+        let stream = table_stream();
+        let engine = stream.executes(|| make_engine::<S, K, V>(&config, shape, family))?;
         Ok(Self {
             engine,
             backend,
@@ -205,6 +211,7 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
             last_find: std::sync::Mutex::new(ProbeStats::default()),
             tombstones: 0,
             swap,
+            stream,
             _types: PhantomData,
         })
     }
@@ -262,9 +269,12 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
     /// unchanged. [`Error::BuildFailed`] is returned when, after `max_rebuilds` re-seeded rebuilds, some pairs
     /// still cannot be placed: they are returned in the error and every other pair is in the table.
     pub fn insert(&mut self, keys: &[K], values: &[V]) -> Result<()> {
-        let keys = self.swap.keys(keys);
-        self.insert_keys(&keys, values)
-            .map_err(|e| self.swap.error(e))
+        let stream = self.stream;
+        stream.executes(|| {
+            let keys = self.swap.keys(keys);
+            self.insert_keys(&keys, values)
+                .map_err(|e| self.swap.error(e))
+        })
     }
 
     /// [`HashTable::insert`] of the table's keys (the reserved key swapped).
@@ -312,9 +322,12 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
     ///
     /// [`Add`]: hashtile_core::reduce::Add
     pub fn insert_or_apply<F: Reduction>(&mut self, keys: &[K], values: &[V]) -> Result<()> {
-        let keys = self.swap.keys(keys);
-        self.insert_or_apply_keys::<F>(&keys, values)
-            .map_err(|e| self.swap.error(e))
+        let stream = self.stream;
+        stream.executes(|| {
+            let keys = self.swap.keys(keys);
+            self.insert_or_apply_keys::<F>(&keys, values)
+                .map_err(|e| self.swap.error(e))
+        })
     }
 
     /// [`HashTable::insert_or_apply`] of the table's keys.
@@ -473,8 +486,11 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
     /// # Ok::<(), hashtile_core::Error>(())
     /// ```
     pub fn erase(&mut self, keys: &[K]) -> Result<usize> {
-        let keys = self.swap.keys(keys);
-        self.erase_keys(&keys).map_err(|e| self.swap.error(e))
+        let stream = self.stream;
+        stream.executes(|| {
+            let keys = self.swap.keys(keys);
+            self.erase_keys(&keys).map_err(|e| self.swap.error(e))
+        })
     }
 
     /// [`HashTable::erase`] of the table's keys.
@@ -517,7 +533,8 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
     /// that will only be read again can do it to shorten lookups that probe past the marks. Nothing to do
     /// without marks.
     pub fn compact(&mut self) -> Result<()> {
-        self.compact_table().map_err(|e| self.swap.error(e))
+        let stream = self.stream;
+        stream.executes(|| self.compact_table().map_err(|e| self.swap.error(e)))
     }
 
     /// [`HashTable::compact`], its errors naming the table's keys.
@@ -581,18 +598,70 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
 
     /// Looks keys up: `Some(value)` if present, `None` if absent (the sentinel key is always absent).
     pub fn find(&self, keys: &[K]) -> Result<Vec<Option<V>>> {
-        let (answers, stats) = self.engine.find_options(&self.swap.keys(keys))?;
-        *self.last_find.lock().expect("poisoned") = stats;
-        Ok(answers)
+        let stream = self.stream;
+        stream.executes(|| {
+            let (answers, stats) = self.engine.find_options(&self.swap.keys(keys))?;
+            *self.last_find.lock().expect("poisoned") = stats;
+            Ok(answers)
+        })
     }
 
     /// Looks keys up into `out`: the value, or [`Value::ABSENT`] (all ones) for absent keys. On GPUs the values
     /// are copied straight into `out` (directly when it is pinned memory).
     pub fn find_into(&self, keys: &[K], out: &mut [V]) -> Result<()> {
-        check_out_len(keys.len(), out.len())?;
-        let stats = self.engine.find_into(&self.swap.keys(keys), out, None)?;
-        *self.last_find.lock().expect("poisoned") = stats;
-        Ok(())
+        let stream = self.stream;
+        stream.executes(|| {
+            check_out_len(keys.len(), out.len())?;
+            let stats = self.engine.find_into(&self.swap.keys(keys), out, None)?;
+            *self.last_find.lock().expect("poisoned") = stats;
+            Ok(())
+        })
+    }
+
+    /// [`HashTable::find_into`] with presence bits: bit `i % 32` of `found[i / 32]` set for present keys (the
+    /// sharded table's finds, whose answers are `Option`s and `bool`s built from both).
+    pub(crate) fn find_bits_into(
+        &self,
+        keys: &[K],
+        out: &mut [V],
+        found: &mut [u32],
+    ) -> Result<()> {
+        let stream = self.stream;
+        stream.executes(|| {
+            check_out_len(keys.len(), out.len())?;
+            found.fill(0);
+            let stats = self
+                .engine
+                .find_into(&self.swap.keys(keys), out, Some(found))?;
+            *self.last_find.lock().expect("poisoned") = stats;
+            Ok(())
+        })
+    }
+
+    /// `true` for the one key the table refuses ([`Error::SentinelKey`]): the all-ones key, or the configured
+    /// reserved key.
+    pub(crate) fn refuses(&self, key: K) -> bool {
+        self.swap.key(key).is_sentinel()
+    }
+
+    /// [`Error::CapacityExceeded`] if inserting `keys` would overflow a table without growth (the new keys
+    /// counted exactly only when the batch could), changing nothing.
+    pub(crate) fn check_room(&self, keys: &[K]) -> Result<()> {
+        let stream = self.stream;
+        stream.executes(|| {
+            if self.config.growth.is_some() || self.len() + keys.len() <= self.capacity() {
+                return Ok(());
+            }
+            let incoming = self.engine.count_new(&self.swap.keys(keys))?;
+            if self.len() + incoming > self.capacity() {
+                return Err(Error::CapacityExceeded {
+                    len: self.len(),
+                    incoming,
+                    capacity: self.capacity(),
+                });
+            }
+            Ok(())
+        })
     }
 
     /// Compiles the GPU kernels that `insert` (new keys and updates), `find`, `find_into` and `contains` launch,
@@ -640,16 +709,22 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
 
     /// Every stored pair (order unspecified).
     pub fn pairs(&self) -> Result<Vec<(K, V)>> {
-        let mut pairs = self.engine.pairs()?;
-        self.swap.pairs(&mut pairs);
-        Ok(pairs)
+        let stream = self.stream;
+        stream.executes(|| {
+            let mut pairs = self.engine.pairs()?;
+            self.swap.pairs(&mut pairs);
+            Ok(pairs)
+        })
     }
 
     /// For placement checks: `(key, bucket)` of every stored pair.
     pub fn placement(&self) -> Result<Vec<(K, u32)>> {
-        let mut placed = self.engine.placement()?;
-        self.swap.pairs(&mut placed);
-        Ok(placed)
+        let stream = self.stream;
+        stream.executes(|| {
+            let mut placed = self.engine.placement()?;
+            self.swap.pairs(&mut placed);
+            Ok(placed)
+        })
     }
 
     /// The buckets `key` may live in under the current hash family, along the scheme's probe sequence
@@ -667,9 +742,12 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
 
     /// Removes every pair (keeps the hash family).
     pub fn clear(&mut self) -> Result<()> {
-        let fam = self.engine.family();
-        self.tombstones = 0;
-        self.engine.reset(fam)
+        let stream = self.stream;
+        stream.executes(|| {
+            let fam = self.engine.family();
+            self.tombstones = 0;
+            self.engine.reset(fam)
+        })
     }
 
     /// A host buffer of `n` elements that this table's backend copies at the full bus rate: page-locked memory
@@ -762,6 +840,7 @@ pub(crate) fn gpu_spec<K: Key, V: Value>(
         keys_only: shape.keys_only,
         batch_keys: config.batch_keys,
         share_stager: shape.share_stager,
+        device: config.device,
     }
 }
 

@@ -47,17 +47,21 @@ impl<S: SchemeInfo, K: Key> HashSet<S, K> {
     /// Inserts keys (repeats and keys already present are no-ops) and returns how many were new. Errors:
     /// [`HashTable::insert`]'s, and a reserved key (see [`HashSet`]); each leaves the set unchanged.
     pub fn insert(&mut self, keys: &[K]) -> Result<usize> {
-        // The table's keys (the reserved-key swap), checked and inserted as they are: swapped once.
-        let keys = self.table.swap.keys(keys);
-        if let Some(e) = first_reserved(&reserved_keys::<K>(), &keys) {
-            return Err(e);
-        }
-        let before = self.table.len();
-        // The values are never read on GPUs (nor copied); zeroed pages the host does not touch there.
-        self.table
-            .insert_keys(&keys, &vec![0u32; keys.len()])
-            .map_err(|e| self.table.swap.error(e))?;
-        Ok(self.table.len() - before)
+        // On the table's stream, as every call of the table (`HashTable`'s `stream`).
+        let stream = self.table.stream;
+        stream.executes(|| {
+            // The table's keys (the reserved-key swap), checked and inserted as they are: swapped once.
+            let keys = self.table.swap.keys(keys);
+            if let Some(e) = first_reserved(&reserved_keys::<K>(), &keys) {
+                return Err(e);
+            }
+            let before = self.table.len();
+            // The values are never read on GPUs (nor copied); zeroed pages the host does not touch there.
+            self.table
+                .insert_keys(&keys, &vec![0u32; keys.len()])
+                .map_err(|e| self.table.swap.error(e))?;
+            Ok(self.table.len() - before)
+        })
     }
 
     /// `true` for each key that is present.

@@ -1,11 +1,11 @@
 //! Construction of GPU tables for each compiled-in runtime: `build` makes the [`GpuTable`] a [`GpuSpec`]
-//! describes on the runtime a backend names (`runtime::dispatch::on_backend`), with the layout its
+//! describes on the runtime and device a backend and the spec name (`runtime::dispatch::on_device`), with the layout its
 //! pairs need, and hands the concrete table to a `WrapTable` (`AsEngine`: a boxed [`Engine`]; owners that
 //! extend the table wrap it in their own type).
 
 use crate::device::layout::{KeyLayout, Packed, Wide};
 use crate::device::set_layout::{Keys32, Keys64};
-use crate::runtime::dispatch::{OnRuntime, on_backend};
+use crate::runtime::dispatch::{OnRuntime, on_device};
 use crate::runtime::transfer::HostTransfer;
 use crate::select::Backend;
 use crate::table::engine::Engine;
@@ -38,6 +38,8 @@ pub struct GpuSpec {
     /// Copy through the process's shared stager (tables that come in numbers) instead of one of the table's
     /// own.
     pub share_stager: bool,
+    /// Which of the backend's devices holds the table.
+    pub device: usize,
 }
 
 /// What [`build`] does with the table it made: the table's type depends on the runtime and the layout, so the
@@ -82,8 +84,9 @@ pub(crate) fn build<S: ProbingScheme, W: WrapTable<S>>(
     spec: GpuSpec,
     wrap: W,
 ) -> Result<W::Out> {
-    on_backend(
+    on_device(
         backend,
+        spec.device,
         Build {
             spec,
             options: options_for(backend),

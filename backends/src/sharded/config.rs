@@ -1,0 +1,128 @@
+//! [`ShardedConfig`]: how a sharded table is spread (which devices, how many shards) and what each shard is.
+
+use super::route::MAX_SHARDS;
+use crate::select::{Backend, BackendChoice, device_count, resolve};
+use crate::table::TableConfig;
+use hashtile_core::{Error, Result};
+
+/// Where the shards of a [`ShardedTable`](super::ShardedTable) live.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Shards {
+    /// One shard per device of the backend (the CPU backend: one shard).
+    #[default]
+    AllDevices,
+    /// One shard on each listed device ordinal, in this order (a device may be listed more than once).
+    Devices(Vec<usize>),
+    /// `n` shards over the backend's devices in turn (shard `i` on device `i % devices`): on the CPU backend, or
+    /// with one GPU, `n` shards side by side in one memory, with the exchange done there (tests of the sharded
+    /// logic without several GPUs).
+    Count(usize),
+}
+
+/// How to build a sharded table: the whole table's [`TableConfig`] (backend, capacity or keys and load, scheme
+/// settings, growth, reserved key) and where its shards go. Each shard gets the whole table's capacity divided
+/// by the shard count plus room for the keys' uneven spread over shards (four standard deviations), so a table
+/// made by `TableConfig::for_keys(n, load)` takes `n` random keys at about `load` in every shard.
+///
+/// ```
+/// use hashtile_backends::{Backend, BackendChoice, ShardedConfig, TableConfig};
+/// let config = ShardedConfig::new(
+///     TableConfig::for_keys(1 << 20, 0.8).backend(BackendChoice::Exactly(Backend::Cpu)),
+/// )
+/// .shards(4);
+/// assert_eq!(config.shard_devices()?, vec![0, 0, 0, 0]);
+/// # Ok::<(), hashtile_core::Error>(())
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct ShardedConfig {
+    /// The whole table (its `device` is ignored: [`ShardedConfig::shards`] places the shards).
+    pub table: TableConfig,
+    /// Where the shards go (default: one per device).
+    pub shards: Shards,
+    /// Seed of the route hash that picks a key's shard (independent of the shards' hash families).
+    pub route_seed: u64,
+}
+
+/// The route seed of a sharded table unless the user gives one.
+pub const DEFAULT_ROUTE_SEED: u64 = 0x5348_4152_4445_4421;
+
+impl ShardedConfig {
+    /// A sharded table of `table`'s size and settings, one shard per device of its backend.
+    pub fn new(table: TableConfig) -> Self {
+        Self {
+            table,
+            shards: Shards::AllDevices,
+            route_seed: DEFAULT_ROUTE_SEED,
+        }
+    }
+
+    /// `n` shards over the backend's devices in turn ([`Shards::Count`]).
+    pub fn shards(mut self, n: usize) -> Self {
+        self.shards = Shards::Count(n);
+        self
+    }
+
+    /// One shard on each of `ordinals` ([`Shards::Devices`]).
+    pub fn devices(mut self, ordinals: impl Into<Vec<usize>>) -> Self {
+        self.shards = Shards::Devices(ordinals.into());
+        self
+    }
+
+    /// Sets the route seed.
+    pub fn route_seed(mut self, seed: u64) -> Self {
+        self.route_seed = seed;
+        self
+    }
+
+    /// The backend the shards run on (`Auto` resolved).
+    pub fn backend(&self) -> Backend {
+        resolve(self.table.backend)
+    }
+
+    /// The device of each shard, checked: at least one shard and at most 256, and device ordinals the
+    /// backend has (CUDA), else [`Error::InvalidConfig`]; [`Error::BackendUnavailable`] for a backend that is
+    /// not there.
+    pub fn shard_devices(&self) -> Result<Vec<usize>> {
+        let backend = self.backend();
+        let count = device_count(backend);
+        if count == 0 {
+            return Err(crate::select::unavailable(backend));
+        }
+        let devices = match &self.shards {
+            Shards::AllDevices => (0..count).collect(),
+            Shards::Devices(d) => d.clone(),
+            Shards::Count(n) => (0..*n).map(|i| i % count).collect(),
+        };
+        if devices.is_empty() || devices.len() > MAX_SHARDS {
+            return Err(Error::InvalidConfig(format!(
+                "a sharded table has 1..={MAX_SHARDS} shards, not {}",
+                devices.len()
+            )));
+        }
+        if backend == Backend::Cuda
+            && let Some(&d) = devices.iter().find(|&&d| d >= count)
+        {
+            return Err(Error::InvalidConfig(format!(
+                "shard on CUDA device {d}; the driver has {count}"
+            )));
+        }
+        Ok(devices)
+    }
+
+    /// The table config of each of `shards` shards: the whole table's divided, with room for the spread.
+    pub(crate) fn shard_table(&self, shards: usize, device: usize) -> TableConfig {
+        let t = &self.table;
+        let per = t.capacity.div_ceil(shards);
+        let spread = if shards > 1 {
+            4 * (per as f64).sqrt().ceil() as usize + 64
+        } else {
+            0
+        };
+        TableConfig {
+            backend: BackendChoice::Exactly(self.backend()),
+            capacity: per + spread,
+            device,
+            ..t.clone()
+        }
+    }
+}

@@ -1,0 +1,462 @@
+//! Tables across devices: [`ShardedTable`] spreads one `K -> V` map over shards, each a [`HashTable`] on its own
+//! device (or several side by side on one device or the CPU), a key's shard picked by its route hash
+//! (`route`). A host batch is partitioned by shard on the host straight into each shard's page-locked staging
+//! buffers, and every shard runs its part on a thread of its own, so each GPU's part travels over its own link
+//! while the others' do. Answers come back in the caller's order.
+//!
+//! The sharded table is a family over the static one, as the paged tables are: every operation is the shards'
+//! own (`HashTable`'s insert, find, erase, insert-or-apply, mixed batches), so a shard behaves exactly as a
+//! table of its own would, and what this module adds is the partition, the threads and the bookkeeping.
+
+pub mod config;
+pub(crate) mod route;
+
+use crate::results::{Op, Outcome, present};
+use crate::runtime::host_memory::PinnedBuffer;
+use crate::select::Backend;
+use crate::table::HashTable;
+use config::ShardedConfig;
+use hashtile_core::reduce::Reduction;
+use hashtile_core::scheme::SchemeInfo;
+use hashtile_core::{Error, Key, Result, Value};
+use rayon::prelude::*;
+use route::{Partition, ShardRoute};
+use std::sync::Mutex;
+
+pub use route::MAX_SHARDS;
+
+/// One `K -> V` map over several shards, each a [`HashTable`] of scheme `S` on a device of its own (see
+/// [`ShardedConfig`]). Every call takes host data, partitions it by shard, runs each shard's part on its own
+/// thread (each GPU over its own link, at the same time) and returns answers in the caller's order.
+///
+/// ```
+/// use hashtile_backends::{Backend, BackendChoice, ShardedConfig, ShardedTable, TableConfig};
+/// use hashtile_probing::Bcht;
+/// let config = ShardedConfig::new(
+///     TableConfig::for_keys(1000, 0.8).backend(BackendChoice::Exactly(Backend::Cpu)),
+/// )
+/// .shards(3);
+/// let mut t: ShardedTable<Bcht, u32, u32> = ShardedTable::new(config)?;
+/// t.insert(&[1, 2, 3], &[10, 20, 30])?;
+/// assert_eq!(t.find(&[2, 9, 3])?, vec![Some(20), None, Some(30)]);
+/// assert_eq!(t.erase(&[1, 9])?, 1);
+/// assert_eq!(t.len(), 2);
+/// # Ok::<(), hashtile_core::Error>(())
+/// ```
+pub struct ShardedTable<S: SchemeInfo, K: Key, V: Value> {
+    shards: Vec<HashTable<S, K, V>>,
+    devices: Vec<usize>,
+    route: ShardRoute,
+    backend: Backend,
+    /// Each shard's staging buffers for its part of a batch (page-locked on CUDA), kept between calls.
+    scratch: Vec<Mutex<Scratch<K, V>>>,
+}
+
+/// A shard's part of a batch: its keys, and its values in or its answers out.
+struct Scratch<K: Key, V: Value> {
+    keys: PinnedBuffer<K>,
+    values: PinnedBuffer<V>,
+    found: Vec<u32>,
+}
+
+impl<K: Key, V: Value> Scratch<K, V> {
+    fn empty<S: SchemeInfo>(shard: &HashTable<S, K, V>) -> Self {
+        Self {
+            keys: shard.pinned_buffer(0),
+            values: shard.pinned_buffer(0),
+            found: Vec::new(),
+        }
+    }
+
+    /// Room for `n` keys and `n` values or answers: page-locked memory is slow to allocate, so buffers grow by
+    /// at least a quarter and are kept.
+    fn reserve<S: SchemeInfo>(&mut self, shard: &HashTable<S, K, V>, n: usize) {
+        let grown = n + n / 4;
+        if self.keys.len() < n {
+            self.keys = shard.pinned_buffer(grown);
+        }
+        if self.values.len() < n {
+            self.values = shard.pinned_buffer(grown);
+        }
+    }
+}
+
+impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
+    /// Builds an empty table: one [`HashTable`] per shard on its device, each of the whole table's capacity
+    /// divided by the shard count (with room for the keys' spread). Errors are [`HashTable::new`]'s and
+    /// [`ShardedConfig::shard_devices`]'.
+    pub fn new(config: ShardedConfig) -> Result<Self> {
+        let devices = config.shard_devices()?;
+        let backend = config.backend();
+        let n = devices.len();
+        let shards = devices
+            .iter()
+            .map(|&d| HashTable::new(config.shard_table(n, d)))
+            .collect::<Result<Vec<_>>>()?;
+        let scratch = shards
+            .iter()
+            .map(|s| Mutex::new(Scratch::empty(s)))
+            .collect();
+        Ok(Self {
+            shards,
+            devices,
+            route: ShardRoute {
+                seed: config.route_seed,
+                shards: n,
+            },
+            backend,
+            scratch,
+        })
+    }
+
+    /// The backend every shard runs on.
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+    /// How many shards.
+    pub fn shard_count(&self) -> usize {
+        self.shards.len()
+    }
+    /// Shard `i`'s table (its pairs are the table's pairs of the keys whose shard is `i`).
+    pub fn shard(&self, i: usize) -> &HashTable<S, K, V> {
+        &self.shards[i]
+    }
+    /// The device ordinal of each shard.
+    pub fn devices(&self) -> &[usize] {
+        &self.devices
+    }
+    /// The shard `key` lives in.
+    pub fn shard_of(&self, key: K) -> usize {
+        self.route.shard_of(key.widen())
+    }
+    /// Pairs stored, over all shards.
+    pub fn len(&self) -> usize {
+        self.shards.iter().map(|s| s.len()).sum()
+    }
+    /// `true` when no shard holds a pair.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Slots, over all shards.
+    pub fn capacity(&self) -> usize {
+        self.shards.iter().map(|s| s.capacity()).sum()
+    }
+    /// Pairs over slots.
+    pub fn load_factor(&self) -> f64 {
+        self.len() as f64 / self.capacity() as f64
+    }
+    /// Erased slots not yet reclaimed, over all shards ([`HashTable::tombstones`]).
+    pub fn tombstones(&self) -> usize {
+        self.shards.iter().map(|s| s.tombstones()).sum()
+    }
+
+    /// Inserts pairs ([`HashTable::insert`] on each shard's part: the last occurrence of a key wins). The
+    /// batch is checked whole before any shard changes: [`Error::LengthMismatch`], [`Error::SentinelKey`] (the
+    /// first refused key's batch index) and [`Error::CapacityExceeded`] (with the figures of the shard that
+    /// would overflow; a table with `growth` grows that shard instead) leave every shard unchanged. A shard's
+    /// [`Error::BuildFailed`] returns its unplaced pairs with every other shard's, all other pairs stored.
+    pub fn insert(&mut self, keys: &[K], values: &[V]) -> Result<()> {
+        check_len("values", values.len(), keys.len())?;
+        self.check_keys(keys)?;
+        let p = Partition::new(self.route, keys);
+        self.split(&p, keys, Some(values));
+        self.check_room(&p)?;
+        let results = self.on_shards(&p, |shard, part| shard.insert(part.keys, part.values));
+        merge_failures(&p, results).map(|_| ())
+    }
+
+    /// Inserts pairs, combining values by `F` ([`HashTable::insert_or_apply`]): a key's copies all go to one
+    /// shard, so duplicates are reduced there. Errors and guarantees as [`ShardedTable::insert`].
+    pub fn insert_or_apply<F: Reduction>(&mut self, keys: &[K], values: &[V]) -> Result<()> {
+        check_len("values", values.len(), keys.len())?;
+        self.check_keys(keys)?;
+        let p = Partition::new(self.route, keys);
+        self.split(&p, keys, Some(values));
+        self.check_room(&p)?;
+        let results = self.on_shards(&p, |shard, part| {
+            shard.insert_or_apply::<F>(part.keys, part.values)
+        });
+        merge_failures(&p, results).map(|_| ())
+    }
+
+    /// Removes keys; returns how many were present ([`HashTable::erase`]).
+    pub fn erase(&mut self, keys: &[K]) -> Result<usize> {
+        let p = Partition::new(self.route, keys);
+        self.split(&p, keys, None);
+        let results = self.on_shards(&p, |shard, part| shard.erase(part.keys));
+        Ok(merge_failures(&p, results)?.into_iter().sum())
+    }
+
+    /// Looks keys up: `Some(value)` if present.
+    pub fn find(&self, keys: &[K]) -> Result<Vec<Option<V>>> {
+        let mut out = vec![None; keys.len()];
+        self.find_with(keys, &mut out, |v, found| found.then_some(v))?;
+        Ok(out)
+    }
+
+    /// Looks keys up into `out`: the value, or [`Value::ABSENT`] for absent keys ([`HashTable::find_into`]).
+    pub fn find_into(&self, keys: &[K], out: &mut [V]) -> Result<()> {
+        check_len("out", out.len(), keys.len())?;
+        self.find_with(keys, out, |v, found| if found { v } else { V::ABSENT })
+    }
+
+    /// `true` for each key that is present.
+    pub fn contains(&self, keys: &[K]) -> Result<Vec<bool>> {
+        let mut out = vec![false; keys.len()];
+        self.find_with(keys, &mut out, |_, found| found)?;
+        Ok(out)
+    }
+
+    /// A mixed batch ([`HashTable::apply`]): each shard runs its operations in batch order, so the operations
+    /// on one key (all in one shard) take effect in batch order; one outcome per operation, in batch order.
+    pub fn apply(&mut self, ops: &[Op<K, V>]) -> Result<Vec<Outcome<V>>> {
+        let keys: Vec<K> = ops.par_iter().map(|o| o.key()).collect();
+        let p = Partition::new(self.route, &keys);
+        let mut bufs: Vec<Vec<Op<K, V>>> = p
+            .lens()
+            .iter()
+            .map(|&n| vec![Op::Find(K::EMPTY); n])
+            .collect();
+        let mut parts: Vec<&mut [Op<K, V>]> = bufs.iter_mut().map(|b| &mut b[..]).collect();
+        p.split(ops, &mut parts);
+        let results = run_each(&mut self.shards, |i, shard| shard.apply(&bufs[i]));
+        let outs = merge_failures(&p, results)?;
+        let mut out = vec![Outcome::NotFound; ops.len()];
+        p.join(&mut out, |s, j| outs[s][j]);
+        Ok(out)
+    }
+
+    /// Every stored pair (order unspecified).
+    pub fn pairs(&self) -> Result<Vec<(K, V)>> {
+        let mut all = Vec::with_capacity(self.len());
+        for s in &self.shards {
+            all.extend(s.pairs()?);
+        }
+        Ok(all)
+    }
+
+    /// Removes every pair.
+    pub fn clear(&mut self) -> Result<()> {
+        run_each(&mut self.shards, |_, s| s.clear())
+            .into_iter()
+            .collect::<Result<Vec<()>>>()
+            .map(|_| ())
+    }
+
+    /// Rebuilds each shard without its erased slots ([`HashTable::compact`]).
+    pub fn compact(&mut self) -> Result<()> {
+        run_each(&mut self.shards, |_, s| s.compact())
+            .into_iter()
+            .collect::<Result<Vec<()>>>()
+            .map(|_| ())
+    }
+
+    /// Compiles every shard's kernels ahead of the first call ([`HashTable::warm_up`]).
+    pub fn warm_up(&mut self) -> Result<()> {
+        run_each(&mut self.shards, |_, s| s.warm_up())
+            .into_iter()
+            .collect::<Result<Vec<()>>>()
+            .map(|_| ())
+    }
+
+    /// [`Error::SentinelKey`] for the first key the shards refuse (they all refuse the same one).
+    fn check_keys(&self, keys: &[K]) -> Result<()> {
+        let shard = &self.shards[0];
+        match keys.par_iter().position_first(|&k| shard.refuses(k)) {
+            Some(index) => Err(Error::SentinelKey { index }),
+            None => Ok(()),
+        }
+    }
+
+    /// [`Error::CapacityExceeded`] when a shard's part would overflow it (counted exactly only for a part that
+    /// could), before any shard changes.
+    fn check_room(&self, p: &Partition) -> Result<()> {
+        let results = self.on_shards_ref(p, |shard, part| shard.check_room(part.keys));
+        merge_failures(p, results).map(|_| ())
+    }
+
+    /// Copies the batch's keys (and values) into each shard's staging buffers.
+    fn split(&self, p: &Partition, keys: &[K], values: Option<&[V]>) {
+        let mut guards: Vec<_> = self
+            .scratch
+            .iter()
+            .zip(&self.shards)
+            .zip(p.lens())
+            .map(|((m, shard), &n)| {
+                let mut g = m.lock().unwrap_or_else(|e| e.into_inner());
+                g.reserve(shard, n);
+                g
+            })
+            .collect();
+        {
+            let mut parts: Vec<&mut [K]> = guards.iter_mut().map(|g| &mut g.keys[..]).collect();
+            p.split(keys, &mut parts);
+        }
+        if let Some(values) = values {
+            let mut parts: Vec<&mut [V]> = guards.iter_mut().map(|g| &mut g.values[..]).collect();
+            p.split(values, &mut parts);
+        }
+    }
+
+    /// Looks the batch up on every shard and writes `f(value, found)` of each key in batch order.
+    fn find_with<U: Send>(
+        &self,
+        keys: &[K],
+        out: &mut [U],
+        f: impl Fn(V, bool) -> U + Sync,
+    ) -> Result<()> {
+        let p = Partition::new(self.route, keys);
+        self.split(&p, keys, None);
+        let results = self.on_shards_ref(&p, |shard, part| {
+            shard.find_bits_into(part.keys, part.values, part.found)
+        });
+        merge_failures(&p, results)?;
+        let guards: Vec<_> = self
+            .scratch
+            .iter()
+            .map(|m| m.lock().unwrap_or_else(|e| e.into_inner()))
+            .collect();
+        let values: Vec<&[V]> = guards.iter().map(|g| &g.values[..]).collect();
+        let found: Vec<&[u32]> = guards.iter().map(|g| &g.found[..]).collect();
+        p.join(out, |s, j| f(values[s][j], present(found[s], j)));
+        Ok(())
+    }
+
+    /// Runs `work` on every shard with a part (its staging buffers, sized to the part), one thread each.
+    fn on_shards<T: Send>(
+        &mut self,
+        p: &Partition,
+        work: impl Fn(&mut HashTable<S, K, V>, Part<'_, K, V>) -> Result<T> + Sync,
+    ) -> Vec<Result<T>> {
+        let scratch = &self.scratch;
+        run_each(&mut self.shards, |i, shard| {
+            let mut g = scratch[i].lock().unwrap_or_else(|e| e.into_inner());
+            work(shard, Part::of(&mut g, p.lens()[i]))
+        })
+    }
+
+    /// [`ShardedTable::on_shards`] for calls that read the shards only.
+    fn on_shards_ref<T: Send>(
+        &self,
+        p: &Partition,
+        work: impl Fn(&HashTable<S, K, V>, Part<'_, K, V>) -> Result<T> + Sync,
+    ) -> Vec<Result<T>> {
+        let scratch = &self.scratch;
+        let work = &work;
+        std::thread::scope(|sc| {
+            let handles: Vec<_> = self
+                .shards
+                .iter()
+                .enumerate()
+                .map(|(i, shard)| {
+                    sc.spawn(move || {
+                        let mut g = scratch[i].lock().unwrap_or_else(|e| e.into_inner());
+                        work(shard, Part::of(&mut g, p.lens()[i]))
+                    })
+                })
+                .collect();
+            handles.into_iter().map(join_thread).collect()
+        })
+    }
+}
+
+/// A shard's part of a batch, in its staging buffers.
+struct Part<'a, K, V> {
+    keys: &'a [K],
+    values: &'a mut [V],
+    found: &'a mut [u32],
+}
+
+impl<'a, K: Key, V: Value> Part<'a, K, V> {
+    /// The first `n` of `s`'s buffers (reserved for `n` by the split).
+    fn of(s: &'a mut Scratch<K, V>, n: usize) -> Self {
+        if s.found.len() < n.div_ceil(32) {
+            s.found.resize(n.div_ceil(32), 0);
+        }
+        Self {
+            keys: &s.keys[..n],
+            values: &mut s.values[..n],
+            found: &mut s.found[..n.div_ceil(32)],
+        }
+    }
+}
+
+/// Runs `work` on each shard on a thread of its own (inline for one shard), results in shard order. (A shard
+/// runs its device work on its table's own stream, whichever thread calls.)
+fn run_each<X: Send, T: Send>(
+    items: &mut [X],
+    work: impl Fn(usize, &mut X) -> Result<T> + Sync,
+) -> Vec<Result<T>> {
+    if items.len() == 1 {
+        return vec![work(0, &mut items[0])];
+    }
+    let work = &work;
+    std::thread::scope(|sc| {
+        let handles: Vec<_> = items
+            .iter_mut()
+            .enumerate()
+            .map(|(i, x)| sc.spawn(move || work(i, x)))
+            .collect();
+        handles.into_iter().map(join_thread).collect()
+    })
+}
+
+/// A shard thread's result; a panic in it is resumed on the caller's thread.
+fn join_thread<T>(h: std::thread::ScopedJoinHandle<'_, Result<T>>) -> Result<T> {
+    match h.join() {
+        Ok(r) => r,
+        Err(panic) => std::panic::resume_unwind(panic),
+    }
+}
+
+/// The shards' results, or the first error with its key indices mapped to the batch's; build failures of
+/// several shards are merged into one that returns every unplaced pair.
+fn merge_failures<T>(p: &Partition, results: Vec<Result<T>>) -> Result<Vec<T>> {
+    let mut ok = Vec::with_capacity(results.len());
+    let mut failed: Option<(u32, Vec<(u64, u64)>)> = None;
+    let mut first: Option<Error> = None;
+    for (s, r) in results.into_iter().enumerate() {
+        match r {
+            Ok(t) => ok.push(t),
+            Err(Error::BuildFailed { attempts, unplaced }) => {
+                let f = failed.get_or_insert((0, Vec::new()));
+                f.0 = f.0.max(attempts);
+                f.1.extend(unplaced);
+            }
+            Err(e) if first.is_none() => first = Some(batch_error(p, s, e)),
+            Err(_) => {}
+        }
+    }
+    if let Some(e) = first {
+        return Err(e);
+    }
+    if let Some((attempts, unplaced)) = failed {
+        return Err(Error::BuildFailed { attempts, unplaced });
+    }
+    Ok(ok)
+}
+
+/// Shard `s`'s error with key indices of its part turned into the batch's.
+fn batch_error(p: &Partition, s: usize, e: Error) -> Error {
+    match e {
+        Error::SentinelKey { index } => Error::SentinelKey {
+            index: p.index_of(s, index),
+        },
+        Error::TombstoneKey { index } => Error::TombstoneKey {
+            index: p.index_of(s, index),
+        },
+        e => e,
+    }
+}
+
+fn check_len(what: &'static str, got: usize, expected: usize) -> Result<()> {
+    if got == expected {
+        Ok(())
+    } else {
+        Err(Error::LengthMismatch {
+            what,
+            got,
+            expected,
+        })
+    }
+}

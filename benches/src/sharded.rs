@@ -1,0 +1,338 @@
+//! `hashtile-bench sharded`: a [`ShardedTable`] over 1, 2, 4, ... devices against one device's [`HashTable`],
+//! measured in the same run (issue 31's scaling figures). Weak scaling: every shard holds `2^log2-keys` keys at
+//! `--load`, so `g` shards hold `g` times the keys of the one-device table. Calls are timed as users make
+//! them, on host data: `insert` from `Vec`s (into a cleared table each run), `find_into` into a reused `Vec`,
+//! and `find` into fresh `Option`s. Each rate's speedup is against the same call on the one-device table. Every
+//! answer is checked against the stored values (and absent keys against nothing). CSV, and an SVG plot of
+//! speedup against devices with the ideal line.
+
+use crate::checks::{
+    available_backend, check_csv_path, check_log2_keys, check_repeats, with_scheme,
+};
+use crate::common::{distinct_keys, time};
+use crate::plot::{Figure, Panel, Series, XAxis, write_svg};
+use hashtile::{
+    Backend, BackendChoice, HashTable, SchemeInfo, ShardedConfig, ShardedTable, TableConfig,
+};
+use std::path::PathBuf;
+
+/// Options of the `sharded` mode.
+#[derive(clap::Args, Debug, Clone)]
+pub struct ShardedArgs {
+    /// Backend: auto, cuda, vulkan or cpu (the CPU backend runs `--shards` shards side by side).
+    #[arg(long, default_value = "auto")]
+    pub backend: BackendChoice,
+    /// Probing scheme (as `rates --scheme`).
+    #[arg(long, default_value = "bcht")]
+    pub scheme: String,
+    /// Keys per shard, as a power of two.
+    #[arg(long, default_value_t = 26)]
+    pub log2_keys: u32,
+    /// Load factor of every shard.
+    #[arg(long, default_value_t = 0.8)]
+    pub load: f64,
+    /// Shard counts to measure, comma-separated (GPUs: one shard per device, devices 0..g; counts past the
+    /// devices present are skipped with a note).
+    #[arg(long, value_delimiter = ',', default_value = "1,2,4")]
+    pub shards: Vec<usize>,
+    /// Timed runs per call (the median is reported).
+    #[arg(long, default_value_t = 5)]
+    pub runs: usize,
+    /// CSV output file.
+    #[arg(long, default_value = "hashtile-bench-sharded.csv")]
+    pub csv: String,
+    /// SVG plot of speedup against shards (none if not given).
+    #[arg(long)]
+    pub plot: Option<PathBuf>,
+}
+
+/// Checks the `sharded` mode's options.
+pub fn check(a: ShardedArgs) -> Result<ShardedArgs, String> {
+    check_log2_keys("--log2-keys", a.log2_keys)?;
+    check_repeats("--runs", a.runs)?;
+    check_csv_path(&a.csv)?;
+    crate::checks::scheme_name("--scheme", &a.scheme)?;
+    if !(a.load > 0.0 && a.load <= 1.0) {
+        return Err(format!("--load {}: must be in (0, 1]", a.load));
+    }
+    if a.shards.is_empty()
+        || a.shards
+            .iter()
+            .any(|&g| g == 0 || g > hashtile::sharded::MAX_SHARDS)
+    {
+        return Err(format!(
+            "--shards {:?}: each count must be in 1..={}",
+            a.shards,
+            hashtile::sharded::MAX_SHARDS
+        ));
+    }
+    Ok(a)
+}
+
+const HEADER: &str = "backend,scheme,shards,keys_per_shard,keys,load,call,mkeys_per_s,one_device_mkeys_per_s,speedup,correct";
+
+/// One measured call of one table.
+struct Row {
+    shards: usize,
+    call: &'static str,
+    rate: f64,
+    correct: bool,
+}
+
+/// Runs the mode; returns the exit status (2 when an answer was wrong).
+pub fn run(a: &ShardedArgs) -> Result<i32, String> {
+    let backend = available_backend(a.backend)?;
+    let name = crate::checks::scheme_name("--scheme", &a.scheme)?;
+    let devices = hashtile::device_count(backend);
+    let per = 1usize << a.log2_keys;
+    let most = a.shards.iter().copied().max().unwrap_or(1);
+    eprintln!("sharded: {backend}, {devices} device(s), {per} keys per shard, up to {most} shards");
+    // Keys for the largest table, and as many absent ones; the smaller tables take prefixes.
+    let all = distinct_keys(per * most, 31);
+    let (keys, absent) = all.split_at(per * most);
+    let values: Vec<u32> = keys.iter().map(|k| k.rotate_left(7) ^ 0x5a5a).collect();
+    let mut rows: Vec<Row> = Vec::new();
+    with_scheme!(
+        name,
+        |S| {
+            // One device's table, the reference of every speedup.
+            let config =
+                TableConfig::for_keys(per, a.load).backend(BackendChoice::Exactly(backend));
+            let mut t: HashTable<S, u32, u32> =
+                HashTable::new(config).map_err(|e| e.to_string())?;
+            t.warm_up().map_err(|e| e.to_string())?;
+            measure(
+                a,
+                0,
+                &keys[..per],
+                &values[..per],
+                &absent[..per],
+                &mut rows,
+                &mut Plain(&mut t),
+            )?;
+            drop(t);
+            for &g in &a.shards {
+                if backend != Backend::Cpu && g > devices {
+                    eprintln!("sharded: {g} shards skipped ({devices} device(s) here)");
+                    continue;
+                }
+                let n = per * g;
+                let table =
+                    TableConfig::for_keys(n, a.load).backend(BackendChoice::Exactly(backend));
+                let config = if backend == Backend::Cpu {
+                    ShardedConfig::new(table).shards(g)
+                } else {
+                    ShardedConfig::new(table).devices((0..g).collect::<Vec<_>>())
+                };
+                let mut t: ShardedTable<S, u32, u32> =
+                    ShardedTable::new(config).map_err(|e| e.to_string())?;
+                t.warm_up().map_err(|e| e.to_string())?;
+                measure(
+                    a,
+                    g,
+                    &keys[..n],
+                    &values[..n],
+                    &absent[..n],
+                    &mut rows,
+                    &mut Sharded(&mut t),
+                )?;
+            }
+            write(a, backend, <S as SchemeInfo>::NAME, per, &rows)
+        },
+        |other| Err(format!("--scheme {other}: unknown"))
+    )
+}
+
+/// The calls the mode times, on either kind of table.
+trait Table {
+    fn clear(&mut self) -> hashtile::Result<()>;
+    fn insert(&mut self, k: &[u32], v: &[u32]) -> hashtile::Result<()>;
+    fn find_into(&self, k: &[u32], out: &mut [u32]) -> hashtile::Result<()>;
+    fn find(&self, k: &[u32]) -> hashtile::Result<Vec<Option<u32>>>;
+}
+
+struct Plain<'a, S: SchemeInfo>(&'a mut HashTable<S, u32, u32>);
+struct Sharded<'a, S: SchemeInfo>(&'a mut ShardedTable<S, u32, u32>);
+
+impl<S: SchemeInfo> Table for Plain<'_, S> {
+    fn clear(&mut self) -> hashtile::Result<()> {
+        self.0.clear()
+    }
+    fn insert(&mut self, k: &[u32], v: &[u32]) -> hashtile::Result<()> {
+        self.0.insert(k, v)
+    }
+    fn find_into(&self, k: &[u32], out: &mut [u32]) -> hashtile::Result<()> {
+        self.0.find_into(k, out)
+    }
+    fn find(&self, k: &[u32]) -> hashtile::Result<Vec<Option<u32>>> {
+        self.0.find(k)
+    }
+}
+
+impl<S: SchemeInfo> Table for Sharded<'_, S> {
+    fn clear(&mut self) -> hashtile::Result<()> {
+        self.0.clear()
+    }
+    fn insert(&mut self, k: &[u32], v: &[u32]) -> hashtile::Result<()> {
+        self.0.insert(k, v)
+    }
+    fn find_into(&self, k: &[u32], out: &mut [u32]) -> hashtile::Result<()> {
+        self.0.find_into(k, out)
+    }
+    fn find(&self, k: &[u32]) -> hashtile::Result<Vec<Option<u32>>> {
+        self.0.find(k)
+    }
+}
+
+/// Times `insert`, `find_into` and `find` of one table (`shards` 0: the one-device table) and checks them.
+fn measure(
+    a: &ShardedArgs,
+    shards: usize,
+    keys: &[u32],
+    values: &[u32],
+    absent: &[u32],
+    rows: &mut Vec<Row>,
+    t: &mut dyn Table,
+) -> Result<(), String> {
+    let n = keys.len();
+    let what = if shards == 0 {
+        "one device".to_string()
+    } else {
+        format!("{shards} shard(s)")
+    };
+    let err = |e: hashtile::Error| format!("{what}: {e}");
+    // Insert into a cleared table each run; the last run leaves the table full for the finds.
+    let cell = std::cell::RefCell::new(&mut *t);
+    let (rate, _) = time(
+        a.runs,
+        n,
+        || cell.borrow_mut().clear(),
+        || cell.borrow_mut().insert(keys, values),
+        |_| true,
+    )
+    .map_err(err)?;
+    let t = cell.into_inner();
+    rows.push(Row {
+        shards,
+        call: "insert",
+        rate,
+        correct: true,
+    });
+    eprintln!("sharded: {what}: insert {rate:.0} M keys/s");
+
+    let mut out = vec![0u32; n];
+    let mut ok = true;
+    let (rate, _) = time(
+        a.runs,
+        n,
+        || Ok(()),
+        || t.find_into(keys, &mut out),
+        |_| true,
+    )
+    .map_err(err)?;
+    ok &= out == values;
+    // The inserts of every run stored the same pairs: the last one's table answers the check.
+    rows.push(Row {
+        shards,
+        call: "find_into",
+        rate,
+        correct: ok,
+    });
+    eprintln!("sharded: {what}: find_into {rate:.0} M keys/s, correct {ok}");
+
+    let (rate, ok) = time(
+        a.runs,
+        n,
+        || Ok(()),
+        || t.find(keys),
+        |got| got.iter().zip(values).all(|(g, v)| *g == Some(*v)),
+    )
+    .map_err(err)?;
+    let probe = &absent[..absent.len().min(1 << 16)];
+    let ok = ok && t.find(probe).map_err(err)?.iter().all(|g| g.is_none());
+    rows.push(Row {
+        shards,
+        call: "find",
+        rate,
+        correct: ok,
+    });
+    eprintln!("sharded: {what}: find {rate:.0} M keys/s, correct {ok}");
+    Ok(())
+}
+
+/// Writes the CSV (and the plot) and prints the rows; status 2 when an answer was wrong.
+fn write(
+    a: &ShardedArgs,
+    backend: Backend,
+    scheme: &str,
+    per: usize,
+    rows: &[Row],
+) -> Result<i32, String> {
+    let one = |call: &str| {
+        rows.iter()
+            .find(|r| r.shards == 0 && r.call == call)
+            .map_or(f64::NAN, |r| r.rate)
+    };
+    let mut lines = vec![HEADER.to_string()];
+    for r in rows {
+        let shards = r.shards.max(1);
+        let label = if r.shards == 0 {
+            "one-device".to_string()
+        } else {
+            r.shards.to_string()
+        };
+        lines.push(format!(
+            "{backend},{scheme},{label},{per},{},{},{},{:.1},{:.1},{:.3},{}",
+            per * shards,
+            a.load,
+            r.call,
+            r.rate,
+            one(r.call),
+            r.rate / one(r.call),
+            r.correct
+        ));
+    }
+    for l in &lines {
+        println!("{l}");
+    }
+    std::fs::write(&a.csv, lines.join("\n") + "\n").map_err(|e| format!("{}: {e}", a.csv))?;
+    if let Some(path) = &a.plot {
+        let calls = ["insert", "find_into", "find"];
+        let mut series: Vec<Series> = calls
+            .iter()
+            .map(|&c| Series {
+                name: c.to_string(),
+                points: rows
+                    .iter()
+                    .filter(|r| r.shards > 0 && r.call == c)
+                    .map(|r| (r.shards as f64, Some(r.rate / one(c))))
+                    .collect(),
+            })
+            .collect();
+        series.push(Series {
+            name: "ideal".into(),
+            points: a
+                .shards
+                .iter()
+                .map(|&g| (g as f64, Some(g as f64)))
+                .collect(),
+        });
+        let fig = Figure {
+            caption: format!(
+                "ShardedTable on {backend}: {scheme}, 2^{} keys per shard at load {}",
+                a.log2_keys, a.load
+            ),
+            x_label: "shards (devices)".into(),
+            y_label: "speedup over one device's HashTable".into(),
+            x_axis: XAxis::Linear,
+            y_range: None,
+            cols: 1,
+            panels: vec![Panel {
+                title: "host data (Vec in, answers out)".into(),
+                series,
+            }],
+        };
+        write_svg(path, &fig)?;
+    }
+    Ok(if rows.iter().all(|r| r.correct) { 0 } else { 2 })
+}

@@ -1,0 +1,316 @@
+//! `ShardedTable` (issue 31) against a `HashMap` oracle on every backend present (CI: the CPU and lavapipe, N
+//! shards side by side; the GPU machine: one shard per GPU as well): random rounds of inserts with repeats,
+//! finds of present and absent keys, erases, counting and mixed batches, answers in the caller's order; and
+//! the adversarial batches: every key in one shard, empty shards, an empty batch, a refused key's index, and a
+//! shard that would overflow (a typed error that changes no shard); and a table called from a new thread each
+//! time (each table runs on a CubeCL stream of its own).
+
+use hashtile::reduce::Add;
+use hashtile::{
+    Backend, BackendChoice, Bcht, DoubleHashing, Error, Iht, Key, Op, Outcome, SchemeInfo,
+    ShardedConfig, ShardedTable, Shards, TableConfig, Value,
+};
+use hashtile_tests::backends::present_backends;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use std::collections::HashMap;
+
+fn config(backend: Backend, capacity: usize, shards: Shards) -> ShardedConfig {
+    ShardedConfig {
+        shards,
+        ..ShardedConfig::new(
+            TableConfig::with_capacity(capacity)
+                .batch_keys(1 << 11)
+                .backend(BackendChoice::Exactly(backend)),
+        )
+    }
+}
+
+/// Spread keys of `K`'s width from an index.
+fn key<K: Key>(i: u64) -> K {
+    let lo = hashtile::hash::fmix32(i as u32 ^ 0x51) as u64;
+    let hi = hashtile::hash::fmix32(i as u32 ^ 0x2b7) as u64;
+    K::narrow(((hi << 32) | lo) >> (64 - K::BITS))
+}
+
+/// The table holds exactly the oracle's pairs, finds them in the caller's order, and misses `absent`.
+fn same_pairs<S: SchemeInfo, K: Key + std::hash::Hash, V: Value>(
+    t: &ShardedTable<S, K, V>,
+    o: &HashMap<K, V>,
+    absent: &[K],
+    what: &str,
+) {
+    assert_eq!(t.len(), o.len(), "{what}: len");
+    let mut pairs = t.pairs().unwrap();
+    pairs.sort();
+    let mut want: Vec<(K, V)> = o.iter().map(|(k, v)| (*k, *v)).collect();
+    want.sort();
+    assert_eq!(pairs, want, "{what}: pairs");
+    // Every shard holds only its own keys.
+    for i in 0..t.shard_count() {
+        for (k, _) in t.shard(i).pairs().unwrap() {
+            assert_eq!(t.shard_of(k), i, "{what}: key {k} in the wrong shard");
+        }
+    }
+    let probe: Vec<K> = want
+        .iter()
+        .map(|p| p.0)
+        .chain(absent.iter().copied())
+        .collect();
+    let got = t.find(&probe).unwrap();
+    let mut into = vec![V::default(); probe.len()];
+    t.find_into(&probe, &mut into).unwrap();
+    let has = t.contains(&probe).unwrap();
+    for (i, k) in probe.iter().enumerate() {
+        let w = o.get(k).copied();
+        assert_eq!(got[i], w, "{what}: find {k}");
+        assert_eq!(into[i], w.unwrap_or(V::ABSENT), "{what}: find_into {k}");
+        assert_eq!(has[i], w.is_some(), "{what}: contains {k}");
+    }
+}
+
+/// Rounds of inserts with repeats, erases with absent keys, counting and mixed batches.
+fn random_rounds<S: SchemeInfo, K: Key + std::hash::Hash>(backend: Backend, shards: Shards) {
+    let what = format!("{} {}-bit keys on {backend}, {shards:?}", S::NAME, K::BITS);
+    let mut rng = StdRng::seed_from_u64(0x5a4d ^ K::BITS as u64);
+    let mut t: ShardedTable<S, K, u32> =
+        ShardedTable::new(config(backend, 16_384, shards)).unwrap();
+    let mut o: HashMap<K, u32> = HashMap::new();
+    let universe = 6000u64;
+    let absent: Vec<K> = (universe..universe + 300).map(key).collect();
+    for round in 0..5u32 {
+        let keys: Vec<K> = (0..3000)
+            .map(|_| key(rng.random_range(0..universe)))
+            .collect();
+        let values: Vec<u32> = (0..keys.len() as u32).map(|i| i ^ round << 20).collect();
+        t.insert(&keys, &values).unwrap();
+        for (k, v) in keys.iter().zip(&values) {
+            o.insert(*k, *v); // the last occurrence wins
+        }
+        same_pairs(&t, &o, &absent, &format!("{what}: insert round {round}"));
+
+        let gone: Vec<K> = (0..800)
+            .map(|_| key(rng.random_range(0..universe + 300)))
+            .collect();
+        let mut want = 0;
+        for k in &gone {
+            want += o.remove(k).is_some() as usize;
+        }
+        assert_eq!(t.erase(&gone).unwrap(), want, "{what}: erased count");
+        same_pairs(&t, &o, &absent, &format!("{what}: erase round {round}"));
+
+        let counted: Vec<K> = (0..1500)
+            .map(|_| key(rng.random_range(0..universe)))
+            .collect();
+        t.insert_or_apply::<Add>(&counted, &vec![1; counted.len()])
+            .unwrap();
+        for k in &counted {
+            *o.entry(*k).or_insert(0) += 1;
+        }
+        same_pairs(&t, &o, &absent, &format!("{what}: count round {round}"));
+
+        // Operations racing on a few keys, in one batch: each key's take effect in batch order.
+        let ops: Vec<Op<K, u32>> = (0..2000)
+            .map(|i| {
+                let k = key(rng.random_range(0..40u64));
+                match rng.random_range(0..4) {
+                    0 => Op::Insert(k, i),
+                    1 => Op::Replace(k, i + 7),
+                    2 => Op::Erase(k),
+                    _ => Op::Find(k),
+                }
+            })
+            .collect();
+        let got = t.apply(&ops).unwrap();
+        for (op, g) in ops.iter().zip(&got) {
+            let w = match *op {
+                Op::Insert(k, v) | Op::Replace(k, v) => match o.insert(k, v) {
+                    Some(_) => Outcome::Updated,
+                    None => Outcome::Inserted,
+                },
+                Op::Erase(k) => match o.remove(&k) {
+                    Some(_) => Outcome::Erased,
+                    None => Outcome::NotFound,
+                },
+                Op::Find(k) => o.get(&k).map_or(Outcome::NotFound, |v| Outcome::Found(*v)),
+            };
+            assert_eq!(*g, w, "{what}: outcome of {op:?}");
+        }
+        same_pairs(&t, &o, &absent, &format!("{what}: mixed round {round}"));
+    }
+}
+
+fn shard_counts() -> Vec<Shards> {
+    vec![Shards::Count(1), Shards::Count(3), Shards::Count(4)]
+}
+
+#[test]
+fn random_rounds_match_the_oracle() {
+    for backend in present_backends() {
+        for shards in shard_counts() {
+            random_rounds::<Bcht, u32>(backend, shards.clone());
+            random_rounds::<Iht, u32>(backend, shards.clone());
+            // 64-bit pairs on GPUs take a stable scheme.
+            random_rounds::<DoubleHashing, u64>(backend, shards);
+        }
+    }
+}
+
+#[test]
+fn one_shard_per_device_matches_the_oracle() {
+    // The default placement: every GPU of the backend (one shard on the CPU and on a one-GPU machine).
+    for backend in present_backends() {
+        random_rounds::<Bcht, u32>(backend, Shards::AllDevices);
+    }
+}
+
+/// Keys whose shard (under `t`'s route) is `shard`.
+fn keys_of_shard<S: SchemeInfo>(t: &ShardedTable<S, u32, u32>, shard: usize, n: usize) -> Vec<u32> {
+    (0u64..)
+        .map(key::<u32>)
+        .filter(|&k| t.shard_of(k) == shard && !k.is_sentinel())
+        .take(n)
+        .collect()
+}
+
+#[test]
+fn every_key_in_one_shard() {
+    for backend in present_backends() {
+        let what = format!("one shard on {backend}");
+        // Growth: the crowded shard doubles, the others stay empty.
+        let mut cfg = config(backend, 8192, Shards::Count(4));
+        cfg.table = cfg.table.growth(0.8);
+        let mut t: ShardedTable<Bcht, u32, u32> = ShardedTable::new(cfg).unwrap();
+        let keys = keys_of_shard(&t, 2, 6000);
+        let values: Vec<u32> = (0..keys.len() as u32).collect();
+        t.insert(&keys, &values).unwrap();
+        let o: HashMap<u32, u32> = keys.iter().copied().zip(values.iter().copied()).collect();
+        same_pairs(&t, &o, &keys_of_shard(&t, 1, 100), &what);
+        for i in 0..4 {
+            assert_eq!(
+                t.shard(i).len(),
+                if i == 2 { keys.len() } else { 0 },
+                "{what}: shard {i}"
+            );
+        }
+
+        // Without growth the crowded shard overflows: a typed error, and no shard changes.
+        let mut t: ShardedTable<Bcht, u32, u32> =
+            ShardedTable::new(config(backend, 8192, Shards::Count(4))).unwrap();
+        let early: Vec<u32> = keys_of_shard(&t, 0, 100);
+        t.insert(&early, &early).unwrap();
+        let mut batch = keys_of_shard(&t, 3, 50);
+        batch.extend(keys_of_shard(&t, 1, 4000));
+        let err = t.insert(&batch, &batch).unwrap_err();
+        assert!(
+            matches!(err, Error::CapacityExceeded { .. }),
+            "{what}: {err:?}"
+        );
+        let o: HashMap<u32, u32> = early.iter().map(|&k| (k, k)).collect();
+        same_pairs(&t, &o, &batch, &format!("{what}: after the refused batch"));
+    }
+}
+
+#[test]
+fn empty_batches_and_refused_keys() {
+    for backend in present_backends() {
+        let what = format!("edge batches on {backend}");
+        let mut t: ShardedTable<Bcht, u32, u32> =
+            ShardedTable::new(config(backend, 4096, Shards::Count(3))).unwrap();
+        t.insert(&[], &[]).unwrap();
+        assert_eq!(t.find(&[]).unwrap(), vec![]);
+        assert_eq!(t.erase(&[]).unwrap(), 0);
+        assert_eq!(t.apply(&[]).unwrap(), vec![]);
+        assert!(t.is_empty());
+        // The refused key's index is the batch's, whichever shard it would go to.
+        let mut keys: Vec<u32> = (0..500u64).map(key).collect();
+        keys[321] = u32::MAX;
+        let err = t.insert(&keys, &keys).unwrap_err();
+        assert_eq!(err, Error::SentinelKey { index: 321 }, "{what}");
+        assert!(t.is_empty(), "{what}: nothing stored");
+        let err = t.insert(&keys[..10], &keys[..9]).unwrap_err();
+        assert!(matches!(err, Error::LengthMismatch { .. }), "{what}");
+        // A user's reserved key moves the refusal: all ones becomes storable.
+        let mut cfg = config(backend, 4096, Shards::Count(3));
+        cfg.table = cfg.table.reserved_key(0u32);
+        let mut t: ShardedTable<Bcht, u32, u32> = ShardedTable::new(cfg).unwrap();
+        t.insert(&[u32::MAX, 5], &[1, 2]).unwrap();
+        assert_eq!(
+            t.find(&[u32::MAX, 5, 0]).unwrap(),
+            vec![Some(1), Some(2), None]
+        );
+        let err = t.insert(&[7, 8, 0], &[1, 1, 1]).unwrap_err();
+        assert_eq!(err, Error::SentinelKey { index: 2 }, "{what}: reserved key");
+    }
+}
+
+#[test]
+fn bad_configs_are_typed_errors() {
+    let cfg = config(Backend::Cpu, 4096, Shards::Count(0));
+    assert!(matches!(
+        ShardedTable::<Bcht, u32, u32>::new(cfg),
+        Err(Error::InvalidConfig(_))
+    ));
+    let cfg = config(Backend::Cpu, 4096, Shards::Count(257));
+    assert!(matches!(
+        ShardedTable::<Bcht, u32, u32>::new(cfg),
+        Err(Error::InvalidConfig(_))
+    ));
+    let cfg = config(Backend::Cpu, 4096, Shards::Devices(vec![]));
+    assert!(matches!(
+        ShardedTable::<Bcht, u32, u32>::new(cfg),
+        Err(Error::InvalidConfig(_))
+    ));
+}
+
+#[test]
+fn a_table_called_from_a_new_thread_each_time() {
+    // CubeCL queues work on a stream per calling thread; a table runs every call on its own stream, so a
+    // table (or a set) handed from thread to thread answers as one used from one thread.
+    use hashtile::{HashSet, HashTable};
+    for backend in present_backends() {
+        let what = format!("threads on {backend}");
+        let cfg = TableConfig::with_capacity(16_384)
+            .batch_keys(1 << 11)
+            .backend(BackendChoice::Exactly(backend));
+        let mut t: HashTable<Bcht, u32, u32> = HashTable::new(cfg.clone()).unwrap();
+        let mut s: HashSet<Bcht, u64> = HashSet::new(cfg).unwrap();
+        let mut o: HashMap<u32, u32> = HashMap::new();
+        let mut so = std::collections::HashSet::new();
+        let mut rng = StdRng::seed_from_u64(77);
+        for round in 0..6 {
+            let keys: Vec<u32> = (0..3000)
+                .map(|_| key(rng.random_range(0..5000u64)))
+                .collect();
+            std::thread::scope(|sc| {
+                sc.spawn(|| {
+                    t.insert_or_apply::<Add>(&keys, &vec![1; keys.len()])
+                        .unwrap()
+                });
+            });
+            for k in &keys {
+                *o.entry(*k).or_insert(0) += 1;
+            }
+            let wide: Vec<u64> = keys.iter().map(|&k| k as u64 * 3).collect();
+            let new =
+                std::thread::scope(|sc| sc.spawn(|| s.insert(&wide).unwrap()).join().unwrap());
+            let before = so.len();
+            so.extend(wide.iter().copied());
+            assert_eq!(new, so.len() - before, "{what}: new keys of round {round}");
+            let gone: Vec<u32> = keys[..500].to_vec();
+            let n = std::thread::scope(|sc| sc.spawn(|| t.erase(&gone).unwrap()).join().unwrap());
+            let mut want = 0;
+            for k in &gone {
+                want += o.remove(k).is_some() as usize;
+            }
+            assert_eq!(n, want, "{what}: erased in round {round}");
+            let probe: Vec<u32> = (0..5000u64).map(key).collect();
+            let got = std::thread::scope(|sc| sc.spawn(|| t.find(&probe).unwrap()).join().unwrap());
+            for (k, g) in probe.iter().zip(got) {
+                assert_eq!(g, o.get(k).copied(), "{what}: find {k} in round {round}");
+            }
+            assert_eq!(t.len(), o.len(), "{what}: len in round {round}");
+            assert_eq!(s.len(), so.len(), "{what}: set len in round {round}");
+        }
+    }
+}
