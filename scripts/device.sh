@@ -33,6 +33,9 @@
 #                  erasing half and inserting as many at load 0.85) and a mixed batch (HashTable::apply)
 #                  through HashTable with host data
 #   first-call     a fresh process's first insert and find of 2^20 keys: cold, then from the kernel cache
+#   bench-sharded  a sharded table over 1, 2, 4 GPUs (as many as the machine has) against one GPU's table, 2^26
+#                  keys per GPU at load 0.8: device slices (insert_device / find_device over NCCL, with NCCL's
+#                  all-to-all of the same bytes) and host data (insert / find_into / find from Vecs)
 #   peers          BGHT, cuCollections and SlabHash built from .device/peers and run at 2^26 (SlabHash 2^24)
 #   ceiling        the GPU's physical ceilings (copies, random bucket reads, compare-and-swap)
 #   vulkan         every GPU test binary on the NVIDIA Vulkan driver, and one rates row on Vulkan
@@ -56,12 +59,20 @@ cd "$(dirname "$0")/.."
 R=$PWD
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 export PATH=/usr/local/cuda/bin:$PATH
+# NCCL for the sharded tables (loaded by name, libnccl.so): the image's copy (PyTorch's wheel) under that name.
+# NVLink multicast stays off on the shared machines (KINDS.md), though the exchange's sends and receives never
+# use it.
+export NCCL_NVLS_ENABLE=0
+nccl=$(find /usr/lib /usr/local /opt -name 'libnccl.so*' 2>/dev/null | head -1)
+if [ -n "$nccl" ]; then
+  mkdir -p /tmp/nccl && ln -sf "$nccl" /tmp/nccl/libnccl.so && export LD_LIBRARY_PATH=/tmp/nccl:$LD_LIBRARY_PATH
+fi
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 RUNS=${RUNS:-3}
 t0=$SECONDS
 
 # The GPU test binaries (tests/tests/*.rs that run kernels); scripts/pack.sh packs the same list.
-GPU_TESTS="host_path host_io gpu matrix gpu_scan csr chained paged paged_frames paged_stress kernel_cache growth model device_writes key_types mixed sets"
+GPU_TESTS="host_path host_io gpu matrix gpu_scan csr chained paged paged_frames paged_stress kernel_cache growth model device_writes key_types mixed sets sharded"
 
 [ $# -gt 0 ] || { echo "usage: bash scripts/device.sh SUITE...  (suites: see the header of this file)"; exit 2; }
 # On exit (a signal included): everything under $OUT but summary.txt into $OUT/results.tgz.
@@ -149,6 +160,7 @@ SAN_RUNS=(
   "paged_frames"
   "sets"
   "mixed adversarial bad_batches"
+  "sharded device_slices a_table_called"
 )
 suite_sanitize() {
   local tool r bin
@@ -301,6 +313,14 @@ suite_peers() {
   grep -E "^bght,(bcht,(8|16)|iht|p2bht|1cht)|^cuco,(dh,4|lp,1)," "$D/peers.csv" | cut -d, -f1-3,5-8 | tr '\n' ' '; echo
 }
 
+suite_bench_sharded() {
+  local hb=$B/hashtile-bench
+  need $hb || return
+  step sharded 500 $hb sharded --backend cuda --log2-keys 26 --load 0.8 --shards 1,2,4 --runs "$RUNS" \
+    --csv "$D/sharded.csv" --plot "$D/sharded.svg"
+  grep -E "^cuda," "$D/sharded.txt" | cut -d, -f3,7-16
+}
+
 suite_ceiling() {
   need "$R/.device/peers/ceiling.sh" || return
   step ceiling 120 bash "$R/.device/peers/ceiling.sh"
@@ -414,6 +434,7 @@ main() {
       bench-families) suite_bench_families ;;
       bench-open) suite_bench_open ;;
       first-call) suite_first_call ;;
+      bench-sharded) suite_bench_sharded ;;
       bench-life) suite_bench_life ;;
       bench-chained) suite_bench_chained ;;
       bench-csr) suite_bench_csr ;;

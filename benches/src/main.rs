@@ -41,6 +41,7 @@ mod plot;
 mod rates;
 mod scan;
 mod sharded;
+mod sharded_device;
 mod sweep;
 
 use cli::Cmd;

@@ -3,8 +3,12 @@
 //! `--load`, so `g` shards hold `g` times the keys of the one-device table. Calls are timed as users make
 //! them, on host data: `insert` from `Vec`s (into a cleared table each run), `find_into` into a reused `Vec`,
 //! and `find` into fresh `Option`s. Each rate's speedup is against the same call on the one-device table. Every
-//! answer is checked against the stored values (and absent keys against nothing). CSV, and an SVG plot of
-//! speedup against devices with the ideal line.
+//! answer is checked against the stored values (and absent keys against nothing). On GPUs also the
+//! device-data calls (`--device`, on by default there): every device holds its own slice of `2^log2-keys`
+//! keys, `insert_device` and `find_device` against one device's `GpuTable` device-resident `insert_device` /
+//! `find_device`, with the exchange's share of each call against the transport's own all-to-all of the same
+//! bytes measured in the same run (`exchange_ceiling`). CSV, and an SVG plot of speedup against devices with the
+//! ideal line.
 
 use crate::checks::{
     available_backend, check_csv_path, check_log2_keys, check_repeats, with_scheme,
@@ -44,6 +48,12 @@ pub struct ShardedArgs {
     /// SVG plot of speedup against shards (none if not given).
     #[arg(long)]
     pub plot: Option<PathBuf>,
+    /// Skip the device-data rows (GPUs).
+    #[arg(long)]
+    pub no_device: bool,
+    /// Skip the host-data rows.
+    #[arg(long)]
+    pub no_host: bool,
 }
 
 /// Checks the `sharded` mode's options.
@@ -69,14 +79,19 @@ pub fn check(a: ShardedArgs) -> Result<ShardedArgs, String> {
     Ok(a)
 }
 
-const HEADER: &str = "backend,scheme,shards,keys_per_shard,keys,load,call,mkeys_per_s,one_device_mkeys_per_s,speedup,correct";
+const HEADER: &str = "backend,scheme,shards,keys_per_shard,keys,load,input,call,mkeys_per_s,one_device_mkeys_per_s,speedup,transport,exchange_gb_s,exchange_ceiling_gb_s,exchange_of_ceiling,correct";
 
 /// One measured call of one table.
+#[derive(Default)]
 struct Row {
     shards: usize,
+    input: &'static str,
     call: &'static str,
     rate: f64,
     correct: bool,
+    transport: &'static str,
+    /// The exchange's own rate in the call, and the transport's all-to-all of the same bytes (GB/s).
+    exchange: Option<(f64, f64)>,
 }
 
 /// Runs the mode; returns the exit status (2 when an answer was wrong).
@@ -95,6 +110,23 @@ pub fn run(a: &ShardedArgs) -> Result<i32, String> {
     with_scheme!(
         name,
         |S| {
+            if !a.no_device && backend != Backend::Cpu {
+                let device = crate::sharded_device::rows::<S>(
+                    backend, devices, &a.shards, per, a.load, a.runs, keys,
+                )?;
+                rows.extend(device.into_iter().map(|d| Row {
+                    shards: d.shards,
+                    input: "device",
+                    call: d.call,
+                    rate: d.rate,
+                    correct: d.correct,
+                    transport: d.transport,
+                    exchange: d.exchange,
+                }));
+            }
+            if a.no_host {
+                return write(a, backend, <S as SchemeInfo>::NAME, per, &rows);
+            }
             // One device's table, the reference of every speedup.
             let config =
                 TableConfig::for_keys(per, a.load).backend(BackendChoice::Exactly(backend));
@@ -214,9 +246,11 @@ fn measure(
     let t = cell.into_inner();
     rows.push(Row {
         shards,
+        input: "host",
         call: "insert",
         rate,
         correct: true,
+        ..Row::default()
     });
     eprintln!("sharded: {what}: insert {rate:.0} M keys/s");
 
@@ -234,9 +268,11 @@ fn measure(
     // The inserts of every run stored the same pairs: the last one's table answers the check.
     rows.push(Row {
         shards,
+        input: "host",
         call: "find_into",
         rate,
         correct: ok,
+        ..Row::default()
     });
     eprintln!("sharded: {what}: find_into {rate:.0} M keys/s, correct {ok}");
 
@@ -252,9 +288,11 @@ fn measure(
     let ok = ok && t.find(probe).map_err(err)?.iter().all(|g| g.is_none());
     rows.push(Row {
         shards,
+        input: "host",
         call: "find",
         rate,
         correct: ok,
+        ..Row::default()
     });
     eprintln!("sharded: {what}: find {rate:.0} M keys/s, correct {ok}");
     Ok(())
@@ -268,9 +306,9 @@ fn write(
     per: usize,
     rows: &[Row],
 ) -> Result<i32, String> {
-    let one = |call: &str| {
+    let one = |input: &str, call: &str| {
         rows.iter()
-            .find(|r| r.shards == 0 && r.call == call)
+            .find(|r| r.shards == 0 && r.input == input && r.call == call)
             .map_or(f64::NAN, |r| r.rate)
     };
     let mut lines = vec![HEADER.to_string()];
@@ -281,14 +319,20 @@ fn write(
         } else {
             r.shards.to_string()
         };
+        let (ex, ceiling) = r.exchange.unwrap_or((f64::NAN, f64::NAN));
         lines.push(format!(
-            "{backend},{scheme},{label},{per},{},{},{},{:.1},{:.1},{:.3},{}",
+            "{backend},{scheme},{label},{per},{},{},{},{},{:.1},{:.1},{:.3},{},{:.1},{:.1},{:.3},{}",
             per * shards,
             a.load,
+            r.input,
             r.call,
             r.rate,
-            one(r.call),
-            r.rate / one(r.call),
+            one(r.input, r.call),
+            r.rate / one(r.input, r.call),
+            r.transport,
+            ex,
+            ceiling,
+            ex / ceiling,
             r.correct
         ));
     }
@@ -297,15 +341,22 @@ fn write(
     }
     std::fs::write(&a.csv, lines.join("\n") + "\n").map_err(|e| format!("{}: {e}", a.csv))?;
     if let Some(path) = &a.plot {
-        let calls = ["insert", "find_into", "find"];
+        let calls = [
+            ("host", "insert"),
+            ("host", "find_into"),
+            ("host", "find"),
+            ("device", "insert_device"),
+            ("device", "find_device"),
+        ];
         let mut series: Vec<Series> = calls
             .iter()
-            .map(|&c| Series {
+            .filter(|&&(i, c)| rows.iter().any(|r| r.input == i && r.call == c))
+            .map(|&(i, c)| Series {
                 name: c.to_string(),
                 points: rows
                     .iter()
-                    .filter(|r| r.shards > 0 && r.call == c)
-                    .map(|r| (r.shards as f64, Some(r.rate / one(c))))
+                    .filter(|r| r.shards > 0 && r.input == i && r.call == c)
+                    .map(|r| (r.shards as f64, Some(r.rate / one(i, c))))
                     .collect(),
             })
             .collect();

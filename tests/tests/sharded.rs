@@ -314,3 +314,116 @@ fn a_table_called_from_a_new_thread_each_time() {
         }
     }
 }
+
+/// Device slices (one per shard's device) through `insert_device` / `find_device` on runtime `R`, against a
+/// `HashMap`: keys repeated within and across slices (one value per key and round, so the stored value is
+/// known), an empty slice, present and absent queries.
+fn device_slices<R: hashtile::gpu::transfer::HostTransfer>(backend: Backend, shards: Shards) {
+    use hashtile::cubecl::prelude::*;
+    let what = format!("device slices on {backend}, {shards:?}");
+    let mut t: ShardedTable<Bcht, u32, u32> =
+        ShardedTable::new(config(backend, 1 << 15, shards)).unwrap();
+    let n = t.shard_count();
+    let clients: Vec<ComputeClient<R>> = (0..n).map(|g| t.client::<R>(g).unwrap()).collect();
+    let mut rng = StdRng::seed_from_u64(0xd5);
+    let mut o: HashMap<u32, u32> = HashMap::new();
+    for round in 0..3u32 {
+        let lens: Vec<usize> = (0..n)
+            .map(|g| {
+                if round == 1 && g == n - 1 {
+                    0
+                } else {
+                    2000 + 700 * g
+                }
+            })
+            .collect();
+        let slices: Vec<Vec<u32>> = lens
+            .iter()
+            .map(|&l| (0..l).map(|_| key(rng.random_range(0..9000u64))).collect())
+            .collect();
+        let value = |k: u32| k.rotate_left(3) ^ round;
+        let up = |g: usize, v: &[u32]| clients[g].create_from_slice(u32::as_bytes(v));
+        let keys: Vec<_> = slices.iter().enumerate().map(|(g, s)| up(g, s)).collect();
+        let values: Vec<_> = slices
+            .iter()
+            .enumerate()
+            .map(|(g, s)| up(g, &s.iter().map(|&k| value(k)).collect::<Vec<_>>()))
+            .collect();
+        t.insert_device::<R>(&keys, &values, &lens).unwrap();
+        for s in &slices {
+            for &k in s {
+                o.insert(k, value(k));
+            }
+        }
+        assert_eq!(t.len(), o.len(), "{what}: len in round {round}");
+        // Queries: stored keys and absent ones, per slice.
+        let queries: Vec<Vec<u32>> = (0..n)
+            .map(|g| {
+                (0..1500 + 300 * g)
+                    .map(|_| key(rng.random_range(0..12_000u64)))
+                    .collect()
+            })
+            .collect();
+        let qlens: Vec<usize> = queries.iter().map(|q| q.len()).collect();
+        let qs: Vec<_> = queries.iter().enumerate().map(|(g, q)| up(g, q)).collect();
+        let out: Vec<_> = qlens
+            .iter()
+            .enumerate()
+            .map(|(g, &l)| clients[g].empty(l * 4))
+            .collect();
+        let found: Vec<_> = qlens
+            .iter()
+            .enumerate()
+            .map(|(g, &l)| clients[g].empty(l * 4))
+            .collect();
+        t.find_device::<R>(&qs, &qlens, &out, &found).unwrap();
+        for g in 0..n {
+            let got = u32::from_bytes(&clients[g].read_one(out[g].clone()).unwrap()).to_vec();
+            let has = u32::from_bytes(&clients[g].read_one(found[g].clone()).unwrap()).to_vec();
+            for (i, k) in queries[g].iter().enumerate() {
+                let w = o.get(k).copied();
+                assert_eq!(
+                    has[i] == 1,
+                    w.is_some(),
+                    "{what}: found {k} (slice {g}, round {round})"
+                );
+                assert_eq!(
+                    got[i],
+                    w.unwrap_or(u32::MAX),
+                    "{what}: value of {k} (slice {g})"
+                );
+            }
+        }
+        // The host calls see the same table.
+        same_pairs(&t, &o, &[], &format!("{what}: round {round}"));
+    }
+}
+
+#[test]
+fn device_slices_match_the_oracle() {
+    for backend in present_backends() {
+        match backend {
+            #[cfg(feature = "vulkan")]
+            Backend::Vulkan => {
+                device_slices::<hashtile::cubecl::wgpu::WgpuRuntime>(backend, Shards::Count(1));
+                device_slices::<hashtile::cubecl::wgpu::WgpuRuntime>(backend, Shards::Count(3));
+            }
+            #[cfg(feature = "cuda")]
+            Backend::Cuda => {
+                device_slices::<hashtile::cubecl::cuda::CudaRuntime>(backend, Shards::Count(3));
+                // One shard per GPU: NCCL when there are several.
+                device_slices::<hashtile::cubecl::cuda::CudaRuntime>(backend, Shards::AllDevices);
+            }
+            _ => {}
+        }
+    }
+    // Device-data calls on the CPU backend are typed errors.
+    let t: ShardedTable<Bcht, u32, u32> =
+        ShardedTable::new(config(Backend::Cpu, 4096, Shards::Count(2))).unwrap();
+    #[cfg(feature = "vulkan")]
+    assert!(matches!(
+        t.client::<hashtile::cubecl::wgpu::WgpuRuntime>(0),
+        Err(Error::InvalidConfig(_))
+    ));
+    let _ = t;
+}

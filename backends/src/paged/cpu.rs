@@ -104,6 +104,9 @@ impl<S: SchemeInfo, K: Key, V: Value> Engine<K, V> for CpuChild<S> {
     fn as_any_mut(&mut self) -> &mut dyn std::any::Any {
         self
     }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
 }
 
 impl<S: SchemeInfo, K: Key, V: Value> PagedChild<K, V> for CpuChild<S> {

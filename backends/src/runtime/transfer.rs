@@ -243,6 +243,8 @@ impl HostTransfer for cubecl::wgpu::WgpuRuntime {
 
 #[cfg(feature = "cuda")]
 pub use cuda::CudaStager;
+#[cfg(feature = "cuda")]
+pub(crate) use cuda::device_ptr;
 
 #[cfg(feature = "cuda")]
 mod cuda {
@@ -338,7 +340,8 @@ mod cuda {
         r == sys::CUresult::CUDA_SUCCESS && kind == sys::CUmemorytype::CU_MEMORYTYPE_HOST as u32
     }
 
-    fn device_ptr(client: &ComputeClient<CudaRuntime>, h: &Handle) -> Result<u64> {
+    /// The device address of `h` (for copies and NCCL transfers CubeCL does not make).
+    pub(crate) fn device_ptr(client: &ComputeClient<CudaRuntime>, h: &Handle) -> Result<u64> {
         let r = client
             .get_resource(h.clone())
             .map_err(|e| device_error("device pointer", e))?;

@@ -9,6 +9,11 @@
 //! table of its own would, and what this module adds is the partition, the threads and the bookkeeping.
 
 pub mod config;
+pub mod device;
+mod exchange;
+mod kernels;
+#[cfg(feature = "cuda")]
+mod nccl;
 pub(crate) mod route;
 
 use crate::results::{Op, Outcome, present};
@@ -23,6 +28,7 @@ use rayon::prelude::*;
 use route::{Partition, ShardRoute};
 use std::sync::Mutex;
 
+pub use device::{DevicePhases, Transport};
 pub use route::MAX_SHARDS;
 
 /// One `K -> V` map over several shards, each a [`HashTable`] of scheme `S` on a device of its own (see
@@ -50,6 +56,14 @@ pub struct ShardedTable<S: SchemeInfo, K: Key, V: Value> {
     backend: Backend,
     /// Each shard's staging buffers for its part of a batch (page-locked on CUDA), kept between calls.
     scratch: Vec<Mutex<Scratch<K, V>>>,
+    /// NCCL between the shards' GPUs, made at the first device-data call (`device`).
+    #[cfg(feature = "cuda")]
+    nccl: std::sync::OnceLock<Option<nccl::Nccl>>,
+    /// One exchange at a time on the communicators (`&self` calls may come from several threads).
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    exchange_lock: Mutex<()>,
+    /// Where the last device-data call's time went.
+    device_phases: Mutex<device::DevicePhases>,
 }
 
 /// A shard's part of a batch: its keys, and its values in or its answers out.
@@ -106,6 +120,10 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
             },
             backend,
             scratch,
+            #[cfg(feature = "cuda")]
+            nccl: std::sync::OnceLock::new(),
+            exchange_lock: Mutex::new(()),
+            device_phases: Mutex::new(Default::default()),
         })
     }
 

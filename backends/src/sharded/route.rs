@@ -1,7 +1,7 @@
 //! Which shard a key lives in, and the stable partition of a host batch by shard.
 //!
-//! A key's shard comes from its route hash (`hashtile_core::hash::route_hash`, the paged tables' route, one
-//! `#[cube]` function for host and kernels) under a seed of the sharded table's own: the bits it uses are
+//! A key's shard comes from its route hash (`hashtile_core::hash::shard_of` over `route_hash`, the paged tables'
+//! route; `#[cube]` functions for host and kernels) under a seed of the sharded table's own: the bits it uses are
 //! independent of every shard's hash family, so each shard's buckets see a uniform sample of the keys. The high
 //! half of the route scaled to the shard count (a multiply-high) serves any count, not only powers of two.
 //!
@@ -11,7 +11,7 @@
 
 use crate::runtime::disjoint::DisjointWrites;
 use hashtile_core::Key;
-use hashtile_core::hash::route_hash;
+use hashtile_core::hash::shard_of;
 use rayon::prelude::*;
 
 /// Keys per chunk of a partition's passes.
@@ -33,7 +33,7 @@ impl ShardRoute {
     /// The shard of the widened key `key`.
     #[inline]
     pub fn shard_of(&self, key: u64) -> usize {
-        (((route_hash(key, self.seed) >> 32) * self.shards as u64) >> 32) as usize
+        shard_of(key, self.seed, self.shards as u32) as usize
     }
 }
 

@@ -113,6 +113,8 @@ pub trait Engine<K: Key, V: Value>: Send + Sync {
     /// The engine as `Any`, for the operations generic over a user's type (`insert_or_apply`'s reduction),
     /// which a trait object cannot carry: `crate::table::apply` downcasts to the concrete engine.
     fn as_any_mut(&mut self) -> &mut dyn std::any::Any;
+    /// [`Engine::as_any_mut`] for reads (a sharded table's device finds reach the GPU table this way).
+    fn as_any(&self) -> &dyn std::any::Any;
 }
 
 /// Empties `engine` under `family` and inserts `pairs` (distinct keys): the pairs it could not place. Every

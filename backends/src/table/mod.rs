@@ -117,6 +117,9 @@ impl<S: SchemeInfo, K: Key, V: Value> Engine<K, V> for CpuEngine<S> {
     fn as_any_mut(&mut self) -> &mut dyn std::any::Any {
         self
     }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
 }
 
 /// A static GPU-style hash table of `K -> V` using probing scheme `S`, on the backend chosen at construction.
@@ -636,6 +639,22 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
             *self.last_find.lock().expect("poisoned") = stats;
             Ok(())
         })
+    }
+
+    /// The CubeCL stream every call of this table runs on (a sharded table's device calls run their own
+    /// kernels for the shard there too).
+    pub(crate) fn stream(&self) -> StreamId {
+        self.stream
+    }
+
+    /// The engine as `Any` (a sharded table's device calls downcast it to the GPU table).
+    pub(crate) fn engine_any(&self) -> &dyn std::any::Any {
+        self.engine.as_any()
+    }
+
+    /// [`HashTable::engine_any`], mutable.
+    pub(crate) fn engine_any_mut(&mut self) -> &mut dyn std::any::Any {
+        self.engine.as_any_mut()
     }
 
     /// `true` for the one key the table refuses ([`Error::SentinelKey`]): the all-ones key, or the configured

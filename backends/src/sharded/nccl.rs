@@ -1,0 +1,146 @@
+//! NCCL between the GPUs of one process (`ncclCommInitAll`): one communicator and one stream per shard's device,
+//! and the exchange as one group of `ncclSend` / `ncclRecv` (NCCL's point-to-point all-to-all), through cudarc's
+//! bindings. NCCL is loaded at its first use (`libnccl.so`, e.g. the `nvidia-nccl` wheel's, on the library
+//! path); without it a sharded table exchanges through the host. NCCL's NVLink multicast (NVLS) serves
+//! collectives only, which the exchange does not use; keep `NCCL_NVLS_ENABLE=0` on shared machines anyway.
+
+use super::exchange::Plan;
+use cudarc::driver::{result as cu, sys};
+use cudarc::nccl::{result as nccl, sys as nsys};
+use hashtile_core::{Error, Result};
+use std::ffi::c_int;
+
+/// Communicators and streams of the shards' devices.
+pub(crate) struct Nccl {
+    comms: Vec<nsys::ncclComm_t>,
+    streams: Vec<sys::CUstream>,
+    ctxs: Vec<sys::CUcontext>,
+}
+
+// SAFETY: the raw handles are used by one call at a time (the sharded table's `&self` calls serialise on a
+// mutex around the exchange) after making the device's context current.
+unsafe impl Send for Nccl {}
+// SAFETY: as above.
+unsafe impl Sync for Nccl {}
+
+fn nccl_error(what: &str, e: impl std::fmt::Debug) -> Error {
+    Error::Device(format!("{what}: {e:?}"))
+}
+
+fn cuda_error(what: &str, e: impl std::fmt::Debug) -> Error {
+    Error::Device(format!("{what}: {e:?}"))
+}
+
+impl Nccl {
+    /// Communicators for `devices` (distinct CUDA ordinals, one rank each), or `None` when the NCCL library
+    /// is not found.
+    pub fn new(devices: &[usize]) -> Result<Option<Self>> {
+        // SAFETY: probes for the library by name; loads nothing else.
+        if !unsafe { nsys::is_culib_present() } {
+            return Ok(None);
+        }
+        let n = devices.len();
+        let list: Vec<c_int> = devices.iter().map(|&d| d as c_int).collect();
+        let mut comms = vec![std::ptr::null_mut(); n];
+        // SAFETY: `comms` holds `n` slots and `list` `n` distinct device ordinals.
+        unsafe { nccl::comm_init_all(comms.as_mut_ptr(), n as c_int, list.as_ptr()) }
+            .map_err(|e| nccl_error("ncclCommInitAll", e))?;
+        let mut ctxs = Vec::with_capacity(n);
+        let mut streams = Vec::with_capacity(n);
+        for &d in devices {
+            let dev = cu::device::get(d as c_int).map_err(|e| cuda_error("cuDeviceGet", e))?;
+            // SAFETY: a valid device; the primary context CubeCL also uses, retained for the process.
+            let ctx = unsafe { cu::primary_ctx::retain(dev) }
+                .map_err(|e| cuda_error("cuDevicePrimaryCtxRetain", e))?;
+            // SAFETY: the retained primary context.
+            unsafe { cu::ctx::set_current(ctx) }.map_err(|e| cuda_error("cuCtxSetCurrent", e))?;
+            let stream = cu::stream::create(cu::stream::StreamKind::NonBlocking)
+                .map_err(|e| cuda_error("cuStreamCreate", e))?;
+            ctxs.push(ctx);
+            streams.push(stream);
+        }
+        Ok(Some(Self {
+            comms,
+            streams,
+            ctxs,
+        }))
+    }
+
+    /// Moves `plan`'s words of `word_bytes` from the send buffers at `send[from]` to the receive buffers at
+    /// `recv[to]` (device addresses; every buffer's writes finished) in one group, and waits for it.
+    pub fn all_to_all(
+        &self,
+        plan: &Plan,
+        word_bytes: usize,
+        send: &[u64],
+        recv: &[u64],
+    ) -> Result<()> {
+        nccl::group_start().map_err(|e| nccl_error("ncclGroupStart", e))?;
+        let mut queued = Ok(());
+        'all: for (from, &send_at) in send.iter().enumerate() {
+            for (to, &recv_at) in recv.iter().enumerate() {
+                let bytes = plan.count(from, to) * word_bytes;
+                if bytes == 0 {
+                    continue;
+                }
+                let src = send_at + (plan.send_start(from, to) * word_bytes) as u64;
+                let dst = recv_at + (plan.recv_start(to, from) * word_bytes) as u64;
+                // SAFETY: both ranges lie in live device buffers of the plan's sizes; the streams and
+                // communicators are this struct's.
+                let r = unsafe {
+                    nccl::send(
+                        src as *const std::ffi::c_void,
+                        bytes,
+                        nsys::ncclDataType_t::ncclUint8,
+                        to as c_int,
+                        self.comms[from],
+                        self.streams[from] as nsys::cudaStream_t,
+                    )
+                    .and_then(|_| {
+                        nccl::recv(
+                            dst as *mut std::ffi::c_void,
+                            bytes,
+                            nsys::ncclDataType_t::ncclUint8,
+                            from as c_int,
+                            self.comms[to],
+                            self.streams[to] as nsys::cudaStream_t,
+                        )
+                    })
+                };
+                if let Err(e) = r {
+                    queued = Err(nccl_error("ncclSend/ncclRecv", e));
+                    break 'all;
+                }
+            }
+        }
+        // The group is always closed, even when queueing failed.
+        let ended = nccl::group_end().map_err(|e| nccl_error("ncclGroupEnd", e));
+        queued?;
+        ended?;
+        for (ctx, stream) in self.ctxs.iter().zip(&self.streams) {
+            // SAFETY: the retained context and its stream.
+            unsafe {
+                cu::ctx::set_current(*ctx).map_err(|e| cuda_error("cuCtxSetCurrent", e))?;
+                cu::stream::synchronize(*stream)
+                    .map_err(|e| cuda_error("cuStreamSynchronize", e))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Nccl {
+    fn drop(&mut self) {
+        for c in &self.comms {
+            // SAFETY: communicators made by `ncclCommInitAll`, destroyed once.
+            let _ = unsafe { nccl::comm_destroy(*c) };
+        }
+        for (ctx, stream) in self.ctxs.iter().zip(&self.streams) {
+            // SAFETY: the retained context and its stream, destroyed once.
+            unsafe {
+                let _ = cu::ctx::set_current(*ctx);
+                let _ = cu::stream::destroy(*stream);
+            }
+        }
+    }
+}
