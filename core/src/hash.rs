@@ -47,14 +47,6 @@ pub fn route_hash(key: u64, seed: u64) -> u64 {
     z ^ (z >> 31u64)
 }
 
-/// The shard of a key among `shards` under route seed `seed`: the high half of its route hash scaled to the
-/// count (a multiply-high, so any count works; a sharded table's `sharded::route`). One function on the host
-/// and in kernels.
-#[cube]
-pub fn shard_of(key: u64, seed: u64, shards: u32) -> u32 {
-    (((route_hash(key, seed) >> 32u64) * shards as u64) >> 32u64) as u32
-}
-
 /// MurmurHash3's 32-bit finaliser: a bijection with full avalanche.
 #[cube]
 pub fn fmix32(x: u32) -> u32 {

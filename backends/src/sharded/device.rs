@@ -1,6 +1,7 @@
 //! Device data spread over the shards' devices, as a multi-GPU program holds it: shard `g`'s device holds slice
-//! `g` of a batch. Each slice is routed and laid out by destination shard on its own device
-//! (`sharded::kernels`), the slices' parts cross in one all-to-all exchange (`sharded::exchange`: NCCL between
+//! `g` of a batch. Each slice is routed and laid out by destination shard on its own device, by the kernels
+//! that partition a paged table's batches (`device::route`, given the shards' directory), the slices' parts
+//! cross in one all-to-all exchange (`sharded::exchange`: NCCL between
 //! distinct CUDA devices, else through the host), every shard runs the device-resident call of its
 //! [`GpuTable`] on what it received, and a find's answers return by the reverse exchange into the callers'
 //! slices, in their order. 32-bit keys and values (the packed layout).
@@ -11,8 +12,11 @@
 
 use super::ShardedTable;
 use super::exchange::{End, Plan, through_host};
-use super::kernels::{gather_kernel, route_kernel, scatter_kernel};
+use super::route::ROUTE_BITS;
 use crate::device::layout::Packed;
+use crate::device::route::{
+    CUBE, TILE, route_count_kernel, route_gather_kernel, route_scatter_kernel, route_values_kernel,
+};
 use crate::runtime::launch::{CUBE_SIZE, cube_count, fill_u32};
 use crate::runtime::transfer::{HostTransfer, sync_device};
 use crate::table::gpu::GpuTable;
@@ -49,15 +53,8 @@ pub struct DevicePhases {
     pub back_ms: f64,
 }
 
-/// A slice routed on its device: each key's shard and place, and the slice's count per shard.
+/// A slice laid out by destination on its device: where each key went (`to[i]`), and the send buffers.
 struct Routed {
-    shard: Handle,
-    place: Handle,
-    counts: Vec<usize>,
-}
-
-/// A slice laid out by destination: where each key went, and the send buffers.
-struct Scattered {
     to: Handle,
     keys: Handle,
     values: Option<Handle>,
@@ -98,18 +95,27 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
     ) -> Result<()> {
         let clients = self.clients::<R>()?;
         check_slices(&clients, &[keys, values], lens)?;
-        let (plan, routed) = self.route(&clients, keys, lens)?;
-        let scattered = self.scatter(&clients, keys, Some(values), lens, &plan, &routed)?;
-        let send_keys: Vec<Handle> = scattered.iter().map(|s| s.keys.clone()).collect();
-        let send_values: Vec<Handle> = scattered.iter().filter_map(|s| s.values.clone()).collect();
-        let recv_keys = self.exchange(&clients, &plan, &send_keys)?;
-        let recv_values = self.exchange(&clients, &plan, &send_values)?;
+        let mut phases = DevicePhases::default();
+        let mut lap = Lap::new();
+        let (plan, routed) = self.route(&clients, keys, Some(values), lens)?;
+        phases.route_ms = lap.ms();
+        let send_keys: Vec<Handle> = routed.iter().map(|r| r.keys.clone()).collect();
+        let send_values: Vec<Handle> = routed.iter().filter_map(|r| r.values.clone()).collect();
+        let mut recv = self.exchange(&clients, &plan, &[&send_keys, &send_values])?;
+        let (recv_values, recv_keys) = (
+            recv.pop().unwrap_or_default(),
+            recv.pop().unwrap_or_default(),
+        );
+        phases.exchange_ms = lap.ms();
+        phases.exchange_bytes = 8 * lens.iter().sum::<usize>();
         let results = super::run_each(&mut self.shards, |h, shard| {
             let n = plan.recv_len(h);
             let stream = shard.stream();
             let t = gpu_mut::<R, S, K, V>(shard)?;
             stream.executes(|| t.insert_device(&recv_keys[h], &recv_values[h], n))
         });
+        phases.shards_ms = lap.ms();
+        *self.device_phases.lock().unwrap_or_else(|e| e.into_inner()) = phases;
         let mut unplaced = Vec::new();
         for r in results {
             let u = r?;
@@ -146,12 +152,10 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
         check_slices(&clients, &[keys, out, found], lens)?;
         let mut phases = DevicePhases::default();
         let mut lap = Lap::new();
-        let (plan, routed) = self.route(&clients, keys, lens)?;
+        let (plan, routed) = self.route(&clients, keys, None, lens)?;
         phases.route_ms = lap.ms();
-        let scattered = self.scatter(&clients, keys, None, lens, &plan, &routed)?;
-        phases.scatter_ms = lap.ms();
-        let send_keys: Vec<Handle> = scattered.iter().map(|s| s.keys.clone()).collect();
-        let recv_keys = self.exchange(&clients, &plan, &send_keys)?;
+        let send_keys: Vec<Handle> = routed.iter().map(|r| r.keys.clone()).collect();
+        let recv_keys = self.exchange(&clients, &plan, &[&send_keys])?.remove(0);
         phases.exchange_ms = lap.ms();
         phases.exchange_bytes = 4 * lens.iter().sum::<usize>();
         let answers = std::thread::scope(|sc| {
@@ -182,31 +186,36 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
                 .collect::<Result<Vec<_>>>()
         })?;
         phases.shards_ms = lap.ms();
-        let back = plan.reversed();
         let values: Vec<Handle> = answers.iter().map(|a| a.0.clone()).collect();
         let flags: Vec<Handle> = answers.iter().map(|a| a.1.clone()).collect();
-        let back_values = self.exchange(&clients, &back, &values)?;
-        let back_flags = self.exchange(&clients, &back, &flags)?;
+        let mut back = self.exchange(&clients, &plan.reversed(), &[&values, &flags])?;
+        let (back_flags, back_values) = (
+            back.pop().unwrap_or_default(),
+            back.pop().unwrap_or_default(),
+        );
         for (g, client) in clients.iter().enumerate() {
             let n = lens[g];
             if n == 0 {
                 continue;
             }
             self.shards[g].stream().executes(|| {
-                // SAFETY: every index is below `n`, which every array passed holds (checked above, or made
-                // here at the send buffer's length, which covers the slice's keys).
-                unsafe {
-                    gather_kernel::launch_unchecked::<R>(
-                        client,
-                        cube_count(n),
-                        CubeDim::new_1d(CUBE_SIZE),
-                        ArrayArg::from_raw_parts(back_values[g].clone(), n),
-                        ArrayArg::from_raw_parts(back_flags[g].clone(), n),
-                        ArrayArg::from_raw_parts(scattered[g].to.clone(), n),
-                        ArrayArg::from_raw_parts(out[g].clone(), n),
-                        ArrayArg::from_raw_parts(found[g].clone(), n),
-                        n as u32,
-                    )
+                let stand_in = client.empty(4);
+                for (from, to) in [(&back_values[g], &out[g]), (&back_flags[g], &found[g])] {
+                    // SAFETY: `to[i] < n` for every key (the send buffer held the slice's `n` keys), and every
+                    // array passed holds `n` words; the bits arrays are not read without bits.
+                    unsafe {
+                        route_gather_kernel::launch_unchecked::<Packed, R>(
+                            client,
+                            cube_count(n),
+                            CubeDim::new_1d(CUBE_SIZE),
+                            ArrayArg::from_raw_parts(routed[g].to.clone(), n),
+                            ArrayArg::from_raw_parts(from.clone(), n),
+                            ArrayArg::from_raw_parts(stand_in.clone(), 1),
+                            ArrayArg::from_raw_parts(to.clone(), n),
+                            ArrayArg::from_raw_parts(stand_in.clone(), 1),
+                            false,
+                        )
+                    }
                 }
             });
         }
@@ -255,7 +264,7 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
         let mut best = f64::INFINITY;
         for run in 0..=runs.max(1) {
             let t0 = std::time::Instant::now();
-            let recv = self.exchange(&clients, &plan, &send)?;
+            let recv = self.exchange(&clients, &plan, &[&send])?;
             let secs = t0.elapsed().as_secs_f64();
             drop(recv);
             if run > 0 {
@@ -284,53 +293,55 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
             .collect()
     }
 
-    /// Routes every slice on its device (after a wait for the caller's stream, which wrote it) and reads the
-    /// counts back: the plan of the exchange.
+    /// Routes every slice on its device (after a wait for the caller's stream, which wrote it), reads the
+    /// counts back (the plan of the exchange) and lays each slice out by destination into its send buffers
+    /// (waited for, so the exchange may read them).
     fn route<R: HostTransfer>(
         &self,
         clients: &[ComputeClient<R>],
         keys: &[Handle],
+        values: Option<&[Handle]>,
         lens: &[usize],
     ) -> Result<(Plan, Vec<Routed>)> {
         for c in clients {
             sync_device(c)?;
         }
         let shards = self.shards.len();
-        let (seed, count) = (self.route.seed, shards as u32);
-        let routed = std::thread::scope(|sc| {
+        let (seed, width) = (self.route.seed, shards as u32);
+        let entries_len = self.route.entries.len();
+        let counted = std::thread::scope(|sc| {
             let handles: Vec<_> = (0..shards)
                 .map(|g| {
                     let (client, key, n) = (&clients[g], &keys[g], lens[g]);
                     let stream = self.shards[g].stream();
+                    let entries = &self.route.entries;
                     sc.spawn(move || {
-                        stream.executes(|| -> Result<Routed> {
-                            let shard = client.empty(n.max(1) * 4);
-                            let place = client.empty(n.max(1) * 4);
+                        stream.executes(|| -> Result<(Handle, Vec<usize>)> {
+                            let entries = client.create_from_slice(u32::as_bytes(entries));
                             let counts = client.empty(shards * 4);
                             fill_u32(client, &counts, shards, 0);
                             if n > 0 {
-                                // SAFETY: guarded by `n`, the length of every per-key array passed.
+                                let stand_in = client.empty(4);
+                                // SAFETY: the kernel guards each position against the keys' length `n`; the
+                                // mask is not read unmasked.
                                 unsafe {
-                                    route_kernel::launch_unchecked::<R>(
+                                    route_count_kernel::launch_unchecked::<Packed, R>(
                                         client,
-                                        cube_count(n),
+                                        cube_count(n.div_ceil(TILE) * CUBE),
                                         CubeDim::new_1d(CUBE_SIZE),
                                         ArrayArg::from_raw_parts(key.clone(), n),
-                                        ArrayArg::from_raw_parts(shard.clone(), n),
-                                        ArrayArg::from_raw_parts(place.clone(), n),
+                                        ArrayArg::from_raw_parts(stand_in, 1),
+                                        ArrayArg::from_raw_parts(entries.clone(), entries_len),
                                         ArrayArg::from_raw_parts(counts.clone(), shards),
                                         seed,
-                                        count,
-                                        n as u32,
+                                        ROUTE_BITS,
+                                        false,
+                                        width,
                                     )
                                 }
                             }
                             let c = u32::from_bytes(&client.read_one_unchecked(counts)).to_vec();
-                            Ok(Routed {
-                                shard,
-                                place,
-                                counts: c.iter().map(|&x| x as usize).collect(),
-                            })
+                            Ok((entries, c.iter().map(|&x| x as usize).collect()))
                         })
                     })
                 })
@@ -340,79 +351,85 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
                 .map(super::join_thread)
                 .collect::<Result<Vec<_>>>()
         })?;
-        let plan = Plan::new(routed.iter().map(|r| r.counts.clone()).collect());
-        Ok((plan, routed))
-    }
-
-    /// Lays every slice out by destination into its send buffers (and waits, so the exchange may read them).
-    fn scatter<R: HostTransfer>(
-        &self,
-        clients: &[ComputeClient<R>],
-        keys: &[Handle],
-        values: Option<&[Handle]>,
-        lens: &[usize],
-        plan: &Plan,
-        routed: &[Routed],
-    ) -> Result<Vec<Scattered>> {
-        (0..self.shards.len())
+        let plan = Plan::new(counted.iter().map(|c| c.1.clone()).collect());
+        let routed = (0..shards)
             .map(|g| {
-                let (client, n) = (&clients[g], lens[g]);
+                let (client, n, entries) = (&clients[g], lens[g], &counted[g].0);
                 self.shards[g].stream().executes(|| {
-                    let starts: Vec<u32> = (0..plan.shards())
+                    let starts: Vec<u32> = (0..shards)
                         .map(|to| plan.send_start(g, to) as u32)
                         .collect();
-                    let starts = client.create_from_slice(u32::as_bytes(&starts));
+                    let cursor = client.create_from_slice(u32::as_bytes(&starts));
                     let to = client.empty(n.max(1) * 4);
                     let send_keys = client.empty(n.max(1) * 4);
                     let send_values = values.map(|_| client.empty(n.max(1) * 4));
                     if n > 0 {
                         let stand_in = client.empty(4);
-                        let (v_in, v_out) = match (values, &send_values) {
-                            (Some(v), Some(s)) => (v[g].clone(), s.clone()),
-                            _ => (stand_in.clone(), stand_in),
-                        };
-                        let m = if values.is_some() { n } else { 1 };
-                        // SAFETY: guarded by `n`; the value arrays are read and written only with values,
-                        // when they hold `n` words (`m`).
+                        // SAFETY: a one-word stand-in for arrays the launch does not read or write.
+                        let one = || unsafe { ArrayArg::from_raw_parts(stand_in.clone(), 1) };
+                        // SAFETY: positions are guarded by `n`; routed positions lie in the parts the counts
+                        // laid out (`n` in all); mask, routed mask, ends and overflow are not used unmasked
+                        // and unbounded.
                         unsafe {
-                            scatter_kernel::launch_unchecked::<R>(
+                            route_scatter_kernel::launch_unchecked::<Packed, R>(
                                 client,
-                                cube_count(n),
+                                cube_count(n.div_ceil(TILE) * CUBE),
                                 CubeDim::new_1d(CUBE_SIZE),
                                 ArrayArg::from_raw_parts(keys[g].clone(), n),
-                                ArrayArg::from_raw_parts(v_in, m),
-                                ArrayArg::from_raw_parts(routed[g].shard.clone(), n),
-                                ArrayArg::from_raw_parts(routed[g].place.clone(), n),
-                                ArrayArg::from_raw_parts(starts, plan.shards()),
-                                ArrayArg::from_raw_parts(to.clone(), n),
+                                one(),
+                                ArrayArg::from_raw_parts(entries.clone(), entries_len),
+                                ArrayArg::from_raw_parts(cursor, shards),
                                 ArrayArg::from_raw_parts(send_keys.clone(), n),
-                                ArrayArg::from_raw_parts(v_out, m),
-                                n as u32,
-                                values.is_some(),
+                                one(),
+                                ArrayArg::from_raw_parts(to.clone(), n),
+                                one(),
+                                one(),
+                                seed,
+                                ROUTE_BITS,
+                                false,
+                                false,
+                                width,
                             )
+                        }
+                        if let (Some(v), Some(sv)) = (values, &send_values) {
+                            // SAFETY: guarded by `n`; `to` holds positions below `n`.
+                            unsafe {
+                                route_values_kernel::launch_unchecked::<Packed, R>(
+                                    client,
+                                    cube_count(n),
+                                    CubeDim::new_1d(CUBE_SIZE),
+                                    ArrayArg::from_raw_parts(v[g].clone(), n),
+                                    one(),
+                                    ArrayArg::from_raw_parts(to.clone(), n),
+                                    ArrayArg::from_raw_parts(sv.clone(), n),
+                                    false,
+                                )
+                            }
                         }
                     }
                     sync_device(client)?;
-                    Ok(Scattered {
+                    Ok(Routed {
                         to,
                         keys: send_keys,
                         values: send_values,
                     })
                 })
             })
-            .collect()
+            .collect::<Result<Vec<_>>>()?;
+        Ok((plan, routed))
     }
 
-    /// Moves 32-bit words along `plan`: NCCL when the table has it, else through the host.
+    /// Moves sets of 32-bit words along `plan` (each set: one send buffer per shard), all sets in one
+    /// exchange: NCCL when the table has it, else through the host. Returns each set's receive buffers.
     fn exchange<R: HostTransfer>(
         &self,
         clients: &[ComputeClient<R>],
         plan: &Plan,
-        send: &[Handle],
-    ) -> Result<Vec<Handle>> {
+        sets: &[&[Handle]],
+    ) -> Result<Vec<Vec<Handle>>> {
         if plan.shards() == 1 {
-            // One shard: its send buffer is what it receives.
-            return Ok(send.to_vec());
+            // One shard: its send buffers are what it receives.
+            return Ok(sets.iter().map(|s| s.to_vec()).collect());
         }
         #[cfg(feature = "cuda")]
         if let Some(nccl) = self.nccl() {
@@ -422,7 +439,7 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
                 .map(|c| (c as &dyn Any).downcast_ref())
                 .collect();
             if let Some(cuda) = cuda {
-                return self.exchange_nccl(nccl, &cuda, plan, send);
+                return self.exchange_nccl(nccl, &cuda, plan, sets);
             }
         }
         let ends: Vec<End<'_, R>> = clients
@@ -433,7 +450,9 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
                 stream: s.stream(),
             })
             .collect();
-        through_host(&ends, plan, 4, send)
+        sets.iter()
+            .map(|send| through_host(&ends, plan, 4, send))
+            .collect()
     }
 }
 
@@ -464,30 +483,32 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
             .as_ref()
     }
 
-    /// [`ShardedTable::exchange`] over NCCL: receive buffers made on each destination, then one group.
+    /// [`ShardedTable::exchange`] over NCCL: receive buffers made on each destination, then one group for
+    /// every set.
     fn exchange_nccl(
         &self,
         nccl: &super::nccl::Nccl,
         clients: &[&ComputeClient<cubecl::cuda::CudaRuntime>],
         plan: &Plan,
-        send: &[Handle],
-    ) -> Result<Vec<Handle>> {
+        sets: &[&[Handle]],
+    ) -> Result<Vec<Vec<Handle>>> {
         use crate::runtime::transfer::device_ptr;
         let _one_at_a_time = self.exchange_lock.lock().unwrap_or_else(|e| e.into_inner());
-        let mut recv = Vec::with_capacity(clients.len());
-        let mut recv_at = Vec::with_capacity(clients.len());
-        let mut send_at = Vec::with_capacity(clients.len());
+        let mut recv: Vec<Vec<Handle>> = vec![Vec::with_capacity(clients.len()); sets.len()];
+        let mut addresses: Vec<(Vec<u64>, Vec<u64>)> = vec![Default::default(); sets.len()];
         for (h, c) in clients.iter().enumerate() {
             self.shards[h].stream().executes(|| -> Result<()> {
-                let r = c.empty(plan.recv_len(h).max(1) * 4);
-                recv_at.push(device_ptr(c, &r)?);
-                send_at.push(device_ptr(c, &send[h])?);
-                recv.push(r);
+                for (k, send) in sets.iter().enumerate() {
+                    let r = c.empty(plan.recv_len(h).max(1) * 4);
+                    addresses[k].0.push(device_ptr(c, &send[h])?);
+                    addresses[k].1.push(device_ptr(c, &r)?);
+                    recv[k].push(r);
+                }
                 // CubeCL may hand out memory a queued kernel still reads: wait before NCCL writes it.
                 sync_device(*c)
             })?;
         }
-        nccl.all_to_all(plan, 4, &send_at, &recv_at)?;
+        nccl.all_to_all(plan, 4, &addresses)?;
         Ok(recv)
     }
 }

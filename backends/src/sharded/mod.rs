@@ -11,7 +11,6 @@
 pub mod config;
 pub mod device;
 mod exchange;
-mod kernels;
 #[cfg(feature = "cuda")]
 mod nccl;
 pub(crate) mod route;
@@ -114,10 +113,7 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
         Ok(Self {
             shards,
             devices,
-            route: ShardRoute {
-                seed: config.route_seed,
-                shards: n,
-            },
+            route: ShardRoute::new(config.route_seed, n),
             backend,
             scratch,
             #[cfg(feature = "cuda")]
@@ -174,21 +170,32 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
     /// would overflow; a table with `growth` grows that shard instead) leave every shard unchanged. A shard's
     /// [`Error::BuildFailed`] returns its unplaced pairs with every other shard's, all other pairs stored.
     pub fn insert(&mut self, keys: &[K], values: &[V]) -> Result<()> {
+        if let [one] = &mut self.shards[..] {
+            // One shard: the caller's batch is its part.
+            return one.insert(keys, values);
+        }
         check_len("values", values.len(), keys.len())?;
         self.check_keys(keys)?;
-        let p = Partition::new(self.route, keys);
+        let mut lap = Lap::new("sharded insert");
+        let p = Partition::new(&self.route, keys);
+        lap.mark("partition");
         self.split(&p, keys, Some(values));
+        lap.mark("split");
         self.check_room(&p)?;
         let results = self.on_shards(&p, |shard, part| shard.insert(part.keys, part.values));
+        lap.mark("shards");
         merge_failures(&p, results).map(|_| ())
     }
 
     /// Inserts pairs, combining values by `F` ([`HashTable::insert_or_apply`]): a key's copies all go to one
     /// shard, so duplicates are reduced there. Errors and guarantees as [`ShardedTable::insert`].
     pub fn insert_or_apply<F: Reduction>(&mut self, keys: &[K], values: &[V]) -> Result<()> {
+        if let [one] = &mut self.shards[..] {
+            return one.insert_or_apply::<F>(keys, values);
+        }
         check_len("values", values.len(), keys.len())?;
         self.check_keys(keys)?;
-        let p = Partition::new(self.route, keys);
+        let p = Partition::new(&self.route, keys);
         self.split(&p, keys, Some(values));
         self.check_room(&p)?;
         let results = self.on_shards(&p, |shard, part| {
@@ -199,7 +206,10 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
 
     /// Removes keys; returns how many were present ([`HashTable::erase`]).
     pub fn erase(&mut self, keys: &[K]) -> Result<usize> {
-        let p = Partition::new(self.route, keys);
+        if let [one] = &mut self.shards[..] {
+            return one.erase(keys);
+        }
+        let p = Partition::new(&self.route, keys);
         self.split(&p, keys, None);
         let results = self.on_shards(&p, |shard, part| shard.erase(part.keys));
         Ok(merge_failures(&p, results)?.into_iter().sum())
@@ -207,6 +217,9 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
 
     /// Looks keys up: `Some(value)` if present.
     pub fn find(&self, keys: &[K]) -> Result<Vec<Option<V>>> {
+        if let [one] = &self.shards[..] {
+            return one.find(keys);
+        }
         let mut out = vec![None; keys.len()];
         self.find_with(keys, &mut out, |v, found| found.then_some(v))?;
         Ok(out)
@@ -214,12 +227,18 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
 
     /// Looks keys up into `out`: the value, or [`Value::ABSENT`] for absent keys ([`HashTable::find_into`]).
     pub fn find_into(&self, keys: &[K], out: &mut [V]) -> Result<()> {
+        if let [one] = &self.shards[..] {
+            return one.find_into(keys, out);
+        }
         check_len("out", out.len(), keys.len())?;
         self.find_with(keys, out, |v, found| if found { v } else { V::ABSENT })
     }
 
     /// `true` for each key that is present.
     pub fn contains(&self, keys: &[K]) -> Result<Vec<bool>> {
+        if let [one] = &self.shards[..] {
+            return one.contains(keys);
+        }
         let mut out = vec![false; keys.len()];
         self.find_with(keys, &mut out, |_, found| found)?;
         Ok(out)
@@ -228,8 +247,11 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
     /// A mixed batch ([`HashTable::apply`]): each shard runs its operations in batch order, so the operations
     /// on one key (all in one shard) take effect in batch order; one outcome per operation, in batch order.
     pub fn apply(&mut self, ops: &[Op<K, V>]) -> Result<Vec<Outcome<V>>> {
+        if let [one] = &mut self.shards[..] {
+            return one.apply(ops);
+        }
         let keys: Vec<K> = ops.par_iter().map(|o| o.key()).collect();
-        let p = Partition::new(self.route, &keys);
+        let p = Partition::new(&self.route, &keys);
         let mut bufs: Vec<Vec<Op<K, V>>> = p
             .lens()
             .iter()
@@ -323,12 +345,16 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
         out: &mut [U],
         f: impl Fn(V, bool) -> U + Sync,
     ) -> Result<()> {
-        let p = Partition::new(self.route, keys);
+        let mut lap = Lap::new("sharded find");
+        let p = Partition::new(&self.route, keys);
+        lap.mark("partition");
         self.split(&p, keys, None);
+        lap.mark("split");
         let results = self.on_shards_ref(&p, |shard, part| {
             shard.find_bits_into(part.keys, part.values, part.found)
         });
         merge_failures(&p, results)?;
+        lap.mark("shards");
         let guards: Vec<_> = self
             .scratch
             .iter()
@@ -337,6 +363,7 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
         let values: Vec<&[V]> = guards.iter().map(|g| &g.values[..]).collect();
         let found: Vec<&[u32]> = guards.iter().map(|g| &g.found[..]).collect();
         p.join(out, |s, j| f(values[s][j], present(found[s], j)));
+        lap.mark("join");
         Ok(())
     }
 
@@ -375,6 +402,33 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
                 .collect();
             handles.into_iter().map(join_thread).collect()
         })
+    }
+}
+
+/// Phase timings of a host call as `tracing` events (`hashtile` target, TRACE level).
+struct Lap {
+    call: &'static str,
+    at: std::time::Instant,
+}
+
+impl Lap {
+    fn new(call: &'static str) -> Self {
+        Self {
+            call,
+            at: std::time::Instant::now(),
+        }
+    }
+
+    /// Emits the time since the last mark as `phase`.
+    fn mark(&mut self, phase: &'static str) {
+        let now = std::time::Instant::now();
+        tracing::trace!(
+            target: "hashtile",
+            call = self.call,
+            phase,
+            ms = (now - self.at).as_secs_f64() * 1e3
+        );
+        self.at = now;
     }
 }
 

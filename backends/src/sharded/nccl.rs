@@ -66,50 +66,24 @@ impl Nccl {
         }))
     }
 
-    /// Moves `plan`'s words of `word_bytes` from the send buffers at `send[from]` to the receive buffers at
-    /// `recv[to]` (device addresses; every buffer's writes finished) in one group, and waits for it.
+    /// Moves `plan`'s words of `word_bytes` for each set `(send, recv)`: from the send buffers at `send[from]`
+    /// to the receive buffers at `recv[to]` (device addresses; every buffer's writes finished), every set in one
+    /// group, and waits for it.
     pub fn all_to_all(
         &self,
         plan: &Plan,
         word_bytes: usize,
-        send: &[u64],
-        recv: &[u64],
+        sets: &[(Vec<u64>, Vec<u64>)],
     ) -> Result<()> {
         nccl::group_start().map_err(|e| nccl_error("ncclGroupStart", e))?;
         let mut queued = Ok(());
-        'all: for (from, &send_at) in send.iter().enumerate() {
-            for (to, &recv_at) in recv.iter().enumerate() {
-                let bytes = plan.count(from, to) * word_bytes;
-                if bytes == 0 {
-                    continue;
-                }
-                let src = send_at + (plan.send_start(from, to) * word_bytes) as u64;
-                let dst = recv_at + (plan.recv_start(to, from) * word_bytes) as u64;
-                // SAFETY: both ranges lie in live device buffers of the plan's sizes; the streams and
-                // communicators are this struct's.
-                let r = unsafe {
-                    nccl::send(
-                        src as *const std::ffi::c_void,
-                        bytes,
-                        nsys::ncclDataType_t::ncclUint8,
-                        to as c_int,
-                        self.comms[from],
-                        self.streams[from] as nsys::cudaStream_t,
-                    )
-                    .and_then(|_| {
-                        nccl::recv(
-                            dst as *mut std::ffi::c_void,
-                            bytes,
-                            nsys::ncclDataType_t::ncclUint8,
-                            from as c_int,
-                            self.comms[to],
-                            self.streams[to] as nsys::cudaStream_t,
-                        )
-                    })
-                };
-                if let Err(e) = r {
-                    queued = Err(nccl_error("ncclSend/ncclRecv", e));
-                    break 'all;
+        'all: for (send, recv) in sets {
+            for (from, &send_at) in send.iter().enumerate() {
+                for (to, &recv_at) in recv.iter().enumerate() {
+                    if let Err(e) = self.queue(plan, word_bytes, (from, send_at), (to, recv_at)) {
+                        queued = Err(e);
+                        break 'all;
+                    }
                 }
             }
         }
@@ -126,6 +100,46 @@ impl Nccl {
             }
         }
         Ok(())
+    }
+
+    /// Queues `from`'s send of its words for `to` and `to`'s receive of them (inside a group).
+    fn queue(
+        &self,
+        plan: &Plan,
+        word_bytes: usize,
+        (from, send_at): (usize, u64),
+        (to, recv_at): (usize, u64),
+    ) -> Result<()> {
+        let bytes = plan.count(from, to) * word_bytes;
+        if bytes == 0 {
+            return Ok(());
+        }
+        let src = send_at + (plan.send_start(from, to) * word_bytes) as u64;
+        let dst = recv_at + (plan.recv_start(to, from) * word_bytes) as u64;
+        // SAFETY: both ranges lie in live device buffers of the plan's sizes; the streams and communicators
+        // are this struct's.
+        unsafe {
+            nccl::send(
+                src as *const std::ffi::c_void,
+                bytes,
+                nsys::ncclDataType_t::ncclUint8,
+                to as c_int,
+                self.comms[from],
+                self.streams[from] as nsys::cudaStream_t,
+            )
+            .and_then(|_| {
+                nccl::recv(
+                    dst as *mut std::ffi::c_void,
+                    bytes,
+                    nsys::ncclDataType_t::ncclUint8,
+                    from as c_int,
+                    self.comms[to],
+                    self.streams[to] as nsys::cudaStream_t,
+                )
+            })
+        }
+        .map(|_| ())
+        .map_err(|e| nccl_error("ncclSend/ncclRecv", e))
     }
 }
 

@@ -1,9 +1,11 @@
 //! Which shard a key lives in, and the stable partition of a host batch by shard.
 //!
-//! A key's shard comes from its route hash (`hashtile_core::hash::shard_of` over `route_hash`, the paged tables'
-//! route; `#[cube]` functions for host and kernels) under a seed of the sharded table's own: the bits it uses are
-//! independent of every shard's hash family, so each shard's buckets see a uniform sample of the keys. The high
-//! half of the route scaled to the shard count (a multiply-high) serves any count, not only powers of two.
+//! A key's shard comes from its route hash (`hashtile_core::hash::route_hash`, the paged tables' route) under a
+//! seed of the sharded table's own: the bits it uses are independent of every shard's hash family, so each
+//! shard's buckets see a uniform sample of the keys. The top [`ROUTE_BITS`] bits index a directory whose entry
+//! `e` is shard `e * shards >> ROUTE_BITS` (a multiply-high, so any count works, not only powers of two): the
+//! paged tables' directory lookup, so the device partitions with their kernels (`device::route`, given these
+//! entries) and the host with the same table.
 //!
 //! A [`Partition`] cuts a batch into chunks, counts each chunk's keys per shard, and gives every (chunk, shard)
 //! its start in the shard's part, so that splitting a batch into parts and joining the parts' answers back in
@@ -11,7 +13,7 @@
 
 use crate::runtime::disjoint::DisjointWrites;
 use hashtile_core::Key;
-use hashtile_core::hash::shard_of;
+use hashtile_core::hash::route_hash;
 use rayon::prelude::*;
 
 /// Keys per chunk of a partition's passes.
@@ -20,20 +22,39 @@ const CHUNK: usize = 1 << 16;
 /// The most shards a table has (a key's shard is held in a byte during a partition).
 pub const MAX_SHARDS: usize = 256;
 
-/// A key's shard: the high half of its route hash scaled to the shard count.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Route bits a key's shard is read from: a directory of `2^ROUTE_BITS` entries (16 KB on a device), of which
+/// each shard takes `4096 / shards` rounded down or up, so shards' expected shares differ by at most one entry's
+/// (1/4096 of the keys).
+pub const ROUTE_BITS: u32 = 12;
+
+/// A key's shard: its directory entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct ShardRoute {
     /// Route seed (independent of the shards' hash families).
     pub seed: u64,
     /// Shards, `1..=MAX_SHARDS`.
     pub shards: usize,
+    /// Shard of each entry (indexed by the route's top [`ROUTE_BITS`] bits).
+    pub entries: Vec<u32>,
 }
 
 impl ShardRoute {
+    /// The route of `shards` shards under `seed`.
+    pub fn new(seed: u64, shards: usize) -> Self {
+        let entries = (0..1u64 << ROUTE_BITS)
+            .map(|e| ((e * shards as u64) >> ROUTE_BITS) as u32)
+            .collect();
+        Self {
+            seed,
+            shards,
+            entries,
+        }
+    }
+
     /// The shard of the widened key `key`.
     #[inline]
     pub fn shard_of(&self, key: u64) -> usize {
-        shard_of(key, self.seed, self.shards as u32) as usize
+        self.entries[(route_hash(key, self.seed) >> (64 - ROUTE_BITS)) as usize] as usize
     }
 }
 
@@ -50,7 +71,7 @@ pub(crate) struct Partition {
 
 impl Partition {
     /// The partition of `keys` under `route`.
-    pub fn new<K: Key>(route: ShardRoute, keys: &[K]) -> Self {
+    pub fn new<K: Key>(route: &ShardRoute, keys: &[K]) -> Self {
         let shards = route.shards;
         debug_assert!((1..=MAX_SHARDS).contains(&shards));
         let mut shard = vec![0u8; keys.len()];
@@ -159,11 +180,11 @@ mod tests {
     #[test]
     fn split_then_join_is_the_identity_and_keeps_order() {
         for shards in [1usize, 2, 3, 4, 7] {
-            let route = ShardRoute { seed: 9, shards };
+            let route = ShardRoute::new(9, shards);
             let keys: Vec<u32> = (0..200_000u32)
                 .map(|i| i.wrapping_mul(2654435761))
                 .collect();
-            let p = Partition::new(route, &keys);
+            let p = Partition::new(&route, &keys);
             assert_eq!(p.lens().iter().sum::<usize>(), keys.len());
             let mut bufs: Vec<Vec<u32>> = p.lens().iter().map(|&n| vec![0; n]).collect();
             let mut parts: Vec<&mut [u32]> = bufs.iter_mut().map(|b| &mut b[..]).collect();
@@ -193,9 +214,9 @@ mod tests {
 
     #[test]
     fn shards_are_balanced() {
-        let route = ShardRoute { seed: 1, shards: 4 };
+        let route = ShardRoute::new(1, 4);
         let keys: Vec<u32> = (0..1u32 << 20).collect();
-        let p = Partition::new(route, &keys);
+        let p = Partition::new(&route, &keys);
         for &n in p.lens() {
             let expect = (1 << 20) as f64 / 4.0;
             assert!((n as f64 - expect).abs() < 5.0 * expect.sqrt(), "{n}");

@@ -17,8 +17,8 @@
 
 use crate::device::find::tile_find_core;
 use crate::device::layout::KeyLayout;
+use crate::device::route::route_child;
 use crate::device::shape::{ShapeScalars, meta_of};
-use crate::paged::gpu::kernels::route_child;
 use crate::table::gpu::kernels::{insert_core, select, store_found_bits};
 use crate::table::gpu::upsert::classify_core;
 use cubecl::prelude::*;

@@ -1,13 +1,10 @@
 //! The paged tables' GPU side: the child (`child`: a GPU table and its residency, host image and place in
 //! the frames), routing host batches to children on the device ([`routing`]: the router and its partition;
-//! `route_calls`: its upsert and find calls; `route_framed`: its framed launches; `route_kernels`: its
-//! kernels), slot frames that let one launch serve every resident child ([`frames`]), and the paging kernels
-//! ([`kernels`]).
+//! `route_calls`: its upsert and find calls; `route_framed`: its framed launches; the kernels are the shared
+//! `device::route`), and slot frames that let one launch serve every resident child ([`frames`]).
 
 pub(crate) mod child;
 pub mod frames;
-pub mod kernels;
 mod route_calls;
 mod route_framed;
-mod route_kernels;
 pub mod routing;

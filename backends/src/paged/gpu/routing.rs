@@ -35,11 +35,11 @@
 //! [`route_gather_kernel()`]. (Counting first and scattering after the copy ran at 0.77-0.93x of a plain table,
 //! scattering as the keys land at 0.94-1.01x: H100, 16 resident children.)
 
-use super::route_kernels::{CUBE, TILE};
-pub use super::route_kernels::{
+use crate::device::layout::KeyLayout;
+use crate::device::route::{CUBE, TILE};
+pub use crate::device::route::{
     route_count_kernel, route_gather_kernel, route_scatter_kernel, route_values_kernel,
 };
-use crate::device::layout::KeyLayout;
 use crate::paged::protocol::{ROUTED_COUNTERS, RouteMap, RoutedBatch};
 use crate::runtime::host_io::{BatchSizes, CHUNK_ALIGN, DeviceCache, HostLink};
 use crate::runtime::launch::{CUBE_SIZE, cube_count, fill_u32};
@@ -310,6 +310,7 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> DeviceRouter<R, S, L> {
                 ArrayArg::from_raw_parts(at(mask), m),
                 ArrayArg::from_raw_parts(at(positions), m),
                 ArrayArg::from_raw_parts(batch.values.clone(), batch.len.max(1)),
+                true,
             )
         }
     }

@@ -28,8 +28,8 @@ use hashtile_core::tile::narrow_word;
 
 /// Mask value of a key that is not its key's last occurrence in the batch (skipped).
 pub const MASK_SKIP: u32 = 0;
-/// Mask value of a key to insert as new.
-pub const MASK_NEW: u32 = 1;
+/// Mask value of a key that is its key's last occurrence (defined with the route kernels that keep it).
+pub use crate::device::route::MASK_NEW;
 /// Mask value of a key already stored (update its value).
 pub const MASK_UPDATE: u32 = 2;
 

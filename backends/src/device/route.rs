@@ -1,20 +1,39 @@
-//! The router's kernels (`super::routing`): [`route_count_kernel`] counts a batch's keys per child,
-//! [`route_scatter_kernel`] scatters them into per-child parts with their routed positions,
-//! [`route_values_kernel`] writes the values to those positions, and [`route_gather_kernel`] puts a routed
-//! find's answers back in input order.
+//! Routing a batch on the device to its parts by the route hash (`hashtile_core::hash::route_hash`) and a
+//! directory: a paged table's children (`paged::gpu::routing`) and a sharded table's shards
+//! (`sharded::device`) partition with the same kernels. [`route_child`] is a key's part,
+//! [`route_count_kernel`] counts a batch's keys per part, [`route_scatter_kernel`] scatters them into the
+//! parts with their routed positions, [`route_values_kernel`] writes the values to those positions, and
+//! [`route_gather_kernel`] puts answers that come back in routed order into input order. Each cube counts
+//! in shared memory and takes one range per part from the global cursors, so no global counter sees more than
+//! one atomic per cube.
 
 use crate::device::layout::KeyLayout;
-use crate::paged::gpu::kernels::route_child;
 use crate::runtime::launch::CUBE_SIZE;
-use crate::table::gpu::upsert::MASK_NEW;
 use cubecl::prelude::*;
+use hashtile_core::hash::route_hash;
+
+/// The duplicate pass's mark of a key's last occurrence in a batch (`table::gpu::upsert`), which a masked
+/// route keeps.
+pub const MASK_NEW: u32 = 1;
+
+/// The part of a key under the route directory `entries` (`2^depth` entries indexed by the top `depth` bits of
+/// the key's route hash under `seed`; `paged::route::Directory::child_of` and `sharded::route` on the host).
+#[cube]
+pub fn route_child<L: KeyLayout>(key: L::Key, entries: &Array<u32>, seed: u64, depth: u32) -> u32 {
+    let h = route_hash(L::key_bits(key), seed);
+    let mut e = 0u64;
+    if depth > 0u32 {
+        e = h >> u64::cast_from(64u32 - depth);
+    }
+    entries[e as usize]
+}
 
 /// Units per cube, as a compile-time constant.
-pub(super) const CUBE: usize = CUBE_SIZE as usize;
+pub const CUBE: usize = CUBE_SIZE as usize;
 /// Keys each unit of the count and scatter kernels routes (positions `CUBE` apart, so loads coalesce).
 const PER_UNIT: usize = 8;
 /// Keys per cube of the count and scatter kernels.
-pub(super) const TILE: usize = CUBE * PER_UNIT;
+pub const TILE: usize = CUBE * PER_UNIT;
 
 /// No child: a position past the keys, or (masked) a key that is not its key's last occurrence.
 const NO_CHILD: u32 = u32::MAX;
@@ -168,8 +187,8 @@ pub fn route_scatter_kernel<L: KeyLayout>(
     }
 }
 
-/// Writes the values of a routed upsert, one values chunk as it lands: for each position `i` of the chunk
-/// whose key was kept (`mask[i]` is [`MASK_NEW`]), `routed_values`
+/// Writes the values of a routed batch, one values chunk as it lands: for each position `i` of the chunk
+/// whose key was kept (with `masked`, `mask[i]` is [`MASK_NEW`]; else every key), `routed_values`
 /// at its routed position `positions[i]` (the chunk's slices of the batch's mask and positions).
 #[cube(launch_unchecked)]
 pub fn route_values_kernel<L: KeyLayout>(
@@ -177,9 +196,14 @@ pub fn route_values_kernel<L: KeyLayout>(
     mask: &Array<u32>,
     positions: &Array<u32>,
     routed_values: &mut Array<L::Value>,
+    #[comptime] masked: bool,
 ) {
     let i = ABSOLUTE_POS;
-    if i < values.len() && mask[i] == MASK_NEW {
+    let mut kept = i < values.len();
+    if comptime!(masked) {
+        kept = kept && mask[i] == MASK_NEW;
+    }
+    if kept {
         let to = positions[i] as usize;
         routed_values[to] = values[i];
     }
