@@ -1,9 +1,9 @@
 //! Routing a batch on the device to its parts by the route hash (`hashtile_core::hash::route_hash`) and a
 //! directory: a paged table's children (`paged::gpu::routing`) and a sharded table's shards
-//! (`sharded::device`) partition with the same kernels. [`route_child`] is a key's part,
-//! [`route_count_kernel`] counts a batch's keys per part, [`route_scatter_kernel`] scatters them into the
-//! parts with their routed positions, [`route_values_kernel`] writes the values to those positions, and
-//! [`route_gather_kernel`] puts answers that come back in routed order into input order. Each cube counts
+//! (`sharded::device`) partition with the same kernels. [`route_child()`] is a key's part,
+//! [`route_count_kernel()`] counts a batch's keys per part, [`route_scatter_kernel()`] scatters them into the
+//! parts with their routed positions, [`route_values_kernel()`] writes the values to those positions, and
+//! [`route_gather_kernel()`] puts answers that come back in routed order into input order. Each cube counts
 //! in shared memory and takes one range per part from the global cursors, so no global counter sees more than
 //! one atomic per cube.
 
