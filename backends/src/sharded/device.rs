@@ -19,6 +19,7 @@ use crate::device::route::{
 };
 use crate::runtime::launch::{CUBE_SIZE, cube_count, fill_u32};
 use crate::runtime::transfer::{HostTransfer, sync_device};
+use crate::runtime::words::{bytes_of, bytes_of_mut};
 use crate::table::gpu::GpuTable;
 use cubecl::prelude::*;
 use cubecl::server::Handle;
@@ -224,6 +225,90 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
         }
         phases.back_ms = lap.ms();
         *self.device_phases.lock().unwrap_or_else(|e| e.into_inner()) = phases;
+        Ok(())
+    }
+
+    /// Host finds through the devices: slice `g` of `keys` (contiguous, an equal share) crosses shard `g`'s own
+    /// link (its table's staging), [`ShardedTable::find_device`] answers every slice, and each slice's values
+    /// (into `values`) and presence flags (into `flags`, 1 or 0 per key) come back over the same link into
+    /// the caller's memory: no host partition, no host join, every link busy at once. Keys must not be the
+    /// sentinel (the caller checks).
+    pub(crate) fn find_host<R: HostTransfer>(
+        &self,
+        keys: &[K],
+        values: Option<&mut [V]>,
+        flags: Option<&mut [u32]>,
+    ) -> Result<()> {
+        let clients = self.clients::<R>()?;
+        let n = self.shards.len();
+        let per = keys.len().div_ceil(n).max(1);
+        let lens: Vec<usize> = (0..n)
+            .map(|g| keys.len().saturating_sub(g * per).min(per))
+            .collect();
+        let uploaded = std::thread::scope(|sc| {
+            let handles: Vec<_> = self
+                .shards
+                .iter()
+                .enumerate()
+                .map(|(g, shard)| {
+                    let (client, part) =
+                        (&clients[g], &keys[(g * per).min(keys.len())..][..lens[g]]);
+                    sc.spawn(move || -> Result<(Handle, Handle, Handle)> {
+                        let t = gpu::<R, S, K, V>(shard)?;
+                        shard.stream().executes(|| {
+                            let kh = R::upload(client, t.host_stager(), bytes_of(part))?;
+                            let m = part.len().max(1);
+                            Ok((kh, client.empty(m * 4), client.empty(m * 4)))
+                        })
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(super::join_thread)
+                .collect::<Result<Vec<_>>>()
+        })?;
+        let kh: Vec<Handle> = uploaded.iter().map(|u| u.0.clone()).collect();
+        let out: Vec<Handle> = uploaded.iter().map(|u| u.1.clone()).collect();
+        let found: Vec<Handle> = uploaded.iter().map(|u| u.2.clone()).collect();
+        self.find_device::<R>(&kh, &lens, &out, &found)?;
+        let mut value_parts: Vec<Option<&mut [V]>> = match values {
+            Some(v) => v.chunks_mut(per).map(Some).collect(),
+            None => Vec::new(),
+        };
+        let mut flag_parts: Vec<Option<&mut [u32]>> = match flags {
+            Some(f) => f.chunks_mut(per).map(Some).collect(),
+            None => Vec::new(),
+        };
+        value_parts.resize_with(n, || None);
+        flag_parts.resize_with(n, || None);
+        std::thread::scope(|sc| {
+            let handles: Vec<_> = value_parts
+                .into_iter()
+                .zip(flag_parts)
+                .enumerate()
+                .map(|(g, (v, f))| {
+                    let (client, shard, out, found) =
+                        (&clients[g], &self.shards[g], &out[g], &found[g]);
+                    sc.spawn(move || -> Result<()> {
+                        let t = gpu::<R, S, K, V>(shard)?;
+                        shard.stream().executes(|| {
+                            if let Some(v) = v {
+                                R::download(client, t.host_stager(), out, bytes_of_mut(v))?;
+                            }
+                            if let Some(f) = f {
+                                R::download(client, t.host_stager(), found, bytes_of_mut(f))?;
+                            }
+                            Ok(())
+                        })
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(super::join_thread)
+                .collect::<Result<Vec<()>>>()
+        })?;
         Ok(())
     }
 

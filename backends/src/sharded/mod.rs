@@ -215,10 +215,22 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
         Ok(merge_failures(&p, results)?.into_iter().sum())
     }
 
-    /// Looks keys up: `Some(value)` if present.
+    /// Looks keys up: `Some(value)` if present. On GPUs (32-bit keys and values), a batch's finds take the
+    /// device path: each GPU's equal share of the batch crosses its own link and the shards' exchange does the
+    /// partition ([`ShardedTable::find_device`]).
     pub fn find(&self, keys: &[K]) -> Result<Vec<Option<V>>> {
         if let [one] = &self.shards[..] {
             return one.find(keys);
+        }
+        if self.finds_on_devices(keys) {
+            let mut values = vec![V::default(); keys.len()];
+            let mut flags = vec![0u32; keys.len()];
+            self.find_on_devices(keys, Some(&mut values), Some(&mut flags))?;
+            return Ok(values
+                .par_iter()
+                .zip(&flags)
+                .map(|(&v, &f)| (f != 0).then_some(v))
+                .collect());
         }
         let mut out = vec![None; keys.len()];
         self.find_with(keys, &mut out, |v, found| found.then_some(v))?;
@@ -231,6 +243,9 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
             return one.find_into(keys, out);
         }
         check_len("out", out.len(), keys.len())?;
+        if self.finds_on_devices(keys) {
+            return self.find_on_devices(keys, Some(out), None);
+        }
         self.find_with(keys, out, |v, found| if found { v } else { V::ABSENT })
     }
 
@@ -238,6 +253,11 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
     pub fn contains(&self, keys: &[K]) -> Result<Vec<bool>> {
         if let [one] = &self.shards[..] {
             return one.contains(keys);
+        }
+        if self.finds_on_devices(keys) {
+            let mut flags = vec![0u32; keys.len()];
+            self.find_on_devices(keys, None, Some(&mut flags))?;
+            return Ok(flags.par_iter().map(|&f| f != 0).collect());
         }
         let mut out = vec![false; keys.len()];
         self.find_with(keys, &mut out, |_, found| found)?;
@@ -297,6 +317,33 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
             .into_iter()
             .collect::<Result<Vec<()>>>()
             .map(|_| ())
+    }
+
+    /// `true` when a host find takes the device path ([`ShardedTable::find_device`]): GPU shards of 32-bit keys
+    /// and values with no reserved-key swap (device calls see the tables' own keys), and no sentinel among the
+    /// keys (the host path answers it as absent without a lookup).
+    fn finds_on_devices(&self, keys: &[K]) -> bool {
+        self.backend != Backend::Cpu
+            && K::BITS <= 32
+            && V::BITS <= 32
+            && !self.shards[0].swaps_keys()
+            && !keys.par_iter().any(|k| k.is_sentinel())
+    }
+
+    /// [`ShardedTable::find_host`] on the table's runtime.
+    fn find_on_devices(
+        &self,
+        keys: &[K],
+        values: Option<&mut [V]>,
+        flags: Option<&mut [u32]>,
+    ) -> Result<()> {
+        match self.backend {
+            #[cfg(feature = "cuda")]
+            Backend::Cuda => self.find_host::<cubecl::cuda::CudaRuntime>(keys, values, flags),
+            #[cfg(feature = "vulkan")]
+            Backend::Vulkan => self.find_host::<cubecl::wgpu::WgpuRuntime>(keys, values, flags),
+            b => Err(crate::select::unavailable(b)),
+        }
     }
 
     /// [`Error::SentinelKey`] for the first key the shards refuse (they all refuse the same one).

@@ -657,6 +657,12 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
         self.engine.as_any_mut()
     }
 
+    /// `true` when the table swaps a user's reserved key with the all-ones key on the way in and out (device
+    /// calls, which see the table's own keys, then differ from host calls).
+    pub(crate) fn swaps_keys(&self) -> bool {
+        self.swap.swaps()
+    }
+
     /// `true` for the one key the table refuses ([`Error::SentinelKey`]): the all-ones key, or the configured
     /// reserved key.
     pub(crate) fn refuses(&self, key: K) -> bool {

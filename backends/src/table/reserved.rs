@@ -30,6 +30,11 @@ impl<K: Key> KeySwap<K> {
         Ok(Self { reserved })
     }
 
+    /// `true` when a key is swapped (a reserved key is configured).
+    pub(crate) fn swaps(&self) -> bool {
+        self.reserved.is_some()
+    }
+
     /// The table's key for the user's `k` (and the user's for the table's: the swap is its own inverse).
     #[inline]
     pub(crate) fn key(&self, k: K) -> K {

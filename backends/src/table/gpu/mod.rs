@@ -294,6 +294,12 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
         shape_scalars(self.shape_words())
     }
 
+    /// The table's host transfers (its stream and pinned staging buffers, or the shared ones): a sharded
+    /// table moves its host slices through them.
+    pub(crate) fn host_stager(&self) -> &R::Stager {
+        &self.stager
+    }
+
     /// The compute client (to allocate buffers and launch your own kernels on the same device).
     pub fn client(&self) -> &ComputeClient<R> {
         &self.client
