@@ -215,29 +215,21 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
         Ok(merge_failures(&p, results)?.into_iter().sum())
     }
 
-    /// Looks keys up: `Some(value)` if present. On GPUs (32-bit keys and values), a batch's finds take the
-    /// device path: each GPU's equal share of the batch crosses its own link and the shards' exchange does the
-    /// partition ([`ShardedTable::find_device`]).
+    /// Looks keys up: `Some(value)` if present. (Through the host partition: on 4 H200s the device path's
+    /// values and flags, then the `Option`s built from them, ran at 0.69x of it.)
     pub fn find(&self, keys: &[K]) -> Result<Vec<Option<V>>> {
         if let [one] = &self.shards[..] {
             return one.find(keys);
-        }
-        if self.finds_on_devices(keys) {
-            let mut values = vec![V::default(); keys.len()];
-            let mut flags = vec![0u32; keys.len()];
-            self.find_on_devices(keys, Some(&mut values), Some(&mut flags))?;
-            return Ok(values
-                .par_iter()
-                .zip(&flags)
-                .map(|(&v, &f)| (f != 0).then_some(v))
-                .collect());
         }
         let mut out = vec![None; keys.len()];
         self.find_with(keys, &mut out, |v, found| found.then_some(v))?;
         Ok(out)
     }
 
-    /// Looks keys up into `out`: the value, or [`Value::ABSENT`] for absent keys ([`HashTable::find_into`]).
+    /// Looks keys up into `out`: the value, or [`Value::ABSENT`] for absent keys ([`HashTable::find_into`]). On
+    /// GPUs (32-bit keys and values) the batch takes the device path: each GPU's equal share crosses its own
+    /// link, the shards' exchange partitions it ([`ShardedTable::find_device`]), and the values come back into
+    /// `out` over the same links.
     pub fn find_into(&self, keys: &[K], out: &mut [V]) -> Result<()> {
         if let [one] = &self.shards[..] {
             return one.find_into(keys, out);
