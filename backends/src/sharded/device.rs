@@ -159,33 +159,21 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
         let recv_keys = self.exchange(&clients, &plan, &[&send_keys])?.remove(0);
         phases.exchange_ms = lap.ms();
         phases.exchange_bytes = 4 * lens.iter().sum::<usize>();
-        let answers = std::thread::scope(|sc| {
-            let handles: Vec<_> = self
-                .shards
-                .iter()
-                .enumerate()
-                .map(|(h, shard)| {
-                    let (plan, recv_keys, client) = (&plan, &recv_keys, &clients[h]);
-                    sc.spawn(move || -> Result<(Handle, Handle)> {
-                        let n = plan.recv_len(h);
-                        let t = gpu::<R, S, K, V>(shard)?;
-                        shard.stream().executes(|| {
-                            let values = client.empty(n.max(1) * 4);
-                            let flags = client.empty(n.max(1) * 4);
-                            if n > 0 {
-                                t.find_device(&recv_keys[h], &values, Some(&flags), n);
-                            }
-                            sync_device(client)?;
-                            Ok((values, flags))
-                        })
-                    })
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(super::join_thread)
-                .collect::<Result<Vec<_>>>()
-        })?;
+        let answers = super::run_each_ref(&self.shards, |h, shard| -> Result<(Handle, Handle)> {
+            let (n, client) = (plan.recv_len(h), &clients[h]);
+            let t = gpu::<R, S, K, V>(shard)?;
+            shard.stream().executes(|| {
+                let values = client.empty(n.max(1) * 4);
+                let flags = client.empty(n.max(1) * 4);
+                if n > 0 {
+                    t.find_device(&recv_keys[h], &values, Some(&flags), n);
+                }
+                sync_device(client)?;
+                Ok((values, flags))
+            })
+        })
+        .into_iter()
+        .collect::<Result<Vec<_>>>()?;
         phases.shards_ms = lap.ms();
         let values: Vec<Handle> = answers.iter().map(|a| a.0.clone()).collect();
         let flags: Vec<Handle> = answers.iter().map(|a| a.1.clone()).collect();
@@ -245,29 +233,20 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
         let lens: Vec<usize> = (0..n)
             .map(|g| keys.len().saturating_sub(g * per).min(per))
             .collect();
-        let uploaded = std::thread::scope(|sc| {
-            let handles: Vec<_> = self
-                .shards
-                .iter()
-                .enumerate()
-                .map(|(g, shard)| {
-                    let (client, part) =
-                        (&clients[g], &keys[(g * per).min(keys.len())..][..lens[g]]);
-                    sc.spawn(move || -> Result<(Handle, Handle, Handle)> {
-                        let t = gpu::<R, S, K, V>(shard)?;
-                        shard.stream().executes(|| {
-                            let kh = R::upload(client, t.host_stager(), bytes_of(part))?;
-                            let m = part.len().max(1);
-                            Ok((kh, client.empty(m * 4), client.empty(m * 4)))
-                        })
-                    })
+        let uploaded = super::run_each_ref(
+            &self.shards,
+            |g, shard| -> Result<(Handle, Handle, Handle)> {
+                let (client, part) = (&clients[g], &keys[(g * per).min(keys.len())..][..lens[g]]);
+                let t = gpu::<R, S, K, V>(shard)?;
+                shard.stream().executes(|| {
+                    let kh = R::upload(client, t.host_stager(), bytes_of(part))?;
+                    let m = part.len().max(1);
+                    Ok((kh, client.empty(m * 4), client.empty(m * 4)))
                 })
-                .collect();
-            handles
-                .into_iter()
-                .map(super::join_thread)
-                .collect::<Result<Vec<_>>>()
-        })?;
+            },
+        )
+        .into_iter()
+        .collect::<Result<Vec<_>>>()?;
         let kh: Vec<Handle> = uploaded.iter().map(|u| u.0.clone()).collect();
         let out: Vec<Handle> = uploaded.iter().map(|u| u.1.clone()).collect();
         let found: Vec<Handle> = uploaded.iter().map(|u| u.2.clone()).collect();
@@ -394,48 +373,39 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
         let shards = self.shards.len();
         let (seed, width) = (self.route.seed, shards as u32);
         let entries_len = self.route.entries.len();
-        let counted = std::thread::scope(|sc| {
-            let handles: Vec<_> = (0..shards)
-                .map(|g| {
-                    let (client, key, n) = (&clients[g], &keys[g], lens[g]);
-                    let stream = self.shards[g].stream();
-                    let entries = &self.route.entries;
-                    sc.spawn(move || {
-                        stream.executes(|| -> Result<(Handle, Vec<usize>)> {
-                            let entries = client.create_from_slice(u32::as_bytes(entries));
-                            let counts = client.empty(shards * 4);
-                            fill_u32(client, &counts, shards, 0);
-                            if n > 0 {
-                                let stand_in = client.empty(4);
-                                // SAFETY: the kernel guards each position against the keys' length `n`; the
-                                // mask is not read unmasked.
-                                unsafe {
-                                    route_count_kernel::launch_unchecked::<Packed, R>(
-                                        client,
-                                        cube_count(n.div_ceil(TILE) * CUBE),
-                                        CubeDim::new_1d(CUBE_SIZE),
-                                        ArrayArg::from_raw_parts(key.clone(), n),
-                                        ArrayArg::from_raw_parts(stand_in, 1),
-                                        ArrayArg::from_raw_parts(entries.clone(), entries_len),
-                                        ArrayArg::from_raw_parts(counts.clone(), shards),
-                                        seed,
-                                        ROUTE_BITS,
-                                        false,
-                                        width,
-                                    )
-                                }
-                            }
-                            let c = u32::from_bytes(&client.read_one_unchecked(counts)).to_vec();
-                            Ok((entries, c.iter().map(|&x| x as usize).collect()))
-                        })
-                    })
+        let counted =
+            super::run_each_ref(&self.shards, |g, shard| -> Result<(Handle, Vec<usize>)> {
+                let (client, key, n) = (&clients[g], &keys[g], lens[g]);
+                shard.stream().executes(|| {
+                    let entries = client.create_from_slice(u32::as_bytes(&self.route.entries));
+                    let counts = client.empty(shards * 4);
+                    fill_u32(client, &counts, shards, 0);
+                    if n > 0 {
+                        let stand_in = client.empty(4);
+                        // SAFETY: the kernel guards each position against the keys' length `n`; the mask is not
+                        // read unmasked.
+                        unsafe {
+                            route_count_kernel::launch_unchecked::<Packed, R>(
+                                client,
+                                cube_count(n.div_ceil(TILE) * CUBE),
+                                CubeDim::new_1d(CUBE_SIZE),
+                                ArrayArg::from_raw_parts(key.clone(), n),
+                                ArrayArg::from_raw_parts(stand_in, 1),
+                                ArrayArg::from_raw_parts(entries.clone(), entries_len),
+                                ArrayArg::from_raw_parts(counts.clone(), shards),
+                                seed,
+                                ROUTE_BITS,
+                                false,
+                                width,
+                            )
+                        }
+                    }
+                    let c = u32::from_bytes(&client.read_one_unchecked(counts)).to_vec();
+                    Ok((entries, c.iter().map(|&x| x as usize).collect()))
                 })
-                .collect();
-            handles
-                .into_iter()
-                .map(super::join_thread)
-                .collect::<Result<Vec<_>>>()
-        })?;
+            })
+            .into_iter()
+            .collect::<Result<Vec<_>>>()?;
         let plan = Plan::new(counted.iter().map(|c| c.1.clone()).collect());
         let routed = (0..shards)
             .map(|g| {

@@ -425,21 +425,9 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
         p: &Partition,
         work: impl Fn(&HashTable<S, K, V>, Part<'_, K, V>) -> Result<T> + Sync,
     ) -> Vec<Result<T>> {
-        let scratch = &self.scratch;
-        let work = &work;
-        std::thread::scope(|sc| {
-            let handles: Vec<_> = self
-                .shards
-                .iter()
-                .enumerate()
-                .map(|(i, shard)| {
-                    sc.spawn(move || {
-                        let mut g = scratch[i].lock().unwrap_or_else(|e| e.into_inner());
-                        work(shard, Part::of(&mut g, p.lens()[i]))
-                    })
-                })
-                .collect();
-            handles.into_iter().map(join_thread).collect()
+        run_each_ref(&self.shards, |i, shard| {
+            let mut g = self.scratch[i].lock().unwrap_or_else(|e| e.into_inner());
+            work(shard, Part::of(&mut g, p.lens()[i]))
         })
     }
 }
@@ -505,6 +493,25 @@ fn run_each<X: Send, T: Send>(
     std::thread::scope(|sc| {
         let handles: Vec<_> = items
             .iter_mut()
+            .enumerate()
+            .map(|(i, x)| sc.spawn(move || work(i, x)))
+            .collect();
+        handles.into_iter().map(join_thread).collect()
+    })
+}
+
+/// [`run_each`] for work that reads its shard only.
+fn run_each_ref<X: Sync, T: Send>(
+    items: &[X],
+    work: impl Fn(usize, &X) -> Result<T> + Sync,
+) -> Vec<Result<T>> {
+    if items.len() == 1 {
+        return vec![work(0, &items[0])];
+    }
+    let work = &work;
+    std::thread::scope(|sc| {
+        let handles: Vec<_> = items
+            .iter()
             .enumerate()
             .map(|(i, x)| sc.spawn(move || work(i, x)))
             .collect();
