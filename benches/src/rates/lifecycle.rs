@@ -20,7 +20,7 @@
 //!   bus.
 
 use super::args::Args;
-use super::measure::{Row, params_for};
+use super::shared::{Row, params_for};
 use hashtile::{Backend, BackendChoice, HashSet, HashTable, Op, Outcome, SchemeInfo, TableConfig};
 use indicatif::ProgressBar;
 use std::time::Instant;

@@ -10,7 +10,7 @@
 //!   `static_set` rows (`set_insert`, `set_contains100`, `set_contains0`).
 
 use super::args::Args;
-use super::measure::{Row, empty_gpu_table};
+use super::shared::{Row, empty_gpu_table};
 use hashtile::gpu::{Keys32, Packed};
 use hashtile::reduce::Add;
 use hashtile::{Backend, ProbingScheme, SchemeInfo};

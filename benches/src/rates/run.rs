@@ -2,7 +2,8 @@
 //! written as CSV and printed as a table.
 
 use super::args::{Args, Rates};
-use super::measure::{Row, measure};
+use super::measure::measure;
+use super::shared::Row;
 use super::{lifecycle, wide};
 use crate::checks::{SCHEMES, with_scheme};
 use crate::common::{distinct_keys, median};

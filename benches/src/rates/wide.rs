@@ -4,7 +4,7 @@
 //! schemes (IHT, P2BHT) support; on the CPU every scheme runs.
 
 use super::args::Args;
-use super::measure::{Row, empty_gpu_table, gpu_options, params_for};
+use super::shared::{Row, empty_gpu_table, gpu_options, params_for};
 use crate::common::queries;
 use hashtile::gpu::Wide;
 use hashtile::hash::fmix32;
