@@ -8,6 +8,7 @@
 //! next route bit is set to a new child and touches no other child: a hash-routed table grows one child at a
 //! time.
 
+use crate::runtime::disjoint::DisjointWrites;
 use rayon::prelude::*;
 
 pub(crate) use hashtile_core::hash::route_hash;
@@ -179,9 +180,9 @@ pub(crate) fn partition<K: Copy + Default + Send + Sync, V: Copy + Default + Sen
     out_values.clear();
     out_values.resize(if with_values { n } else { 0 }, V::default());
     let (o, k, v) = (
-        SharedSlice(order.as_mut_ptr()),
-        SharedSlice(out_keys.as_mut_ptr()),
-        SharedSlice(out_values.as_mut_ptr()),
+        DisjointWrites::new(&mut order),
+        DisjointWrites::new(&mut out_keys),
+        DisjointWrites::new(&mut out_values),
     );
     of.par_chunks(piece)
         .zip(starts.into_par_iter())
@@ -215,28 +216,11 @@ pub(crate) fn partition<K: Copy + Default + Send + Sync, V: Copy + Default + Sen
 /// `dst[pos[i]] = vals[i]` for each `i`; `pos` holds distinct positions below `dst.len()`.
 pub(crate) fn scatter<T: Copy + Send + Sync>(dst: &mut [T], pos: &[u32], vals: &[T]) {
     assert_eq!(pos.len(), vals.len());
-    let n = dst.len();
-    let out = SharedSlice(dst.as_mut_ptr());
+    let out = DisjointWrites::new(dst);
     pos.par_iter().zip(vals.par_iter()).for_each(|(&p, &v)| {
-        assert!((p as usize) < n);
-        // SAFETY: positions are distinct and in bounds (checked), so no two writes meet.
+        // SAFETY: positions are distinct (the caller's contract), so no two writes meet; `write` checks bounds.
         unsafe { out.write(p as usize, v) };
     });
-}
-
-/// A raw pointer that parallel writers share, each writing positions no other writes.
-struct SharedSlice<T>(*mut T);
-// SAFETY: writers touch disjoint positions (the callers' contract).
-unsafe impl<T: Send> Sync for SharedSlice<T> {}
-// SAFETY: as above.
-unsafe impl<T: Send> Send for SharedSlice<T> {}
-impl<T> SharedSlice<T> {
-    /// # Safety
-    /// `i` is in bounds and no other thread writes or reads position `i` meanwhile.
-    unsafe fn write(&self, i: usize, v: T) {
-        // SAFETY: the caller's contract.
-        unsafe { self.0.add(i).write(v) }
-    }
 }
 
 #[cfg(test)]

@@ -1,6 +1,6 @@
 //! Writes into one slice from many threads at indices no two threads share: the scatters of the host passes
-//! (a mixed batch's outcomes in batch order, a sharded batch's parts and answers) whose index sets are disjoint
-//! by construction but not contiguous, so `par_chunks_mut` cannot split them.
+//! (a mixed batch's outcomes in batch order, a paged or sharded batch's parts, answers back in order) whose
+//! index sets are disjoint by construction but not contiguous, so `par_chunks_mut` cannot split them.
 
 use std::marker::PhantomData;
 

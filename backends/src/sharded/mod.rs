@@ -17,6 +17,7 @@ pub(crate) mod route;
 
 use crate::results::{Op, Outcome, present};
 use crate::runtime::host_memory::PinnedBuffer;
+use crate::runtime::trace::Trace;
 use crate::select::Backend;
 use crate::table::HashTable;
 use config::ShardedConfig;
@@ -176,14 +177,15 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
         }
         check_len("values", values.len(), keys.len())?;
         self.check_keys(keys)?;
-        let mut lap = Lap::new("sharded insert");
+        let mut trace = Trace::new("sharded");
         let p = Partition::new(&self.route, keys);
-        lap.mark("partition");
+        trace.lap("partition");
         self.split(&p, keys, Some(values));
-        lap.mark("split");
+        trace.lap("split");
         self.check_room(&p)?;
         let results = self.on_shards(&p, |shard, part| shard.insert(part.keys, part.values));
-        lap.mark("shards");
+        trace.lap("shards");
+        trace.report("insert", keys.len());
         merge_failures(&p, results).map(|_| ())
     }
 
@@ -384,16 +386,16 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
         out: &mut [U],
         f: impl Fn(V, bool) -> U + Sync,
     ) -> Result<()> {
-        let mut lap = Lap::new("sharded find");
+        let mut trace = Trace::new("sharded");
         let p = Partition::new(&self.route, keys);
-        lap.mark("partition");
+        trace.lap("partition");
         self.split(&p, keys, None);
-        lap.mark("split");
+        trace.lap("split");
         let results = self.on_shards_ref(&p, |shard, part| {
             shard.find_bits_into(part.keys, part.values, part.found)
         });
         merge_failures(&p, results)?;
-        lap.mark("shards");
+        trace.lap("shards");
         let guards: Vec<_> = self
             .scratch
             .iter()
@@ -402,7 +404,8 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
         let values: Vec<&[V]> = guards.iter().map(|g| &g.values[..]).collect();
         let found: Vec<&[u32]> = guards.iter().map(|g| &g.found[..]).collect();
         p.join(out, |s, j| f(values[s][j], present(found[s], j)));
-        lap.mark("join");
+        trace.lap("join");
+        trace.report("find", keys.len());
         Ok(())
     }
 
@@ -429,33 +432,6 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
             let mut g = self.scratch[i].lock().unwrap_or_else(|e| e.into_inner());
             work(shard, Part::of(&mut g, p.lens()[i]))
         })
-    }
-}
-
-/// Phase timings of a host call as `tracing` events (`hashtile` target, TRACE level).
-struct Lap {
-    call: &'static str,
-    at: std::time::Instant,
-}
-
-impl Lap {
-    fn new(call: &'static str) -> Self {
-        Self {
-            call,
-            at: std::time::Instant::now(),
-        }
-    }
-
-    /// Emits the time since the last mark as `phase`.
-    fn mark(&mut self, phase: &'static str) {
-        let now = std::time::Instant::now();
-        tracing::trace!(
-            target: "hashtile",
-            call = self.call,
-            phase,
-            ms = (now - self.at).as_secs_f64() * 1e3
-        );
-        self.at = now;
     }
 }
 
