@@ -136,13 +136,18 @@ pub(crate) fn check_device_memory<R: HostTransfer>(
 
 /// Refuses an answer slice whose length is not the number of keys (`find_into`, `count_into`), as a typed error.
 pub(crate) fn check_out_len(keys: usize, out: usize) -> Result<()> {
-    if out == keys {
+    check_len("out", out, keys)
+}
+
+/// Refuses an argument `what` of `got` elements where `expected` are needed, as a typed error.
+pub(crate) fn check_len(what: &'static str, got: usize, expected: usize) -> Result<()> {
+    if got == expected {
         return Ok(());
     }
     Err(Error::LengthMismatch {
-        what: "out",
-        got: out,
-        expected: keys,
+        what,
+        got,
+        expected,
     })
 }
 

@@ -16,6 +16,7 @@ mod nccl;
 pub(crate) mod route;
 
 use crate::results::{Op, Outcome, present};
+use crate::runtime::host_io::check_len;
 use crate::runtime::host_memory::PinnedBuffer;
 use crate::runtime::trace::Trace;
 use crate::select::Backend;
@@ -540,17 +541,5 @@ fn batch_error(p: &Partition, s: usize, e: Error) -> Error {
             index: p.index_of(s, index),
         },
         e => e,
-    }
-}
-
-fn check_len(what: &'static str, got: usize, expected: usize) -> Result<()> {
-    if got == expected {
-        Ok(())
-    } else {
-        Err(Error::LengthMismatch {
-            what,
-            got,
-            expected,
-        })
     }
 }
