@@ -48,6 +48,10 @@ pub struct ShardedArgs {
     /// SVG plot of speedup against shards (none if not given).
     #[arg(long)]
     pub plot: Option<PathBuf>,
+    /// Exchange steps of the device-data rows, keys of each slice per step as powers of two, comma-separated
+    /// (default: the library's, `ShardedConfig::exchange_step`); the plot shows the first.
+    #[arg(long, value_delimiter = ',')]
+    pub log2_exchange_steps: Vec<u32>,
     /// Skip the device-data rows (GPUs).
     #[arg(long)]
     pub no_device: bool,
@@ -65,6 +69,13 @@ pub fn check(a: ShardedArgs) -> Result<ShardedArgs, String> {
     if !(a.load > 0.0 && a.load <= 1.0) {
         return Err(format!("--load {}: must be in (0, 1]", a.load));
     }
+    if let Some(&s) = a
+        .log2_exchange_steps
+        .iter()
+        .find(|&&s| !(11..=40).contains(&s))
+    {
+        return Err(format!("--log2-exchange-steps {s}: must be in 11..=40"));
+    }
     if a.shards.is_empty()
         || a.shards
             .iter()
@@ -79,7 +90,7 @@ pub fn check(a: ShardedArgs) -> Result<ShardedArgs, String> {
     Ok(a)
 }
 
-const HEADER: &str = "backend,scheme,shards,keys_per_shard,keys,load,input,call,mkeys_per_s,one_device_mkeys_per_s,speedup,transport,exchange_gb_s,exchange_ceiling_gb_s,exchange_of_ceiling,correct";
+const HEADER: &str = "backend,scheme,shards,keys_per_shard,keys,load,input,call,mkeys_per_s,one_device_mkeys_per_s,speedup,transport,exchange_gb_s,exchange_ceiling_gb_s,exchange_of_ceiling,exchange_step,route_ms,steps_ms,exchange_ms,correct";
 
 /// One measured call of one table.
 #[derive(Default)]
@@ -92,6 +103,9 @@ struct Row {
     transport: &'static str,
     /// The exchange's own rate in the call, and the transport's all-to-all of the same bytes (GB/s).
     exchange: Option<(f64, f64)>,
+    /// Device rows: keys per exchange step, and where the last timed call's time went.
+    step: usize,
+    phases: Option<hashtile::DevicePhases>,
 }
 
 /// Runs the mode; returns the exit status (2 when an answer was wrong).
@@ -111,8 +125,13 @@ pub fn run(a: &ShardedArgs) -> Result<i32, String> {
         name,
         |S| {
             if !a.no_device && backend != Backend::Cpu {
+                let steps: Vec<usize> = if a.log2_exchange_steps.is_empty() {
+                    vec![hashtile::sharded::config::DEFAULT_EXCHANGE_STEP]
+                } else {
+                    a.log2_exchange_steps.iter().map(|&s| 1usize << s).collect()
+                };
                 let device = crate::sharded_device::rows::<S>(
-                    backend, devices, &a.shards, per, a.load, a.runs, keys,
+                    backend, devices, &a.shards, &steps, per, a.load, a.runs, keys,
                 )?;
                 rows.extend(device.into_iter().map(|d| Row {
                     shards: d.shards,
@@ -122,6 +141,8 @@ pub fn run(a: &ShardedArgs) -> Result<i32, String> {
                     correct: d.correct,
                     transport: d.transport,
                     exchange: d.exchange,
+                    step: d.step,
+                    phases: d.phases,
                 }));
             }
             if a.no_host {
@@ -320,8 +341,14 @@ fn write(
             r.shards.to_string()
         };
         let (ex, ceiling) = r.exchange.unwrap_or((f64::NAN, f64::NAN));
+        let phases = r.phases.map_or(",NaN,NaN,NaN".to_string(), |p| {
+            format!(
+                "{},{:.3},{:.3},{:.3}",
+                r.step, p.route_ms, p.steps_ms, p.exchange_ms
+            )
+        });
         lines.push(format!(
-            "{backend},{scheme},{label},{per},{},{},{},{},{:.1},{:.1},{:.3},{},{:.1},{:.1},{:.3},{}",
+            "{backend},{scheme},{label},{per},{},{},{},{},{:.1},{:.1},{:.3},{},{:.1},{:.1},{:.3},{phases},{}",
             per * shards,
             a.load,
             r.input,
@@ -348,6 +375,11 @@ fn write(
             ("device", "insert_device"),
             ("device", "find_device"),
         ];
+        // Device rows of the first exchange step measured.
+        let first_step = rows
+            .iter()
+            .find(|r| r.input == "device" && r.shards > 0)
+            .map_or(0, |r| r.step);
         let mut series: Vec<Series> = calls
             .iter()
             .filter(|&&(i, c)| rows.iter().any(|r| r.input == i && r.call == c))
@@ -356,6 +388,7 @@ fn write(
                 points: rows
                     .iter()
                     .filter(|r| r.shards > 0 && r.input == i && r.call == c)
+                    .filter(|r| r.input == "host" || r.step == first_step)
                     .map(|r| (r.shards as f64, Some(r.rate / one(i, c))))
                     .collect(),
             })

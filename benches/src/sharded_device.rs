@@ -9,8 +9,8 @@ use hashtile::cubecl::prelude::*;
 use hashtile::gpu::transfer::HostTransfer;
 use hashtile::gpu::{GpuOptions, GpuTable};
 use hashtile::{
-    Backend, BackendChoice, HashFamily, SchemeInfo, ShardedConfig, ShardedTable, TableConfig,
-    Transport, default_bucket_size_of,
+    Backend, BackendChoice, DevicePhases, HashFamily, SchemeInfo, ShardedConfig, ShardedTable,
+    TableConfig, Transport, default_bucket_size_of,
 };
 use std::time::Instant;
 
@@ -24,14 +24,20 @@ pub struct DeviceRow {
     pub transport: &'static str,
     /// The exchange's GB/s in the call and the transport's all-to-all of the same bytes.
     pub exchange: Option<(f64, f64)>,
+    /// Keys of each slice per exchange step (0: one GPU's table).
+    pub step: usize,
+    /// Where the last timed call's time went.
+    pub phases: Option<DevicePhases>,
 }
 
-/// The rows for `shards` counts (those past `devices` skipped) at `per` keys per slice: `keys` holds at least
-/// `per * max(shards)` distinct keys.
+/// The rows for `shards` counts (those past `devices` skipped) and exchange `steps` at `per` keys per slice:
+/// `keys` holds at least `per * max(shards)` distinct keys.
+#[allow(clippy::too_many_arguments)]
 pub fn rows<S: SchemeInfo>(
     backend: Backend,
     devices: usize,
     shards: &[usize],
+    steps: &[usize],
     per: usize,
     load: f64,
     runs: usize,
@@ -40,15 +46,24 @@ pub fn rows<S: SchemeInfo>(
     match backend {
         #[cfg(feature = "cuda")]
         Backend::Cuda => on::<S, hashtile::cubecl::cuda::CudaRuntime>(
-            backend, devices, shards, per, load, runs, keys,
+            backend, devices, shards, steps, per, load, runs, keys,
         ),
         #[cfg(feature = "vulkan")]
         Backend::Vulkan => on::<S, hashtile::cubecl::wgpu::WgpuRuntime>(
-            backend, devices, shards, per, load, runs, keys,
+            backend, devices, shards, steps, per, load, runs, keys,
         ),
         b => return Err(format!("{b}: no device-data calls")),
     }
     .map_err(|e| e.to_string())
+}
+
+/// GB/s of `bytes` in `secs` (NaN when nothing was timed: one shard moves nothing).
+fn gb_s(bytes: usize, secs: f64) -> f64 {
+    if secs > 0.0 {
+        bytes as f64 / secs / 1e9
+    } else {
+        f64::NAN
+    }
 }
 
 fn value_of(k: u32) -> u32 {
@@ -60,6 +75,7 @@ fn on<S: SchemeInfo, R: HostTransfer>(
     backend: Backend,
     devices: usize,
     shards: &[usize],
+    steps: &[usize],
     per: usize,
     load: f64,
     runs: usize,
@@ -108,6 +124,8 @@ fn on<S: SchemeInfo, R: HostTransfer>(
             correct: ok,
             transport: "none",
             exchange: None,
+            step: 0,
+            phases: None,
         });
         let found = t.alloc_u32(per);
         let answers = t.alloc_u32(per);
@@ -128,23 +146,31 @@ fn on<S: SchemeInfo, R: HostTransfer>(
             correct: ok,
             transport: "none",
             exchange: None,
+            step: 0,
+            phases: None,
         });
         eprintln!(
             "sharded: one GPU: device insert {:.0}, find {:.0} M keys/s",
             out[0].rate, out[1].rate
         );
     }
-    for &g in shards {
+    for (&g, &step) in shards
+        .iter()
+        .flat_map(|g| steps.iter().map(move |s| (g, s)))
+    {
         if g > devices {
             continue;
         }
         let n = per * g;
         let table = TableConfig::for_keys(n, load).backend(BackendChoice::Exactly(backend));
-        let mut t: ShardedTable<S, u32, u32> =
-            ShardedTable::new(ShardedConfig::new(table).devices((0..g).collect::<Vec<_>>()))?;
+        let config = ShardedConfig::new(table)
+            .devices((0..g).collect::<Vec<_>>())
+            .exchange_step(step);
+        let mut t: ShardedTable<S, u32, u32> = ShardedTable::new(config)?;
         let transport = match t.transport() {
             Transport::Nccl => "nccl",
             Transport::Host => "host",
+            Transport::Local => "none",
         };
         let clients: Vec<ComputeClient<R>> = (0..g)
             .map(|i| t.client::<R>(i))
@@ -167,6 +193,7 @@ fn on<S: SchemeInfo, R: HostTransfer>(
         let lens = vec![per; g];
         let mut rates = Vec::new();
         let mut exchange = Vec::new();
+        let mut phases = DevicePhases::default();
         for run in 0..=runs {
             t.clear()?;
             let t0 = Instant::now();
@@ -175,12 +202,13 @@ fn on<S: SchemeInfo, R: HostTransfer>(
             let p = t.last_device_phases();
             if run > 0 {
                 rates.push(n as f64 / dt / 1e6);
-                exchange.push(p.exchange_bytes as f64 / (p.exchange_ms * 1e-3) / 1e9);
+                exchange.push(gb_s(p.exchange_bytes, p.exchange_ms * 1e-3));
+                phases = p;
             }
         }
         // The insert's exchange moves keys and values: two all-to-alls of 4 bytes per key each.
         let (secs, bytes) = t.exchange_ceiling::<R>(per, runs)?;
-        let ceiling = bytes as f64 / secs / 1e9;
+        let ceiling = gb_s(bytes, secs);
         let ok = t.len() == n;
         out.push(DeviceRow {
             shards: g,
@@ -189,6 +217,8 @@ fn on<S: SchemeInfo, R: HostTransfer>(
             correct: ok,
             transport,
             exchange: Some((median(&mut exchange), ceiling)),
+            step,
+            phases: Some(phases),
         });
         let answers: Vec<_> = clients.iter().map(|c| c.empty(per * 4)).collect();
         let found: Vec<_> = clients.iter().map(|c| c.empty(per * 4)).collect();
@@ -201,7 +231,8 @@ fn on<S: SchemeInfo, R: HostTransfer>(
             let p = t.last_device_phases();
             if run > 0 {
                 rates.push(n as f64 / dt / 1e6);
-                exchange.push(p.exchange_bytes as f64 / (p.exchange_ms * 1e-3) / 1e9);
+                exchange.push(gb_s(p.exchange_bytes, p.exchange_ms * 1e-3));
+                phases = p;
             }
         }
         let mut ok = true;
@@ -228,11 +259,23 @@ fn on<S: SchemeInfo, R: HostTransfer>(
             correct: ok,
             transport,
             exchange: Some((median(&mut exchange), ceiling)),
+            step,
+            phases: Some(phases),
         });
+        let (ins, fnd) = (&out[out.len() - 2], &out[out.len() - 1]);
+        let ms = |r: &DeviceRow| {
+            let p = r.phases.unwrap_or_default();
+            format!(
+                "route {:.2} + steps {:.2} ms ({} steps, exchange {:.2} ms)",
+                p.route_ms, p.steps_ms, p.steps, p.exchange_ms
+            )
+        };
         eprintln!(
-            "sharded: {g} GPU(s) over {transport}: device insert {:.0}, find {:.0} M keys/s; exchange ceiling {ceiling:.0} GB/s",
-            out[out.len() - 2].rate,
-            out[out.len() - 1].rate
+            "sharded: {g} GPU(s) over {transport}, steps of {step} keys: device insert {:.0} M keys/s [{}], find {:.0} [{}]; exchange ceiling {ceiling:.0} GB/s",
+            ins.rate,
+            ms(ins),
+            fnd.rate,
+            ms(fnd)
         );
     }
     Ok(out)

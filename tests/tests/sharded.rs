@@ -6,6 +6,7 @@
 //! time (each table runs on a CubeCL stream of its own).
 
 use hashtile::reduce::Add;
+use hashtile::sharded::config::DEFAULT_EXCHANGE_STEP;
 use hashtile::{
     Backend, BackendChoice, Bcht, DoubleHashing, Error, Iht, Key, Op, Outcome, SchemeInfo,
     ShardedConfig, ShardedTable, Shards, TableConfig, Value,
@@ -261,6 +262,11 @@ fn bad_configs_are_typed_errors() {
         ShardedTable::<Bcht, u32, u32>::new(cfg),
         Err(Error::InvalidConfig(_))
     ));
+    let cfg = config(Backend::Cpu, 4096, Shards::Count(2)).exchange_step(0);
+    assert!(matches!(
+        ShardedTable::<Bcht, u32, u32>::new(cfg),
+        Err(Error::InvalidConfig(_))
+    ));
 }
 
 #[test]
@@ -318,11 +324,17 @@ fn a_table_called_from_a_new_thread_each_time() {
 /// Device slices (one per shard's device) through `insert_device` / `find_device` on runtime `R`, against a
 /// `HashMap`: keys repeated within and across slices (one value per key and round, so the stored value is
 /// known), an empty slice, present and absent queries.
-fn device_slices<R: hashtile::gpu::transfer::HostTransfer>(backend: Backend, shards: Shards) {
+/// Device slices in exchange steps of `step` keys (the default, one step here; 2048, the least: slices of one and
+/// two steps side by side, so that some slices send nothing in the last step).
+fn device_slices<R: hashtile::gpu::transfer::HostTransfer>(
+    backend: Backend,
+    shards: Shards,
+    step: usize,
+) {
     use hashtile::cubecl::prelude::*;
-    let what = format!("device slices on {backend}, {shards:?}");
+    let what = format!("device slices on {backend}, {shards:?}, steps of {step}");
     let mut t: ShardedTable<Bcht, u32, u32> =
-        ShardedTable::new(config(backend, 1 << 15, shards)).unwrap();
+        ShardedTable::new(config(backend, 1 << 15, shards).exchange_step(step)).unwrap();
     let n = t.shard_count();
     let clients: Vec<ComputeClient<R>> = (0..n).map(|g| t.client::<R>(g).unwrap()).collect();
     let mut rng = StdRng::seed_from_u64(0xd5);
@@ -405,14 +417,34 @@ fn device_slices_match_the_oracle() {
         match backend {
             #[cfg(feature = "vulkan")]
             Backend::Vulkan => {
-                device_slices::<hashtile::cubecl::wgpu::WgpuRuntime>(backend, Shards::Count(1));
-                device_slices::<hashtile::cubecl::wgpu::WgpuRuntime>(backend, Shards::Count(3));
+                for step in [DEFAULT_EXCHANGE_STEP, 1] {
+                    device_slices::<hashtile::cubecl::wgpu::WgpuRuntime>(
+                        backend,
+                        Shards::Count(1),
+                        step,
+                    );
+                    device_slices::<hashtile::cubecl::wgpu::WgpuRuntime>(
+                        backend,
+                        Shards::Count(3),
+                        step,
+                    );
+                }
             }
             #[cfg(feature = "cuda")]
             Backend::Cuda => {
-                device_slices::<hashtile::cubecl::cuda::CudaRuntime>(backend, Shards::Count(3));
-                // One shard per GPU: NCCL when there are several.
-                device_slices::<hashtile::cubecl::cuda::CudaRuntime>(backend, Shards::AllDevices);
+                for step in [DEFAULT_EXCHANGE_STEP, 1] {
+                    device_slices::<hashtile::cubecl::cuda::CudaRuntime>(
+                        backend,
+                        Shards::Count(3),
+                        step,
+                    );
+                    // One shard per GPU: NCCL when there are several.
+                    device_slices::<hashtile::cubecl::cuda::CudaRuntime>(
+                        backend,
+                        Shards::AllDevices,
+                        step,
+                    );
+                }
             }
             _ => {}
         }

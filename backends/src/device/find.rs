@@ -13,6 +13,17 @@ use cubecl::prelude::*;
 use hashtile_core::reduce::Assign;
 use hashtile_core::scheme::ProbingScheme;
 
+/// How a find, or a gather of routed answers, reports presence besides the value.
+pub mod found_mode {
+    /// Values only (absent keys get the `absent` value).
+    pub const NONE: u32 = 0;
+    /// `found[i]` = 1 or 0.
+    pub const FLAGS: u32 = 1;
+    /// Bit `i % 32` of `found_bits[i / 32]` is set for present keys (the buffer must start zeroed): 1/32 of the
+    /// flags' read-back, for the host API's `Option` answers.
+    pub const BITS: u32 = 2;
+}
+
 /// A lane's find answer (`V`: the layout's value type).
 #[derive(CubeType, Clone, Copy)]
 pub struct FindResult<V: Int> {

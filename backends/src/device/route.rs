@@ -7,6 +7,7 @@
 //! in shared memory and takes one range per part from the global cursors, so no global counter sees more than
 //! one atomic per cube.
 
+use crate::device::find::found_mode;
 use crate::device::layout::KeyLayout;
 use crate::runtime::launch::CUBE_SIZE;
 use cubecl::prelude::*;
@@ -209,32 +210,38 @@ pub fn route_values_kernel<L: KeyLayout>(
     }
 }
 
-/// Puts a routed find's answers back in input order: `out[i]` = the routed value of key `i`, and with
-/// `with_bits`, bit `i % 32` of `bits[i / 32]` (zeroed first) set where its routed presence bit is. Each plane ORs its bits together
-/// (distinct bits: their sum) and sets them with one atomic (planes of 8 or 32 lanes never straddle a word).
+/// Puts a routed find's answers back in input order: `out[i]` = the routed value of key `i`, and its routed
+/// presence bit (bit `p % 32` of `routed_bits[p / 32]` at its routed position `p`) reported per `found_mode`
+/// ([`found_mode`]): as bit `i % 32` of `found[i / 32]` (zeroed first; each plane ORs its bits together,
+/// distinct bits: their sum, and sets them with one atomic; planes of 8 or 32 lanes never straddle a word), or
+/// as `found[i]` = 1 or 0.
 #[cube(launch_unchecked)]
 pub fn route_gather_kernel<L: KeyLayout>(
     positions: &Array<u32>,
     routed_out: &Array<L::Value>,
     routed_bits: &Array<u32>,
     out: &mut Array<L::Value>,
-    bits: &Array<Atomic<u32>>,
-    #[comptime] with_bits: bool,
+    found: &Array<Atomic<u32>>,
+    #[comptime] found_mode: u32,
 ) {
     let i = ABSOLUTE_POS;
     let mut hit = 0u32;
     if i < positions.len() {
         let p = positions[i];
         out[i] = routed_out[p as usize];
-        if comptime!(with_bits) {
+        if comptime!(found_mode != found_mode::NONE) {
             let f = (routed_bits[(p / 32u32) as usize] >> (p % 32u32)) & 1u32;
-            hit = f << ((i % 32) as u32);
+            if comptime!(found_mode == found_mode::FLAGS) {
+                found[i].store(f);
+            } else {
+                hit = f << ((i % 32) as u32);
+            }
         }
     }
-    if comptime!(with_bits) {
+    if comptime!(found_mode == found_mode::BITS) {
         let word = plane_sum(hit);
         if UNIT_POS_PLANE == 0u32 && word != 0u32 {
-            bits[i / 32].fetch_or(word);
+            found[i / 32].fetch_or(word);
         }
     }
 }

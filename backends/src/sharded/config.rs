@@ -41,7 +41,20 @@ pub struct ShardedConfig {
     pub shards: Shards,
     /// Seed of the route hash that picks a key's shard (independent of the shards' hash families).
     pub route_seed: u64,
+    /// Keys of each device slice per exchange step of a device-data call (rounded up to a multiple of
+    /// [`STEP_ALIGN`]): a call moves its slices in steps, and every shard works on one step while the next
+    /// step's keys and the previous step's answers travel. Smaller steps overlap more and pay more waits;
+    /// default [`DEFAULT_EXCHANGE_STEP`].
+    pub exchange_step: usize,
 }
+
+/// Keys of a slice per exchange step unless the user gives another count (measured on 4 H200s over NVLink:
+/// docs/PERFORMANCE.md, "Sharded tables").
+pub const DEFAULT_EXCHANGE_STEP: usize = 1 << 23;
+
+/// Exchange steps are multiples of this many keys, so that every step's region of a buffer starts on a
+/// 256-byte boundary, presence bits included (32 keys per word).
+pub const STEP_ALIGN: usize = 2048;
 
 /// The route seed of a sharded table unless the user gives one.
 pub const DEFAULT_ROUTE_SEED: u64 = 0x5348_4152_4445_4421;
@@ -53,6 +66,7 @@ impl ShardedConfig {
             table,
             shards: Shards::AllDevices,
             route_seed: DEFAULT_ROUTE_SEED,
+            exchange_step: DEFAULT_EXCHANGE_STEP,
         }
     }
 
@@ -72,6 +86,22 @@ impl ShardedConfig {
     pub fn route_seed(mut self, seed: u64) -> Self {
         self.route_seed = seed;
         self
+    }
+
+    /// Sets the keys of each slice per exchange step ([`ShardedConfig::exchange_step`]).
+    pub fn exchange_step(mut self, keys: usize) -> Self {
+        self.exchange_step = keys;
+        self
+    }
+
+    /// The exchange step in keys, checked ([`Error::InvalidConfig`] for 0) and rounded up to [`STEP_ALIGN`].
+    pub(crate) fn step_keys(&self) -> Result<usize> {
+        if self.exchange_step == 0 {
+            return Err(Error::InvalidConfig(
+                "an exchange step of 0 keys; at least 1".into(),
+            ));
+        }
+        Ok(self.exchange_step.next_multiple_of(STEP_ALIGN))
     }
 
     /// The backend the shards run on (`Auto` resolved).

@@ -1,22 +1,22 @@
 //! Device data spread over the shards' devices, as a multi-GPU program holds it: shard `g`'s device holds slice
-//! `g` of a batch. Each slice is routed and laid out by destination shard on its own device, by the kernels
-//! that partition a paged table's batches (`device::route`, given the shards' directory), the slices' parts
-//! cross in one all-to-all exchange (`sharded::exchange`: NCCL between
-//! distinct CUDA devices, else through the host), every shard runs the device-resident call of its
-//! [`GpuTable`] on what it received, and a find's answers return by the reverse exchange into the callers'
-//! slices, in their order. 32-bit keys and values (the packed layout).
+//! `g` of a batch. Each slice is routed and laid out by destination shard on its own device
+//! (`sharded::steps`, by the kernels that partition a paged table's batches, `device::route`, given the shards'
+//! directory), in exchange steps of [`ShardedConfig::exchange_step`](super::config::ShardedConfig) keys. The
+//! steps cross in all-to-all exchanges (`sharded::exchange`: NCCL between distinct CUDA devices, else through
+//! the host) while the shards work: every shard runs the device-resident call of its [`GpuTable`] on step `s`
+//! while step `s + 1`'s keys (and, for a find, step `s - 1`'s answers) travel, and a find's answers return by
+//! the reverse exchange into the callers' slices, in their order. 32-bit keys and values (the packed layout).
 //!
 //! Streams: each shard's kernels run on its table's stream. The callers' slices are read there after a wait
 //! for the calling thread's stream (where a caller writes them), and answers are written there and waited
 //! for before a call returns.
 
 use super::ShardedTable;
-use super::exchange::{End, Plan, through_host};
-use super::route::ROUTE_BITS;
+use super::exchange::{End, Exchanger, Move, Plan};
+use super::steps::Steps;
+use crate::device::find::found_mode;
 use crate::device::layout::Packed;
-use crate::device::route::{
-    CUBE, TILE, route_count_kernel, route_gather_kernel, route_scatter_kernel, route_values_kernel,
-};
+use crate::device::route::route_gather_kernel;
 use crate::runtime::launch::{CUBE_SIZE, cube_count, fill_u32};
 use crate::runtime::transfer::{HostTransfer, sync_device};
 use crate::runtime::words::{bytes_of, bytes_of_mut};
@@ -29,36 +29,31 @@ use hashtile_core::{Error, Key, Result, Value};
 /// How a sharded table's device-data calls move words between devices.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Transport {
+    /// One shard: nothing moves.
+    Local,
     /// NCCL's grouped sends and receives between the GPUs (CUDA, one shard per distinct device, NCCL found).
     Nccl,
     /// Read back to the host and written to the destination (any runtime; shards that share a device).
     Host,
 }
 
-/// Where the time of the last device-data call went ([`ShardedTable::last_device_phases`]), host-timed
-/// around each step's wait: routing and counting, the layout by destination, the exchange (and, for finds,
-/// the exchange back), the shards' own calls, and the answers' gather.
+/// Where the time of the last device-data call went ([`ShardedTable::last_device_phases`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct DevicePhases {
-    /// Routing each slice and reading the counts back.
+    /// Routing every slice into steps on its device (counts, one read of them, the layout by destination),
+    /// all devices at once, host-timed.
     pub route_ms: f64,
-    /// Laying the slices out by destination.
-    pub scatter_ms: f64,
-    /// The exchange of keys (and values).
+    /// The call's exchange steps.
+    pub steps: usize,
+    /// From routed to returned, host-timed: the steps (the shards' work with the exchange beside it) and a
+    /// find's gather of its answers.
+    pub steps_ms: f64,
+    /// The exchange's own time: over NCCL, each step's group timed on the devices by events around it (the
+    /// slowest device's), summed over the steps; through the host, the host's time; 0 for one shard.
     pub exchange_ms: f64,
-    /// Bytes the exchange moved (each source's whole send buffers, its own part included).
+    /// Bytes the exchange moved (every source's words, its own part included; a find's answers and presence
+    /// bits on the way back too).
     pub exchange_bytes: usize,
-    /// The shards' inserts or finds.
-    pub shards_ms: f64,
-    /// A find's answers back (the reverse exchange) and their gather.
-    pub back_ms: f64,
-}
-
-/// A slice laid out by destination on its device: where each key went (`to[i]`), and the send buffers.
-struct Routed {
-    to: Handle,
-    keys: Handle,
-    values: Option<Handle>,
 }
 
 impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
@@ -96,52 +91,83 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
     ) -> Result<()> {
         let clients = self.clients::<R>()?;
         check_slices(&clients, &[keys, values], lens)?;
+        if self.shards.len() == 1 {
+            // One shard: its table takes the slice as it is.
+            let (stream, n) = (self.shards[0].stream(), lens[0]);
+            let t = gpu_mut::<R, S, K, V>(&mut self.shards[0])?;
+            let u = stream.executes(|| {
+                sync_device(&clients[0])?;
+                t.insert_device(&keys[0], &values[0], n)
+            })?;
+            return failures(u.untracked, u.pairs);
+        }
         let mut phases = DevicePhases::default();
         let mut lap = Lap::new();
-        let (plan, routed) = self.route(&clients, keys, Some(values), lens)?;
+        let steps = self.route_steps(&clients, keys, Some(values), lens, 1)?;
+        let send_values = steps.values.as_ref().expect("an insert routes its values");
         phases.route_ms = lap.ms();
-        let send_keys: Vec<Handle> = routed.iter().map(|r| r.keys.clone()).collect();
-        let send_values: Vec<Handle> = routed.iter().filter_map(|r| r.values.clone()).collect();
-        let mut recv = self.exchange(&clients, &plan, &[&send_keys, &send_values])?;
-        let (recv_values, recv_keys) = (
-            recv.pop().unwrap_or_default(),
-            recv.pop().unwrap_or_default(),
-        );
-        phases.exchange_ms = lap.ms();
-        phases.exchange_bytes = 8 * lens.iter().sum::<usize>();
-        let results = super::run_each(&mut self.shards, |h, shard| {
-            let n = plan.recv_len(h);
-            let stream = shard.stream();
-            let t = gpu_mut::<R, S, K, V>(shard)?;
-            stream.executes(|| t.insert_device(&recv_keys[h], &recv_values[h], n))
-        });
-        phases.shards_ms = lap.ms();
-        *self.device_phases.lock().unwrap_or_else(|e| e.into_inner()) = phases;
-        let mut unplaced = Vec::new();
-        for r in results {
-            let u = r?;
-            if u.untracked > 0 {
-                return Err(Error::StashOverflow {
-                    untracked: u.untracked,
-                    unplaced: u.pairs,
-                });
-            }
-            unplaced.extend(u.pairs);
-        }
-        if unplaced.is_empty() {
-            Ok(())
+        phases.steps = steps.count();
+        let ex = self.exchanger(&clients);
+        let (recv_keys, recv_values) = if ex.is_local() {
+            (steps.keys.clone(), send_values.clone())
         } else {
-            Err(Error::BuildFailed {
-                attempts: 1,
-                unplaced,
-            })
+            let words = |h| steps.recv_words(h);
+            (
+                self.buffers(&clients, words)?,
+                self.buffers(&clients, words)?,
+            )
+        };
+        let moves = |s: usize| {
+            [(&steps.keys, &recv_keys), (send_values, &recv_values)]
+                .into_iter()
+                .map(|(send, recv)| forward(&steps, s, send, recv))
+                .collect::<Vec<_>>()
+        };
+        let mut unplaced = Vec::new();
+        let mut untracked = 0;
+        start_step(&ex, &moves(0), &mut phases)?;
+        phases.exchange_ms += ex.wait()?;
+        for s in 0..steps.count() {
+            // Step `s + 1` travels while the shards insert step `s`.
+            let next = if s + 1 < steps.count() {
+                moves(s + 1)
+            } else {
+                Vec::new()
+            };
+            start_step(&ex, &next, &mut phases)?;
+            let results = super::run_each(&mut self.shards, |h, shard| {
+                let n = steps.plans[s].recv_len(h);
+                if n == 0 {
+                    return Ok(Default::default());
+                }
+                let at = (steps.recv_at(h, s) * 4) as u64;
+                let (k, v) = (
+                    recv_keys[h].clone().offset_start(at),
+                    recv_values[h].clone().offset_start(at),
+                );
+                let stream = shard.stream();
+                let t = gpu_mut::<R, S, K, V>(shard)?;
+                stream.executes(|| t.insert_device(&k, &v, n))
+            });
+            if !next.is_empty() {
+                phases.exchange_ms += ex.wait()?;
+            }
+            for r in results {
+                let u = r?;
+                untracked += u.untracked;
+                unplaced.extend(u.pairs);
+            }
         }
+        phases.steps_ms = lap.ms();
+        *self.device_phases.lock().unwrap_or_else(|e| e.into_inner()) = phases;
+        failures(untracked, unplaced)
     }
 
     /// Looks up keys held on the shards' devices: `keys[g]` holds `lens[g]` 32-bit keys on shard `g`'s device;
     /// `out[g]` receives their values (all ones where absent) and `found[g]` 1 or 0 per key, in `keys[g]`'s
     /// order (buffers of at least `lens[g]` words on the same device). 32-bit keys and values on GPU backends
-    /// only, else [`Error::InvalidConfig`].
+    /// only, else [`Error::InvalidConfig`]. The answers travel back as values and presence bits (one word per
+    /// 32 keys: each step's spans are padded to 32 keys).
     pub fn find_device<R: HostTransfer>(
         &self,
         keys: &[Handle],
@@ -151,69 +177,186 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
     ) -> Result<()> {
         let clients = self.clients::<R>()?;
         check_slices(&clients, &[keys, out, found], lens)?;
-        let mut phases = DevicePhases::default();
-        let mut lap = Lap::new();
-        let (plan, routed) = self.route(&clients, keys, None, lens)?;
-        phases.route_ms = lap.ms();
-        let send_keys: Vec<Handle> = routed.iter().map(|r| r.keys.clone()).collect();
-        let recv_keys = self.exchange(&clients, &plan, &[&send_keys])?.remove(0);
-        phases.exchange_ms = lap.ms();
-        phases.exchange_bytes = 4 * lens.iter().sum::<usize>();
-        let answers = super::run_each_ref(&self.shards, |h, shard| -> Result<(Handle, Handle)> {
-            let (n, client) = (plan.recv_len(h), &clients[h]);
-            let t = gpu::<R, S, K, V>(shard)?;
-            shard.stream().executes(|| {
-                let values = client.empty(n.max(1) * 4);
-                let flags = client.empty(n.max(1) * 4);
-                if n > 0 {
-                    t.find_device(&recv_keys[h], &values, Some(&flags), n);
-                }
-                sync_device(client)?;
-                Ok((values, flags))
-            })
-        })
-        .into_iter()
-        .collect::<Result<Vec<_>>>()?;
-        phases.shards_ms = lap.ms();
-        let values: Vec<Handle> = answers.iter().map(|a| a.0.clone()).collect();
-        let flags: Vec<Handle> = answers.iter().map(|a| a.1.clone()).collect();
-        let mut back = self.exchange(&clients, &plan.reversed(), &[&values, &flags])?;
-        let (back_flags, back_values) = (
-            back.pop().unwrap_or_default(),
-            back.pop().unwrap_or_default(),
-        );
-        for (g, client) in clients.iter().enumerate() {
-            let n = lens[g];
-            if n == 0 {
-                continue;
-            }
-            self.shards[g].stream().executes(|| {
-                let stand_in = client.empty(4);
-                for (from, to) in [(&back_values[g], &out[g]), (&back_flags[g], &found[g])] {
-                    // SAFETY: `to[i] < n` for every key (the send buffer held the slice's `n` keys), and every
-                    // array passed holds `n` words; the bits arrays are not read without bits.
-                    unsafe {
-                        route_gather_kernel::launch_unchecked::<Packed, R>(
-                            client,
-                            cube_count(n),
-                            CubeDim::new_1d(CUBE_SIZE),
-                            ArrayArg::from_raw_parts(routed[g].to.clone(), n),
-                            ArrayArg::from_raw_parts(from.clone(), n),
-                            ArrayArg::from_raw_parts(stand_in.clone(), 1),
-                            ArrayArg::from_raw_parts(to.clone(), n),
-                            ArrayArg::from_raw_parts(stand_in.clone(), 1),
-                            false,
-                        )
-                    }
-                }
+        if self.shards.len() == 1 {
+            // One shard: its table answers the slice in place.
+            let t = gpu::<R, S, K, V>(&self.shards[0])?;
+            return self.shards[0].stream().executes(|| {
+                sync_device(&clients[0])?;
+                t.find_device(&keys[0], &out[0], Some(&found[0]), lens[0]);
+                sync_device(&clients[0])
             });
         }
+        let _one_at_a_time = self.exchange_lock.lock().unwrap_or_else(|e| e.into_inner());
+        let mut phases = DevicePhases::default();
+        let mut lap = Lap::new();
+        let steps = self.route_steps(&clients, keys, None, lens, 32)?;
+        phases.route_ms = lap.ms();
+        phases.steps = steps.count();
+        let ex = self.exchanger(&clients);
+        let recv_words = |h| steps.recv_words(h);
+        let recv_keys = if ex.is_local() {
+            steps.keys.clone()
+        } else {
+            self.buffers(&clients, recv_words)?
+        };
+        let answers = self.buffers(&clients, recv_words)?;
+        let bits = self.buffers(&clients, |h| recv_words(h) / 32)?;
+        let (back_values, back_bits) = if ex.is_local() {
+            (answers.clone(), bits.clone())
+        } else {
+            let words = |g| steps.send_words(g);
+            (
+                self.buffers(&clients, words)?,
+                self.buffers(&clients, |g| words(g) / 32)?,
+            )
+        };
+        for (h, c) in clients.iter().enumerate() {
+            self.shards[h].stream().executes(|| {
+                fill_u32(c, &bits[h], recv_words(h) / 32, 0);
+                // The exchange writes these buffers outside CubeCL: nothing queued may still use their memory.
+                sync_device(c)
+            })?;
+        }
+        let keys_move = |s: usize| vec![forward(&steps, s, &steps.keys, &recv_keys)];
+        let back_moves = |s: usize| {
+            let back = steps.plans[s].reversed();
+            let regions = |bufs: &[Handle], at: &dyn Fn(usize) -> usize, per: usize| {
+                bufs.iter()
+                    .enumerate()
+                    .map(|(g, b)| (b.clone(), at(g) / per * 4))
+                    .collect::<Vec<_>>()
+            };
+            let (send_at, recv_at) = (|h| steps.recv_at(h, s), |g| steps.send_at(g, s));
+            vec![
+                Move {
+                    plan: back.clone(),
+                    word_bytes: 4,
+                    send: regions(&answers, &send_at, 1),
+                    recv: regions(&back_values, &recv_at, 1),
+                },
+                Move {
+                    plan: back.bits(),
+                    word_bytes: 4,
+                    send: regions(&bits, &send_at, 32),
+                    recv: regions(&back_bits, &recv_at, 32),
+                },
+            ]
+        };
+        start_step(&ex, &keys_move(0), &mut phases)?;
+        phases.exchange_ms += ex.wait()?;
+        let last = steps.count() - 1;
+        for s in 0..=last {
+            for (h, shard) in self.shards.iter().enumerate() {
+                let n = steps.plans[s].recv_len(h);
+                if n == 0 {
+                    continue;
+                }
+                let at = steps.recv_at(h, s);
+                let t = gpu::<R, S, K, V>(shard)?;
+                shard.stream().executes(|| {
+                    t.launch_find(
+                        &recv_keys[h].clone().offset_start((at * 4) as u64),
+                        &answers[h].clone().offset_start((at * 4) as u64),
+                        Some(&bits[h].clone().offset_start((at / 32 * 4) as u64)),
+                        found_mode::BITS,
+                        n,
+                    )
+                });
+            }
+            // Step `s + 1`'s keys and step `s - 1`'s answers travel while the shards find step `s`.
+            let mut beside = if s < last {
+                keys_move(s + 1)
+            } else {
+                Vec::new()
+            };
+            if s > 0 {
+                beside.extend(back_moves(s - 1));
+            }
+            start_step(&ex, &beside, &mut phases)?;
+            for (h, client) in clients.iter().enumerate() {
+                self.shards[h].stream().executes(|| sync_device(client))?;
+            }
+            if !beside.is_empty() {
+                phases.exchange_ms += ex.wait()?;
+            }
+            if s > 0 {
+                self.gather(
+                    &clients,
+                    &steps,
+                    s - 1,
+                    (&back_values, &back_bits),
+                    (out, found),
+                );
+            }
+        }
+        start_step(&ex, &back_moves(last), &mut phases)?;
+        phases.exchange_ms += ex.wait()?;
+        self.gather(
+            &clients,
+            &steps,
+            last,
+            (&back_values, &back_bits),
+            (out, found),
+        );
         for (g, client) in clients.iter().enumerate() {
             self.shards[g].stream().executes(|| sync_device(client))?;
         }
-        phases.back_ms = lap.ms();
+        phases.steps_ms = lap.ms();
         *self.device_phases.lock().unwrap_or_else(|e| e.into_inner()) = phases;
         Ok(())
+    }
+
+    /// Queues the gather of step `s`'s answers, back in every source's send layout (values and presence bits),
+    /// into the callers' slices: values into `out[g]`, 1 or 0 into `found[g]`, at the step's keys.
+    fn gather<R: HostTransfer>(
+        &self,
+        clients: &[ComputeClient<R>],
+        steps: &Steps,
+        s: usize,
+        (values, bits): (&[Handle], &[Handle]),
+        (out, found): (&[Handle], &[Handle]),
+    ) {
+        for (g, client) in clients.iter().enumerate() {
+            let (first, m) = steps.part(g, s);
+            if m == 0 {
+                continue;
+            }
+            let (words, at) = (steps.send_words(g).max(1), (first * 4) as u64);
+            self.shards[g].stream().executes(|| {
+                // SAFETY: `to[i]` of each of the step's `m` keys lies in the send buffers (`words` words, their
+                // bits `words / 32`), and `out` and `found` hold the slice's keys from `first` on.
+                unsafe {
+                    route_gather_kernel::launch_unchecked::<Packed, R>(
+                        client,
+                        cube_count(m),
+                        CubeDim::new_1d(CUBE_SIZE),
+                        ArrayArg::from_raw_parts(steps.to[g].clone().offset_start(at), m),
+                        ArrayArg::from_raw_parts(values[g].clone(), words),
+                        ArrayArg::from_raw_parts(bits[g].clone(), (words / 32).max(1)),
+                        ArrayArg::from_raw_parts(out[g].clone().offset_start(at), m),
+                        ArrayArg::from_raw_parts(found[g].clone().offset_start(at), m),
+                        found_mode::FLAGS,
+                    )
+                }
+            });
+        }
+    }
+
+    /// One buffer of `words(g)` 32-bit words (at least one) on each shard's device, made on its stream.
+    fn buffers<R: HostTransfer>(
+        &self,
+        clients: &[ComputeClient<R>],
+        words: impl Fn(usize) -> usize,
+    ) -> Result<Vec<Handle>> {
+        Ok(clients
+            .iter()
+            .enumerate()
+            .map(|(g, c)| {
+                self.shards[g]
+                    .stream()
+                    .executes(|| c.empty(words(g).max(1) * 4))
+            })
+            .collect())
     }
 
     /// Host finds through the devices: slice `g` of `keys` (contiguous, an equal share) crosses shard `g`'s own
@@ -303,43 +446,50 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
     }
 
     /// The exchange alone, as a ceiling for the device-data calls: every shard sends `words` 32-bit words,
-    /// split evenly over the shards, through the table's transport ([`ShardedTable::transport`]); returns the
-    /// best of `runs` timed exchanges (after one untimed) in seconds, and the bytes each moved.
+    /// split evenly over the shards, through the table's transport ([`ShardedTable::transport`]) in one step;
+    /// returns the best of `runs` timed exchanges (after one untimed) in seconds, timed as a call's steps are
+    /// ([`DevicePhases::exchange_ms`]), and the bytes each moved.
     pub fn exchange_ceiling<R: HostTransfer>(
         &self,
         words: usize,
         runs: usize,
     ) -> Result<(f64, usize)> {
         let clients = self.clients::<R>()?;
+        let _one_at_a_time = self.exchange_lock.lock().unwrap_or_else(|e| e.into_inner());
         let n = clients.len();
         let part = words / n;
         let plan = Plan::new(vec![vec![part; n]; n]);
-        let send: Vec<Handle> = clients
-            .iter()
-            .zip(&self.shards)
-            .map(|(c, s)| {
-                s.stream().executes(|| {
-                    let h = c.empty((part * n).max(1) * 4);
-                    fill_u32(c, &h, part * n, 7);
-                    sync_device(c).map(|_| h)
-                })
-            })
-            .collect::<Result<_>>()?;
+        let send = self.buffers(&clients, |_| part * n)?;
+        let recv = self.buffers(&clients, |_| part * n)?;
+        for (g, c) in clients.iter().enumerate() {
+            self.shards[g].stream().executes(|| {
+                fill_u32(c, &send[g], part * n, 7);
+                sync_device(c)
+            })?;
+        }
+        let step = Move {
+            plan,
+            word_bytes: 4,
+            send: send.iter().map(|h| (h.clone(), 0)).collect(),
+            recv: recv.iter().map(|h| (h.clone(), 0)).collect(),
+        };
+        let ex = self.exchanger(&clients);
         let mut best = f64::INFINITY;
         for run in 0..=runs.max(1) {
-            let t0 = std::time::Instant::now();
-            let recv = self.exchange(&clients, &plan, &[&send])?;
-            let secs = t0.elapsed().as_secs_f64();
-            drop(recv);
+            ex.start(std::slice::from_ref(&step))?;
+            let ms = ex.wait()?;
             if run > 0 {
-                best = best.min(secs);
+                best = best.min(ms * 1e-3);
             }
         }
-        Ok((best, part * n * n * 4))
+        Ok((best, step.bytes()))
     }
 
     /// The transport of this table's device-data calls.
     pub fn transport(&self) -> Transport {
+        if self.shards.len() == 1 {
+            return Transport::Local;
+        }
         #[cfg(feature = "cuda")]
         {
             if self.nccl().is_some() {
@@ -357,134 +507,10 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
             .collect()
     }
 
-    /// Routes every slice on its device (after a wait for the caller's stream, which wrote it), reads the
-    /// counts back (the plan of the exchange) and lays each slice out by destination into its send buffers
-    /// (waited for, so the exchange may read them).
-    fn route<R: HostTransfer>(
-        &self,
-        clients: &[ComputeClient<R>],
-        keys: &[Handle],
-        values: Option<&[Handle]>,
-        lens: &[usize],
-    ) -> Result<(Plan, Vec<Routed>)> {
-        for c in clients {
-            sync_device(c)?;
-        }
-        let shards = self.shards.len();
-        let (seed, width) = (self.route.seed, shards as u32);
-        let entries_len = self.route.entries.len();
-        let counted =
-            super::run_each_ref(&self.shards, |g, shard| -> Result<(Handle, Vec<usize>)> {
-                let (client, key, n) = (&clients[g], &keys[g], lens[g]);
-                shard.stream().executes(|| {
-                    let entries = client.create_from_slice(u32::as_bytes(&self.route.entries));
-                    let counts = client.empty(shards * 4);
-                    fill_u32(client, &counts, shards, 0);
-                    if n > 0 {
-                        let stand_in = client.empty(4);
-                        // SAFETY: the kernel guards each position against the keys' length `n`; the mask is not
-                        // read unmasked.
-                        unsafe {
-                            route_count_kernel::launch_unchecked::<Packed, R>(
-                                client,
-                                cube_count(n.div_ceil(TILE) * CUBE),
-                                CubeDim::new_1d(CUBE_SIZE),
-                                ArrayArg::from_raw_parts(key.clone(), n),
-                                ArrayArg::from_raw_parts(stand_in, 1),
-                                ArrayArg::from_raw_parts(entries.clone(), entries_len),
-                                ArrayArg::from_raw_parts(counts.clone(), shards),
-                                seed,
-                                ROUTE_BITS,
-                                false,
-                                width,
-                            )
-                        }
-                    }
-                    let c = u32::from_bytes(&client.read_one_unchecked(counts)).to_vec();
-                    Ok((entries, c.iter().map(|&x| x as usize).collect()))
-                })
-            })
-            .into_iter()
-            .collect::<Result<Vec<_>>>()?;
-        let plan = Plan::new(counted.iter().map(|c| c.1.clone()).collect());
-        let routed = (0..shards)
-            .map(|g| {
-                let (client, n, entries) = (&clients[g], lens[g], &counted[g].0);
-                self.shards[g].stream().executes(|| {
-                    let starts: Vec<u32> = (0..shards)
-                        .map(|to| plan.send_start(g, to) as u32)
-                        .collect();
-                    let cursor = client.create_from_slice(u32::as_bytes(&starts));
-                    let to = client.empty(n.max(1) * 4);
-                    let send_keys = client.empty(n.max(1) * 4);
-                    let send_values = values.map(|_| client.empty(n.max(1) * 4));
-                    if n > 0 {
-                        let stand_in = client.empty(4);
-                        // SAFETY: a one-word stand-in for arrays the launch does not read or write.
-                        let one = || unsafe { ArrayArg::from_raw_parts(stand_in.clone(), 1) };
-                        // SAFETY: positions are guarded by `n`; routed positions lie in the parts the counts
-                        // laid out (`n` in all); mask, routed mask, ends and overflow are not used unmasked
-                        // and unbounded.
-                        unsafe {
-                            route_scatter_kernel::launch_unchecked::<Packed, R>(
-                                client,
-                                cube_count(n.div_ceil(TILE) * CUBE),
-                                CubeDim::new_1d(CUBE_SIZE),
-                                ArrayArg::from_raw_parts(keys[g].clone(), n),
-                                one(),
-                                ArrayArg::from_raw_parts(entries.clone(), entries_len),
-                                ArrayArg::from_raw_parts(cursor, shards),
-                                ArrayArg::from_raw_parts(send_keys.clone(), n),
-                                one(),
-                                ArrayArg::from_raw_parts(to.clone(), n),
-                                one(),
-                                one(),
-                                seed,
-                                ROUTE_BITS,
-                                false,
-                                false,
-                                width,
-                            )
-                        }
-                        if let (Some(v), Some(sv)) = (values, &send_values) {
-                            // SAFETY: guarded by `n`; `to` holds positions below `n`.
-                            unsafe {
-                                route_values_kernel::launch_unchecked::<Packed, R>(
-                                    client,
-                                    cube_count(n),
-                                    CubeDim::new_1d(CUBE_SIZE),
-                                    ArrayArg::from_raw_parts(v[g].clone(), n),
-                                    one(),
-                                    ArrayArg::from_raw_parts(to.clone(), n),
-                                    ArrayArg::from_raw_parts(sv.clone(), n),
-                                    false,
-                                )
-                            }
-                        }
-                    }
-                    sync_device(client)?;
-                    Ok(Routed {
-                        to,
-                        keys: send_keys,
-                        values: send_values,
-                    })
-                })
-            })
-            .collect::<Result<Vec<_>>>()?;
-        Ok((plan, routed))
-    }
-
-    /// Moves sets of 32-bit words along `plan` (each set: one send buffer per shard), all sets in one
-    /// exchange: NCCL when the table has it, else through the host. Returns each set's receive buffers.
-    fn exchange<R: HostTransfer>(
-        &self,
-        clients: &[ComputeClient<R>],
-        plan: &Plan,
-        sets: &[&[Handle]],
-    ) -> Result<Vec<Vec<Handle>>> {
-        if plan.shards() == 1 {
-            // One shard: its send buffers are what it receives.
-            return Ok(sets.iter().map(|s| s.to_vec()).collect());
+    /// How this call's steps travel: nothing moves for one shard; NCCL when the table has it; else the host.
+    fn exchanger<'c, R: HostTransfer>(&self, clients: &'c [ComputeClient<R>]) -> Exchanger<'c, R> {
+        if self.shards.len() == 1 {
+            return Exchanger::Local;
         }
         #[cfg(feature = "cuda")]
         if let Some(nccl) = self.nccl() {
@@ -493,21 +519,25 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
                 .iter()
                 .map(|c| (c as &dyn Any).downcast_ref())
                 .collect();
-            if let Some(cuda) = cuda {
-                return self.exchange_nccl(nccl, &cuda, plan, sets);
+            if let Some(clients) = cuda {
+                return Exchanger::Nccl {
+                    nccl,
+                    clients,
+                    streams: self.shards.iter().map(|s| s.stream()).collect(),
+                };
             }
         }
-        let ends: Vec<End<'_, R>> = clients
-            .iter()
-            .zip(&self.shards)
-            .map(|(client, s)| End {
-                client,
-                stream: s.stream(),
-            })
-            .collect();
-        sets.iter()
-            .map(|send| through_host(&ends, plan, 4, send))
-            .collect()
+        Exchanger::Host {
+            ends: clients
+                .iter()
+                .zip(&self.shards)
+                .map(|(client, s)| End {
+                    client,
+                    stream: s.stream(),
+                })
+                .collect(),
+            ms: Default::default(),
+        }
     }
 }
 
@@ -515,7 +545,7 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
 impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
     /// The table's NCCL communicators: made at the first device-data call when the shards are on distinct
     /// CUDA devices and the library is found (a failed set-up is logged and leaves the host exchange).
-    fn nccl(&self) -> Option<&super::nccl::Nccl> {
+    fn nccl(&self) -> Option<std::sync::Arc<super::nccl::Nccl>> {
         self.nccl
             .get_or_init(|| {
                 let mut distinct = self.devices.clone();
@@ -528,43 +558,14 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
                     return None;
                 }
                 match super::nccl::Nccl::new(&self.devices) {
-                    Ok(n) => n,
+                    Ok(n) => n.map(std::sync::Arc::new),
                     Err(e) => {
                         tracing::warn!(target: "hashtile", "NCCL set-up failed, exchanging through the host: {e}");
                         None
                     }
                 }
             })
-            .as_ref()
-    }
-
-    /// [`ShardedTable::exchange`] over NCCL: receive buffers made on each destination, then one group for
-    /// every set.
-    fn exchange_nccl(
-        &self,
-        nccl: &super::nccl::Nccl,
-        clients: &[&ComputeClient<cubecl::cuda::CudaRuntime>],
-        plan: &Plan,
-        sets: &[&[Handle]],
-    ) -> Result<Vec<Vec<Handle>>> {
-        use crate::runtime::transfer::device_ptr;
-        let _one_at_a_time = self.exchange_lock.lock().unwrap_or_else(|e| e.into_inner());
-        let mut recv: Vec<Vec<Handle>> = vec![Vec::with_capacity(clients.len()); sets.len()];
-        let mut addresses: Vec<(Vec<u64>, Vec<u64>)> = vec![Default::default(); sets.len()];
-        for (h, c) in clients.iter().enumerate() {
-            self.shards[h].stream().executes(|| -> Result<()> {
-                for (k, send) in sets.iter().enumerate() {
-                    let r = c.empty(plan.recv_len(h).max(1) * 4);
-                    addresses[k].0.push(device_ptr(c, &send[h])?);
-                    addresses[k].1.push(device_ptr(c, &r)?);
-                    recv[k].push(r);
-                }
-                // CubeCL may hand out memory a queued kernel still reads: wait before NCCL writes it.
-                sync_device(*c)
-            })?;
-        }
-        nccl.all_to_all(plan, 4, &addresses)?;
-        Ok(recv)
+            .clone()
     }
 }
 
@@ -639,4 +640,50 @@ fn check_slices<R: Runtime>(
         )));
     }
     Ok(())
+}
+
+/// An insert's outcome from the pairs its shards could not place: [`Error::StashOverflow`] when some were not
+/// even tracked, [`Error::BuildFailed`] with the pairs when some were, else success.
+fn failures(untracked: usize, unplaced: Vec<(u64, u64)>) -> Result<()> {
+    if untracked > 0 {
+        Err(Error::StashOverflow {
+            untracked,
+            unplaced,
+        })
+    } else if unplaced.is_empty() {
+        Ok(())
+    } else {
+        Err(Error::BuildFailed {
+            attempts: 1,
+            unplaced,
+        })
+    }
+}
+
+/// Step `s`'s move of `send` (each shard's send buffer) into `recv` (each shard's receive buffer), in the
+/// step's regions, by the step's plan.
+fn forward(steps: &Steps, s: usize, send: &[Handle], recv: &[Handle]) -> Move {
+    Move {
+        plan: steps.plans[s].clone(),
+        word_bytes: 4,
+        send: (send.iter().enumerate())
+            .map(|(g, b)| (b.clone(), steps.send_at(g, s) * 4))
+            .collect(),
+        recv: (recv.iter().enumerate())
+            .map(|(h, b)| (b.clone(), steps.recv_at(h, s) * 4))
+            .collect(),
+    }
+}
+
+/// Queues `moves` as one exchange step (none: nothing), counting their bytes.
+fn start_step<R: HostTransfer>(
+    ex: &Exchanger<'_, R>,
+    moves: &[Move],
+    phases: &mut DevicePhases,
+) -> Result<()> {
+    if moves.is_empty() {
+        return Ok(());
+    }
+    phases.exchange_bytes += moves.iter().map(Move::bytes).sum::<usize>();
+    ex.start(moves)
 }

@@ -1,29 +1,42 @@
 //! The all-to-all exchange of a sharded table's device-data calls: every source device's send buffer holds its
 //! slice's words laid out by destination shard, and every destination receives its words from each source in
-//! source order ([`Plan`]). Two transports move them: NCCL's grouped `ncclSend` / `ncclRecv` between the GPUs
-//! (`sharded::nccl`, CUDA with one shard per distinct device), and the host's memory (any runtime, shards
-//! sharing a device included: each send buffer read back and each receive buffer written, the exchange the tests
-//! on lavapipe run). The answers of a find return by the reverse exchange ([`Plan::reversed`]), which puts them
-//! back in send-buffer order.
+//! source order ([`Plan`]). A call moves its words in steps (`sharded::steps`), each step one or more [`Move`]s
+//! between regions of buffers made once per call. Two transports carry them: NCCL's grouped `ncclSend` /
+//! `ncclRecv` between the GPUs (`sharded::nccl`, CUDA with one shard per distinct device), queued and waited for
+//! apart so that the shards work while the next step's words travel; and the host's memory (any runtime, shards
+//! sharing a device included: each send buffer read back and each receive region written, the exchange the
+//! tests on lavapipe run). The answers of a find return by the reverse exchange ([`Plan::reversed`]), which puts
+//! them back in send-buffer order.
 
+use crate::runtime::launch::copy;
 use crate::runtime::transfer::HostTransfer;
 use cubecl::prelude::*;
 use cubecl::server::Handle;
 use cubecl::stream_id::StreamId;
 use hashtile_core::Result;
 
-/// Who sends how many words to whom.
+/// Who sends how many words to whom, and how the buffers are laid out: each source's words for one
+/// destination (and each destination's words from one source) take a span of the count rounded up to `pad`
+/// words, so that with `pad = 32` every span starts on a whole word of presence bits ([`Plan::bits`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Plan {
     /// `counts[from][to]`: words source `from` sends to destination `to`.
     counts: Vec<Vec<usize>>,
+    /// Spans are multiples of this many words.
+    pad: usize,
 }
 
 impl Plan {
-    /// The plan of `counts[from][to]` (square).
+    /// The plan of `counts[from][to]` (square), spans unpadded.
     pub fn new(counts: Vec<Vec<usize>>) -> Self {
+        Self::padded(counts, 1)
+    }
+
+    /// The plan of `counts[from][to]` with every span rounded up to `pad` words.
+    pub fn padded(counts: Vec<Vec<usize>>, pad: usize) -> Self {
         debug_assert!(counts.iter().all(|c| c.len() == counts.len()));
-        Self { counts }
+        debug_assert!(pad > 0);
+        Self { counts, pad }
     }
 
     /// Sources (= destinations).
@@ -36,35 +49,74 @@ impl Plan {
         self.counts[from][to]
     }
 
-    /// Where `from`'s words for `to` start in its send buffer (destinations in order).
+    fn span(&self, words: usize) -> usize {
+        words.next_multiple_of(self.pad)
+    }
+
+    /// Where `from`'s words for `to` start in its send region (destinations in order).
     pub fn send_start(&self, from: usize, to: usize) -> usize {
-        self.counts[from][..to].iter().sum()
+        self.counts[from][..to].iter().map(|&c| self.span(c)).sum()
     }
 
-    /// Where `from`'s words start in `to`'s receive buffer (sources in order).
+    /// Where `from`'s words start in `to`'s receive region (sources in order).
     pub fn recv_start(&self, to: usize, from: usize) -> usize {
-        self.counts[..from].iter().map(|c| c[to]).sum()
+        self.counts[..from].iter().map(|c| self.span(c[to])).sum()
     }
 
-    /// Words `from` sends in all.
+    /// Words of `from`'s send region (its spans).
     pub fn send_len(&self, from: usize) -> usize {
-        self.counts[from].iter().sum()
+        self.counts[from].iter().map(|&c| self.span(c)).sum()
     }
 
-    /// Words `to` receives in all.
+    /// Words of `to`'s receive region (its spans).
     pub fn recv_len(&self, to: usize) -> usize {
-        self.counts.iter().map(|c| c[to]).sum()
+        self.counts.iter().map(|c| self.span(c[to])).sum()
+    }
+
+    /// Words moved in all.
+    pub fn words(&self) -> usize {
+        self.counts.iter().flatten().sum()
     }
 
     /// The way back: every destination returns to each source as many words as it received from it, and they
-    /// land where the source's send buffer held them.
+    /// land where the source's send region held them.
     pub fn reversed(&self) -> Self {
         let n = self.shards();
-        Self::new(
+        Self::padded(
             (0..n)
                 .map(|from| (0..n).map(|to| self.counts[to][from]).collect())
                 .collect(),
+            self.pad,
         )
+    }
+
+    /// The plan of the presence bits of this plan's words (bit `i % 32` of word `i / 32` for word `i` of a
+    /// region): one bit word per 32 words of each span. With `pad` a multiple of 32 the bit spans are
+    /// unpadded and start where the word spans start, divided by 32.
+    pub fn bits(&self) -> Self {
+        debug_assert!(self.pad.is_multiple_of(32));
+        Self::new(
+            self.counts
+                .iter()
+                .map(|c| c.iter().map(|&w| w.div_ceil(32)).collect())
+                .collect(),
+        )
+    }
+}
+
+/// One set of words of an exchange step: `plan`'s words of `word_bytes` from each source's send region to each
+/// destination's receive region, a region being a buffer and the byte offset where it starts.
+pub(crate) struct Move {
+    pub plan: Plan,
+    pub word_bytes: usize,
+    pub send: Vec<(Handle, usize)>,
+    pub recv: Vec<(Handle, usize)>,
+}
+
+impl Move {
+    /// Bytes the move carries.
+    pub fn bytes(&self) -> usize {
+        self.plan.words() * self.word_bytes
     }
 }
 
@@ -74,15 +126,89 @@ pub(crate) struct End<'a, R: Runtime> {
     pub stream: StreamId,
 }
 
-/// Moves `send[from]` (`plan.send_len(from)` words of `word_bytes`, laid out by destination) to new receive
-/// buffers through the host's memory: each destination's buffer holds `plan.recv_len(to)` words, sources in
-/// order. Each buffer is read and written on its shard's stream.
-pub(crate) fn through_host<R: HostTransfer>(
-    ends: &[End<'_, R>],
-    plan: &Plan,
-    word_bytes: usize,
-    send: &[Handle],
-) -> Result<Vec<Handle>> {
+/// How a call's steps travel: not at all (one shard: its send buffers are its receive buffers), through the
+/// host, or over NCCL. [`Exchanger::start`] queues a step and [`Exchanger::wait`] waits for it; the shards work
+/// in between.
+pub(crate) enum Exchanger<'c, R: Runtime> {
+    /// One shard: nothing moves.
+    Local,
+    /// Through the host's memory ([`through_host`]), done inside `start`; `ms` is the last step's host time.
+    Host {
+        ends: Vec<End<'c, R>>,
+        ms: std::cell::Cell<f64>,
+    },
+    /// NCCL between distinct CUDA devices.
+    #[cfg(feature = "cuda")]
+    Nccl {
+        nccl: std::sync::Arc<super::nccl::Nccl>,
+        clients: Vec<&'c ComputeClient<cubecl::cuda::CudaRuntime>>,
+        streams: Vec<StreamId>,
+    },
+}
+
+impl<R: HostTransfer> Exchanger<'_, R> {
+    /// Whether nothing moves (one shard).
+    pub fn is_local(&self) -> bool {
+        matches!(self, Self::Local)
+    }
+
+    /// Queues `moves` as one step (every send region's writes finished, and every receive buffer made
+    /// before the kernels the call queued since its buffers were made: see `ShardedTable::buffers`).
+    pub fn start(&self, moves: &[Move]) -> Result<()> {
+        match self {
+            Self::Local => Ok(()),
+            Self::Host { ends, ms } => {
+                let t0 = std::time::Instant::now();
+                for m in moves {
+                    through_host(ends, m)?;
+                }
+                ms.set(t0.elapsed().as_secs_f64() * 1e3);
+                Ok(())
+            }
+            #[cfg(feature = "cuda")]
+            Self::Nccl {
+                nccl,
+                clients,
+                streams,
+            } => {
+                use crate::runtime::transfer::device_ptr;
+                let at = |side: &[(Handle, usize)]| -> Result<Vec<u64>> {
+                    side.iter()
+                        .enumerate()
+                        .map(|(g, (h, off))| {
+                            streams[g]
+                                .executes(|| device_ptr(clients[g], h))
+                                .map(|p| p + *off as u64)
+                        })
+                        .collect()
+                };
+                let list = moves
+                    .iter()
+                    .map(|m| Ok((&m.plan, m.word_bytes, at(&m.send)?, at(&m.recv)?)))
+                    .collect::<Result<Vec<_>>>()?;
+                nccl.start(&list)
+            }
+        }
+    }
+
+    /// Waits for the step `start` queued; returns the exchange's own time in milliseconds (NCCL's on the
+    /// devices, the slowest device's; the host's for the host exchange; 0 when nothing moves).
+    pub fn wait(&self) -> Result<f64> {
+        match self {
+            Self::Local => Ok(0.0),
+            Self::Host { ms, .. } => Ok(ms.replace(0.0)),
+            #[cfg(feature = "cuda")]
+            Self::Nccl { nccl, .. } => nccl.wait(),
+        }
+    }
+}
+
+/// Carries `m` through the host's memory: each source's send buffer is read back on its stream, and each
+/// destination's receive region written on its stream (queued: a later kernel there sees it). Words are 4
+/// bytes.
+pub(crate) fn through_host<R: HostTransfer>(ends: &[End<'_, R>], m: &Move) -> Result<()> {
+    debug_assert_eq!(m.word_bytes, 4);
+    let (plan, wb) = (&m.plan, m.word_bytes);
     let n = plan.shards();
     let sent: Vec<Vec<u8>> = (0..n)
         .map(|from| {
@@ -90,25 +216,38 @@ pub(crate) fn through_host<R: HostTransfer>(
                 return Vec::new();
             }
             let e = &ends[from];
-            e.stream
-                .executes(|| e.client.read_one_unchecked(send[from].clone()).to_vec())
+            let all = e
+                .stream
+                .executes(|| e.client.read_one_unchecked(m.send[from].0.clone()).to_vec());
+            all[m.send[from].1..].to_vec()
         })
         .collect();
-    Ok((0..n)
-        .map(|to| {
-            let mut bytes = Vec::with_capacity(plan.recv_len(to) * word_bytes);
-            for (from, s) in sent.iter().enumerate() {
-                let start = plan.send_start(from, to) * word_bytes;
-                bytes.extend_from_slice(&s[start..start + plan.count(from, to) * word_bytes]);
-            }
-            if bytes.is_empty() {
-                // Buffers of no words still bind: one word.
-                bytes.resize(word_bytes, 0);
-            }
-            let e = &ends[to];
-            e.stream.executes(|| e.client.create_from_slice(&bytes))
-        })
-        .collect())
+    for (to, e) in ends.iter().enumerate() {
+        let words = plan.recv_len(to);
+        if words == 0 {
+            continue;
+        }
+        let mut bytes = vec![0u8; words * wb];
+        for (from, s) in sent.iter().enumerate() {
+            let (src, dst, len) = (
+                plan.send_start(from, to) * wb,
+                plan.recv_start(to, from) * wb,
+                plan.count(from, to) * wb,
+            );
+            bytes[dst..dst + len].copy_from_slice(&s[src..src + len]);
+        }
+        let (buf, at) = &m.recv[to];
+        e.stream.executes(|| {
+            let landed = e.client.create_from_slice(&bytes);
+            copy::<R, u32>(
+                e.client,
+                &landed,
+                &buf.clone().offset_start(*at as u64),
+                words,
+            );
+        });
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -122,6 +261,7 @@ mod tests {
         assert_eq!(p.recv_start(2, 2), 4);
         assert_eq!(p.recv_len(1), 7);
         assert_eq!(p.send_len(2), 11);
+        assert_eq!(p.words(), 21);
         let r = p.reversed();
         assert_eq!(r.count(2, 1), 4);
         assert_eq!(r.reversed(), p);
@@ -130,6 +270,29 @@ mod tests {
             for to in 0..3 {
                 assert_eq!(p.recv_start(to, from), r.send_start(to, from));
                 assert_eq!(p.send_start(from, to), r.recv_start(from, to));
+            }
+        }
+    }
+
+    #[test]
+    fn padded_spans_and_their_bits() {
+        let p = Plan::padded(vec![vec![1, 40, 0], vec![33, 0, 64], vec![0, 5, 6]], 32);
+        assert_eq!(p.send_start(0, 2), 32 + 64);
+        assert_eq!(p.send_len(1), 64 + 64);
+        assert_eq!(p.recv_start(1, 2), 64);
+        assert_eq!(p.recv_len(2), 64 + 32);
+        assert_eq!(p.words(), 149);
+        let r = p.reversed();
+        let (b, rb) = (p.bits(), r.bits());
+        for from in 0..3 {
+            for to in 0..3 {
+                assert_eq!(p.recv_start(to, from), r.send_start(to, from));
+                assert_eq!(p.send_start(from, to), r.recv_start(from, to));
+                // Bit spans start where the word spans do, over 32.
+                assert_eq!(b.send_start(from, to) * 32, p.send_start(from, to));
+                assert_eq!(rb.recv_start(from, to) * 32, p.send_start(from, to));
+                assert_eq!(rb.send_start(to, from) * 32, p.recv_start(to, from));
+                assert_eq!(b.count(from, to), p.count(from, to).div_ceil(32));
             }
         }
     }

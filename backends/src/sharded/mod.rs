@@ -14,6 +14,7 @@ mod exchange;
 #[cfg(feature = "cuda")]
 mod nccl;
 pub(crate) mod route;
+mod steps;
 
 use crate::results::{Op, Outcome, present};
 use crate::runtime::host_io::check_len;
@@ -54,12 +55,14 @@ pub struct ShardedTable<S: SchemeInfo, K: Key, V: Value> {
     shards: Vec<HashTable<S, K, V>>,
     devices: Vec<usize>,
     route: ShardRoute,
+    /// Keys of each device slice per exchange step (`ShardedConfig::exchange_step`, aligned).
+    step: usize,
     backend: Backend,
     /// Each shard's staging buffers for its part of a batch (page-locked on CUDA), kept between calls.
     scratch: Vec<Mutex<Scratch<K, V>>>,
     /// NCCL between the shards' GPUs, made at the first device-data call (`device`).
     #[cfg(feature = "cuda")]
-    nccl: std::sync::OnceLock<Option<nccl::Nccl>>,
+    nccl: std::sync::OnceLock<Option<std::sync::Arc<nccl::Nccl>>>,
     /// One exchange at a time on the communicators (`&self` calls may come from several threads).
     #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
     exchange_lock: Mutex<()>,
@@ -102,6 +105,7 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
     /// [`ShardedConfig::shard_devices`]'.
     pub fn new(config: ShardedConfig) -> Result<Self> {
         let devices = config.shard_devices()?;
+        let step = config.step_keys()?;
         let backend = config.backend();
         let n = devices.len();
         let shards = devices
@@ -116,6 +120,7 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
             shards,
             devices,
             route: ShardRoute::new(config.route_seed, n),
+            step,
             backend,
             scratch,
             #[cfg(feature = "cuda")]

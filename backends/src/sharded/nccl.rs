@@ -1,5 +1,6 @@
 //! NCCL between the GPUs of one process (`ncclCommInitAll`): one communicator and one stream per shard's device,
-//! and the exchange as one group of `ncclSend` / `ncclRecv` (NCCL's point-to-point all-to-all), through cudarc's
+//! and each exchange step as one group of `ncclSend` / `ncclRecv` (NCCL's point-to-point all-to-all), queued
+//! and waited for apart (the shards work in between), timed on the devices by events, through cudarc's
 //! bindings. NCCL is loaded at its first use (`libnccl.so`, e.g. the `nvidia-nccl` wheel's, on the library
 //! path); without it a sharded table exchanges through the host. NCCL's NVLink multicast (NVLS) serves
 //! collectives only, which the exchange does not use; keep `NCCL_NVLS_ENABLE=0` on shared machines anyway.
@@ -15,6 +16,9 @@ pub(crate) struct Nccl {
     comms: Vec<nsys::ncclComm_t>,
     streams: Vec<sys::CUstream>,
     ctxs: Vec<sys::CUcontext>,
+    /// Events recorded on each stream before and after a step's group.
+    begin: Vec<sys::CUevent>,
+    end: Vec<sys::CUevent>,
 }
 
 // SAFETY: the raw handles are used by one call at a time (the sharded table's `&self` calls serialise on a
@@ -47,6 +51,7 @@ impl Nccl {
             .map_err(|e| nccl_error("ncclCommInitAll", e))?;
         let mut ctxs = Vec::with_capacity(n);
         let mut streams = Vec::with_capacity(n);
+        let (mut begin, mut end) = (Vec::with_capacity(n), Vec::with_capacity(n));
         for &d in devices {
             let dev = cu::device::get(d as c_int).map_err(|e| cuda_error("cuDeviceGet", e))?;
             // SAFETY: a valid device; the primary context CubeCL also uses, retained for the process.
@@ -56,6 +61,12 @@ impl Nccl {
             unsafe { cu::ctx::set_current(ctx) }.map_err(|e| cuda_error("cuCtxSetCurrent", e))?;
             let stream = cu::stream::create(cu::stream::StreamKind::NonBlocking)
                 .map_err(|e| cuda_error("cuStreamCreate", e))?;
+            let event = || {
+                cu::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT)
+                    .map_err(|e| cuda_error("cuEventCreate", e))
+            };
+            begin.push(event()?);
+            end.push(event()?);
             ctxs.push(ctx);
             streams.push(stream);
         }
@@ -63,24 +74,23 @@ impl Nccl {
             comms,
             streams,
             ctxs,
+            begin,
+            end,
         }))
     }
 
-    /// Moves `plan`'s words of `word_bytes` for each set `(send, recv)`: from the send buffers at `send[from]`
-    /// to the receive buffers at `recv[to]` (device addresses; every buffer's writes finished), every set in one
-    /// group, and waits for it.
-    pub fn all_to_all(
-        &self,
-        plan: &Plan,
-        word_bytes: usize,
-        sets: &[(Vec<u64>, Vec<u64>)],
-    ) -> Result<()> {
+    /// Queues one exchange step on the NCCL streams and returns at once: each move's words, `(plan, word
+    /// bytes, send addresses, receive addresses)` with each source's send region and each destination's receive
+    /// region at the addresses given (every buffer's writes finished before), all in one group. Events around
+    /// the group time it on each device ([`Nccl::wait`]).
+    pub fn start(&self, moves: &[(&Plan, usize, Vec<u64>, Vec<u64>)]) -> Result<()> {
+        self.record(&self.begin)?;
         nccl::group_start().map_err(|e| nccl_error("ncclGroupStart", e))?;
         let mut queued = Ok(());
-        'all: for (send, recv) in sets {
+        'all: for (plan, word_bytes, send, recv) in moves {
             for (from, &send_at) in send.iter().enumerate() {
                 for (to, &recv_at) in recv.iter().enumerate() {
-                    if let Err(e) = self.queue(plan, word_bytes, (from, send_at), (to, recv_at)) {
+                    if let Err(e) = self.queue(plan, *word_bytes, (from, send_at), (to, recv_at)) {
                         queued = Err(e);
                         break 'all;
                     }
@@ -91,12 +101,34 @@ impl Nccl {
         let ended = nccl::group_end().map_err(|e| nccl_error("ncclGroupEnd", e));
         queued?;
         ended?;
-        for (ctx, stream) in self.ctxs.iter().zip(&self.streams) {
-            // SAFETY: the retained context and its stream.
+        self.record(&self.end)
+    }
+
+    /// Waits for the step [`Nccl::start`] queued; returns its time on the devices (the slowest device's,
+    /// between the events around the group), in milliseconds.
+    pub fn wait(&self) -> Result<f64> {
+        let mut ms = 0f64;
+        for (d, (ctx, stream)) in self.ctxs.iter().zip(&self.streams).enumerate() {
+            // SAFETY: the retained context, its stream and the events recorded on it by `start`.
             unsafe {
                 cu::ctx::set_current(*ctx).map_err(|e| cuda_error("cuCtxSetCurrent", e))?;
                 cu::stream::synchronize(*stream)
                     .map_err(|e| cuda_error("cuStreamSynchronize", e))?;
+                let t = cu::event::elapsed(self.begin[d], self.end[d])
+                    .map_err(|e| cuda_error("cuEventElapsedTime", e))?;
+                ms = ms.max(t as f64);
+            }
+        }
+        Ok(ms)
+    }
+
+    /// Records `events[d]` on device `d`'s NCCL stream, for every device.
+    fn record(&self, events: &[sys::CUevent]) -> Result<()> {
+        for ((ctx, stream), ev) in self.ctxs.iter().zip(&self.streams).zip(events) {
+            // SAFETY: the retained context, its stream and an event made in it.
+            unsafe {
+                cu::ctx::set_current(*ctx).map_err(|e| cuda_error("cuCtxSetCurrent", e))?;
+                cu::event::record(*ev, *stream).map_err(|e| cuda_error("cuEventRecord", e))?;
             }
         }
         Ok(())
@@ -149,11 +181,13 @@ impl Drop for Nccl {
             // SAFETY: communicators made by `ncclCommInitAll`, destroyed once.
             let _ = unsafe { nccl::comm_destroy(*c) };
         }
-        for (ctx, stream) in self.ctxs.iter().zip(&self.streams) {
-            // SAFETY: the retained context and its stream, destroyed once.
+        for (d, (ctx, stream)) in self.ctxs.iter().zip(&self.streams).enumerate() {
+            // SAFETY: the retained context, its stream and events, destroyed once.
             unsafe {
                 let _ = cu::ctx::set_current(*ctx);
                 let _ = cu::stream::destroy(*stream);
+                let _ = cu::event::destroy(self.begin[d]);
+                let _ = cu::event::destroy(self.end[d]);
             }
         }
     }

@@ -35,6 +35,7 @@
 //! [`route_gather_kernel()`]. (Counting first and scattering after the copy ran at 0.77-0.93x of a plain table,
 //! scattering as the keys land at 0.94-1.01x: H100, 16 resident children.)
 
+use crate::device::find::found_mode;
 use crate::device::layout::KeyLayout;
 use crate::device::route::{CUBE, TILE};
 pub use crate::device::route::{
@@ -436,7 +437,11 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> DeviceRouter<R, S, L> {
                 ArrayArg::from_raw_parts(batch.aux.clone(), (total / 32).max(1)),
                 ArrayArg::from_raw_parts(out, n),
                 ArrayArg::from_raw_parts(bits, bits_len),
-                batch.with_bits,
+                if batch.with_bits {
+                    found_mode::BITS
+                } else {
+                    found_mode::NONE
+                },
             )
         }
     }

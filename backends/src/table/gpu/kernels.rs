@@ -186,16 +186,8 @@ pub mod select {
     pub const MASK: u32 = 1;
 }
 
-/// How a find reports presence besides the value.
-pub mod found_mode {
-    /// Values only (absent keys get the `absent` value).
-    pub const NONE: u32 = 0;
-    /// `found[i]` = 1 or 0.
-    pub const FLAGS: u32 = 1;
-    /// Bit `i % 32` of `found_bits[i / 32]` is set for present keys (the buffer must start zeroed): 1/32 of the
-    /// flags' read-back, for the host API's `Option` answers.
-    pub const BITS: u32 = 2;
-}
+/// How a find reports presence besides the value (the device layer's, shared with the routed gathers).
+pub use crate::device::find::found_mode;
 
 /// Bulk find in a table of layout `L`: `out[i]` = the value, or all ones when `keys[i]` is not in the table;
 /// presence also as flags or bits per `found_mode` (see [`found_mode`]). `table_values` as in
