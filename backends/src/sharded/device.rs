@@ -18,6 +18,7 @@ use crate::device::find::found_mode;
 use crate::device::layout::Packed;
 use crate::device::route::route_gather_kernel;
 use crate::runtime::launch::{CUBE_SIZE, cube_count, fill_u32};
+use crate::runtime::trace::Trace;
 use crate::runtime::transfer::{HostTransfer, sync_device};
 use crate::runtime::words::{bytes_of, bytes_of_mut};
 use crate::table::gpu::GpuTable;
@@ -103,7 +104,8 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
         }
         let mut phases = DevicePhases::default();
         let mut lap = Lap::new();
-        let steps = self.route_steps(&clients, keys, Some(values), lens, 1)?;
+        let mut trace = Trace::new("sharded");
+        let steps = self.route_steps(&clients, keys, Some(values), lens, 1, &mut trace)?;
         let send_values = steps.values.as_ref().expect("an insert routes its values");
         phases.route_ms = lap.ms();
         phases.steps = steps.count();
@@ -125,8 +127,11 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
         };
         let mut unplaced = Vec::new();
         let mut untracked = 0;
+        trace.lap("receive buffers made");
         start_step(&ex, &moves(0), &mut phases)?;
+        trace.lap("first step queued");
         phases.exchange_ms += ex.wait()?;
+        trace.lap("first step waited");
         for s in 0..steps.count() {
             // Step `s + 1` travels while the shards insert step `s`.
             let next = if s + 1 < steps.count() {
@@ -135,6 +140,7 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
                 Vec::new()
             };
             start_step(&ex, &next, &mut phases)?;
+            trace.lap("next step queued");
             let results = super::run_each(&mut self.shards, |h, shard| {
                 let n = steps.plans[s].recv_len(h);
                 if n == 0 {
@@ -149,9 +155,11 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
                 let t = gpu_mut::<R, S, K, V>(shard)?;
                 stream.executes(|| t.insert_device(&k, &v, n))
             });
+            trace.lap("shards inserted");
             if !next.is_empty() {
                 phases.exchange_ms += ex.wait()?;
             }
+            trace.lap("next step waited");
             for r in results {
                 let u = r?;
                 untracked += u.untracked;
@@ -159,6 +167,7 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
             }
         }
         phases.steps_ms = lap.ms();
+        trace.report("insert_device", lens.iter().sum());
         *self.device_phases.lock().unwrap_or_else(|e| e.into_inner()) = phases;
         failures(untracked, unplaced)
     }
@@ -189,7 +198,8 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
         let _one_at_a_time = self.exchange_lock.lock().unwrap_or_else(|e| e.into_inner());
         let mut phases = DevicePhases::default();
         let mut lap = Lap::new();
-        let steps = self.route_steps(&clients, keys, None, lens, 32)?;
+        let mut trace = Trace::new("sharded");
+        let steps = self.route_steps(&clients, keys, None, lens, 32, &mut trace)?;
         phases.route_ms = lap.ms();
         phases.steps = steps.count();
         let ex = self.exchanger(&clients);
@@ -242,8 +252,10 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
                 },
             ]
         };
+        trace.lap("receive buffers made");
         start_step(&ex, &keys_move(0), &mut phases)?;
         phases.exchange_ms += ex.wait()?;
+        trace.lap("first keys moved");
         let last = steps.count() - 1;
         for s in 0..=last {
             for (h, shard) in self.shards.iter().enumerate() {
@@ -263,6 +275,7 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
                     )
                 });
             }
+            trace.lap("finds queued");
             // Step `s + 1`'s keys and step `s - 1`'s answers travel while the shards find step `s`.
             let mut beside = if s < last {
                 keys_move(s + 1)

@@ -15,6 +15,7 @@ use crate::device::route::{
     CUBE, TILE, route_count_kernel, route_scatter_kernel, route_values_kernel,
 };
 use crate::runtime::launch::{CUBE_SIZE, cube_count, fill_u32};
+use crate::runtime::trace::Trace;
 use crate::runtime::transfer::{HostTransfer, sync_device};
 use cubecl::prelude::*;
 use cubecl::server::Handle;
@@ -110,10 +111,12 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
         values: Option<&[Handle]>,
         lens: &[usize],
         pad: usize,
+        trace: &mut Trace,
     ) -> Result<Steps> {
         for c in clients {
             sync_device(c)?;
         }
+        trace.lap("callers' streams waited");
         let shards = self.shards.len();
         let step = self.step;
         let steps = lens
@@ -168,6 +171,7 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
         })
         .into_iter()
         .collect::<Result<Vec<_>>>()?;
+        trace.lap("counted and read");
         let plans: Vec<Plan> = (0..steps)
             .map(|s| {
                 Plan::padded(
@@ -265,6 +269,7 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
         )
         .into_iter()
         .collect::<Result<Vec<_>>>()?;
+        trace.lap("scattered");
         let mut to = Vec::with_capacity(shards);
         let mut keys_out = Vec::with_capacity(shards);
         let mut values_out = Vec::with_capacity(shards);
