@@ -41,10 +41,10 @@ pub struct ShardedConfig {
     pub shards: Shards,
     /// Seed of the route hash that picks a key's shard (independent of the shards' hash families).
     pub route_seed: u64,
-    /// Keys of each device slice per exchange step of a device-data call (rounded up to a multiple of
-    /// [`STEP_ALIGN`]): a call moves its slices in steps, and every shard works on one step while the next
-    /// step's keys and the previous step's answers travel. Smaller steps overlap more and pay more waits;
-    /// default [`DEFAULT_EXCHANGE_STEP`].
+    /// About how many keys of each device slice travel per exchange step of a device-data call (a call takes as
+    /// many steps as its longest slice needs, at most `1024 / shards`, and a key's step comes from its route
+    /// hash): every shard works on one step while the next step's keys and the previous step's answers travel.
+    /// Smaller steps overlap more and pay more waits; default [`DEFAULT_EXCHANGE_STEP`].
     pub exchange_step: usize,
 }
 

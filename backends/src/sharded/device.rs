@@ -127,6 +127,9 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
         };
         let mut unplaced = Vec::new();
         let mut untracked = 0;
+        // A shard empty before the call holds only earlier steps' keys at each step, which are not the step's
+        // own (a key's step is its route's): its steps skip the look for their keys in the table.
+        let empty: Vec<bool> = self.shards.iter().map(|t| t.is_empty()).collect();
         trace.lap("receive buffers made");
         start_step(&ex, &moves(0), &mut phases)?;
         trace.lap("first step queued");
@@ -153,7 +156,13 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
                 );
                 let stream = shard.stream();
                 let t = gpu_mut::<R, S, K, V>(shard)?;
-                stream.executes(|| t.insert_device(&k, &v, n))
+                stream.executes(|| {
+                    if empty[h] {
+                        t.insert_device_absent(&k, &v, n)
+                    } else {
+                        t.insert_device(&k, &v, n)
+                    }
+                })
             });
             trace.lap("shards inserted");
             if !next.is_empty() {
@@ -286,68 +295,65 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
                 beside.extend(back_moves(s - 1));
             }
             start_step(&ex, &beside, &mut phases)?;
+            trace.lap("exchange queued");
             for (h, client) in clients.iter().enumerate() {
                 self.shards[h].stream().executes(|| sync_device(client))?;
             }
+            trace.lap("finds waited");
             if !beside.is_empty() {
                 phases.exchange_ms += ex.wait()?;
             }
-            if s > 0 {
-                self.gather(
-                    &clients,
-                    &steps,
-                    s - 1,
-                    (&back_values, &back_bits),
-                    (out, found),
-                );
-            }
+            trace.lap("exchange waited");
         }
         start_step(&ex, &back_moves(last), &mut phases)?;
         phases.exchange_ms += ex.wait()?;
+        trace.lap("last answers moved");
         self.gather(
             &clients,
             &steps,
-            last,
+            lens,
             (&back_values, &back_bits),
             (out, found),
         );
         for (g, client) in clients.iter().enumerate() {
             self.shards[g].stream().executes(|| sync_device(client))?;
         }
+        trace.lap("gathered");
+        trace.report("find_device", lens.iter().sum());
         phases.steps_ms = lap.ms();
         *self.device_phases.lock().unwrap_or_else(|e| e.into_inner()) = phases;
         Ok(())
     }
 
-    /// Queues the gather of step `s`'s answers, back in every source's send layout (values and presence bits),
-    /// into the callers' slices: values into `out[g]`, 1 or 0 into `found[g]`, at the step's keys.
+    /// Queues the gather of the answers, back in every source's send layout (values and presence bits), into
+    /// the callers' slices: values into `out[g]`, 1 or 0 into `found[g]`.
     fn gather<R: HostTransfer>(
         &self,
         clients: &[ComputeClient<R>],
         steps: &Steps,
-        s: usize,
+        lens: &[usize],
         (values, bits): (&[Handle], &[Handle]),
         (out, found): (&[Handle], &[Handle]),
     ) {
         for (g, client) in clients.iter().enumerate() {
-            let (first, m) = steps.part(g, s);
-            if m == 0 {
+            let n = lens[g];
+            if n == 0 {
                 continue;
             }
-            let (words, at) = (steps.send_words(g).max(1), (first * 4) as u64);
+            let words = steps.send_words(g).max(1);
             self.shards[g].stream().executes(|| {
-                // SAFETY: `to[i]` of each of the step's `m` keys lies in the send buffers (`words` words, their
-                // bits `words / 32`), and `out` and `found` hold the slice's keys from `first` on.
+                // SAFETY: `to[i]` of each of the slice's `n` keys lies in the send buffers (`words` words, their
+                // bits `words / 32`), and `out` and `found` hold the slice's keys.
                 unsafe {
                     route_gather_kernel::launch_unchecked::<Packed, R>(
                         client,
-                        cube_count(m),
+                        cube_count(n),
                         CubeDim::new_1d(CUBE_SIZE),
-                        ArrayArg::from_raw_parts(steps.to[g].clone().offset_start(at), m),
+                        ArrayArg::from_raw_parts(steps.to[g].clone(), n),
                         ArrayArg::from_raw_parts(values[g].clone(), words),
                         ArrayArg::from_raw_parts(bits[g].clone(), (words / 32).max(1)),
-                        ArrayArg::from_raw_parts(out[g].clone().offset_start(at), m),
-                        ArrayArg::from_raw_parts(found[g].clone().offset_start(at), m),
+                        ArrayArg::from_raw_parts(out[g].clone(), n),
+                        ArrayArg::from_raw_parts(found[g].clone(), n),
                         found_mode::FLAGS,
                     )
                 }

@@ -1,11 +1,15 @@
-//! A device-data call's slices routed into exchange steps: step `s` of every slice is its keys
-//! `s * step .. (s + 1) * step`, laid out by destination shard in a region of the slice's send buffer, with a
-//! [`Plan`] of its own. Each shard's send buffers hold every step's region in step order (each region starting
-//! on a multiple of [`STEP_ALIGN`] words), and so do its receive buffers, so one set of buffers made per call
-//! serves every step while the shards work on one step and the next one travels (`sharded::device`).
+//! A device-data call's slices routed into exchange steps: a key's step, like its shard, comes from its route
+//! hash (the directory entry `e` of a key is shard `entries[e]` and step `e % steps`), so every step holds
+//! disjoint keys of the batch and all copies of a key travel in one step: shards can insert step by step with no
+//! pass looking for a step's keys among the earlier steps'. Each slice is laid out by (step, destination) in its
+//! send buffer: step `s`'s region (starting on a multiple of [`STEP_ALIGN`] words) holds its keys for each
+//! destination in turn, with a [`Plan`] per step; each shard's receive buffers hold every step's region likewise,
+//! so one set of buffers made per call serves every step while the shards work on one step and the next one
+//! travels (`sharded::device`).
 //!
-//! Routing runs on every slice's device at once: one count launch per step into per-step counters, one read of
-//! all of them (the plans), then one scatter launch per step (and one for the values of an insert).
+//! Routing runs on every slice's device at once: one count launch (a counter per step and destination), one read
+//! of the counts (the plans), and one scatter launch (and one for the values of an insert), with the cursors of
+//! the parts placed by the host where each step's region and span start.
 
 use super::ShardedTable;
 use super::config::STEP_ALIGN;
@@ -22,17 +26,13 @@ use cubecl::server::Handle;
 use hashtile_core::scheme::SchemeInfo;
 use hashtile_core::{Key, Result, Value};
 
-/// Per-step counters and cursors start on 256-byte boundaries (storage bindings at an offset must be aligned).
-const COUNTER_ALIGN: usize = 64;
+/// The most (step, destination) parts of a routing launch: a counter of each in shared memory.
+const MAX_PARTS: usize = 1024;
 
 /// The slices of a device-data call routed into steps.
 pub(super) struct Steps {
     /// Each step's plan (spans padded as asked).
     pub plans: Vec<Plan>,
-    /// Keys of each slice per step.
-    step: usize,
-    /// Each slice's length.
-    lens: Vec<usize>,
     /// Per shard: where each key of its slice went in its send buffers (a word index of the whole buffer).
     pub to: Vec<Handle>,
     /// Per shard: the keys laid out by destination, step regions in order.
@@ -50,11 +50,6 @@ impl Steps {
     /// How many steps.
     pub fn count(&self) -> usize {
         self.plans.len()
-    }
-
-    /// The first key and the number of keys of slice `g` in step `s`.
-    pub fn part(&self, g: usize, s: usize) -> (usize, usize) {
-        part_of(&self.lens, self.step, g, s)
     }
 
     /// Where step `s`'s region of shard `g`'s send buffers starts, in words.
@@ -82,10 +77,11 @@ impl Steps {
     }
 }
 
-/// The first key and the number of keys of slice `g` (of `lens`) in step `s` of `step` keys.
-fn part_of(lens: &[usize], step: usize, g: usize, s: usize) -> (usize, usize) {
-    let first = (s * step).min(lens[g]);
-    (first, lens[g].min(first + step) - first)
+/// How many exchange steps a call of slices of `lens` keys takes with steps of `step` keys: enough for the longest
+/// slice, at least one, and at most as many as the routing launches' counters allow.
+fn step_count(lens: &[usize], step: usize, shards: usize) -> usize {
+    let wanted = lens.iter().map(|&n| n.div_ceil(step)).max().unwrap_or(0);
+    wanted.clamp(1, (MAX_PARTS / shards).max(1))
 }
 
 /// The start of each region of the given lengths, each on a multiple of [`STEP_ALIGN`] words, and the end.
@@ -118,55 +114,41 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
         }
         trace.lap("callers' streams waited");
         let shards = self.shards.len();
-        let step = self.step;
-        let steps = lens
-            .iter()
-            .map(|&n| n.div_ceil(step))
-            .max()
-            .unwrap_or(0)
-            .max(1);
-        let stride = shards.next_multiple_of(COUNTER_ALIGN);
-        let (seed, width) = (self.route.seed, shards as u32);
-        let entries_len = self.route.entries.len();
-        let part = |g: usize, s: usize| part_of(lens, step, g, s);
+        let steps = step_count(lens, self.step, shards);
+        let width = steps * shards;
+        let seed = self.route.seed;
+        // Entry `e`: its shard, in the part of step `e % steps` (parts step-major).
+        let entries: Vec<u32> = (self.route.entries.iter().enumerate())
+            .map(|(e, &shard)| ((e % steps) * shards) as u32 + shard)
+            .collect();
         let counted = super::run_each_ref(&self.shards, |g, shard| -> Result<(Handle, Vec<u32>)> {
-            let client = &clients[g];
+            let (client, n) = (&clients[g], lens[g]);
             shard.stream().executes(|| {
-                let entries = client.create_from_slice(u32::as_bytes(&self.route.entries));
-                let counts = client.empty(steps * stride * 4);
-                fill_u32(client, &counts, steps * stride, 0);
-                let stand_in = client.empty(4);
-                for s in 0..steps {
-                    let (first, m) = part(g, s);
-                    if m == 0 {
-                        continue;
-                    }
-                    // SAFETY: the kernel guards each position against the part's length `m`; the mask is
+                let entries_h = client.create_from_slice(u32::as_bytes(&entries));
+                let counts = client.empty(width * 4);
+                fill_u32(client, &counts, width, 0);
+                if n > 0 {
+                    let stand_in = client.empty(4);
+                    // SAFETY: the kernel guards each position against the slice's length `n`; the mask is
                     // not read unmasked.
                     unsafe {
                         route_count_kernel::launch_unchecked::<Packed, R>(
                             client,
-                            cube_count(m.div_ceil(TILE) * CUBE),
+                            cube_count(n.div_ceil(TILE) * CUBE),
                             CubeDim::new_1d(CUBE_SIZE),
-                            ArrayArg::from_raw_parts(
-                                keys[g].clone().offset_start((first * 4) as u64),
-                                m,
-                            ),
-                            ArrayArg::from_raw_parts(stand_in.clone(), 1),
-                            ArrayArg::from_raw_parts(entries.clone(), entries_len),
-                            ArrayArg::from_raw_parts(
-                                counts.clone().offset_start((s * stride * 4) as u64),
-                                shards,
-                            ),
+                            ArrayArg::from_raw_parts(keys[g].clone(), n),
+                            ArrayArg::from_raw_parts(stand_in, 1),
+                            ArrayArg::from_raw_parts(entries_h.clone(), entries.len()),
+                            ArrayArg::from_raw_parts(counts.clone(), width),
                             seed,
                             super::route::ROUTE_BITS,
                             false,
-                            width,
+                            width as u32,
                         )
                     }
                 }
                 let c = u32::from_bytes(&client.read_one_unchecked(counts)).to_vec();
-                Ok((entries, c))
+                Ok((entries_h, c))
             })
         })
         .into_iter()
@@ -177,7 +159,7 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
                 Plan::padded(
                     (0..shards)
                         .map(|g| {
-                            counted[g].1[s * stride..s * stride + shards]
+                            counted[g].1[s * shards..(s + 1) * shards]
                                 .iter()
                                 .map(|&x| x as usize)
                                 .collect()
@@ -196,66 +178,57 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
         let routed = super::run_each_ref(
             &self.shards,
             |g, shard| -> Result<(Handle, Handle, Option<Handle>)> {
-                let (client, n, entries) = (&clients[g], lens[g], &counted[g].0);
+                let (client, n, entries_h) = (&clients[g], lens[g], &counted[g].0);
                 let words = *send_base[g].last().expect("bases end");
                 shard.stream().executes(|| {
-                    let mut starts = vec![0u32; steps * stride];
-                    for (s, plan) in plans.iter().enumerate() {
-                        for to in 0..shards {
-                            starts[s * stride + to] =
-                                (send_base[g][s] + plan.send_start(g, to)) as u32;
-                        }
-                    }
+                    let starts: Vec<u32> = (plans.iter().enumerate())
+                        .flat_map(|(s, plan)| {
+                            let base = send_base[g][s];
+                            (0..shards).map(move |to| (base + plan.send_start(g, to)) as u32)
+                        })
+                        .collect();
                     let cursor = client.create_from_slice(u32::as_bytes(&starts));
                     let to = client.empty(n.max(1) * 4);
                     let send_keys = client.empty(words.max(1) * 4);
                     let send_values = values.map(|_| client.empty(words.max(1) * 4));
-                    let stand_in = client.empty(4);
-                    // SAFETY: a one-word stand-in for arrays the launch does not read or write.
-                    let one = || unsafe { ArrayArg::from_raw_parts(stand_in.clone(), 1) };
-                    for s in 0..steps {
-                        let (first, m) = part(g, s);
-                        if m == 0 {
-                            continue;
-                        }
-                        let at = (first * 4) as u64;
-                        // SAFETY: positions are guarded by `m`; routed positions lie in the step's region, whose
-                        // spans the counts laid out; mask, routed mask, ends and overflow are not used unmasked
-                        // and unbounded.
+                    if n > 0 {
+                        let stand_in = client.empty(4);
+                        // SAFETY: a one-word stand-in for arrays the launch does not read or write.
+                        let one = || unsafe { ArrayArg::from_raw_parts(stand_in.clone(), 1) };
+                        // SAFETY: positions are guarded by `n`; routed positions lie in the parts' spans the
+                        // counts laid out; mask, routed mask, ends and overflow are not used unmasked and
+                        // unbounded.
                         unsafe {
                             route_scatter_kernel::launch_unchecked::<Packed, R>(
                                 client,
-                                cube_count(m.div_ceil(TILE) * CUBE),
+                                cube_count(n.div_ceil(TILE) * CUBE),
                                 CubeDim::new_1d(CUBE_SIZE),
-                                ArrayArg::from_raw_parts(keys[g].clone().offset_start(at), m),
+                                ArrayArg::from_raw_parts(keys[g].clone(), n),
                                 one(),
-                                ArrayArg::from_raw_parts(entries.clone(), entries_len),
-                                ArrayArg::from_raw_parts(
-                                    cursor.clone().offset_start((s * stride * 4) as u64),
-                                    shards,
-                                ),
+                                ArrayArg::from_raw_parts(entries_h.clone(), entries.len()),
+                                ArrayArg::from_raw_parts(cursor, width),
                                 ArrayArg::from_raw_parts(send_keys.clone(), words.max(1)),
                                 one(),
-                                ArrayArg::from_raw_parts(to.clone().offset_start(at), m),
+                                ArrayArg::from_raw_parts(to.clone(), n),
                                 one(),
                                 one(),
                                 seed,
                                 super::route::ROUTE_BITS,
                                 false,
                                 false,
-                                width,
+                                width as u32,
                             )
                         }
                         if let (Some(v), Some(sv)) = (values, &send_values) {
-                            // SAFETY: guarded by `m`; `to` holds positions inside the send buffer.
+                            // SAFETY: guarded by `n`; `to` holds positions inside the send buffer.
                             unsafe {
                                 route_values_kernel::launch_unchecked::<Packed, R>(
                                     client,
-                                    cube_count(m),
+                                    cube_count(n),
                                     CubeDim::new_1d(CUBE_SIZE),
-                                    ArrayArg::from_raw_parts(v[g].clone().offset_start(at), m),
+                                    ArrayArg::from_raw_parts(v[g].clone(), n),
                                     one(),
-                                    ArrayArg::from_raw_parts(to.clone().offset_start(at), m),
+                                    ArrayArg::from_raw_parts(to.clone(), n),
                                     ArrayArg::from_raw_parts(sv.clone(), words.max(1)),
                                     false,
                                 )
@@ -280,8 +253,6 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
         }
         Ok(Steps {
             plans,
-            step,
-            lens: lens.to_vec(),
             to,
             keys: keys_out,
             values: values.map(|_| values_out),
@@ -294,6 +265,14 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn step_counts() {
+        assert_eq!(step_count(&[0, 0], 2048, 2), 1);
+        assert_eq!(step_count(&[5000, 2048], 2048, 2), 3);
+        assert_eq!(step_count(&[1 << 30], 2048, 4), 256);
+        assert_eq!(step_count(&[1 << 30], 2048, 256), 4);
+    }
 
     #[test]
     fn regions_start_aligned() {

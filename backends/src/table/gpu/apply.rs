@@ -25,7 +25,7 @@ use crate::runtime::words::words_of;
 use crate::table::engine::Inserted;
 use cubecl::prelude::*;
 use cubecl::server::Handle;
-use hashtile_core::reduce::{Reduce, kind};
+use hashtile_core::reduce::{Assign, Reduce, kind};
 use hashtile_core::scheme::ProbingScheme;
 use hashtile_core::{Error, Key, ProbeStats, Result, Value};
 
@@ -44,18 +44,37 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
         values: &Handle,
         n: usize,
     ) -> Result<Unplaced> {
-        self.apply_batch::<F>(keys, values, n, false)
+        self.apply_batch::<F>(keys, values, n, false, false)
+    }
+
+    /// [`GpuTable::insert_device`] of a batch none of whose keys is in the table, as the caller knows (a sharded
+    /// table's exchange steps: disjoint keys of one batch, into a shard empty before it): repeats within the
+    /// batch are settled as `insert_device` settles them, but no pass looks for the batch's keys in the table
+    /// first. A key that is in the table after all may then be stored twice.
+    pub(crate) fn insert_device_absent(
+        &mut self,
+        keys: &Handle,
+        values: &Handle,
+        n: usize,
+    ) -> Result<Unplaced> {
+        if L::MOVES_PAIRS && S::UPSERTS_CONVERGE && self.options.use_cas && self.params.upsert == 1
+        {
+            // The in-table insert looks for each key on its way anyway.
+            return self.insert_device(keys, values, n);
+        }
+        self.apply_batch::<Assign>(keys, values, n, false, true)
     }
 
     /// [`GpuTable::insert_or_apply_device`]; `scanned`: the caller has checked the keys for the sentinel (host
     /// data), so the in-table way skips its own scan and read-back (the duplicates-first way checks during its
-    /// claims at no cost).
+    /// claims at no cost); `absent`: no key of the batch is in the table (no classify pass).
     fn apply_batch<F: Reduce>(
         &mut self,
         keys: &Handle,
         values: &Handle,
         n: usize,
         scanned: bool,
+        absent: bool,
     ) -> Result<Unplaced> {
         if n == 0 {
             return Ok(Unplaced::default());
@@ -83,7 +102,7 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
             h
         });
         let values_in = folded.as_ref().unwrap_or(values);
-        if self.len > 0 {
+        if self.len > 0 && !absent {
             self.launch_classify::<F>(keys, Some(values_in), &mask, n);
         }
         let out = match dedup.sentinel(&client) {
@@ -160,7 +179,7 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
             let kh = self.upload(ks);
             let vh = self.upload(vs);
             let done = self
-                .apply_batch::<F>(&kh, &vh, ks.len(), true)
+                .apply_batch::<F>(&kh, &vh, ks.len(), true, false)
                 .map_err(|e| match e {
                     Error::SentinelKey { index } => Error::SentinelKey {
                         index: index + i * step,
