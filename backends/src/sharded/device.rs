@@ -12,7 +12,7 @@
 //! for before a call returns.
 
 use super::ShardedTable;
-use super::exchange::{End, Exchanger, Move, Plan};
+use super::exchange::{Bufs, End, Exchanger, Move, Plan};
 use super::steps::Steps;
 use crate::device::find::found_mode;
 use crate::device::layout::Packed;
@@ -119,8 +119,11 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
                 self.buffers(&clients, words)?,
             )
         };
+        let (send_keys, send_values) =
+            (ex.bufs(steps.keys.clone())?, ex.bufs(send_values.clone())?);
+        let (recv_keys, recv_values) = (ex.bufs(recv_keys)?, ex.bufs(recv_values)?);
         let moves = |s: usize| {
-            [(&steps.keys, &recv_keys), (send_values, &recv_values)]
+            [(&send_keys, &recv_keys), (&send_values, &recv_values)]
                 .into_iter()
                 .map(|(send, recv)| forward(&steps, s, send, recv))
                 .collect::<Vec<_>>()
@@ -151,8 +154,8 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
                 }
                 let at = (steps.recv_at(h, s) * 4) as u64;
                 let (k, v) = (
-                    recv_keys[h].clone().offset_start(at),
-                    recv_values[h].clone().offset_start(at),
+                    recv_keys.handles[h].clone().offset_start(at),
+                    recv_values.handles[h].clone().offset_start(at),
                 );
                 let stream = shard.stream();
                 let t = gpu_mut::<R, S, K, V>(shard)?;
@@ -236,28 +239,25 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
                 sync_device(c)
             })?;
         }
-        let keys_move = |s: usize| vec![forward(&steps, s, &steps.keys, &recv_keys)];
+        let send_keys = ex.bufs(steps.keys.clone())?;
+        let recv_keys = ex.bufs(recv_keys)?;
+        let (answers, bits) = (ex.bufs(answers)?, ex.bufs(bits)?);
+        let (back_values, back_bits) = (ex.bufs(back_values)?, ex.bufs(back_bits)?);
+        let keys_move = |s: usize| vec![forward(&steps, s, &send_keys, &recv_keys)];
         let back_moves = |s: usize| {
             let back = steps.plans[s].reversed();
-            let regions = |bufs: &[Handle], at: &dyn Fn(usize) -> usize, per: usize| {
-                bufs.iter()
-                    .enumerate()
-                    .map(|(g, b)| (b.clone(), at(g) / per * 4))
-                    .collect::<Vec<_>>()
-            };
-            let (send_at, recv_at) = (|h| steps.recv_at(h, s), |g| steps.send_at(g, s));
             vec![
                 Move {
                     plan: back.clone(),
                     word_bytes: 4,
-                    send: regions(&answers, &send_at, 1),
-                    recv: regions(&back_values, &recv_at, 1),
+                    send: answers.regions(|h| steps.recv_at(h, s)),
+                    recv: back_values.regions(|g| steps.send_at(g, s)),
                 },
                 Move {
                     plan: back.bits(),
                     word_bytes: 4,
-                    send: regions(&bits, &send_at, 32),
-                    recv: regions(&back_bits, &recv_at, 32),
+                    send: bits.regions(|h| steps.recv_at(h, s) / 32),
+                    recv: back_bits.regions(|g| steps.send_at(g, s) / 32),
                 },
             ]
         };
@@ -276,9 +276,9 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
                 let t = gpu::<R, S, K, V>(shard)?;
                 shard.stream().executes(|| {
                     t.launch_find(
-                        &recv_keys[h].clone().offset_start((at * 4) as u64),
-                        &answers[h].clone().offset_start((at * 4) as u64),
-                        Some(&bits[h].clone().offset_start((at / 32 * 4) as u64)),
+                        &recv_keys.handles[h].clone().offset_start((at * 4) as u64),
+                        &answers.handles[h].clone().offset_start((at * 4) as u64),
+                        Some(&bits.handles[h].clone().offset_start((at / 32 * 4) as u64)),
                         found_mode::BITS,
                         n,
                     )
@@ -312,7 +312,7 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
             &clients,
             &steps,
             lens,
-            (&back_values, &back_bits),
+            (&back_values.handles, &back_bits.handles),
             (out, found),
         );
         for (g, client) in clients.iter().enumerate() {
@@ -486,13 +486,13 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
                 sync_device(c)
             })?;
         }
+        let ex = self.exchanger(&clients);
         let step = Move {
             plan,
             word_bytes: 4,
-            send: send.iter().map(|h| (h.clone(), 0)).collect(),
-            recv: recv.iter().map(|h| (h.clone(), 0)).collect(),
+            send: ex.bufs(send)?.regions(|_| 0),
+            recv: ex.bufs(recv)?.regions(|_| 0),
         };
-        let ex = self.exchanger(&clients);
         let mut best = f64::INFINITY;
         for run in 0..=runs.max(1) {
             ex.start(std::slice::from_ref(&step))?;
@@ -681,16 +681,12 @@ fn failures(untracked: usize, unplaced: Vec<(u64, u64)>) -> Result<()> {
 
 /// Step `s`'s move of `send` (each shard's send buffer) into `recv` (each shard's receive buffer), in the
 /// step's regions, by the step's plan.
-fn forward(steps: &Steps, s: usize, send: &[Handle], recv: &[Handle]) -> Move {
+fn forward(steps: &Steps, s: usize, send: &Bufs, recv: &Bufs) -> Move {
     Move {
         plan: steps.plans[s].clone(),
         word_bytes: 4,
-        send: (send.iter().enumerate())
-            .map(|(g, b)| (b.clone(), steps.send_at(g, s) * 4))
-            .collect(),
-        recv: (recv.iter().enumerate())
-            .map(|(h, b)| (b.clone(), steps.recv_at(h, s) * 4))
-            .collect(),
+        send: send.regions(|g| steps.send_at(g, s)),
+        recv: recv.regions(|h| steps.recv_at(h, s)),
     }
 }
 

@@ -105,12 +105,45 @@ impl Plan {
 }
 
 /// One set of words of an exchange step: `plan`'s words of `word_bytes` from each source's send region to each
-/// destination's receive region, a region being a buffer and the byte offset where it starts.
+/// destination's receive region ([`Bufs::region`]).
 pub(crate) struct Move {
     pub plan: Plan,
     pub word_bytes: usize,
-    pub send: Vec<(Handle, usize)>,
-    pub recv: Vec<(Handle, usize)>,
+    pub send: Vec<Region>,
+    pub recv: Vec<Region>,
+}
+
+/// Part of a shard's buffer from byte `at` on, with the buffer's device address where NCCL moves it (else 0).
+#[derive(Clone)]
+pub(crate) struct Region {
+    pub buf: Handle,
+    pub at: usize,
+    addr: u64,
+}
+
+/// One buffer per shard that a call's steps move words from or into, with their device addresses read once
+/// ([`Exchanger::bufs`]): reading one goes through CubeCL's server, about 0.1 ms each.
+pub(crate) struct Bufs {
+    pub handles: Vec<Handle>,
+    addrs: Vec<u64>,
+}
+
+impl Bufs {
+    /// Shard `g`'s buffer from word `word` of `word_bytes` on.
+    pub fn region(&self, g: usize, word: usize, word_bytes: usize) -> Region {
+        Region {
+            buf: self.handles[g].clone(),
+            at: word * word_bytes,
+            addr: self.addrs[g],
+        }
+    }
+
+    /// Every shard's buffer from the word each `word(g)` gives.
+    pub fn regions(&self, word: impl Fn(usize) -> usize) -> Vec<Region> {
+        (0..self.handles.len())
+            .map(|g| self.region(g, word(g), 4))
+            .collect()
+    }
 }
 
 impl Move {
@@ -152,6 +185,22 @@ impl<R: HostTransfer> Exchanger<'_, R> {
         matches!(self, Self::Local)
     }
 
+    /// `handles` (one per shard) with their device addresses, read once for every step of a call (NCCL only).
+    pub fn bufs(&self, handles: Vec<Handle>) -> Result<Bufs> {
+        let addrs = match self {
+            #[cfg(feature = "cuda")]
+            Self::Nccl {
+                clients, streams, ..
+            } => (handles.iter().enumerate())
+                .map(|(g, h)| {
+                    streams[g].executes(|| crate::runtime::transfer::device_ptr(clients[g], h))
+                })
+                .collect::<Result<Vec<u64>>>()?,
+            _ => vec![0; handles.len()],
+        };
+        Ok(Bufs { handles, addrs })
+    }
+
     /// Queues `moves` as one step (every send region's writes finished, and every receive buffer made
     /// before the kernels the call queued since its buffers were made: see `ShardedTable::buffers`).
     pub fn start(&self, moves: &[Move]) -> Result<()> {
@@ -166,26 +215,11 @@ impl<R: HostTransfer> Exchanger<'_, R> {
                 Ok(())
             }
             #[cfg(feature = "cuda")]
-            Self::Nccl {
-                nccl,
-                clients,
-                streams,
-            } => {
-                use crate::runtime::transfer::device_ptr;
-                let at = |side: &[(Handle, usize)]| -> Result<Vec<u64>> {
-                    side.iter()
-                        .enumerate()
-                        .map(|(g, (h, off))| {
-                            streams[g]
-                                .executes(|| device_ptr(clients[g], h))
-                                .map(|p| p + *off as u64)
-                        })
-                        .collect()
-                };
-                let list = moves
-                    .iter()
-                    .map(|m| Ok((&m.plan, m.word_bytes, at(&m.send)?, at(&m.recv)?)))
-                    .collect::<Result<Vec<_>>>()?;
+            Self::Nccl { nccl, .. } => {
+                let at = |side: &[Region]| side.iter().map(|r| r.addr + r.at as u64).collect();
+                let list: Vec<_> = (moves.iter())
+                    .map(|m| (&m.plan, m.word_bytes, at(&m.send), at(&m.recv)))
+                    .collect();
                 nccl.start(&list)
             }
         }
@@ -216,10 +250,12 @@ pub(crate) fn through_host<R: HostTransfer>(ends: &[End<'_, R>], m: &Move) -> Re
                 return Vec::new();
             }
             let e = &ends[from];
-            let all = e
-                .stream
-                .executes(|| e.client.read_one_unchecked(m.send[from].0.clone()).to_vec());
-            all[m.send[from].1..].to_vec()
+            let all = e.stream.executes(|| {
+                e.client
+                    .read_one_unchecked(m.send[from].buf.clone())
+                    .to_vec()
+            });
+            all[m.send[from].at..].to_vec()
         })
         .collect();
     for (to, e) in ends.iter().enumerate() {
@@ -236,13 +272,13 @@ pub(crate) fn through_host<R: HostTransfer>(ends: &[End<'_, R>], m: &Move) -> Re
             );
             bytes[dst..dst + len].copy_from_slice(&s[src..src + len]);
         }
-        let (buf, at) = &m.recv[to];
+        let r = &m.recv[to];
         e.stream.executes(|| {
             let landed = e.client.create_from_slice(&bytes);
             copy::<R, u32>(
                 e.client,
                 &landed,
-                &buf.clone().offset_start(*at as u64),
+                &r.buf.clone().offset_start(r.at as u64),
                 words,
             );
         });
