@@ -211,17 +211,18 @@ pub fn route_values_kernel<L: KeyLayout>(
 }
 
 /// Puts a routed find's answers back in input order: `out[i]` = the routed value of key `i`, and its routed
-/// presence bit (bit `p % 32` of `routed_bits[p / 32]` at its routed position `p`) reported per `found_mode`
-/// ([`found_mode`]): as bit `i % 32` of `found[i / 32]` (zeroed first; each plane ORs its bits together,
-/// distinct bits: their sum, and sets them with one atomic; planes of 8 or 32 lanes never straddle a word), or
-/// as `found[i]` = 1 or 0.
+/// presence at its routed position `p` (with `flags_in`, `routed_found[p]` = 1 or 0; else bit `p % 32` of
+/// `routed_found[p / 32]`) reported per `found_mode` ([`found_mode`]): as bit `i % 32` of `found[i / 32]` (zeroed
+/// first; each plane ORs its bits together, distinct bits: their sum, and sets them with one atomic; planes of 8
+/// or 32 lanes never straddle a word), or as `found[i]` = 1 or 0.
 #[cube(launch_unchecked)]
 pub fn route_gather_kernel<L: KeyLayout>(
     positions: &Array<u32>,
     routed_out: &Array<L::Value>,
-    routed_bits: &Array<u32>,
+    routed_found: &Array<u32>,
     out: &mut Array<L::Value>,
     found: &Array<Atomic<u32>>,
+    #[comptime] flags_in: bool,
     #[comptime] found_mode: u32,
 ) {
     let i = ABSOLUTE_POS;
@@ -230,7 +231,11 @@ pub fn route_gather_kernel<L: KeyLayout>(
         let p = positions[i];
         out[i] = routed_out[p as usize];
         if comptime!(found_mode != found_mode::NONE) {
-            let f = (routed_bits[(p / 32u32) as usize] >> (p % 32u32)) & 1u32;
+            let f = if comptime!(flags_in) {
+                routed_found[p as usize]
+            } else {
+                (routed_found[(p / 32u32) as usize] >> (p % 32u32)) & 1u32
+            };
             if comptime!(found_mode == found_mode::FLAGS) {
                 found[i].store(f);
             } else {

@@ -53,7 +53,7 @@ pub struct DevicePhases {
     /// slowest device's), summed over the steps; through the host, the host's time; 0 for one shard.
     pub exchange_ms: f64,
     /// Bytes the exchange moved (every source's words, its own part included; a find's answers and presence
-    /// bits on the way back too).
+    /// flags on the way back too).
     pub exchange_bytes: usize,
 }
 
@@ -105,7 +105,7 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
         let mut phases = DevicePhases::default();
         let mut lap = Lap::new();
         let mut trace = Trace::new("sharded");
-        let steps = self.route_steps(&clients, keys, Some(values), lens, 1, &mut trace)?;
+        let steps = self.route_steps(&clients, keys, Some(values), lens, &mut trace)?;
         let send_values = steps.values.as_ref().expect("an insert routes its values");
         phases.route_ms = lap.ms();
         phases.steps = steps.count();
@@ -187,8 +187,7 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
     /// Looks up keys held on the shards' devices: `keys[g]` holds `lens[g]` 32-bit keys on shard `g`'s device;
     /// `out[g]` receives their values (all ones where absent) and `found[g]` 1 or 0 per key, in `keys[g]`'s
     /// order (buffers of at least `lens[g]` words on the same device). 32-bit keys and values on GPU backends
-    /// only, else [`Error::InvalidConfig`]. The answers travel back as values and presence bits (one word per
-    /// 32 keys: each step's spans are padded to 32 keys).
+    /// only, else [`Error::InvalidConfig`].
     pub fn find_device<R: HostTransfer>(
         &self,
         keys: &[Handle],
@@ -211,7 +210,7 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
         let mut phases = DevicePhases::default();
         let mut lap = Lap::new();
         let mut trace = Trace::new("sharded");
-        let steps = self.route_steps(&clients, keys, None, lens, 32, &mut trace)?;
+        let steps = self.route_steps(&clients, keys, None, lens, &mut trace)?;
         phases.route_ms = lap.ms();
         phases.steps = steps.count();
         let ex = self.exchanger(&clients);
@@ -222,44 +221,36 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
             self.buffers(&clients, recv_words)?
         };
         let answers = self.buffers(&clients, recv_words)?;
-        let bits = self.buffers(&clients, |h| recv_words(h) / 32)?;
-        let (back_values, back_bits) = if ex.is_local() {
-            (answers.clone(), bits.clone())
+        let flags = self.buffers(&clients, recv_words)?;
+        let (back_values, back_flags) = if ex.is_local() {
+            (answers.clone(), flags.clone())
         } else {
             let words = |g| steps.send_words(g);
             (
                 self.buffers(&clients, words)?,
-                self.buffers(&clients, |g| words(g) / 32)?,
+                self.buffers(&clients, words)?,
             )
         };
         for (h, c) in clients.iter().enumerate() {
-            self.shards[h].stream().executes(|| {
-                fill_u32(c, &bits[h], recv_words(h) / 32, 0);
-                // The exchange writes these buffers outside CubeCL: nothing queued may still use their memory.
-                sync_device(c)
-            })?;
+            // The exchange writes these buffers outside CubeCL: nothing queued may still use their memory.
+            self.shards[h].stream().executes(|| sync_device(c))?;
         }
         let send_keys = ex.bufs(steps.keys.clone())?;
         let recv_keys = ex.bufs(recv_keys)?;
-        let (answers, bits) = (ex.bufs(answers)?, ex.bufs(bits)?);
-        let (back_values, back_bits) = (ex.bufs(back_values)?, ex.bufs(back_bits)?);
+        let (answers, flags) = (ex.bufs(answers)?, ex.bufs(flags)?);
+        let (back_values, back_flags) = (ex.bufs(back_values)?, ex.bufs(back_flags)?);
         let keys_move = |s: usize| vec![forward(&steps, s, &send_keys, &recv_keys)];
         let back_moves = |s: usize| {
             let back = steps.plans[s].reversed();
-            vec![
-                Move {
+            [(&answers, &back_values), (&flags, &back_flags)]
+                .into_iter()
+                .map(|(from, to)| Move {
                     plan: back.clone(),
                     word_bytes: 4,
-                    send: answers.regions(|h| steps.recv_at(h, s)),
-                    recv: back_values.regions(|g| steps.send_at(g, s)),
-                },
-                Move {
-                    plan: back.bits(),
-                    word_bytes: 4,
-                    send: bits.regions(|h| steps.recv_at(h, s) / 32),
-                    recv: back_bits.regions(|g| steps.send_at(g, s) / 32),
-                },
-            ]
+                    send: from.regions(|h| steps.recv_at(h, s)),
+                    recv: to.regions(|g| steps.send_at(g, s)),
+                })
+                .collect::<Vec<_>>()
         };
         trace.lap("receive buffers made");
         start_step(&ex, &keys_move(0), &mut phases)?;
@@ -278,8 +269,8 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
                     t.launch_find(
                         &recv_keys.handles[h].clone().offset_start((at * 4) as u64),
                         &answers.handles[h].clone().offset_start((at * 4) as u64),
-                        Some(&bits.handles[h].clone().offset_start((at / 32 * 4) as u64)),
-                        found_mode::BITS,
+                        Some(&flags.handles[h].clone().offset_start((at * 4) as u64)),
+                        found_mode::FLAGS,
                         n,
                     )
                 });
@@ -312,7 +303,7 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
             &clients,
             &steps,
             lens,
-            (&back_values.handles, &back_bits.handles),
+            (&back_values.handles, &back_flags.handles),
             (out, found),
         );
         for (g, client) in clients.iter().enumerate() {
@@ -325,14 +316,14 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
         Ok(())
     }
 
-    /// Queues the gather of the answers, back in every source's send layout (values and presence bits), into
+    /// Queues the gather of the answers, back in every source's send layout (values and presence flags), into
     /// the callers' slices: values into `out[g]`, 1 or 0 into `found[g]`.
     fn gather<R: HostTransfer>(
         &self,
         clients: &[ComputeClient<R>],
         steps: &Steps,
         lens: &[usize],
-        (values, bits): (&[Handle], &[Handle]),
+        (values, flags): (&[Handle], &[Handle]),
         (out, found): (&[Handle], &[Handle]),
     ) {
         for (g, client) in clients.iter().enumerate() {
@@ -342,8 +333,8 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
             }
             let words = steps.send_words(g).max(1);
             self.shards[g].stream().executes(|| {
-                // SAFETY: `to[i]` of each of the slice's `n` keys lies in the send buffers (`words` words, their
-                // bits `words / 32`), and `out` and `found` hold the slice's keys.
+                // SAFETY: `to[i]` of each of the slice's `n` keys lies in the send buffers (`words` words), and
+                // `out` and `found` hold the slice's keys.
                 unsafe {
                     route_gather_kernel::launch_unchecked::<Packed, R>(
                         client,
@@ -351,9 +342,10 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
                         CubeDim::new_1d(CUBE_SIZE),
                         ArrayArg::from_raw_parts(steps.to[g].clone(), n),
                         ArrayArg::from_raw_parts(values[g].clone(), words),
-                        ArrayArg::from_raw_parts(bits[g].clone(), (words / 32).max(1)),
+                        ArrayArg::from_raw_parts(flags[g].clone(), words),
                         ArrayArg::from_raw_parts(out[g].clone(), n),
                         ArrayArg::from_raw_parts(found[g].clone(), n),
+                        true,
                         found_mode::FLAGS,
                     )
                 }

@@ -15,28 +15,19 @@ use cubecl::server::Handle;
 use cubecl::stream_id::StreamId;
 use hashtile_core::Result;
 
-/// Who sends how many words to whom, and how the buffers are laid out: each source's words for one
-/// destination (and each destination's words from one source) take a span of the count rounded up to `pad`
-/// words, so that with `pad = 32` every span starts on a whole word of presence bits ([`Plan::bits`]).
+/// Who sends how many words to whom: each source's region holds its words for each destination in turn, and
+/// each destination's region its words from each source in turn.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Plan {
     /// `counts[from][to]`: words source `from` sends to destination `to`.
     counts: Vec<Vec<usize>>,
-    /// Spans are multiples of this many words.
-    pad: usize,
 }
 
 impl Plan {
-    /// The plan of `counts[from][to]` (square), spans unpadded.
+    /// The plan of `counts[from][to]` (square).
     pub fn new(counts: Vec<Vec<usize>>) -> Self {
-        Self::padded(counts, 1)
-    }
-
-    /// The plan of `counts[from][to]` with every span rounded up to `pad` words.
-    pub fn padded(counts: Vec<Vec<usize>>, pad: usize) -> Self {
         debug_assert!(counts.iter().all(|c| c.len() == counts.len()));
-        debug_assert!(pad > 0);
-        Self { counts, pad }
+        Self { counts }
     }
 
     /// Sources (= destinations).
@@ -49,28 +40,24 @@ impl Plan {
         self.counts[from][to]
     }
 
-    fn span(&self, words: usize) -> usize {
-        words.next_multiple_of(self.pad)
-    }
-
     /// Where `from`'s words for `to` start in its send region (destinations in order).
     pub fn send_start(&self, from: usize, to: usize) -> usize {
-        self.counts[from][..to].iter().map(|&c| self.span(c)).sum()
+        self.counts[from][..to].iter().sum()
     }
 
     /// Where `from`'s words start in `to`'s receive region (sources in order).
     pub fn recv_start(&self, to: usize, from: usize) -> usize {
-        self.counts[..from].iter().map(|c| self.span(c[to])).sum()
+        self.counts[..from].iter().map(|c| c[to]).sum()
     }
 
-    /// Words of `from`'s send region (its spans).
+    /// Words `from` sends in all.
     pub fn send_len(&self, from: usize) -> usize {
-        self.counts[from].iter().map(|&c| self.span(c)).sum()
+        self.counts[from].iter().sum()
     }
 
-    /// Words of `to`'s receive region (its spans).
+    /// Words `to` receives in all.
     pub fn recv_len(&self, to: usize) -> usize {
-        self.counts.iter().map(|c| self.span(c[to])).sum()
+        self.counts.iter().map(|c| c[to]).sum()
     }
 
     /// Words moved in all.
@@ -82,23 +69,9 @@ impl Plan {
     /// land where the source's send region held them.
     pub fn reversed(&self) -> Self {
         let n = self.shards();
-        Self::padded(
+        Self::new(
             (0..n)
                 .map(|from| (0..n).map(|to| self.counts[to][from]).collect())
-                .collect(),
-            self.pad,
-        )
-    }
-
-    /// The plan of the presence bits of this plan's words (bit `i % 32` of word `i / 32` for word `i` of a
-    /// region): one bit word per 32 words of each span. With `pad` a multiple of 32 the bit spans are
-    /// unpadded and start where the word spans start, divided by 32.
-    pub fn bits(&self) -> Self {
-        debug_assert!(self.pad.is_multiple_of(32));
-        Self::new(
-            self.counts
-                .iter()
-                .map(|c| c.iter().map(|&w| w.div_ceil(32)).collect())
                 .collect(),
         )
     }
@@ -306,29 +279,6 @@ mod tests {
             for to in 0..3 {
                 assert_eq!(p.recv_start(to, from), r.send_start(to, from));
                 assert_eq!(p.send_start(from, to), r.recv_start(from, to));
-            }
-        }
-    }
-
-    #[test]
-    fn padded_spans_and_their_bits() {
-        let p = Plan::padded(vec![vec![1, 40, 0], vec![33, 0, 64], vec![0, 5, 6]], 32);
-        assert_eq!(p.send_start(0, 2), 32 + 64);
-        assert_eq!(p.send_len(1), 64 + 64);
-        assert_eq!(p.recv_start(1, 2), 64);
-        assert_eq!(p.recv_len(2), 64 + 32);
-        assert_eq!(p.words(), 149);
-        let r = p.reversed();
-        let (b, rb) = (p.bits(), r.bits());
-        for from in 0..3 {
-            for to in 0..3 {
-                assert_eq!(p.recv_start(to, from), r.send_start(to, from));
-                assert_eq!(p.send_start(from, to), r.recv_start(from, to));
-                // Bit spans start where the word spans do, over 32.
-                assert_eq!(b.send_start(from, to) * 32, p.send_start(from, to));
-                assert_eq!(rb.recv_start(from, to) * 32, p.send_start(from, to));
-                assert_eq!(rb.send_start(to, from) * 32, p.recv_start(to, from));
-                assert_eq!(b.count(from, to), p.count(from, to).div_ceil(32));
             }
         }
     }

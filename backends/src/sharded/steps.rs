@@ -31,7 +31,7 @@ const MAX_PARTS: usize = 1024;
 
 /// The slices of a device-data call routed into steps.
 pub(super) struct Steps {
-    /// Each step's plan (spans padded as asked).
+    /// Each step's plan.
     pub plans: Vec<Plan>,
     /// Per shard: where each key of its slice went in its send buffers (a word index of the whole buffer).
     pub to: Vec<Handle>,
@@ -96,17 +96,15 @@ fn bases(lens: impl Iterator<Item = usize>) -> Vec<usize> {
 }
 
 impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
-    /// Routes every slice into steps of `self.step` keys on its device (after a wait for the caller's stream,
-    /// which wrote it), with spans padded to `pad` words: counts per step and destination, one read of them,
-    /// then the scatter of each step into its region of the send buffers (waited for, so the exchange may read
-    /// them).
+    /// Routes every slice into steps of about `self.step` keys on its device (after a wait for the caller's
+    /// stream, which wrote it): counts per step and destination, one read of them, then the scatter into each
+    /// step's region of the send buffers (waited for, so the exchange may read them).
     pub(super) fn route_steps<R: HostTransfer>(
         &self,
         clients: &[ComputeClient<R>],
         keys: &[Handle],
         values: Option<&[Handle]>,
         lens: &[usize],
-        pad: usize,
         trace: &mut Trace,
     ) -> Result<Steps> {
         for c in clients {
@@ -156,7 +154,7 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
         trace.lap("counted and read");
         let plans: Vec<Plan> = (0..steps)
             .map(|s| {
-                Plan::padded(
+                Plan::new(
                     (0..shards)
                         .map(|g| {
                             counted[g].1[s * shards..(s + 1) * shards]
@@ -165,7 +163,6 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
                                 .collect()
                         })
                         .collect(),
-                    pad,
                 )
             })
             .collect();

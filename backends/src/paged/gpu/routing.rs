@@ -437,6 +437,7 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> DeviceRouter<R, S, L> {
                 ArrayArg::from_raw_parts(batch.aux.clone(), (total / 32).max(1)),
                 ArrayArg::from_raw_parts(out, n),
                 ArrayArg::from_raw_parts(bits, bits_len),
+                false,
                 if batch.with_bits {
                     found_mode::BITS
                 } else {
