@@ -258,24 +258,6 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
         trace.lap("first keys moved");
         let last = steps.count() - 1;
         for s in 0..=last {
-            for (h, shard) in self.shards.iter().enumerate() {
-                let n = steps.plans[s].recv_len(h);
-                if n == 0 {
-                    continue;
-                }
-                let at = steps.recv_at(h, s);
-                let t = gpu::<R, S, K, V>(shard)?;
-                shard.stream().executes(|| {
-                    t.launch_find(
-                        &recv_keys.handles[h].clone().offset_start((at * 4) as u64),
-                        &answers.handles[h].clone().offset_start((at * 4) as u64),
-                        Some(&flags.handles[h].clone().offset_start((at * 4) as u64)),
-                        found_mode::FLAGS,
-                        n,
-                    )
-                });
-            }
-            trace.lap("finds queued");
             // Step `s + 1`'s keys and step `s - 1`'s answers travel while the shards find step `s`.
             let mut beside = if s < last {
                 keys_move(s + 1)
@@ -287,9 +269,27 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
             }
             start_step(&ex, &beside, &mut phases)?;
             trace.lap("exchange queued");
-            for (h, client) in clients.iter().enumerate() {
-                self.shards[h].stream().executes(|| sync_device(client))?;
-            }
+            // Each shard's find is queued and waited for on a thread of its own, as its inserts are.
+            super::run_each_ref(&self.shards, |h, shard| {
+                let n = steps.plans[s].recv_len(h);
+                if n == 0 {
+                    return Ok(());
+                }
+                let at = (steps.recv_at(h, s) * 4) as u64;
+                let t = gpu::<R, S, K, V>(shard)?;
+                shard.stream().executes(|| {
+                    t.launch_find(
+                        &recv_keys.handles[h].clone().offset_start(at),
+                        &answers.handles[h].clone().offset_start(at),
+                        Some(&flags.handles[h].clone().offset_start(at)),
+                        found_mode::FLAGS,
+                        n,
+                    );
+                    sync_device(&clients[h])
+                })
+            })
+            .into_iter()
+            .collect::<Result<Vec<()>>>()?;
             trace.lap("finds waited");
             if !beside.is_empty() {
                 phases.exchange_ms += ex.wait()?;
@@ -305,10 +305,7 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
             lens,
             (&back_values.handles, &back_flags.handles),
             (out, found),
-        );
-        for (g, client) in clients.iter().enumerate() {
-            self.shards[g].stream().executes(|| sync_device(client))?;
-        }
+        )?;
         trace.lap("gathered");
         trace.report("find_device", lens.iter().sum());
         phases.steps_ms = lap.ms();
@@ -316,8 +313,8 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
         Ok(())
     }
 
-    /// Queues the gather of the answers, back in every source's send layout (values and presence flags), into
-    /// the callers' slices: values into `out[g]`, 1 or 0 into `found[g]`.
+    /// Gathers the answers, back in every source's send layout (values and presence flags), into the callers'
+    /// slices (values into `out[g]`, 1 or 0 into `found[g]`), each shard's on a thread of its own, and waits.
     fn gather<R: HostTransfer>(
         &self,
         clients: &[ComputeClient<R>],
@@ -325,32 +322,35 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
         lens: &[usize],
         (values, flags): (&[Handle], &[Handle]),
         (out, found): (&[Handle], &[Handle]),
-    ) {
-        for (g, client) in clients.iter().enumerate() {
-            let n = lens[g];
-            if n == 0 {
-                continue;
-            }
+    ) -> Result<()> {
+        super::run_each_ref(&self.shards, |g, shard| {
+            let (client, n) = (&clients[g], lens[g]);
             let words = steps.send_words(g).max(1);
-            self.shards[g].stream().executes(|| {
-                // SAFETY: `to[i]` of each of the slice's `n` keys lies in the send buffers (`words` words), and
-                // `out` and `found` hold the slice's keys.
-                unsafe {
-                    route_gather_kernel::launch_unchecked::<Packed, R>(
-                        client,
-                        cube_count(n),
-                        CubeDim::new_1d(CUBE_SIZE),
-                        ArrayArg::from_raw_parts(steps.to[g].clone(), n),
-                        ArrayArg::from_raw_parts(values[g].clone(), words),
-                        ArrayArg::from_raw_parts(flags[g].clone(), words),
-                        ArrayArg::from_raw_parts(out[g].clone(), n),
-                        ArrayArg::from_raw_parts(found[g].clone(), n),
-                        true,
-                        found_mode::FLAGS,
-                    )
+            shard.stream().executes(|| {
+                if n > 0 {
+                    // SAFETY: `to[i]` of each of the slice's `n` keys lies in the send buffers (`words` words),
+                    // and `out` and `found` hold the slice's keys.
+                    unsafe {
+                        route_gather_kernel::launch_unchecked::<Packed, R>(
+                            client,
+                            cube_count(n),
+                            CubeDim::new_1d(CUBE_SIZE),
+                            ArrayArg::from_raw_parts(steps.to[g].clone(), n),
+                            ArrayArg::from_raw_parts(values[g].clone(), words),
+                            ArrayArg::from_raw_parts(flags[g].clone(), words),
+                            ArrayArg::from_raw_parts(out[g].clone(), n),
+                            ArrayArg::from_raw_parts(found[g].clone(), n),
+                            true,
+                            found_mode::FLAGS,
+                        )
+                    }
                 }
-            });
-        }
+                sync_device(client)
+            })
+        })
+        .into_iter()
+        .collect::<Result<Vec<()>>>()
+        .map(|_| ())
     }
 
     /// One buffer of `words(g)` 32-bit words (at least one) on each shard's device, made on its stream.
