@@ -48,9 +48,9 @@ pub struct ShardedConfig {
     pub exchange_step: usize,
 }
 
-/// Keys of a slice per exchange step unless the user gives another count (measured on 4 H200s over NVLink:
-/// docs/PERFORMANCE.md, "Sharded tables").
-pub const DEFAULT_EXCHANGE_STEP: usize = 1 << 23;
+/// Keys of a slice per exchange step unless the user gives another count (the best of 2^22 to 2^26 measured on
+/// two H200s over NVLink for slices of 2^26 keys: docs/PERFORMANCE.md, "Sharded tables").
+pub const DEFAULT_EXCHANGE_STEP: usize = 1 << 25;
 
 /// Exchange steps are multiples of this many keys, so that every step's region of a buffer starts on a
 /// 256-byte boundary, presence bits included (32 keys per word).
