@@ -459,3 +459,118 @@ fn device_slices_match_the_oracle() {
     ));
     let _ = t;
 }
+
+/// Counting and erases of device slices on a stable scheme: `insert_or_apply_device::<Add>` with keys repeated
+/// within and across slices (and so across exchange steps: the copies of a key travel in one step), then
+/// `erase_device` of present, absent and repeated keys, against a `HashMap`.
+fn device_counts_and_erases<S: SchemeInfo, R: hashtile::gpu::transfer::HostTransfer>(
+    backend: Backend,
+    shards: Shards,
+    step: usize,
+) {
+    use hashtile::cubecl::prelude::*;
+    let what = format!(
+        "device counts and erases on {backend}, {}, {shards:?}, steps of {step}",
+        S::NAME
+    );
+    let mut t: ShardedTable<S, u32, u32> =
+        ShardedTable::new(config(backend, 1 << 15, shards).exchange_step(step)).unwrap();
+    let n = t.shard_count();
+    let clients: Vec<ComputeClient<R>> = (0..n).map(|g| t.client::<R>(g).unwrap()).collect();
+    let up = |g: usize, v: &[u32]| clients[g].create_from_slice(u32::as_bytes(v));
+    let mut rng = StdRng::seed_from_u64(0xc0);
+    let mut o: HashMap<u32, u32> = HashMap::new();
+    for round in 0..3u32 {
+        let lens: Vec<usize> = (0..n)
+            .map(|g| {
+                if round == 1 && g == 0 {
+                    0
+                } else {
+                    2500 + 400 * g
+                }
+            })
+            .collect();
+        let slices: Vec<Vec<u32>> = lens
+            .iter()
+            .map(|&l| (0..l).map(|_| key(rng.random_range(0..3000u64))).collect())
+            .collect();
+        let value = |k: u32| (k % 7) + 1;
+        let keys: Vec<_> = slices.iter().enumerate().map(|(g, s)| up(g, s)).collect();
+        let values: Vec<_> = slices
+            .iter()
+            .enumerate()
+            .map(|(g, s)| up(g, &s.iter().map(|&k| value(k)).collect::<Vec<_>>()))
+            .collect();
+        t.insert_or_apply_device::<Add, R>(&keys, &values, &lens)
+            .unwrap();
+        for &k in slices.iter().flatten() {
+            let e = o.entry(k).or_insert(0);
+            *e = e.wrapping_add(value(k));
+        }
+        assert_eq!(
+            t.len(),
+            o.len(),
+            "{what}: len after counting, round {round}"
+        );
+        same_pairs(&t, &o, &[], &format!("{what}: counts, round {round}"));
+        // Erase present, absent and repeated keys from every slice.
+        let gone: Vec<Vec<u32>> = (0..n)
+            .map(|g| {
+                (0..300 + 50 * g)
+                    .map(|_| key(rng.random_range(0..4000u64)))
+                    .collect()
+            })
+            .collect();
+        let glens: Vec<usize> = gone.iter().map(|v| v.len()).collect();
+        let handles: Vec<_> = gone.iter().enumerate().map(|(g, v)| up(g, v)).collect();
+        let erased = t.erase_device::<R>(&handles, &glens).unwrap();
+        let mut expected = 0;
+        for k in gone.iter().flatten() {
+            expected += usize::from(o.remove(k).is_some());
+        }
+        assert_eq!(erased, expected, "{what}: erased, round {round}");
+        assert_eq!(t.len(), o.len(), "{what}: len after erases, round {round}");
+        same_pairs(&t, &o, &[], &format!("{what}: erases, round {round}"));
+    }
+}
+
+#[test]
+fn device_counts_and_erases_match_the_oracle() {
+    for backend in present_backends() {
+        match backend {
+            #[cfg(feature = "vulkan")]
+            Backend::Vulkan => {
+                use hashtile::cubecl::CubeElement;
+                type W = hashtile::cubecl::wgpu::WgpuRuntime;
+                for step in [DEFAULT_EXCHANGE_STEP, 1] {
+                    device_counts_and_erases::<DoubleHashing, W>(backend, Shards::Count(3), step);
+                    device_counts_and_erases::<Iht, W>(backend, Shards::Count(3), step);
+                }
+                device_counts_and_erases::<Iht, W>(backend, Shards::Count(1), 1);
+                // A cuckoo scheme cannot erase on the device: a typed error, nothing erased.
+                let mut t: ShardedTable<Bcht, u32, u32> =
+                    ShardedTable::new(config(backend, 4096, Shards::Count(2))).unwrap();
+                let h: Vec<_> = (0..2)
+                    .map(|g| {
+                        t.client::<W>(g)
+                            .unwrap()
+                            .create_from_slice(u32::as_bytes(&[1]))
+                    })
+                    .collect();
+                assert!(matches!(
+                    t.erase_device::<W>(&h, &[1, 1]),
+                    Err(Error::InvalidConfig(_))
+                ));
+            }
+            #[cfg(feature = "cuda")]
+            Backend::Cuda => {
+                type C = hashtile::cubecl::cuda::CudaRuntime;
+                for step in [DEFAULT_EXCHANGE_STEP, 1] {
+                    device_counts_and_erases::<DoubleHashing, C>(backend, Shards::Count(3), step);
+                    device_counts_and_erases::<Iht, C>(backend, Shards::AllDevices, step);
+                }
+            }
+            _ => {}
+        }
+    }
+}

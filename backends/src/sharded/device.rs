@@ -58,132 +58,6 @@ pub struct DevicePhases {
 }
 
 impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
-    /// Inserts pairs held on the shards' devices: `keys[g]` and `values[g]` hold `lens[g]` 32-bit words on
-    /// shard `g`'s device (buffers of [`ShardedTable::client`]`(g)`, written by the calling thread). A key
-    /// repeated in the batch, within a slice or across slices, is stored once, with one of its values (the
-    /// slices race, as the copies of a key in one GPU's batch do on cuCollections). Keys must not be the
-    /// sentinel (all ones); pairs a shard cannot place come back as [`Error::BuildFailed`], every other pair
-    /// stored. 32-bit keys and values on GPU backends only, else [`Error::InvalidConfig`].
-    ///
-    /// ```no_run
-    /// # use hashtile_backends::{ShardedConfig, ShardedTable, TableConfig};
-    /// # use hashtile_probing::Bcht;
-    /// use cubecl::cuda::CudaRuntime;
-    /// use cubecl::prelude::*;
-    /// // One shard per GPU; each GPU holds its own slice of the batch.
-    /// let mut t: ShardedTable<Bcht, u32, u32> =
-    ///     ShardedTable::new(ShardedConfig::new(TableConfig::for_keys(1 << 24, 0.8)))?;
-    /// let (mut keys, mut values, mut lens) = (Vec::new(), Vec::new(), Vec::new());
-    /// for g in 0..t.shard_count() {
-    ///     let client = t.client::<CudaRuntime>(g)?;
-    ///     let k: Vec<u32> = (0..1000u32).map(|i| i * 7 + g as u32).collect();
-    ///     keys.push(client.create_from_slice(u32::as_bytes(&k)));
-    ///     values.push(client.create_from_slice(u32::as_bytes(&k)));
-    ///     lens.push(k.len());
-    /// }
-    /// t.insert_device::<CudaRuntime>(&keys, &values, &lens)?;
-    /// # Ok::<(), hashtile_core::Error>(())
-    /// ```
-    pub fn insert_device<R: HostTransfer>(
-        &mut self,
-        keys: &[Handle],
-        values: &[Handle],
-        lens: &[usize],
-    ) -> Result<()> {
-        let clients = self.clients::<R>()?;
-        check_slices(&clients, &[keys, values], lens)?;
-        if self.shards.len() == 1 {
-            // One shard: its table takes the slice as it is.
-            let (stream, n) = (self.shards[0].stream(), lens[0]);
-            let t = gpu_mut::<R, S, K, V>(&mut self.shards[0])?;
-            let u = stream.executes(|| {
-                sync_device(&clients[0])?;
-                t.insert_device(&keys[0], &values[0], n)
-            })?;
-            return failures(u.untracked, u.pairs);
-        }
-        let mut phases = DevicePhases::default();
-        let mut lap = Lap::new();
-        let mut trace = Trace::new("sharded");
-        let steps = self.route_steps(&clients, keys, Some(values), lens, &mut trace)?;
-        let send_values = steps.values.as_ref().expect("an insert routes its values");
-        phases.route_ms = lap.ms();
-        phases.steps = steps.count();
-        let ex = self.exchanger(&clients);
-        let (recv_keys, recv_values) = if ex.is_local() {
-            (steps.keys.clone(), send_values.clone())
-        } else {
-            let words = |h| steps.recv_words(h);
-            (
-                self.buffers(&clients, words)?,
-                self.buffers(&clients, words)?,
-            )
-        };
-        let (send_keys, send_values) =
-            (ex.bufs(steps.keys.clone())?, ex.bufs(send_values.clone())?);
-        let (recv_keys, recv_values) = (ex.bufs(recv_keys)?, ex.bufs(recv_values)?);
-        let moves = |s: usize| {
-            [(&send_keys, &recv_keys), (&send_values, &recv_values)]
-                .into_iter()
-                .map(|(send, recv)| forward(&steps, s, send, recv))
-                .collect::<Vec<_>>()
-        };
-        let mut unplaced = Vec::new();
-        let mut untracked = 0;
-        // A shard empty before the call holds only earlier steps' keys at each step, which are not the step's
-        // own (a key's step is its route's): its steps skip the look for their keys in the table.
-        let empty: Vec<bool> = self.shards.iter().map(|t| t.is_empty()).collect();
-        trace.lap("receive buffers made");
-        start_step(&ex, &moves(0), &mut phases)?;
-        trace.lap("first step queued");
-        phases.exchange_ms += ex.wait()?;
-        trace.lap("first step waited");
-        for s in 0..steps.count() {
-            // Step `s + 1` travels while the shards insert step `s`.
-            let next = if s + 1 < steps.count() {
-                moves(s + 1)
-            } else {
-                Vec::new()
-            };
-            start_step(&ex, &next, &mut phases)?;
-            trace.lap("next step queued");
-            let results = super::run_each(&mut self.shards, |h, shard| {
-                let n = steps.plans[s].recv_len(h);
-                if n == 0 {
-                    return Ok(Default::default());
-                }
-                let at = (steps.recv_at(h, s) * 4) as u64;
-                let (k, v) = (
-                    recv_keys.handles[h].clone().offset_start(at),
-                    recv_values.handles[h].clone().offset_start(at),
-                );
-                let stream = shard.stream();
-                let t = gpu_mut::<R, S, K, V>(shard)?;
-                stream.executes(|| {
-                    if empty[h] {
-                        t.insert_device_absent(&k, &v, n)
-                    } else {
-                        t.insert_device(&k, &v, n)
-                    }
-                })
-            });
-            trace.lap("shards inserted");
-            if !next.is_empty() {
-                phases.exchange_ms += ex.wait()?;
-            }
-            trace.lap("next step waited");
-            for r in results {
-                let u = r?;
-                untracked += u.untracked;
-                unplaced.extend(u.pairs);
-            }
-        }
-        phases.steps_ms = lap.ms();
-        trace.report("insert_device", lens.iter().sum());
-        *self.device_phases.lock().unwrap_or_else(|e| e.into_inner()) = phases;
-        failures(untracked, unplaced)
-    }
-
     /// Looks up keys held on the shards' devices: `keys[g]` holds `lens[g]` 32-bit keys on shard `g`'s device;
     /// `out[g]` receives their values (all ones where absent) and `found[g]` 1 or 0 per key, in `keys[g]`'s
     /// order (buffers of at least `lens[g]` words on the same device). 32-bit keys and values on GPU backends
@@ -354,7 +228,7 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
     }
 
     /// One buffer of `words(g)` 32-bit words (at least one) on each shard's device, made on its stream.
-    fn buffers<R: HostTransfer>(
+    pub(super) fn buffers<R: HostTransfer>(
         &self,
         clients: &[ComputeClient<R>],
         words: impl Fn(usize) -> usize,
@@ -511,7 +385,7 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
     }
 
     /// Each shard's client of runtime `R` (its GPU table's), checked: the shards are 32-bit GPU tables of `R`.
-    fn clients<R: HostTransfer>(&self) -> Result<Vec<ComputeClient<R>>> {
+    pub(super) fn clients<R: HostTransfer>(&self) -> Result<Vec<ComputeClient<R>>> {
         self.shards
             .iter()
             .map(|s| Ok(gpu::<R, S, K, V>(s)?.client().clone()))
@@ -519,7 +393,10 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
     }
 
     /// How this call's steps travel: nothing moves for one shard; NCCL when the table has it; else the host.
-    fn exchanger<'c, R: HostTransfer>(&self, clients: &'c [ComputeClient<R>]) -> Exchanger<'c, R> {
+    pub(super) fn exchanger<'c, R: HostTransfer>(
+        &self,
+        clients: &'c [ComputeClient<R>],
+    ) -> Exchanger<'c, R> {
         if self.shards.len() == 1 {
             return Exchanger::Local;
         }
@@ -581,13 +458,13 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
 }
 
 /// Milliseconds since the last lap.
-struct Lap(std::time::Instant);
+pub(super) struct Lap(std::time::Instant);
 
 impl Lap {
-    fn new() -> Self {
+    pub(super) fn new() -> Self {
         Self(std::time::Instant::now())
     }
-    fn ms(&mut self) -> f64 {
+    pub(super) fn ms(&mut self) -> f64 {
         let now = std::time::Instant::now();
         let ms = (now - self.0).as_secs_f64() * 1e3;
         self.0 = now;
@@ -596,7 +473,7 @@ impl Lap {
 }
 
 /// Shard `t`'s GPU table of runtime `R` with packed 32-bit pairs.
-fn gpu<R: HostTransfer, S: SchemeInfo, K: Key, V: Value>(
+pub(super) fn gpu<R: HostTransfer, S: SchemeInfo, K: Key, V: Value>(
     t: &crate::table::HashTable<S, K, V>,
 ) -> Result<&GpuTable<R, S, Packed>> {
     t.engine_any()
@@ -605,7 +482,7 @@ fn gpu<R: HostTransfer, S: SchemeInfo, K: Key, V: Value>(
 }
 
 /// [`gpu`], mutable.
-fn gpu_mut<R: HostTransfer, S: SchemeInfo, K: Key, V: Value>(
+pub(super) fn gpu_mut<R: HostTransfer, S: SchemeInfo, K: Key, V: Value>(
     t: &mut crate::table::HashTable<S, K, V>,
 ) -> Result<&mut GpuTable<R, S, Packed>> {
     t.engine_any_mut()
@@ -623,7 +500,7 @@ fn not_device_table<K: Key, V: Value>() -> Error {
 }
 
 /// Every slice list has one buffer per shard, and no slice passes 2^32 - 1 keys (the kernels' indices).
-fn check_slices<R: Runtime>(
+pub(super) fn check_slices<R: Runtime>(
     clients: &[ComputeClient<R>],
     lists: &[&[Handle]],
     lens: &[usize],
@@ -655,7 +532,7 @@ fn check_slices<R: Runtime>(
 
 /// An insert's outcome from the pairs its shards could not place: [`Error::StashOverflow`] when some were not
 /// even tracked, [`Error::BuildFailed`] with the pairs when some were, else success.
-fn failures(untracked: usize, unplaced: Vec<(u64, u64)>) -> Result<()> {
+pub(super) fn failures(untracked: usize, unplaced: Vec<(u64, u64)>) -> Result<()> {
     if untracked > 0 {
         Err(Error::StashOverflow {
             untracked,
@@ -673,7 +550,7 @@ fn failures(untracked: usize, unplaced: Vec<(u64, u64)>) -> Result<()> {
 
 /// Step `s`'s move of `send` (each shard's send buffer) into `recv` (each shard's receive buffer), in the
 /// step's regions, by the step's plan.
-fn forward(steps: &Steps, s: usize, send: &Bufs, recv: &Bufs) -> Move {
+pub(super) fn forward(steps: &Steps, s: usize, send: &Bufs, recv: &Bufs) -> Move {
     Move {
         plan: steps.plans[s].clone(),
         word_bytes: 4,
@@ -683,7 +560,7 @@ fn forward(steps: &Steps, s: usize, send: &Bufs, recv: &Bufs) -> Move {
 }
 
 /// Queues `moves` as one exchange step (none: nothing), counting their bytes.
-fn start_step<R: HostTransfer>(
+pub(super) fn start_step<R: HostTransfer>(
     ex: &Exchanger<'_, R>,
     moves: &[Move],
     phases: &mut DevicePhases,

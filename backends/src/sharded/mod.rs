@@ -10,6 +10,7 @@
 
 pub mod config;
 pub mod device;
+mod device_writes;
 mod exchange;
 #[cfg(feature = "cuda")]
 mod nccl;

@@ -65,6 +65,18 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
         self.apply_batch::<Assign>(keys, values, n, false, true)
     }
 
+    /// [`GpuTable::insert_or_apply_device`] of a batch none of whose keys is in the table, as the caller knows
+    /// (see [`GpuTable::insert_device_absent`]): repeats within the batch are reduced as `insert_or_apply_device`
+    /// reduces them, with no pass looking for the keys in the table first.
+    pub(crate) fn insert_or_apply_device_absent<F: Reduce>(
+        &mut self,
+        keys: &Handle,
+        values: &Handle,
+        n: usize,
+    ) -> Result<Unplaced> {
+        self.apply_batch::<F>(keys, values, n, false, true)
+    }
+
     /// [`GpuTable::insert_or_apply_device`]; `scanned`: the caller has checked the keys for the sentinel (host
     /// data), so the in-table way skips its own scan and read-back (the duplicates-first way checks during its
     /// claims at no cost); `absent`: no key of the batch is in the table (no classify pass).
