@@ -12,7 +12,8 @@
 //! for before a call returns.
 
 use super::ShardedTable;
-use super::exchange::{Bufs, End, Exchanger, Move, Plan};
+use super::exchange::{Bufs, End, Exchanger, Move};
+use super::plan::Plan;
 use super::steps::Steps;
 use crate::device::find::found_mode;
 use crate::device::layout::Packed;

@@ -14,6 +14,7 @@ mod device_writes;
 mod exchange;
 #[cfg(feature = "cuda")]
 mod nccl;
+mod plan;
 pub(crate) mod route;
 mod steps;
 

@@ -5,7 +5,7 @@
 //! path); without it a sharded table exchanges through the host. NCCL's NVLink multicast (NVLS) serves
 //! collectives only, which the exchange does not use; keep `NCCL_NVLS_ENABLE=0` on shared machines anyway.
 
-use super::exchange::Plan;
+use super::plan::Plan;
 use cudarc::driver::{result as cu, sys};
 use cudarc::nccl::{result as nccl, sys as nsys};
 use hashtile_core::{Error, Result};

@@ -13,7 +13,7 @@
 
 use super::ShardedTable;
 use super::config::STEP_ALIGN;
-use super::exchange::Plan;
+use super::plan::Plan;
 use crate::device::layout::Packed;
 use crate::device::route::{
     CUBE, TILE, route_count_kernel, route_scatter_kernel, route_values_kernel,
