@@ -10,7 +10,7 @@ use super::steps::Steps;
 use crate::device::layout::Packed;
 use crate::runtime::trace::Trace;
 use crate::runtime::transfer::{HostTransfer, sync_device};
-use crate::table::gpu::GpuTable;
+use crate::table::gpu::{GpuTable, Unplaced};
 use cubecl::server::Handle;
 use hashtile_core::reduce::Reduce;
 use hashtile_core::scheme::SchemeInfo;
@@ -19,6 +19,11 @@ use hashtile_core::{Key, Result, Value};
 /// One step of a write on one shard: its table, the step's keys and values (`None` for erases), how many, and
 /// whether the shard was empty before the call.
 type StepWrite<'a, R, S, T> = dyn Fn(&mut GpuTable<R, S, Packed>, &Handle, Option<&Handle>, usize, bool) -> Result<T>
+    + Sync
+    + 'a;
+
+/// One step of a write of pairs on one shard ([`StepWrite`] with the values there), placing what it can.
+type PairsWrite<'a, R, S> = dyn Fn(&mut GpuTable<R, S, Packed>, &Handle, &Handle, usize, bool) -> Result<Unplaced>
     + Sync
     + 'a;
 
@@ -55,24 +60,13 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
         values: &[Handle],
         lens: &[usize],
     ) -> Result<()> {
-        let out = self.write_steps::<R, _>(
-            "insert_device",
-            keys,
-            Some(values),
-            lens,
-            &|t, k, v, n, empty| {
-                let v = v.expect("an insert moves values");
-                if empty {
-                    t.insert_device_absent(k, v, n)
-                } else {
-                    t.insert_device(k, v, n)
-                }
-            },
-        )?;
-        failures(
-            out.iter().map(|u| u.untracked).sum(),
-            out.into_iter().flat_map(|u| u.pairs).collect(),
-        )
+        self.write_pairs::<R>("insert_device", keys, values, lens, &|t, k, v, n, empty| {
+            if empty {
+                t.insert_device_absent(k, v, n)
+            } else {
+                t.insert_device(k, v, n)
+            }
+        })
     }
 
     /// Inserts pairs held on the shards' devices (as [`ShardedTable::insert_device`] takes them), combining
@@ -85,23 +79,18 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
         values: &[Handle],
         lens: &[usize],
     ) -> Result<()> {
-        let out = self.write_steps::<R, _>(
+        self.write_pairs::<R>(
             "insert_or_apply_device",
             keys,
-            Some(values),
+            values,
             lens,
             &|t, k, v, n, empty| {
-                let v = v.expect("an insert moves values");
                 if empty {
                     t.insert_or_apply_device_absent::<F>(k, v, n)
                 } else {
                     t.insert_or_apply_device::<F>(k, v, n)
                 }
             },
-        )?;
-        failures(
-            out.iter().map(|u| u.untracked).sum(),
-            out.into_iter().flat_map(|u| u.pairs).collect(),
         )
     }
 
@@ -118,6 +107,26 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
                 t.erase_device(k, n)
             })?;
         Ok(out.into_iter().sum())
+    }
+
+    /// A write of pairs in exchange steps ([`ShardedTable::write_steps`]), the pairs no shard could place merged
+    /// into one error.
+    fn write_pairs<R: HostTransfer>(
+        &mut self,
+        call: &str,
+        keys: &[Handle],
+        values: &[Handle],
+        lens: &[usize],
+        write: &PairsWrite<'_, R, S>,
+    ) -> Result<()> {
+        let out =
+            self.write_steps::<R, _>(call, keys, Some(values), lens, &|t, k, v, n, empty| {
+                write(t, k, v.expect("pairs move values"), n, empty)
+            })?;
+        failures(
+            out.iter().map(|u| u.untracked).sum(),
+            out.into_iter().flat_map(|u| u.pairs).collect(),
+        )
     }
 
     /// A write of device slices in exchange steps: routes them, moves step `s + 1` while every shard applies
