@@ -33,7 +33,7 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
     /// Inserts `n` pairs already on the device (`keys`, `values`: `n` elements of the layout's key and value
     /// types each), combining values by the reduction `F`: a stored key's value becomes
     /// `F::reduce(stored, v)`, and a key repeated in the batch is stored (or combined) once, with the reduction
-    /// of its values (for [`Assign`](hashtile_core::reduce::Assign): its last value). Waits for the result.
+    /// of its values (for [`Assign`]: its last value). Waits for the result.
     ///
     /// Unlike [`GpuTable::insert_device`], keys may repeat. A sentinel key (all ones) refuses the whole batch
     /// with [`Error::SentinelKey`], the table unchanged. The caller keeps the batch's new keys within the
