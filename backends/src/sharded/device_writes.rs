@@ -31,10 +31,10 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
     /// Inserts pairs held on the shards' devices: `keys[g]` and `values[g]` hold `lens[g]` 32-bit words on
     /// shard `g`'s device (buffers of [`ShardedTable::client`]`(g)`, written by the calling thread). A key
     /// repeated in the batch, within a slice or across slices, is stored once, with one of its values (the
-    /// slices race, as the copies of a key in one GPU's batch do on cuCollections; copies in one slice: the
-    /// last one's value). Keys must not be the sentinel (all ones); pairs a shard cannot place come back as
-    /// [`Error::BuildFailed`](hashtile_core::Error::BuildFailed), every other pair stored. 32-bit keys and values
-    /// on GPU backends only, else [`Error::InvalidConfig`](hashtile_core::Error::InvalidConfig).
+    /// copies race, as the copies of a key in one GPU's batch do on cuCollections). Keys must not be the
+    /// sentinel (all ones); pairs a shard cannot place come back as
+    /// [`Error::BuildFailed`](hashtile_core::Error::BuildFailed), every other pair stored. 32-bit keys and
+    /// values on GPU backends only, else [`Error::InvalidConfig`](hashtile_core::Error::InvalidConfig).
     ///
     /// ```no_run
     /// # use hashtile_backends::{ShardedConfig, ShardedTable, TableConfig};
