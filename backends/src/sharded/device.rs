@@ -39,17 +39,6 @@ pub enum Transport {
     Host,
 }
 
-/// Names of the buffers a device-data call keeps in its shards' tables between calls ([`ShardedTable::buffers`]).
-pub(super) const ROUTED_KEYS: &str = "sharded: routed keys";
-pub(super) const ROUTED_VALUES: &str = "sharded: routed values";
-pub(super) const ROUTED_TO: &str = "sharded: where each key went";
-pub(super) const RECEIVED_KEYS: &str = "sharded: received keys";
-pub(super) const RECEIVED_VALUES: &str = "sharded: received values";
-const ANSWERS: &str = "sharded: answers";
-const ANSWER_FLAGS: &str = "sharded: answers' flags";
-const ANSWERS_BACK: &str = "sharded: answers back";
-const FLAGS_BACK: &str = "sharded: flags back";
-
 /// Where the time of the last device-data call went ([`ShardedTable::last_device_phases`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct DevicePhases {
@@ -104,17 +93,17 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
         let recv_keys = if ex.is_local() {
             steps.keys.clone()
         } else {
-            self.buffers(&clients, RECEIVED_KEYS, recv_words)?
+            self.buffers(&clients, recv_words)?
         };
-        let answers = self.buffers(&clients, ANSWERS, recv_words)?;
-        let flags = self.buffers(&clients, ANSWER_FLAGS, recv_words)?;
+        let answers = self.buffers(&clients, recv_words)?;
+        let flags = self.buffers(&clients, recv_words)?;
         let (back_values, back_flags) = if ex.is_local() {
             (answers.clone(), flags.clone())
         } else {
             let words = |g| steps.send_words(g);
             (
-                self.buffers(&clients, ANSWERS_BACK, words)?,
-                self.buffers(&clients, FLAGS_BACK, words)?,
+                self.buffers(&clients, words)?,
+                self.buffers(&clients, words)?,
             )
         };
         for (h, c) in clients.iter().enumerate() {
@@ -194,16 +183,6 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
         )?;
         trace.lap("gathered");
         trace.report("find_device", lens.iter().sum());
-        for (name, b) in [
-            (RECEIVED_KEYS, &recv_keys),
-            (ANSWERS, &answers),
-            (ANSWER_FLAGS, &flags),
-            (ANSWERS_BACK, &back_values),
-            (FLAGS_BACK, &back_flags),
-        ] {
-            self.keep::<R>(name, &b.handles);
-        }
-        self.keep_steps::<R>(&steps);
         phases.steps_ms = lap.ms();
         *self.device_phases.lock().unwrap_or_else(|e| e.into_inner()) = phases;
         Ok(())
@@ -249,35 +228,21 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
         .map(|_| ())
     }
 
-    /// One buffer of at least `words(g)` 32-bit words on each shard's device, made on its stream: the buffer
-    /// named `name` that the shard's table keeps between calls when it is large enough ([`ShardedTable::keep`]),
-    /// else a new one with an eighth more room. NCCL moves words between the same buffers call after call at
-    /// its full rate, and new ones at about half of it (NOTES.md D39).
+    /// One buffer of `words(g)` 32-bit words (at least one) on each shard's device, made on its stream.
     pub(super) fn buffers<R: HostTransfer>(
         &self,
         clients: &[ComputeClient<R>],
-        name: &'static str,
         words: impl Fn(usize) -> usize,
     ) -> Result<Vec<Handle>> {
-        (clients.iter().enumerate())
+        Ok(clients
+            .iter()
+            .enumerate()
             .map(|(g, c)| {
-                let t = gpu::<R, S, K, V>(&self.shards[g])?;
-                let w = words(g).max(1);
-                // Room for an eighth more words, so that the next call's slightly larger parts fit too.
-                Ok(self.shards[g]
+                self.shards[g]
                     .stream()
-                    .executes(|| t.cache.take(c, name, (w + w / 8) * 4)))
+                    .executes(|| c.empty(words(g).max(1) * 4))
             })
-            .collect()
-    }
-
-    /// Gives a call's buffers named `name` back to their shards' tables for the next call ([`ShardedTable::buffers`]).
-    pub(super) fn keep<R: HostTransfer>(&self, name: &'static str, handles: &[Handle]) {
-        for (g, h) in handles.iter().enumerate() {
-            if let Ok(t) = gpu::<R, S, K, V>(&self.shards[g]) {
-                t.cache.give(name, h.clone(), h.size() as usize);
-            }
-        }
+            .collect())
     }
 
     /// Host finds through the devices: slice `g` of `keys` (contiguous, an equal share) crosses shard `g`'s own
@@ -380,8 +345,8 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
         let n = clients.len();
         let part = words / n;
         let plan = Plan::new(vec![vec![part; n]; n]);
-        let send = self.buffers(&clients, ROUTED_KEYS, |_| part * n)?;
-        let recv = self.buffers(&clients, RECEIVED_KEYS, |_| part * n)?;
+        let send = self.buffers(&clients, |_| part * n)?;
+        let recv = self.buffers(&clients, |_| part * n)?;
         for (g, c) in clients.iter().enumerate() {
             self.shards[g].stream().executes(|| {
                 fill_u32(c, &send[g], part * n, 7);
@@ -403,14 +368,6 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
                 best = best.min(ms * 1e-3);
             }
         }
-        self.keep::<R>(
-            ROUTED_KEYS,
-            &step.send.iter().map(|r| r.buf.clone()).collect::<Vec<_>>(),
-        );
-        self.keep::<R>(
-            RECEIVED_KEYS,
-            &step.recv.iter().map(|r| r.buf.clone()).collect::<Vec<_>>(),
-        );
         Ok((best, step.bytes()))
     }
 

@@ -5,10 +5,7 @@
 //! step's keys in the table (`GpuTable::insert_device_absent`, `GpuTable::insert_or_apply_device_absent`).
 
 use super::ShardedTable;
-use super::device::{
-    DevicePhases, Lap, RECEIVED_KEYS, RECEIVED_VALUES, check_slices, failures, forward, gpu_mut,
-    start_step,
-};
+use super::device::{DevicePhases, Lap, check_slices, failures, forward, gpu_mut, start_step};
 use super::steps::Steps;
 use crate::device::layout::Packed;
 use crate::runtime::trace::Trace;
@@ -171,7 +168,7 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
             let recv = if ex.is_local() {
                 steps.keys.clone()
             } else {
-                self.buffers(&clients, RECEIVED_KEYS, words)?
+                self.buffers(&clients, words)?
             };
             ex.bufs(recv)?
         })];
@@ -179,7 +176,7 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
             let recv = if ex.is_local() {
                 send.clone()
             } else {
-                self.buffers(&clients, RECEIVED_VALUES, words)?
+                self.buffers(&clients, words)?
             };
             sets.push((ex.bufs(send.clone())?, ex.bufs(recv)?));
         }
@@ -229,12 +226,6 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
         }
         phases.steps_ms = lap.ms();
         trace.report(call, lens.iter().sum());
-        if !ex.is_local() {
-            for ((_, recv), name) in sets.iter().zip([RECEIVED_KEYS, RECEIVED_VALUES]) {
-                self.keep::<R>(name, &recv.handles);
-            }
-        }
-        self.keep_steps::<R>(&steps);
         *self.device_phases.lock().unwrap_or_else(|e| e.into_inner()) = phases;
         Ok(out)
     }

@@ -13,7 +13,6 @@
 
 use super::ShardedTable;
 use super::config::STEP_ALIGN;
-use super::device::{ROUTED_KEYS, ROUTED_TO, ROUTED_VALUES, gpu};
 use super::plan::Plan;
 use crate::device::layout::Packed;
 use crate::device::route::{
@@ -186,13 +185,9 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
                         })
                         .collect();
                     let cursor = client.create_from_slice(u32::as_bytes(&starts));
-                    // Kept between calls (`ShardedTable::buffers`), with an eighth more room.
-                    let cache = &gpu::<R, S, K, V>(shard)?.cache;
-                    let room = |w: usize| (w.max(1) + w / 8) * 4;
-                    let to = cache.take(client, ROUTED_TO, room(n));
-                    let send_keys = cache.take(client, ROUTED_KEYS, room(words));
-                    let send_values =
-                        values.map(|_| cache.take(client, ROUTED_VALUES, room(words)));
+                    let to = client.empty(n.max(1) * 4);
+                    let send_keys = client.empty(words.max(1) * 4);
+                    let send_values = values.map(|_| client.empty(words.max(1) * 4));
                     if n > 0 {
                         let stand_in = client.empty(4);
                         // SAFETY: a one-word stand-in for arrays the launch does not read or write.
@@ -261,17 +256,6 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
             send_base,
             recv_base,
         })
-    }
-}
-
-impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
-    /// Gives a call's routing buffers back to the shards' tables for the next call.
-    pub(super) fn keep_steps<R: HostTransfer>(&self, steps: &Steps) {
-        self.keep::<R>(ROUTED_TO, &steps.to);
-        self.keep::<R>(ROUTED_KEYS, &steps.keys);
-        if let Some(v) = &steps.values {
-            self.keep::<R>(ROUTED_VALUES, v);
-        }
     }
 }
 
