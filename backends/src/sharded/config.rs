@@ -52,8 +52,8 @@ pub struct ShardedConfig {
 /// two H200s over NVLink for slices of 2^26 keys: docs/PERFORMANCE.md, "Sharded tables").
 pub const DEFAULT_EXCHANGE_STEP: usize = 1 << 25;
 
-/// Exchange steps are multiples of this many keys, so that every step's region of a buffer starts on a
-/// 256-byte boundary, presence bits included (32 keys per word).
+/// Exchange steps are multiples of this many keys, and every step's region of a buffer starts on a multiple of as
+/// many words: storage bindings at an offset must start on an aligned boundary (256 bytes on the GPUs measured).
 pub const STEP_ALIGN: usize = 2048;
 
 /// The route seed of a sharded table unless the user gives one.
