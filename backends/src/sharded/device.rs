@@ -90,26 +90,12 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
         phases.steps = steps.count();
         let ex = self.exchanger(&clients);
         let recv_words = |h| steps.recv_words(h);
-        let recv_keys = if ex.is_local() {
-            steps.keys.clone()
-        } else {
-            self.buffers(&clients, recv_words)?
-        };
+        let recv_keys = self.buffers(&clients, recv_words)?;
         let answers = self.buffers(&clients, recv_words)?;
         let flags = self.buffers(&clients, recv_words)?;
-        let (back_values, back_flags) = if ex.is_local() {
-            (answers.clone(), flags.clone())
-        } else {
-            let words = |g| steps.send_words(g);
-            (
-                self.buffers(&clients, words)?,
-                self.buffers(&clients, words)?,
-            )
-        };
-        for (h, c) in clients.iter().enumerate() {
-            // The exchange writes these buffers outside CubeCL: nothing queued may still use their memory.
-            self.shards[h].stream().executes(|| sync_device(c))?;
-        }
+        let send_words = |g| steps.send_words(g);
+        let back_values = self.buffers(&clients, send_words)?;
+        let back_flags = self.buffers(&clients, send_words)?;
         let send_keys = ex.bufs(steps.keys.clone())?;
         let recv_keys = ex.bufs(recv_keys)?;
         let (answers, flags) = (ex.bufs(answers)?, ex.bufs(flags)?);

@@ -164,22 +164,16 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
         phases.steps = steps.count();
         let ex = self.exchanger(&clients);
         let words = |h| steps.recv_words(h);
-        let mut sets = vec![(ex.bufs(steps.keys.clone())?, {
-            let recv = if ex.is_local() {
-                steps.keys.clone()
-            } else {
-                self.buffers(&clients, words)?
-            };
-            ex.bufs(recv)?
-        })];
-        if let Some(send) = &steps.values {
-            let recv = if ex.is_local() {
-                send.clone()
-            } else {
-                self.buffers(&clients, words)?
-            };
-            sets.push((ex.bufs(send.clone())?, ex.bufs(recv)?));
-        }
+        // Each buffer the steps move (keys, and the values of pairs) with its receive buffer on every shard.
+        let sets = std::iter::once(&steps.keys)
+            .chain(&steps.values)
+            .map(|send| {
+                Ok((
+                    ex.bufs(send.clone())?,
+                    ex.bufs(self.buffers(&clients, words)?)?,
+                ))
+            })
+            .collect::<Result<Vec<_>>>()?;
         let moves = |s: usize| {
             sets.iter()
                 .map(|(send, recv)| forward(&steps, s, send, recv))

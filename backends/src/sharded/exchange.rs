@@ -18,7 +18,7 @@ use hashtile_core::Result;
 use super::plan::Plan;
 
 /// One set of words of an exchange step: `plan`'s words of `word_bytes` from each source's send region to each
-/// destination's receive region ([`Bufs::region`]).
+/// destination's receive region ([`Bufs::regions`]).
 pub(crate) struct Move {
     pub plan: Plan,
     pub word_bytes: usize,
@@ -42,19 +42,14 @@ pub(crate) struct Bufs {
 }
 
 impl Bufs {
-    /// Shard `g`'s buffer from word `word` of `word_bytes` on.
-    pub fn region(&self, g: usize, word: usize, word_bytes: usize) -> Region {
-        Region {
-            buf: self.handles[g].clone(),
-            at: word * word_bytes,
-            addr: self.addrs[g],
-        }
-    }
-
-    /// Every shard's buffer from the word each `word(g)` gives.
+    /// Every shard's buffer from the 32-bit word each `word(g)` gives on.
     pub fn regions(&self, word: impl Fn(usize) -> usize) -> Vec<Region> {
-        (0..self.handles.len())
-            .map(|g| self.region(g, word(g), 4))
+        (self.handles.iter().zip(&self.addrs).enumerate())
+            .map(|(g, (h, &addr))| Region {
+                buf: h.clone(),
+                at: word(g) * 4,
+                addr,
+            })
             .collect()
     }
 }
@@ -72,8 +67,8 @@ pub(crate) struct End<'a, R: Runtime> {
     pub stream: StreamId,
 }
 
-/// How a call's steps travel: not at all (one shard: its send buffers are its receive buffers), through the
-/// host, or over NCCL. [`Exchanger::start`] queues a step and [`Exchanger::wait`] waits for it; the shards work
+/// How a call's steps travel: not at all (one shard: its calls skip the exchange, and its ceiling moves
+/// nothing), through the host, or over NCCL. [`Exchanger::start`] queues a step and [`Exchanger::wait`] waits for it; the shards work
 /// in between.
 pub(crate) enum Exchanger<'c, R: Runtime> {
     /// One shard: nothing moves.
@@ -93,11 +88,6 @@ pub(crate) enum Exchanger<'c, R: Runtime> {
 }
 
 impl<R: HostTransfer> Exchanger<'_, R> {
-    /// Whether nothing moves (one shard).
-    pub fn is_local(&self) -> bool {
-        matches!(self, Self::Local)
-    }
-
     /// `handles` (one per shard) with their device addresses, read once for every step of a call (NCCL only).
     pub fn bufs(&self, handles: Vec<Handle>) -> Result<Bufs> {
         let addrs = match self {
@@ -114,8 +104,9 @@ impl<R: HostTransfer> Exchanger<'_, R> {
         Ok(Bufs { handles, addrs })
     }
 
-    /// Queues `moves` as one step (every send region's writes finished, and every receive buffer made
-    /// before the kernels the call queued since its buffers were made: see `ShardedTable::buffers`).
+    /// Queues `moves` as one step (every send region's writes finished, and no queued kernel using a receive
+    /// region's memory: `ShardedTable::route_steps` leaves every shard's stream idle before the call's buffers
+    /// are made).
     pub fn start(&self, moves: &[Move]) -> Result<()> {
         match self {
             Self::Local => Ok(()),

@@ -98,7 +98,9 @@ fn bases(lens: impl Iterator<Item = usize>) -> Vec<usize> {
 impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
     /// Routes every slice into steps of about `self.step` keys on its device (after a wait for the caller's
     /// stream, which wrote it): counts per step and destination, one read of them, then the scatter into each
-    /// step's region of the send buffers (waited for, so the exchange may read them).
+    /// step's region of the send buffers (waited for, so the exchange may read them; every shard's stream is then
+    /// idle, so buffers the call makes next hold no memory a queued kernel still uses, and the exchange may
+    /// write them).
     pub(super) fn route_steps<R: HostTransfer>(
         &self,
         clients: &[ComputeClient<R>],
