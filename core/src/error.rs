@@ -97,6 +97,18 @@ pub enum Error {
         /// Bytes free.
         available: u64,
     },
+    /// Another process of a table spread over ranks (one process per GPU) failed or stopped answering: its
+    /// exchange was aborted after `waited_ms` milliseconds. This process's own shards keep every pair they
+    /// held; the table's exchange stays closed, so later calls that need the other ranks return this error.
+    #[error(
+        "a peer rank failed or did not answer within {waited_ms} ms ({detail}); the exchange was aborted and this rank's shards keep their pairs"
+    )]
+    PeerFailed {
+        /// How long this rank waited before giving up.
+        waited_ms: u64,
+        /// What was seen (NCCL's error, or a time-out).
+        detail: String,
+    },
     /// The device reported an error (a failed copy, launch or synchronisation).
     #[error("device error: {0}")]
     Device(String),

@@ -1,5 +1,6 @@
 //! [`ShardedConfig`]: how a sharded table is spread (which devices, how many shards) and what each shard is.
 
+use super::ranks::Ranks;
 use super::route::MAX_SHARDS;
 use crate::select::{Backend, BackendChoice, device_count, resolve};
 use crate::table::TableConfig;
@@ -46,6 +47,10 @@ pub struct ShardedConfig {
     /// hash): every shard works on one step while the next step's keys and the previous step's answers travel.
     /// Smaller steps overlap more and pay more waits; default [`DEFAULT_EXCHANGE_STEP`].
     pub exchange_step: usize,
+    /// One process per GPU: this process's rank among the processes that hold the table together (`None`, the
+    /// default: this process holds every shard). With ranks, `shards` is not read: the table has one shard per
+    /// rank, and this process holds shard `rank` on its device ([`Ranks`]).
+    pub ranks: Option<Ranks>,
 }
 
 /// Keys of a slice per exchange step unless the user gives another count (the best of 2^22 to 2^26 measured on
@@ -67,6 +72,22 @@ impl ShardedConfig {
             shards: Shards::AllDevices,
             route_seed: DEFAULT_ROUTE_SEED,
             exchange_step: DEFAULT_EXCHANGE_STEP,
+            ranks: None,
+        }
+    }
+
+    /// This process is rank `ranks.rank` of `ranks.world` processes holding the table together, one shard each
+    /// ([`ShardedConfig::ranks`]; CUDA with NCCL).
+    pub fn ranks(mut self, ranks: Ranks) -> Self {
+        self.ranks = Some(ranks);
+        self
+    }
+
+    /// Shards in the whole table: one per rank with ranks, else one per device this process holds.
+    pub(crate) fn world(&self) -> Result<usize> {
+        match &self.ranks {
+            Some(r) => Ok(r.world),
+            None => Ok(self.shard_devices()?.len()),
         }
     }
 
@@ -109,14 +130,30 @@ impl ShardedConfig {
         resolve(self.table.backend)
     }
 
-    /// The device of each shard, checked: at least one shard and at most 256, and device ordinals the
-    /// backend has (CUDA), else [`Error::InvalidConfig`]; [`Error::BackendUnavailable`] for a backend that is
-    /// not there.
+    /// The device of each shard this process holds (with ranks, its own shard's), checked: at least one shard
+    /// and at most 256, device ordinals the backend has (CUDA), and ranks on CUDA, else
+    /// [`Error::InvalidConfig`]; [`Error::BackendUnavailable`] for a backend that is not there.
     pub fn shard_devices(&self) -> Result<Vec<usize>> {
         let backend = self.backend();
         let count = device_count(backend);
         if count == 0 {
             return Err(crate::select::unavailable(backend));
+        }
+        if let Some(r) = &self.ranks {
+            r.check(MAX_SHARDS)?;
+            if backend != Backend::Cuda {
+                return Err(Error::InvalidConfig(format!(
+                    "a table over ranks exchanges through NCCL, on CUDA; not on {backend}"
+                )));
+            }
+            let d = r.device.unwrap_or(r.rank % count);
+            if d >= count {
+                return Err(Error::InvalidConfig(format!(
+                    "rank {} on CUDA device {d}; the driver has {count}",
+                    r.rank
+                )));
+            }
+            return Ok(vec![d]);
         }
         let devices = match &self.shards {
             Shards::AllDevices => (0..count).collect(),

@@ -21,7 +21,6 @@ use crate::device::route::route_gather_kernel;
 use crate::runtime::launch::{CUBE_SIZE, cube_count, fill_u32};
 use crate::runtime::trace::Trace;
 use crate::runtime::transfer::{HostTransfer, sync_device};
-use crate::runtime::words::{bytes_of, bytes_of_mut};
 use crate::table::gpu::GpuTable;
 use cubecl::prelude::*;
 use cubecl::server::Handle;
@@ -70,9 +69,9 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
         out: &[Handle],
         found: &[Handle],
     ) -> Result<()> {
-        let clients = self.clients::<R>()?;
-        check_slices(&clients, &[keys, out, found], lens)?;
-        if self.shards.len() == 1 {
+        let clients = self.closing(self.clients::<R>())?;
+        self.closing(check_slices(&clients, &[keys, out, found], lens))?;
+        if self.world == 1 {
             // One shard: its table answers the slice in place.
             let t = gpu::<R, S, K, V>(&self.shards[0])?;
             return self.shards[0].stream().executes(|| {
@@ -82,20 +81,32 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
             });
         }
         let _one_at_a_time = self.exchange_lock.lock().unwrap_or_else(|e| e.into_inner());
+        let done = self.find_steps(&clients, keys, lens, (out, found));
+        self.closing(done)
+    }
+
+    /// [`ShardedTable::find_device`] over several shards, in exchange steps.
+    fn find_steps<R: HostTransfer>(
+        &self,
+        clients: &[ComputeClient<R>],
+        keys: &[Handle],
+        lens: &[usize],
+        (out, found): (&[Handle], &[Handle]),
+    ) -> Result<()> {
         let mut phases = DevicePhases::default();
         let mut lap = Lap::new();
         let mut trace = Trace::new("sharded");
-        let steps = self.route_steps(&clients, keys, None, lens, &mut trace)?;
+        let ex = self.exchanger(clients)?;
+        let steps = self.route_steps(clients, &ex, (keys, None), lens, &mut trace)?;
         phases.route_ms = lap.ms();
         phases.steps = steps.count();
-        let ex = self.exchanger(&clients);
         let recv_words = |h| steps.recv_words(h);
-        let recv_keys = self.buffers(&clients, recv_words)?;
-        let answers = self.buffers(&clients, recv_words)?;
-        let flags = self.buffers(&clients, recv_words)?;
+        let recv_keys = self.buffers(clients, recv_words)?;
+        let answers = self.buffers(clients, recv_words)?;
+        let flags = self.buffers(clients, recv_words)?;
         let send_words = |g| steps.send_words(g);
-        let back_values = self.buffers(&clients, send_words)?;
-        let back_flags = self.buffers(&clients, send_words)?;
+        let back_values = self.buffers(clients, send_words)?;
+        let back_flags = self.buffers(clients, send_words)?;
         let send_keys = ex.bufs(steps.keys.clone())?;
         let recv_keys = ex.bufs(recv_keys)?;
         let (answers, flags) = (ex.bufs(answers)?, ex.bufs(flags)?);
@@ -132,7 +143,7 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
             trace.lap("exchange queued");
             // Each shard's find is queued and waited for on a thread of its own, as its inserts are.
             super::run_each_ref(&self.shards, |h, shard| {
-                let n = steps.plans[s].recv_len(h);
+                let n = steps.recv_len(h, s);
                 if n == 0 {
                     return Ok(());
                 }
@@ -161,7 +172,7 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
         phases.exchange_ms += ex.wait()?;
         trace.lap("last answers moved");
         self.gather(
-            &clients,
+            clients,
             &steps,
             lens,
             (&back_values.handles, &back_flags.handles),
@@ -231,85 +242,19 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
             .collect())
     }
 
-    /// Host finds through the devices: slice `g` of `keys` (contiguous, an equal share) crosses shard `g`'s own
-    /// link (its table's staging), [`ShardedTable::find_device`] answers every slice, and each slice's values
-    /// (into `values`) and presence flags (into `flags`, 1 or 0 per key) come back over the same link into
-    /// the caller's memory: no host partition, no host join, every link busy at once. Keys must not be the
-    /// sentinel (the caller checks).
-    pub(crate) fn find_host<R: HostTransfer>(
-        &self,
-        keys: &[K],
-        values: Option<&mut [V]>,
-        flags: Option<&mut [u32]>,
-    ) -> Result<()> {
-        let clients = self.clients::<R>()?;
-        let n = self.shards.len();
-        let per = keys.len().div_ceil(n).max(1);
-        let lens: Vec<usize> = (0..n)
-            .map(|g| keys.len().saturating_sub(g * per).min(per))
-            .collect();
-        let uploaded = super::run_each_ref(
-            &self.shards,
-            |g, shard| -> Result<(Handle, Handle, Handle)> {
-                let (client, part) = (&clients[g], &keys[(g * per).min(keys.len())..][..lens[g]]);
-                let t = gpu::<R, S, K, V>(shard)?;
-                shard.stream().executes(|| {
-                    let kh = R::upload(client, t.host_stager(), bytes_of(part))?;
-                    let m = part.len().max(1);
-                    Ok((kh, client.empty(m * 4), client.empty(m * 4)))
-                })
-            },
-        )
-        .into_iter()
-        .collect::<Result<Vec<_>>>()?;
-        let kh: Vec<Handle> = uploaded.iter().map(|u| u.0.clone()).collect();
-        let out: Vec<Handle> = uploaded.iter().map(|u| u.1.clone()).collect();
-        let found: Vec<Handle> = uploaded.iter().map(|u| u.2.clone()).collect();
-        self.find_device::<R>(&kh, &lens, &out, &found)?;
-        let mut value_parts: Vec<Option<&mut [V]>> = match values {
-            Some(v) => v.chunks_mut(per).map(Some).collect(),
-            None => Vec::new(),
-        };
-        let mut flag_parts: Vec<Option<&mut [u32]>> = match flags {
-            Some(f) => f.chunks_mut(per).map(Some).collect(),
-            None => Vec::new(),
-        };
-        value_parts.resize_with(n, || None);
-        flag_parts.resize_with(n, || None);
-        std::thread::scope(|sc| {
-            let handles: Vec<_> = value_parts
-                .into_iter()
-                .zip(flag_parts)
-                .enumerate()
-                .map(|(g, (v, f))| {
-                    let (client, shard, out, found) =
-                        (&clients[g], &self.shards[g], &out[g], &found[g]);
-                    sc.spawn(move || -> Result<()> {
-                        let t = gpu::<R, S, K, V>(shard)?;
-                        shard.stream().executes(|| {
-                            if let Some(v) = v {
-                                R::download(client, t.host_stager(), out, bytes_of_mut(v))?;
-                            }
-                            if let Some(f) = f {
-                                R::download(client, t.host_stager(), found, bytes_of_mut(f))?;
-                            }
-                            Ok(())
-                        })
-                    })
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(super::join_thread)
-                .collect::<Result<Vec<()>>>()
-        })?;
-        Ok(())
-    }
-
     /// Shard `shard`'s CubeCL client of runtime `R` (the client of its device), to make and read the buffers
-    /// of device-data calls. [`Error::InvalidConfig`] when the shard is not a 32-bit GPU table of `R`.
+    /// of device-data calls. [`Error::InvalidConfig`] when the shard is not a 32-bit GPU table of `R`, or not
+    /// held by this process ([`ShardedTable::local_shards`]).
     pub fn client<R: HostTransfer>(&self, shard: usize) -> Result<ComputeClient<R>> {
-        Ok(gpu::<R, S, K, V>(&self.shards[shard])?.client().clone())
+        if !self.local_shards().contains(&shard) {
+            return Err(Error::InvalidConfig(format!(
+                "shard {shard} is not held by this process (it holds {:?})",
+                self.local_shards()
+            )));
+        }
+        Ok(gpu::<R, S, K, V>(&self.shards[shard - self.base])?
+            .client()
+            .clone())
     }
 
     /// The phases of the last device-data call ([`DevicePhases`]).
@@ -328,7 +273,7 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
     ) -> Result<(f64, usize)> {
         let clients = self.clients::<R>()?;
         let _one_at_a_time = self.exchange_lock.lock().unwrap_or_else(|e| e.into_inner());
-        let n = clients.len();
+        let n = self.world;
         let part = words / n;
         let plan = Plan::new(vec![vec![part; n]; n]);
         let send = self.buffers(&clients, |_| part * n)?;
@@ -339,7 +284,7 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
                 sync_device(c)
             })?;
         }
-        let ex = self.exchanger(&clients);
+        let ex = self.exchanger(&clients)?;
         let step = Move {
             plan,
             word_bytes: 4,
@@ -357,9 +302,22 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
         Ok((best, step.bytes()))
     }
 
+    /// `r`, and over ranks an error closes the exchange: it leaves the ranks out of step (the others would wait
+    /// on this one inside the exchange), so the others fail with [`Error::PeerFailed`] and this rank's later
+    /// calls across ranks return the error.
+    pub(super) fn closing<T>(&self, r: Result<T>) -> Result<T> {
+        #[cfg(feature = "cuda")]
+        if let (Err(e), Some(_)) = (&r, &self.ranks)
+            && let Some(nccl) = self.nccl()
+        {
+            nccl.close(e.clone());
+        }
+        r
+    }
+
     /// The transport of this table's device-data calls.
     pub fn transport(&self) -> Transport {
-        if self.shards.len() == 1 {
+        if self.world == 1 {
             return Transport::Local;
         }
         #[cfg(feature = "cuda")]
@@ -379,13 +337,14 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
             .collect()
     }
 
-    /// How this call's steps travel: nothing moves for one shard; NCCL when the table has it; else the host.
+    /// How this call's steps travel: nothing moves for one shard; NCCL when the table has it; else the host
+    /// (which a table over ranks cannot use: [`Error::InvalidConfig`]).
     pub(super) fn exchanger<'c, R: HostTransfer>(
         &self,
         clients: &'c [ComputeClient<R>],
-    ) -> Exchanger<'c, R> {
-        if self.shards.len() == 1 {
-            return Exchanger::Local;
+    ) -> Result<Exchanger<'c, R>> {
+        if self.world == 1 {
+            return Ok(Exchanger::Local);
         }
         #[cfg(feature = "cuda")]
         if let Some(nccl) = self.nccl() {
@@ -395,14 +354,19 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
                 .map(|c| (c as &dyn Any).downcast_ref())
                 .collect();
             if let Some(clients) = cuda {
-                return Exchanger::Nccl {
+                return Ok(Exchanger::Nccl {
                     nccl,
                     clients,
                     streams: self.shards.iter().map(|s| s.stream()).collect(),
-                };
+                });
             }
         }
-        Exchanger::Host {
+        if self.shards.len() < self.world {
+            return Err(Error::InvalidConfig(
+                "a table over ranks exchanges through NCCL on CUDA only".into(),
+            ));
+        }
+        Ok(Exchanger::Host {
             ends: clients
                 .iter()
                 .zip(&self.shards)
@@ -412,7 +376,7 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
                 })
                 .collect(),
             ms: Default::default(),
-        }
+        })
     }
 }
 

@@ -11,6 +11,7 @@ use crate::device::layout::Packed;
 use crate::runtime::trace::Trace;
 use crate::runtime::transfer::{HostTransfer, sync_device};
 use crate::table::gpu::{GpuTable, Unplaced};
+use cubecl::prelude::ComputeClient;
 use cubecl::server::Handle;
 use hashtile_core::reduce::Reduce;
 use hashtile_core::scheme::SchemeInfo;
@@ -96,7 +97,7 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
     }
 
     /// Erases keys held on the shards' devices (`keys[g]`: `lens[g]` 32-bit keys on shard `g`'s device) and
-    /// returns how many pairs went ([`GpuTable::erase_device`]: repeats and absent keys erase nothing more;
+    /// returns how many pairs went from the shards held here ([`GpuTable::erase_device`]: repeats and absent keys erase nothing more;
     /// stable schemes only, else [`Error::InvalidConfig`](hashtile_core::Error::InvalidConfig)).
     pub fn erase_device<R: HostTransfer>(
         &mut self,
@@ -141,12 +142,12 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
         lens: &[usize],
         write: &StepWrite<'_, R, S, T>,
     ) -> Result<Vec<T>> {
-        let clients = self.clients::<R>()?;
-        match values {
-            Some(v) => check_slices(&clients, &[keys, v], lens)?,
-            None => check_slices(&clients, &[keys], lens)?,
-        }
-        if self.shards.len() == 1 {
+        let clients = self.closing(self.clients::<R>())?;
+        self.closing(match values {
+            Some(v) => check_slices(&clients, &[keys, v], lens),
+            None => check_slices(&clients, &[keys], lens),
+        })?;
+        if self.world == 1 {
             let (stream, n) = (self.shards[0].stream(), lens[0]);
             let t = gpu_mut::<R, S, K, V>(&mut self.shards[0])?;
             return stream
@@ -156,13 +157,26 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
                 })
                 .map(|r| vec![r]);
         }
+        let done = self.write_each_step(call, &clients, (keys, values), lens, write);
+        self.closing(done)
+    }
+
+    /// [`ShardedTable::write_steps`] over several shards.
+    fn write_each_step<R: HostTransfer, T: Send + Default>(
+        &mut self,
+        call: &str,
+        clients: &[ComputeClient<R>],
+        (keys, values): (&[Handle], Option<&[Handle]>),
+        lens: &[usize],
+        write: &StepWrite<'_, R, S, T>,
+    ) -> Result<Vec<T>> {
         let mut phases = DevicePhases::default();
         let mut lap = Lap::new();
         let mut trace = Trace::new("sharded");
-        let steps: Steps = self.route_steps(&clients, keys, values, lens, &mut trace)?;
+        let ex = self.exchanger(clients)?;
+        let steps: Steps = self.route_steps(clients, &ex, (keys, values), lens, &mut trace)?;
         phases.route_ms = lap.ms();
         phases.steps = steps.count();
-        let ex = self.exchanger(&clients);
         let words = |h| steps.recv_words(h);
         // Each buffer the steps move (keys, and the values of pairs) with its receive buffer on every shard.
         let sets = std::iter::once(&steps.keys)
@@ -170,7 +184,7 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
             .map(|send| {
                 Ok((
                     ex.bufs(send.clone())?,
-                    ex.bufs(self.buffers(&clients, words)?)?,
+                    ex.bufs(self.buffers(clients, words)?)?,
                 ))
             })
             .collect::<Result<Vec<_>>>()?;
@@ -196,7 +210,7 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
             start_step(&ex, &next, &mut phases)?;
             trace.lap("next step queued");
             let results = super::run_each(&mut self.shards, |h, shard| {
-                let n = steps.plans[s].recv_len(h);
+                let n = steps.recv_len(h, s);
                 if n == 0 {
                     return Ok(T::default());
                 }

@@ -129,6 +129,45 @@ impl<R: HostTransfer> Exchanger<'_, R> {
         }
     }
 
+    /// Every shard's row of 32-bit words, in shard order, from the rows of the shards held here (`local[g]`,
+    /// all of one length): over ranks, NCCL gathers them from every rank (each rank gets the same rows); else
+    /// this process holds every shard, and its rows are all of them.
+    pub fn all_rows(&self, local: Vec<Vec<u32>>) -> Result<Vec<Vec<u32>>> {
+        match self {
+            #[cfg(feature = "cuda")]
+            Self::Nccl {
+                nccl,
+                clients,
+                streams,
+            } if nccl.world() > local.len() => {
+                let words = local.first().map_or(0, Vec::len);
+                let world = nccl.world();
+                let made = (local.iter().enumerate())
+                    .map(|(g, row)| {
+                        let c = clients[g];
+                        streams[g].executes(|| {
+                            let send = c.create_from_slice(u32::as_bytes(row));
+                            let recv = c.empty((world * words).max(1) * 4);
+                            crate::runtime::transfer::sync_device(c)?;
+                            let at = |h: &Handle| crate::runtime::transfer::device_ptr(c, h);
+                            Ok((at(&send)?, at(&recv)?, send, recv))
+                        })
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                let sends: Vec<u64> = made.iter().map(|m| m.0).collect();
+                let recvs: Vec<u64> = made.iter().map(|m| m.1).collect();
+                nccl.all_gather(&sends, &recvs, words * 4)?;
+                let (c, recv) = (clients[0], made[0].3.clone());
+                let all = streams[0].executes(|| c.read_one_unchecked(recv));
+                let all = u32::from_bytes(&all);
+                Ok((0..world)
+                    .map(|r| all[r * words..(r + 1) * words].to_vec())
+                    .collect())
+            }
+            _ => Ok(local),
+        }
+    }
+
     /// Waits for the step `start` queued; returns the exchange's own time in milliseconds (NCCL's on the
     /// devices, the slowest device's; the host's for the host exchange; 0 when nothing moves).
     pub fn wait(&self) -> Result<f64> {
@@ -148,6 +187,7 @@ pub(crate) fn through_host<R: HostTransfer>(ends: &[End<'_, R>], m: &Move) -> Re
     debug_assert_eq!(m.word_bytes, 4);
     let (plan, wb) = (&m.plan, m.word_bytes);
     let n = plan.shards();
+    debug_assert_eq!(ends.len(), n, "the host exchange holds every shard");
     let sent: Vec<Vec<u8>> = (0..n)
         .map(|from| {
             if plan.send_len(from) == 0 {

@@ -15,8 +15,10 @@ mod exchange;
 #[cfg(feature = "cuda")]
 mod nccl;
 mod plan;
+pub mod ranks;
 pub(crate) mod route;
 mod steps;
+mod through_devices;
 
 use crate::results::{Op, Outcome, present};
 use crate::runtime::host_io::check_len;
@@ -33,6 +35,10 @@ use route::{Partition, ShardRoute};
 use std::sync::Mutex;
 
 pub use device::{DevicePhases, Transport};
+
+/// The runtime of a table over ranks (CUDA, for NCCL).
+#[cfg(feature = "cuda")]
+type Cuda = cubecl::cuda::CudaRuntime;
 pub use route::MAX_SHARDS;
 
 /// One `K -> V` map over several shards, each a [`HashTable`] of scheme `S` on a device of its own (see
@@ -53,8 +59,39 @@ pub use route::MAX_SHARDS;
 /// assert_eq!(t.len(), 2);
 /// # Ok::<(), hashtile_core::Error>(())
 /// ```
+///
+/// # One process per GPU
+/// With [`ShardedConfig::ranks`], the table is held by several processes, one shard each (on one host or many),
+/// joined through NCCL at [`ShardedTable::new`], which every rank calls. Every call that moves keys is then
+/// collective: each rank calls it with its own batch (host data goes to its GPU and takes the device path,
+/// 32-bit keys and values: a key given by several ranks is stored once, with one of its values), and the answers
+/// of a rank's keys come back to it. What a rank reads alone is its own shard: [`ShardedTable::len`],
+/// [`ShardedTable::pairs`], and an erase's count (the pairs its shard lost, to any rank's keys). A rank that
+/// fails or dies yields [`Error::PeerFailed`] on the others within [`Ranks::timeout`](ranks::Ranks::timeout);
+/// each survivor's shard keeps its pairs. Mixed batches are not available over ranks yet.
+///
+/// ```no_run
+/// use hashtile_backends::{Ranks, Rendezvous, ShardedConfig, ShardedTable, TableConfig};
+/// use hashtile_probing::Bcht;
+/// // Run as `prog RANK WORLD` on each GPU's process; rank 0 listens on the address.
+/// let args: Vec<usize> = std::env::args().skip(1).map(|a| a.parse().unwrap()).collect();
+/// let me = Ranks::new(args[0], args[1], Rendezvous::Tcp("127.0.0.1:29500".parse().unwrap()));
+/// let config = ShardedConfig::new(TableConfig::for_keys(1 << 26, 0.8)).ranks(me);
+/// let mut t: ShardedTable<Bcht, u32, u32> = ShardedTable::new(config)?;
+/// let keys: Vec<u32> = (0..1000).map(|i| i * 2 + args[0] as u32).collect();
+/// t.insert(&keys, &keys)?;
+/// assert_eq!(t.find(&keys)?[0], Some(keys[0]));
+/// # Ok::<(), hashtile_core::Error>(())
+/// ```
 pub struct ShardedTable<S: SchemeInfo, K: Key, V: Value> {
+    /// The shards this process holds: all of them, or with ranks its own.
     shards: Vec<HashTable<S, K, V>>,
+    /// The shard index of `shards[0]` (its rank with ranks, else 0); `shards[i]` is shard `base + i`.
+    base: usize,
+    /// Shards in the whole table (with ranks, over every process).
+    world: usize,
+    /// This process's rank, with ranks.
+    ranks: Option<ranks::Ranks>,
     devices: Vec<usize>,
     route: ShardRoute,
     /// Keys of each device slice per exchange step (`ShardedConfig::exchange_step`, aligned).
@@ -109,19 +146,22 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
         let devices = config.shard_devices()?;
         let step = config.step_keys()?;
         let backend = config.backend();
-        let n = devices.len();
+        let world = config.world()?;
         let shards = devices
             .iter()
-            .map(|&d| HashTable::new(config.shard_table(n, d)))
+            .map(|&d| HashTable::new(config.shard_table(world, d)))
             .collect::<Result<Vec<_>>>()?;
         let scratch = shards
             .iter()
             .map(|s| Mutex::new(Scratch::empty(s)))
             .collect();
-        Ok(Self {
+        let table = Self {
             shards,
+            base: config.ranks.as_ref().map_or(0, |r| r.rank),
+            world,
+            ranks: config.ranks.clone(),
             devices,
-            route: ShardRoute::new(config.route_seed, n),
+            route: ShardRoute::new(config.route_seed, world),
             step,
             backend,
             scratch,
@@ -129,22 +169,44 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
             nccl: std::sync::OnceLock::new(),
             exchange_lock: Mutex::new(()),
             device_phases: Mutex::new(Default::default()),
-        })
+        };
+        #[cfg(feature = "cuda")]
+        if let Some(r) = &table.ranks {
+            // The ranks meet here: every rank makes its table at about the same time.
+            let nccl = nccl::Nccl::rank(table.devices[0], r)?;
+            let _ = table.nccl.set(Some(std::sync::Arc::new(nccl)));
+        }
+        Ok(table)
     }
 
     /// The backend every shard runs on.
     pub fn backend(&self) -> Backend {
         self.backend
     }
-    /// How many shards.
+    /// How many shards the whole table has (with ranks, one per rank).
     pub fn shard_count(&self) -> usize {
-        self.shards.len()
+        self.world
     }
-    /// Shard `i`'s table (its pairs are the table's pairs of the keys whose shard is `i`).
+    /// The shards this process holds: every shard, or with ranks its own (`rank..rank + 1`). Device-data calls
+    /// take one slice per shard held here, in this order.
+    pub fn local_shards(&self) -> std::ops::Range<usize> {
+        self.base..self.base + self.shards.len()
+    }
+    /// This process's place among the ranks, for a table over ranks.
+    pub fn ranks(&self) -> Option<&ranks::Ranks> {
+        self.ranks.as_ref()
+    }
+    /// Shard `i`'s table (its pairs are the table's pairs of the keys whose shard is `i`). Panics unless this
+    /// process holds shard `i` ([`ShardedTable::local_shards`]).
     pub fn shard(&self, i: usize) -> &HashTable<S, K, V> {
-        &self.shards[i]
+        assert!(
+            self.local_shards().contains(&i),
+            "shard {i} is not held by this process (it holds {:?})",
+            self.local_shards()
+        );
+        &self.shards[i - self.base]
     }
-    /// The device ordinal of each shard.
+    /// The device ordinal of each shard held here.
     pub fn devices(&self) -> &[usize] {
         &self.devices
     }
@@ -152,7 +214,7 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
     pub fn shard_of(&self, key: K) -> usize {
         self.route.shard_of(key.widen())
     }
-    /// Pairs stored, over all shards.
+    /// Pairs stored, over the shards held here (with ranks: this rank's shard).
     pub fn len(&self) -> usize {
         self.shards.iter().map(|s| s.len()).sum()
     }
@@ -160,7 +222,7 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
-    /// Slots, over all shards.
+    /// Slots, over the shards held here.
     pub fn capacity(&self) -> usize {
         self.shards.iter().map(|s| s.capacity()).sum()
     }
@@ -168,7 +230,7 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
     pub fn load_factor(&self) -> f64 {
         self.len() as f64 / self.capacity() as f64
     }
-    /// Erased slots not yet reclaimed, over all shards ([`HashTable::tombstones`]).
+    /// Erased slots not yet reclaimed, over the shards held here ([`HashTable::tombstones`]).
     pub fn tombstones(&self) -> usize {
         self.shards.iter().map(|s| s.tombstones()).sum()
     }
@@ -179,12 +241,16 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
     /// would overflow; a table with `growth` grows that shard instead) leave every shard unchanged. A shard's
     /// [`Error::BuildFailed`] returns its unplaced pairs with every other shard's, all other pairs stored.
     pub fn insert(&mut self, keys: &[K], values: &[V]) -> Result<()> {
-        if let [one] = &mut self.shards[..] {
+        if self.world == 1 {
             // One shard: the caller's batch is its part.
-            return one.insert(keys, values);
+            return self.shards[0].insert(keys, values);
         }
         check_len("values", values.len(), keys.len())?;
         self.check_keys(keys)?;
+        #[cfg(feature = "cuda")]
+        if self.ranks.is_some() {
+            return self.insert_host::<Cuda>(keys, values);
+        }
         let mut trace = Trace::new("sharded");
         let p = Partition::new(&self.route, keys);
         trace.lap("partition");
@@ -200,11 +266,15 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
     /// Inserts pairs, combining values by `F` ([`HashTable::insert_or_apply`]): a key's copies all go to one
     /// shard, so duplicates are reduced there. Errors and guarantees as [`ShardedTable::insert`].
     pub fn insert_or_apply<F: Reduction>(&mut self, keys: &[K], values: &[V]) -> Result<()> {
-        if let [one] = &mut self.shards[..] {
-            return one.insert_or_apply::<F>(keys, values);
+        if self.world == 1 {
+            return self.shards[0].insert_or_apply::<F>(keys, values);
         }
         check_len("values", values.len(), keys.len())?;
         self.check_keys(keys)?;
+        #[cfg(feature = "cuda")]
+        if self.ranks.is_some() {
+            return self.insert_or_apply_host::<F, Cuda>(keys, values);
+        }
         let p = Partition::new(&self.route, keys);
         self.split(&p, keys, Some(values));
         self.check_room(&p)?;
@@ -214,10 +284,16 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
         merge_failures(&p, results).map(|_| ())
     }
 
-    /// Removes keys; returns how many were present ([`HashTable::erase`]).
+    /// Removes keys; returns how many were present ([`HashTable::erase`]; over ranks, how many pairs this rank's
+    /// shard lost).
     pub fn erase(&mut self, keys: &[K]) -> Result<usize> {
-        if let [one] = &mut self.shards[..] {
-            return one.erase(keys);
+        if self.world == 1 {
+            return self.shards[0].erase(keys);
+        }
+        #[cfg(feature = "cuda")]
+        if self.ranks.is_some() {
+            self.check_keys(keys)?;
+            return self.erase_host::<Cuda>(keys);
         }
         let p = Partition::new(&self.route, keys);
         self.split(&p, keys, None);
@@ -228,8 +304,16 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
     /// Looks keys up: `Some(value)` if present. (Through the host partition: on 4 H200s the device path's
     /// values and flags, then the `Option`s built from them, ran at 0.69x of it.)
     pub fn find(&self, keys: &[K]) -> Result<Vec<Option<V>>> {
-        if let [one] = &self.shards[..] {
-            return one.find(keys);
+        if self.world == 1 {
+            return self.shards[0].find(keys);
+        }
+        if self.ranks.is_some() {
+            let mut values = vec![V::default(); keys.len()];
+            let mut flags = vec![0u32; keys.len()];
+            self.find_on_devices(keys, Some(&mut values), Some(&mut flags))?;
+            return Ok((values.par_iter().zip(&flags))
+                .map(|(&v, &f)| (f != 0).then_some(v))
+                .collect());
         }
         let mut out = vec![None; keys.len()];
         self.find_with(keys, &mut out, |v, found| found.then_some(v))?;
@@ -241,8 +325,8 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
     /// link, the shards' exchange partitions it ([`ShardedTable::find_device`]), and the values come back into
     /// `out` over the same links.
     pub fn find_into(&self, keys: &[K], out: &mut [V]) -> Result<()> {
-        if let [one] = &self.shards[..] {
-            return one.find_into(keys, out);
+        if self.world == 1 {
+            return self.shards[0].find_into(keys, out);
         }
         check_len("out", out.len(), keys.len())?;
         if self.finds_on_devices(keys) {
@@ -253,8 +337,8 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
 
     /// `true` for each key that is present.
     pub fn contains(&self, keys: &[K]) -> Result<Vec<bool>> {
-        if let [one] = &self.shards[..] {
-            return one.contains(keys);
+        if self.world == 1 {
+            return self.shards[0].contains(keys);
         }
         if self.finds_on_devices(keys) {
             let mut flags = vec![0u32; keys.len()];
@@ -269,8 +353,13 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
     /// A mixed batch ([`HashTable::apply`]): each shard runs its operations in batch order, so the operations
     /// on one key (all in one shard) take effect in batch order; one outcome per operation, in batch order.
     pub fn apply(&mut self, ops: &[Op<K, V>]) -> Result<Vec<Outcome<V>>> {
-        if let [one] = &mut self.shards[..] {
-            return one.apply(ops);
+        if self.world == 1 {
+            return self.shards[0].apply(ops);
+        }
+        if self.ranks.is_some() {
+            return Err(Error::InvalidConfig(
+                "mixed batches are not available on a table over ranks yet".into(),
+            ));
         }
         let keys: Vec<K> = ops.par_iter().map(|o| o.key()).collect();
         let p = Partition::new(&self.route, &keys);
@@ -288,7 +377,7 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
         Ok(out)
     }
 
-    /// Every stored pair (order unspecified).
+    /// Every stored pair of the shards held here (order unspecified).
     pub fn pairs(&self) -> Result<Vec<(K, V)>> {
         let mut all = Vec::with_capacity(self.len());
         for s in &self.shards {
@@ -321,15 +410,16 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
             .map(|_| ())
     }
 
-    /// `true` when a host find takes the device path ([`ShardedTable::find_device`]): GPU shards of 32-bit keys
-    /// and values with no reserved-key swap (device calls see the tables' own keys), and no sentinel among the
-    /// keys (the host path answers it as absent without a lookup).
+    /// `true` when a host find takes the device path ([`ShardedTable::find_device`]): always over ranks; else
+    /// GPU shards of 32-bit keys and values with no reserved-key swap (device calls see the tables' own keys),
+    /// and no sentinel among the keys (the host path answers it as absent without a lookup).
     fn finds_on_devices(&self, keys: &[K]) -> bool {
-        self.backend != Backend::Cpu
-            && K::BITS <= 32
-            && V::BITS <= 32
-            && !self.shards[0].swaps_keys()
-            && !keys.par_iter().any(|k| k.is_sentinel())
+        self.ranks.is_some()
+            || self.backend != Backend::Cpu
+                && K::BITS <= 32
+                && V::BITS <= 32
+                && !self.shards[0].swaps_keys()
+                && !keys.par_iter().any(|k| k.is_sentinel())
     }
 
     /// [`ShardedTable::find_host`] on the table's runtime.

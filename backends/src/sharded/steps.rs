@@ -13,6 +13,7 @@
 
 use super::ShardedTable;
 use super::config::STEP_ALIGN;
+use super::exchange::Exchanger;
 use super::plan::Plan;
 use crate::device::layout::Packed;
 use crate::device::route::{
@@ -29,10 +30,13 @@ use hashtile_core::{Key, Result, Value};
 /// The most (step, destination) parts of a routing launch: a counter of each in shared memory.
 const MAX_PARTS: usize = 1024;
 
-/// The slices of a device-data call routed into steps.
+/// The slices of a device-data call routed into steps. Plans cover every shard of the table; everything else is
+/// indexed by the shards held here (`g` is shard `base + g`).
 pub(super) struct Steps {
     /// Each step's plan.
     pub plans: Vec<Plan>,
+    /// The shard index of the first shard held here.
+    base: usize,
     /// Per shard: where each key of its slice went in its send buffers (a word index of the whole buffer).
     pub to: Vec<Handle>,
     /// Per shard: the keys laid out by destination, step regions in order.
@@ -50,6 +54,11 @@ impl Steps {
     /// How many steps.
     pub fn count(&self) -> usize {
         self.plans.len()
+    }
+
+    /// Words shard `h` (held here) receives in step `s`.
+    pub fn recv_len(&self, h: usize, s: usize) -> usize {
+        self.plans[s].recv_len(self.base + h)
     }
 
     /// Where step `s`'s region of shard `g`'s send buffers starts, in words.
@@ -96,16 +105,17 @@ fn bases(lens: impl Iterator<Item = usize>) -> Vec<usize> {
 }
 
 impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
-    /// Routes every slice into steps of about `self.step` keys on its device (after a wait for the caller's
-    /// stream, which wrote it): counts per step and destination, one read of them, then the scatter into each
-    /// step's region of the send buffers (waited for, so the exchange may read them; every shard's stream is then
-    /// idle, so buffers the call makes next hold no memory a queued kernel still uses, and the exchange may
-    /// write them).
+    /// Routes every slice held here into steps of about `self.step` keys on its device (after a wait for the
+    /// caller's stream, which wrote it): counts per step and destination, one read of them (shared with the
+    /// other ranks through `ex`, as the slices' lengths are first, so that every rank takes the same steps),
+    /// then the scatter into each step's region of the send buffers (waited for, so the exchange may read them;
+    /// every shard's stream is then idle, so buffers the call makes next hold no memory a queued kernel still
+    /// uses, and the exchange may write them).
     pub(super) fn route_steps<R: HostTransfer>(
         &self,
         clients: &[ComputeClient<R>],
-        keys: &[Handle],
-        values: Option<&[Handle]>,
+        ex: &Exchanger<'_, R>,
+        (keys, values): (&[Handle], Option<&[Handle]>),
         lens: &[usize],
         trace: &mut Trace,
     ) -> Result<Steps> {
@@ -113,8 +123,16 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
             sync_device(c)?;
         }
         trace.lap("callers' streams waited");
-        let shards = self.shards.len();
-        let steps = step_count(lens, self.step, shards);
+        let (shards, base) = (self.world, self.base);
+        let every_len: Vec<usize> = (ex.all_rows(
+            lens.iter()
+                .map(|&l| vec![l as u32, (l as u64 >> 32) as u32])
+                .collect(),
+        )?)
+        .iter()
+        .map(|w| w[0] as usize | (w[1] as usize) << 32)
+        .collect();
+        let steps = step_count(&every_len, self.step, shards);
         let width = steps * shards;
         let seed = self.route.seed;
         // Entry `e`: its shard, in the part of step `e % steps` (parts step-major).
@@ -153,13 +171,15 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
         })
         .into_iter()
         .collect::<Result<Vec<_>>>()?;
+        let (entries_hs, rows): (Vec<Handle>, Vec<Vec<u32>>) = counted.into_iter().unzip();
+        let rows = ex.all_rows(rows)?;
         trace.lap("counted and read");
         let plans: Vec<Plan> = (0..steps)
             .map(|s| {
                 Plan::new(
                     (0..shards)
                         .map(|g| {
-                            counted[g].1[s * shards..(s + 1) * shards]
+                            rows[g][s * shards..(s + 1) * shards]
                                 .iter()
                                 .map(|&x| x as usize)
                                 .collect()
@@ -168,22 +188,22 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
                 )
             })
             .collect();
-        let send_base: Vec<Vec<usize>> = (0..shards)
-            .map(|g| bases(plans.iter().map(|p| p.send_len(g))))
+        let send_base: Vec<Vec<usize>> = (0..self.shards.len())
+            .map(|g| bases(plans.iter().map(|p| p.send_len(base + g))))
             .collect();
-        let recv_base: Vec<Vec<usize>> = (0..shards)
-            .map(|h| bases(plans.iter().map(|p| p.recv_len(h))))
+        let recv_base: Vec<Vec<usize>> = (0..self.shards.len())
+            .map(|h| bases(plans.iter().map(|p| p.recv_len(base + h))))
             .collect();
         let routed = super::run_each_ref(
             &self.shards,
             |g, shard| -> Result<(Handle, Handle, Option<Handle>)> {
-                let (client, n, entries_h) = (&clients[g], lens[g], &counted[g].0);
+                let (client, n, entries_h) = (&clients[g], lens[g], &entries_hs[g]);
                 let words = *send_base[g].last().expect("bases end");
                 shard.stream().executes(|| {
                     let starts: Vec<u32> = (plans.iter().enumerate())
                         .flat_map(|(s, plan)| {
-                            let base = send_base[g][s];
-                            (0..shards).map(move |to| (base + plan.send_start(g, to)) as u32)
+                            let (at, from) = (send_base[g][s], base + g);
+                            (0..shards).map(move |to| (at + plan.send_start(from, to)) as u32)
                         })
                         .collect();
                     let cursor = client.create_from_slice(u32::as_bytes(&starts));
@@ -252,6 +272,7 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
         }
         Ok(Steps {
             plans,
+            base,
             to,
             keys: keys_out,
             values: values.map(|_| values_out),
