@@ -36,7 +36,8 @@
 #   bench-sharded  a sharded table over 1, 2, 4 GPUs (as many as the machine has) against one GPU's table, 2^26
 #                  keys per GPU at load 0.8: device slices (insert_device / find_device over NCCL at exchange steps
 #                  of 2^25, 2^26 and 2^24 keys, with NCCL's all-to-all of the same bytes) and host data (insert /
-#                  find_into / find from Vecs)
+#                  find_into / find from Vecs); and one process per GPU (`--ranks`: device slices, insert and
+#                  find_into)
 #   peers          BGHT, cuCollections and SlabHash built from .device/peers and run at 2^26 (SlabHash 2^24)
 #   ceiling        the GPU's physical ceilings (copies, random bucket reads, compare-and-swap)
 #   vulkan         every GPU test binary on the NVIDIA Vulkan driver, and one rates row on Vulkan
@@ -73,7 +74,7 @@ RUNS=${RUNS:-3}
 t0=$SECONDS
 
 # The GPU test binaries (tests/tests/*.rs that run kernels); scripts/pack.sh packs the same list.
-GPU_TESTS="host_path host_io gpu matrix gpu_scan csr chained paged paged_frames paged_stress kernel_cache growth model device_writes key_types mixed sets sharded"
+GPU_TESTS="host_path host_io gpu matrix gpu_scan csr chained paged paged_frames paged_stress kernel_cache growth model device_writes key_types mixed sets sharded sharded_ranks"
 
 [ $# -gt 0 ] || { echo "usage: bash scripts/device.sh SUITE...  (suites: see the header of this file)"; exit 2; }
 # On exit (a signal included): everything under $OUT but summary.txt into $OUT/results.tgz.
@@ -162,6 +163,7 @@ SAN_RUNS=(
   "sets"
   "mixed adversarial bad_batches"
   "sharded device_slices a_table_called"
+  "sharded_ranks ranks_match"
 )
 suite_sanitize() {
   local tool r bin
@@ -321,7 +323,7 @@ suite_bench_sharded() {
   local hb=$B/hashtile-bench
   need $hb || return
   step sharded 500 $hb sharded --backend cuda --log2-keys 26 --load 0.8 --shards 1,2,4 --runs "$RUNS" \
-    --log2-exchange-steps 25,26,24 --csv "$D/sharded.csv" --plot "$D/sharded.svg"
+    --log2-exchange-steps 25,26,24 --ranks --csv "$D/sharded.csv" --plot "$D/sharded.svg"
   grep -E "^cuda," "$D/sharded.txt" | cut -d, -f3,7-20
 }
 

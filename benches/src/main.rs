@@ -42,6 +42,7 @@ mod rates;
 mod scan;
 mod sharded;
 mod sharded_device;
+mod sharded_ranks;
 mod sweep;
 
 use cli::Cmd;

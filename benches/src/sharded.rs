@@ -58,6 +58,14 @@ pub struct ShardedArgs {
     /// Skip the host-data rows.
     #[arg(long)]
     pub no_host: bool,
+    /// Also one process per GPU (CUDA): for each shard count of 2 or more, this program runs again once per GPU
+    /// as a rank of a table over ranks, and each call's rate comes from its slowest rank (transport
+    /// `nccl-ranks` in the CSV).
+    #[arg(long)]
+    pub ranks: bool,
+    /// Internal: run as one rank (`RANK,WORLD,ADDR`) of the `--ranks` rows and print its timings.
+    #[arg(long, hide = true)]
+    pub rank_of: Option<String>,
 }
 
 /// Checks the `sharded` mode's options.
@@ -124,6 +132,30 @@ pub fn run(a: &ShardedArgs) -> Result<i32, String> {
     with_scheme!(
         name,
         |S| {
+            if let Some(spec) = &a.rank_of {
+                crate::sharded_ranks::rank::<S>(spec, per, a.load, a.runs, keys)?;
+                return Ok(0);
+            }
+            if a.ranks && backend == Backend::Cuda {
+                for &g in a.shards.iter().filter(|&&g| g >= 2 && g <= devices) {
+                    let ranked = crate::sharded_ranks::rows(g, per)?;
+                    for (input, call, rate, correct) in ranked {
+                        eprintln!(
+                            "sharded: {g} ranks over NCCL: {input} {call} {rate:.0} M keys/s, correct {correct}"
+                        );
+                        rows.push(Row {
+                            shards: g,
+                            input,
+                            call,
+                            rate,
+                            correct,
+                            transport: "nccl-ranks",
+                            step: hashtile::sharded::config::DEFAULT_EXCHANGE_STEP,
+                            ..Row::default()
+                        });
+                    }
+                }
+            }
             if !a.no_device && backend != Backend::Cpu {
                 let steps: Vec<usize> = if a.log2_exchange_steps.is_empty() {
                     vec![hashtile::sharded::config::DEFAULT_EXCHANGE_STEP]
@@ -376,19 +408,30 @@ fn write(
             ("device", "find_device"),
         ];
         // Device rows of the first exchange step measured.
+        let ranked = |r: &Row| r.transport == "nccl-ranks";
         let first_step = rows
             .iter()
-            .find(|r| r.input == "device" && r.shards > 0)
+            .find(|r| r.input == "device" && r.shards > 0 && !ranked(r))
             .map_or(0, |r| r.step);
-        let mut series: Vec<Series> = calls
+        // One series per call and way of running (one process, or one process per GPU).
+        let mut series: Vec<Series> = [false, true]
             .iter()
-            .filter(|&&(i, c)| rows.iter().any(|r| r.input == i && r.call == c))
-            .map(|&(i, c)| Series {
-                name: c.to_string(),
+            .flat_map(|&over_ranks| calls.iter().map(move |&c| (over_ranks, c)))
+            .filter(|&(over_ranks, (i, c))| {
+                rows.iter()
+                    .any(|r| r.input == i && r.call == c && ranked(r) == over_ranks)
+            })
+            .map(|(over_ranks, (i, c))| Series {
+                name: if over_ranks {
+                    format!("{c}, process per GPU")
+                } else {
+                    c.to_string()
+                },
                 points: rows
                     .iter()
                     .filter(|r| r.shards > 0 && r.input == i && r.call == c)
-                    .filter(|r| r.input == "host" || r.step == first_step)
+                    .filter(|r| ranked(r) == over_ranks)
+                    .filter(|r| r.input == "host" || ranked(r) || r.step == first_step)
                     .map(|r| (r.shards as f64, Some(r.rate / one(i, c))))
                     .collect(),
             })

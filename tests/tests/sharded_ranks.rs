@@ -409,7 +409,7 @@ fn a_failed_rank_is_a_typed_error_on_the_others() {
         );
         assert!(r[0].0, "{scenario}: rank 0 failed:\n{}", r[0].1);
         assert!(
-            r[0].1.contains("RANK 0 SAW PeerFailed"),
+            r[0].1.contains("RANK 0 SAW Err(PeerFailed"),
             "{scenario}:\n{}",
             r[0].1
         );
