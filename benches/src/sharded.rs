@@ -373,7 +373,12 @@ fn write(
             r.shards.to_string()
         };
         let (ex, ceiling) = r.exchange.unwrap_or((f64::NAN, f64::NAN));
-        let phases = r.phases.map_or(",NaN,NaN,NaN".to_string(), |p| {
+        let step = if r.step > 0 {
+            r.step.to_string()
+        } else {
+            String::new()
+        };
+        let phases = r.phases.map_or(format!("{step},NaN,NaN,NaN"), |p| {
             format!(
                 "{},{:.3},{:.3},{:.3}",
                 r.step, p.route_ms, p.steps_ms, p.exchange_ms

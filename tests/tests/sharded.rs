@@ -5,7 +5,7 @@
 //! shard that would overflow (a typed error that changes no shard); and a table called from a new thread each
 //! time (each table runs on a CubeCL stream of its own).
 
-use hashtile::reduce::Add;
+use hashtile::reduce::{Add, Max};
 use hashtile::sharded::config::DEFAULT_EXCHANGE_STEP;
 use hashtile::{
     Backend, BackendChoice, Bcht, DoubleHashing, Error, Iht, Key, Op, Outcome, SchemeInfo,
@@ -461,8 +461,9 @@ fn device_slices_match_the_oracle() {
 }
 
 /// Counting and erases of device slices on a stable scheme: `insert_or_apply_device::<Add>` with keys repeated
-/// within and across slices (and so across exchange steps: the copies of a key travel in one step), then
-/// `erase_device` of present, absent and repeated keys, against a `HashMap`.
+/// within and across slices (and so across exchange steps: the copies of a key travel in one step), then `Max`
+/// (whose exchange parts are padded with repeated pairs), then `erase_device` of present, absent and repeated
+/// keys, against a `HashMap`.
 fn device_counts_and_erases<S: SchemeInfo, R: hashtile::gpu::transfer::HostTransfer>(
     backend: Backend,
     shards: Shards,
@@ -513,6 +514,20 @@ fn device_counts_and_erases<S: SchemeInfo, R: hashtile::gpu::transfer::HostTrans
             "{what}: len after counting, round {round}"
         );
         same_pairs(&t, &o, &[], &format!("{what}: counts, round {round}"));
+        // An idempotent reduction (its parts padded with repeated pairs): the largest of stored and given.
+        let big = |k: u32| k % 13 + round * 3;
+        let bigs: Vec<_> = slices
+            .iter()
+            .enumerate()
+            .map(|(g, s)| up(g, &s.iter().map(|&k| big(k)).collect::<Vec<_>>()))
+            .collect();
+        t.insert_or_apply_device::<Max, R>(&keys, &bigs, &lens)
+            .unwrap();
+        for &k in slices.iter().flatten() {
+            let e = o.entry(k).or_insert(0);
+            *e = (*e).max(big(k));
+        }
+        same_pairs(&t, &o, &[], &format!("{what}: max, round {round}"));
         // Erase present, absent and repeated keys from every slice.
         let gone: Vec<Vec<u32>> = (0..n)
             .map(|g| {

@@ -61,6 +61,12 @@ pub const DEFAULT_EXCHANGE_STEP: usize = 1 << 25;
 /// many words: storage bindings at an offset must start on an aligned boundary (256 bytes on the GPUs measured).
 pub const STEP_ALIGN: usize = 2048;
 
+/// Every part of an exchange step (one source's words for one destination) starts on a multiple of this many
+/// words, on both sides: NCCL copies unaligned parts at under half the rate (0.43x measured on two H200s). Parts
+/// are padded with copies of their first pair where the call tolerates repeats (finds, inserts, erases, idempotent
+/// reductions).
+pub const PART_ALIGN: usize = 32;
+
 /// The route seed of a sharded table unless the user gives one.
 pub const DEFAULT_ROUTE_SEED: u64 = 0x5348_4152_4445_4421;
 

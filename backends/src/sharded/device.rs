@@ -12,6 +12,7 @@
 //! for before a call returns.
 
 use super::ShardedTable;
+use super::config::PART_ALIGN;
 use super::exchange::{Bufs, End, Exchanger, Move};
 use super::plan::Plan;
 use super::steps::Steps;
@@ -97,7 +98,7 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
         let mut lap = Lap::new();
         let mut trace = Trace::new("sharded");
         let ex = self.exchanger(clients)?;
-        let steps = self.route_steps(clients, &ex, (keys, None), lens, &mut trace)?;
+        let steps = self.route_steps(clients, &ex, (keys, None), lens, PART_ALIGN, &mut trace)?;
         phases.route_ms = lap.ms();
         phases.steps = steps.count();
         let recv_words = |h| steps.recv_words(h);

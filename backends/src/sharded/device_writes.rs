@@ -5,6 +5,7 @@
 //! step's keys in the table (`GpuTable::insert_device_absent`, `GpuTable::insert_or_apply_device_absent`).
 
 use super::ShardedTable;
+use super::config::PART_ALIGN;
 use super::device::{DevicePhases, Lap, check_slices, failures, forward, gpu_mut, start_step};
 use super::steps::Steps;
 use crate::device::layout::Packed;
@@ -13,7 +14,7 @@ use crate::runtime::transfer::{HostTransfer, sync_device};
 use crate::table::gpu::{GpuTable, Unplaced};
 use cubecl::prelude::ComputeClient;
 use cubecl::server::Handle;
-use hashtile_core::reduce::Reduce;
+use hashtile_core::reduce::{Reduce, kind};
 use hashtile_core::scheme::SchemeInfo;
 use hashtile_core::{Key, Result, Value};
 
@@ -62,7 +63,8 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
         values: &[Handle],
         lens: &[usize],
     ) -> Result<()> {
-        self.write_pairs::<R>("insert_device", keys, values, lens, &|t, k, v, n, empty| {
+        let call = ("insert_device", PART_ALIGN);
+        self.write_pairs::<R>(call, keys, values, lens, &|t, k, v, n, empty| {
             if empty {
                 t.insert_device_absent(k, v, n)
             } else {
@@ -81,8 +83,13 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
         values: &[Handle],
         lens: &[usize],
     ) -> Result<()> {
+        // A pair repeated to pad a part changes nothing under an idempotent reduction only.
+        let idempotent = [kind::ASSIGN, kind::MIN, kind::MAX].contains(&F::KIND);
         self.write_pairs::<R>(
-            "insert_or_apply_device",
+            (
+                "insert_or_apply_device",
+                if idempotent { PART_ALIGN } else { 1 },
+            ),
             keys,
             values,
             lens,
@@ -104,10 +111,13 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
         keys: &[Handle],
         lens: &[usize],
     ) -> Result<usize> {
-        let out =
-            self.write_steps::<R, _>("erase_device", keys, None, lens, &|t, k, _, n, _| {
-                t.erase_device(k, n)
-            })?;
+        let out = self.write_steps::<R, _>(
+            ("erase_device", PART_ALIGN),
+            keys,
+            None,
+            lens,
+            &|t, k, _, n, _| t.erase_device(k, n),
+        )?;
         Ok(out.into_iter().sum())
     }
 
@@ -115,7 +125,7 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
     /// into one error.
     fn write_pairs<R: HostTransfer>(
         &mut self,
-        call: &str,
+        call: (&str, usize),
         keys: &[Handle],
         values: &[Handle],
         lens: &[usize],
@@ -133,10 +143,10 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
 
     /// A write of device slices in exchange steps: routes them, moves step `s + 1` while every shard applies
     /// `write` to step `s` (on a thread of its own), and returns every shard's result of every step. One shard
-    /// takes its slice as it is.
+    /// takes its slice as it is. `call`: the call's name and its parts' alignment (`route_steps`).
     fn write_steps<R: HostTransfer, T: Send + Default>(
         &mut self,
-        call: &str,
+        call: (&str, usize),
         keys: &[Handle],
         values: Option<&[Handle]>,
         lens: &[usize],
@@ -164,7 +174,7 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
     /// [`ShardedTable::write_steps`] over several shards.
     fn write_each_step<R: HostTransfer, T: Send + Default>(
         &mut self,
-        call: &str,
+        (call, align): (&str, usize),
         clients: &[ComputeClient<R>],
         (keys, values): (&[Handle], Option<&[Handle]>),
         lens: &[usize],
@@ -174,7 +184,8 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
         let mut lap = Lap::new();
         let mut trace = Trace::new("sharded");
         let ex = self.exchanger(clients)?;
-        let steps: Steps = self.route_steps(clients, &ex, (keys, values), lens, &mut trace)?;
+        let steps: Steps =
+            self.route_steps(clients, &ex, (keys, values), lens, align, &mut trace)?;
         phases.route_ms = lap.ms();
         phases.steps = steps.count();
         let words = |h| steps.recv_words(h);

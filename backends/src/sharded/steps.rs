@@ -17,7 +17,7 @@ use super::exchange::Exchanger;
 use super::plan::Plan;
 use crate::device::layout::Packed;
 use crate::device::route::{
-    CUBE, TILE, route_count_kernel, route_scatter_kernel, route_values_kernel,
+    CUBE, TILE, route_count_kernel, route_pad_kernel, route_scatter_kernel, route_values_kernel,
 };
 use crate::runtime::launch::{CUBE_SIZE, cube_count, fill_u32};
 use crate::runtime::trace::Trace;
@@ -110,13 +110,16 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
     /// other ranks through `ex`, as the slices' lengths are first, so that every rank takes the same steps),
     /// then the scatter into each step's region of the send buffers (waited for, so the exchange may read them;
     /// every shard's stream is then idle, so buffers the call makes next hold no memory a queued kernel still
-    /// uses, and the exchange may write them).
+    /// uses, and the exchange may write them). With `align` above 1 every part is padded to a multiple of
+    /// `align` words with copies of its first pair (`route_pad_kernel`), and the plans count the padded parts:
+    /// only for calls that tolerate a repeated pair.
     pub(super) fn route_steps<R: HostTransfer>(
         &self,
         clients: &[ComputeClient<R>],
         ex: &Exchanger<'_, R>,
         (keys, values): (&[Handle], Option<&[Handle]>),
         lens: &[usize],
+        align: usize,
         trace: &mut Trace,
     ) -> Result<Steps> {
         for c in clients {
@@ -181,7 +184,7 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
                         .map(|g| {
                             rows[g][s * shards..(s + 1) * shards]
                                 .iter()
-                                .map(|&x| x as usize)
+                                .map(|&x| (x as usize).next_multiple_of(align))
                                 .collect()
                         })
                         .collect(),
@@ -207,6 +210,8 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
                         })
                         .collect();
                     let cursor = client.create_from_slice(u32::as_bytes(&starts));
+                    let starts_h =
+                        (align > 1).then(|| client.create_from_slice(u32::as_bytes(&starts)));
                     let to = client.empty(n.max(1) * 4);
                     let send_keys = client.empty(words.max(1) * 4);
                     let send_values = values.map(|_| client.empty(words.max(1) * 4));
@@ -251,6 +256,24 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
                                     ArrayArg::from_raw_parts(sv.clone(), words.max(1)),
                                     false,
                                 )
+                            }
+                        }
+                        if let Some(starts_h) = starts_h {
+                            let counts = client.create_from_slice(u32::as_bytes(&rows[base + g]));
+                            for buf in std::iter::once(&send_keys).chain(&send_values) {
+                                // SAFETY: each part's padding lies inside its padded span of the send buffer
+                                // (`words` words), laid out by the padded plans.
+                                unsafe {
+                                    route_pad_kernel::launch_unchecked::<R>(
+                                        client,
+                                        cube_count(width * align),
+                                        CubeDim::new_1d(CUBE_SIZE),
+                                        ArrayArg::from_raw_parts(buf.clone(), words.max(1)),
+                                        ArrayArg::from_raw_parts(starts_h.clone(), width),
+                                        ArrayArg::from_raw_parts(counts.clone(), width),
+                                        align as u32,
+                                    )
+                                }
                             }
                         }
                     }
