@@ -74,6 +74,6 @@ pub use runtime::transfer::PinnedBuffer;
 pub use select::{Backend, BackendChoice, device_count, is_available, resolve};
 pub use sharded::config::{ShardedConfig, Shards};
 pub use sharded::ranks::{Ranks, Rendezvous};
-pub use sharded::{DevicePhases, ShardedTable, Transport};
+pub use sharded::{DevicePhases, ShardedSet, ShardedTable, Transport};
 pub use table::engine::{Engine, Inserted};
 pub use table::{DEFAULT_SEED, HashSet, HashTable, TableConfig, default_bucket_size_of};

@@ -589,3 +589,83 @@ fn device_counts_and_erases_match_the_oracle() {
         }
     }
 }
+
+/// A sharded set against a `HashSet`: rounds of inserts with repeats (the new keys counted), `contains` of
+/// present and absent keys, erases with absent keys, every shard holding only its keys, and the reserved keys
+/// refused with their batch index, no shard changed.
+fn set_rounds<S: SchemeInfo, K: Key + std::hash::Hash>(backend: Backend, shards: Shards) {
+    let what = format!(
+        "set {} {}-bit keys on {backend}, {shards:?}",
+        S::NAME,
+        K::BITS
+    );
+    let mut s: hashtile::ShardedSet<S, K> =
+        hashtile::ShardedSet::new(config(backend, 16_384, shards)).unwrap();
+    let mut o: std::collections::HashSet<K> = std::collections::HashSet::new();
+    let mut rng = StdRng::seed_from_u64(0x5e7 ^ K::BITS as u64);
+    for round in 0..4 {
+        let batch: Vec<K> = (0..3000)
+            .map(|_| key::<K>(rng.random_range(0..7000u64)))
+            .collect();
+        let new = s.insert(&batch).unwrap();
+        let before = o.len();
+        o.extend(batch.iter().copied());
+        assert_eq!(new, o.len() - before, "{what}: new keys, round {round}");
+        assert_eq!(s.len(), o.len(), "{what}: len, round {round}");
+        let gone: Vec<K> = (0..700)
+            .map(|_| key::<K>(rng.random_range(0..9000u64)))
+            .collect();
+        let mut expected = 0;
+        for k in &gone {
+            expected += usize::from(o.remove(k));
+        }
+        assert_eq!(s.erase(&gone).unwrap(), expected, "{what}: erased");
+        let probe: Vec<K> = (0..4000).map(|i| key::<K>(i * 3)).collect();
+        let has = s.contains(&probe).unwrap();
+        for (k, h) in probe.iter().zip(has) {
+            assert_eq!(h, o.contains(k), "{what}: contains {k}, round {round}");
+        }
+        let mut keys = s.keys().unwrap();
+        keys.sort();
+        let mut want: Vec<K> = o.iter().copied().collect();
+        want.sort();
+        assert_eq!(keys, want, "{what}: keys, round {round}");
+    }
+    for i in 0..s.shard_count() {
+        for k in s.shard_keys(i).unwrap() {
+            assert_eq!(s.shard_of(k), i, "{what}: key {k} in the wrong shard");
+        }
+    }
+    // The empty and the erased key are refused with their index; nothing changes.
+    let len = s.len();
+    let erased = K::narrow(K::EMPTY.widen() - 1);
+    for (bad, at) in [(K::EMPTY, 2), (erased, 1)] {
+        let batch = [key::<K>(90_001), bad, key::<K>(90_002)];
+        let batch = if at == 2 {
+            [batch[0], batch[2], bad]
+        } else {
+            batch
+        };
+        match s.insert(&batch) {
+            Err(Error::SentinelKey { index }) | Err(Error::TombstoneKey { index }) => {
+                assert_eq!(index, at, "{what}: refused index")
+            }
+            other => panic!("{what}: {other:?}"),
+        }
+    }
+    assert_eq!(s.len(), len, "{what}: a refused batch changes nothing");
+}
+
+#[test]
+fn sets_match_the_oracle() {
+    for backend in present_backends() {
+        let mut layouts = vec![Shards::Count(1), Shards::Count(3)];
+        if backend == Backend::Cuda {
+            layouts.push(Shards::AllDevices);
+        }
+        for shards in layouts {
+            set_rounds::<Bcht, u32>(backend, shards.clone());
+            set_rounds::<Iht, u64>(backend, shards);
+        }
+    }
+}

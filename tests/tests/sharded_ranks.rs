@@ -1,8 +1,8 @@
 //! `ShardedTable` over ranks (issue 31): one process per GPU, joined through a file or a TCP rendezvous, against a
 //! `HashMap` oracle that every rank computes whole (each rank holds its own slices and its own shard). The test
 //! process starts one child process per GPU (this test binary again, told its rank by `HASHTILE_TEST_RANK`) and
-//! checks that every child passed. Children check device slices with keys repeated within and across ranks,
-//! host-data calls through the devices, counting and erases, each rank's shard holding exactly the oracle's
+//! checks that every child passed. Children check device slices with keys repeated within and across ranks (an
+//! empty slice, every key in one shard), host-data calls through the devices, counting and erases, each rank's shard holding exactly the oracle's
 //! pairs of its keys; and failures: a rank that dies, or fails a call, yields `Error::PeerFailed` on the other
 //! within the time-out, and the survivor's shard keeps its pairs. Needs CUDA with two GPUs and NCCL; elsewhere
 //! the bad configurations are checked and the rest is reported skipped.
@@ -270,6 +270,38 @@ fn oracle_rank(c: &Child) {
             assert_eq!(has[i], o.contains_key(k), "{what}: contains {k}");
         }
     }
+    // Adversarial: every rank's keys in shard 0 (the other shards receive nothing), some repeated across ranks.
+    let one: Vec<Vec<u32>> = (0..c.world)
+        .map(|r| {
+            (0..12_000u64)
+                .map(|i| key(60_000 + i * 3 + r as u64 * 5))
+                .filter(|&k| t.shard_of(k) == 0)
+                .collect()
+        })
+        .collect();
+    let mine = &one[c.rank];
+    let vals: Vec<u32> = mine.iter().map(|&k| k ^ 0x77).collect();
+    t.insert_device::<CudaRuntime>(&[up(mine)], &[up(&vals)], &[mine.len()])
+        .unwrap();
+    for &k in one.iter().flatten() {
+        o.insert(k, k ^ 0x77);
+    }
+    shard_matches(&t, &o, &format!("{what}: every key in shard 0"));
+    let (out, found) = (client.empty(mine.len() * 4), client.empty(mine.len() * 4));
+    t.find_device::<CudaRuntime>(
+        &[up(mine)],
+        &[mine.len()],
+        std::slice::from_ref(&out),
+        std::slice::from_ref(&found),
+    )
+    .unwrap();
+    check_found(
+        &client,
+        mine,
+        (&out, &found),
+        &o,
+        &format!("{what}: shard 0"),
+    );
     assert!(matches!(
         t.client::<CudaRuntime>((c.rank + 1) % c.world),
         Err(Error::InvalidConfig(_))

@@ -17,6 +17,7 @@ mod nccl;
 mod plan;
 pub mod ranks;
 pub(crate) mod route;
+mod set;
 mod steps;
 mod through_devices;
 
@@ -40,6 +41,7 @@ pub use device::{DevicePhases, Transport};
 #[cfg(feature = "cuda")]
 type Cuda = cubecl::cuda::CudaRuntime;
 pub use route::MAX_SHARDS;
+pub use set::ShardedSet;
 
 /// One `K -> V` map over several shards, each a [`HashTable`] of scheme `S` on a device of its own (see
 /// [`ShardedConfig`]). Every call takes host data, partitions it by shard, runs each shard's part on its own
@@ -92,6 +94,8 @@ pub struct ShardedTable<S: SchemeInfo, K: Key, V: Value> {
     world: usize,
     /// This process's rank, with ranks.
     ranks: Option<ranks::Ranks>,
+    /// The shards are sets (keys only: [`ShardedSet`]); device calls take packed pairs and are refused.
+    keys_only: bool,
     devices: Vec<usize>,
     route: ShardRoute,
     /// Keys of each device slice per exchange step (`ShardedConfig::exchange_step`, aligned).
@@ -143,13 +147,18 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
     /// divided by the shard count (with room for the keys' spread). Errors are [`HashTable::new`]'s and
     /// [`ShardedConfig::shard_devices`]'.
     pub fn new(config: ShardedConfig) -> Result<Self> {
+        Self::build(config, false)
+    }
+
+    /// [`ShardedTable::new`], the shards keys-only tables when `keys_only` (a [`ShardedSet`]'s).
+    pub(crate) fn build(config: ShardedConfig, keys_only: bool) -> Result<Self> {
         let devices = config.shard_devices()?;
         let step = config.step_keys()?;
         let backend = config.backend();
         let world = config.world()?;
         let shards = devices
             .iter()
-            .map(|&d| HashTable::new(config.shard_table(world, d)))
+            .map(|&d| HashTable::build(config.shard_table(world, d), keys_only))
             .collect::<Result<Vec<_>>>()?;
         let scratch = shards
             .iter()
@@ -160,6 +169,7 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
             base: config.ranks.as_ref().map_or(0, |r| r.rank),
             world,
             ranks: config.ranks.clone(),
+            keys_only,
             devices,
             route: ShardRoute::new(config.route_seed, world),
             step,
@@ -415,7 +425,8 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
     /// and no sentinel among the keys (the host path answers it as absent without a lookup).
     fn finds_on_devices(&self, keys: &[K]) -> bool {
         self.ranks.is_some()
-            || self.backend != Backend::Cpu
+            || !self.keys_only
+                && self.backend != Backend::Cpu
                 && K::BITS <= 32
                 && V::BITS <= 32
                 && !self.shards[0].swaps_keys()

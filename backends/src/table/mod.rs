@@ -11,7 +11,7 @@ mod reserved;
 mod set;
 
 use crate::runtime::dispatch::table_stream;
-use crate::runtime::host_io::check_out_len;
+use crate::runtime::host_io::{check_out_len, first_reserved, reserved_keys};
 use crate::runtime::transfer::PinnedBuffer;
 use crate::select::{Backend, BackendChoice, is_available, resolve, unavailable};
 use crate::table::cpu::CpuTable;
@@ -667,6 +667,12 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
     /// reserved key.
     pub(crate) fn refuses(&self, key: K) -> bool {
         self.swap.key(key).is_sentinel()
+    }
+
+    /// For a keys-only table (a set): the first key a set refuses, the empty or the erased key after the
+    /// reserved-key swap, as its typed error.
+    pub(crate) fn set_refuses(&self, keys: &[K]) -> Option<Error> {
+        first_reserved(&reserved_keys::<K>(), &self.swap.keys(keys))
     }
 
     /// [`Error::CapacityExceeded`] if inserting `keys` would overflow a table without growth (the new keys

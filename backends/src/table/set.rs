@@ -7,7 +7,6 @@
 //! tombstones, rebuilds, the reserved-key swap, the host path) is the table's own.
 
 use super::{HashTable, TableConfig};
-use crate::runtime::host_io::{first_reserved, reserved_keys};
 use crate::select::Backend;
 use hashtile_core::scheme::SchemeInfo;
 use hashtile_core::{Key, Result};
@@ -50,11 +49,11 @@ impl<S: SchemeInfo, K: Key> HashSet<S, K> {
         // On the table's stream, as every call of the table (`HashTable`'s `stream`).
         let stream = self.table.stream;
         stream.executes(|| {
-            // The table's keys (the reserved-key swap), checked and inserted as they are: swapped once.
-            let keys = self.table.swap.keys(keys);
-            if let Some(e) = first_reserved(&reserved_keys::<K>(), &keys) {
+            if let Some(e) = self.table.set_refuses(keys) {
                 return Err(e);
             }
+            // The table's keys (the reserved-key swap), inserted as they are: swapped once.
+            let keys = self.table.swap.keys(keys);
             let before = self.table.len();
             // The values are never read on GPUs (nor copied); zeroed pages the host does not touch there.
             self.table
