@@ -27,6 +27,7 @@ use super::words::{bytes_of, bytes_of_mut, uninit_bytes_of_mut};
 use crate::results::FindAll;
 use cubecl::prelude::*;
 use cubecl::server::Handle;
+use hashtile_core::element::first_position;
 use hashtile_core::{Element, Error, Result};
 use rayon::prelude::*;
 
@@ -645,7 +646,5 @@ pub(crate) fn reserved_keys<K: hashtile_core::Key>() -> [K; 2] {
 /// The first of `keys` that is reserved (a host scan with all cores, for batches larger than one device
 /// batch: a reserved key in a later device batch must leave the table unchanged), as the typed error.
 pub(crate) fn first_reserved<K: Element>(reserved: &[K; 2], keys: &[K]) -> Option<Error> {
-    keys.par_iter()
-        .position_first(|k| reserved.contains(k))
-        .map(|i| reserved_error(reserved, keys, i))
+    first_position(keys, |k| reserved.contains(k)).map(|i| reserved_error(reserved, keys, i))
 }

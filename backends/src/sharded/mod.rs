@@ -28,6 +28,7 @@ use crate::runtime::trace::Trace;
 use crate::select::Backend;
 use crate::table::HashTable;
 use config::ShardedConfig;
+use hashtile_core::element::first_position;
 use hashtile_core::reduce::Reduction;
 use hashtile_core::scheme::SchemeInfo;
 use hashtile_core::{Error, Key, Result, Value};
@@ -452,7 +453,7 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
     /// [`Error::SentinelKey`] for the first key the shards refuse (they all refuse the same one).
     fn check_keys(&self, keys: &[K]) -> Result<()> {
         let shard = &self.shards[0];
-        match keys.par_iter().position_first(|&k| shard.refuses(k)) {
+        match first_position(keys, |&k| shard.refuses(k)) {
             Some(index) => Err(Error::SentinelKey { index }),
             None => Ok(()),
         }
