@@ -151,33 +151,6 @@ impl HashFamily {
         hash_key(key as u32, (key >> 32) as u32, self.seeds[i])
     }
 
-    /// Bucket of `key` under probe `i` of scheme `S`'s sequence (`ProbingScheme::SEQUENCE`) in a table of
-    /// `num_buckets` buckets: what the drivers read.
-    pub fn probe_bucket<S: crate::scheme::ProbingScheme>(
-        &self,
-        key: u64,
-        i: u32,
-        num_buckets: u32,
-    ) -> u32 {
-        use crate::scheme::{sequence, sequence_bucket, sequence_function};
-        let kind = S::SEQUENCE;
-        let f = sequence_function(kind, i) as usize;
-        let second = if kind == sequence::DOUBLE {
-            self.bucket(key, 1, num_buckets)
-        } else {
-            0
-        };
-        let mix = key_mix(key as u32, (key >> 32) as u32);
-        sequence_bucket(
-            kind,
-            self.bucket(key, f, num_buckets),
-            second,
-            mix,
-            i,
-            num_buckets,
-        )
-    }
-
     /// Bucket of `key` under function `i` in a table of `num_buckets` buckets; from `i = MAX_HASHES` on, the
     /// key's overflow sequence ([`overflow_bucket()`]).
     pub fn bucket(&self, key: u64, i: usize, num_buckets: u32) -> u32 {

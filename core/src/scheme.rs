@@ -279,6 +279,30 @@ pub fn sequence_bucket(
     b
 }
 
+// The family's walk under a scheme's sequence lives with the sequences: the hash module knows no scheme.
+impl crate::hash::HashFamily {
+    /// Bucket of `key` under probe `i` of scheme `S`'s sequence (`ProbingScheme::SEQUENCE`) in a table of
+    /// `num_buckets` buckets: what the drivers read.
+    pub fn probe_bucket<S: ProbingScheme>(&self, key: u64, i: u32, num_buckets: u32) -> u32 {
+        let kind = S::SEQUENCE;
+        let f = sequence_function(kind, i) as usize;
+        let second = if kind == sequence::DOUBLE {
+            self.bucket(key, 1, num_buckets)
+        } else {
+            0
+        };
+        let mix = crate::hash::key_mix(key as u32, (key >> 32) as u32);
+        sequence_bucket(
+            kind,
+            self.bucket(key, f, num_buckets),
+            second,
+            mix,
+            i,
+            num_buckets,
+        )
+    }
+}
+
 /// A `Step` with the given action, target and slot.
 #[cube]
 pub fn make_step(action: u32, target: u32, slot: u32) -> Step {
