@@ -733,9 +733,17 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
         Ok(())
     }
 
-    /// `true` for each key that is present.
+    /// `true` for each key that is present. (Through presence bits, the answers made with all cores: built from
+    /// `find`'s `Option`s on one core, a set's `contains` ran at 0.10x `find_into`.)
     pub fn contains(&self, keys: &[K]) -> Result<Vec<bool>> {
-        Ok(self.find(keys)?.into_iter().map(|o| o.is_some()).collect())
+        use rayon::prelude::*;
+        let mut values = vec![V::default(); keys.len()];
+        let mut bits = vec![0u32; keys.len().div_ceil(32)];
+        self.find_bits_into(keys, &mut values, &mut bits)?;
+        Ok((0..keys.len())
+            .into_par_iter()
+            .map(|i| crate::results::present(&bits, i))
+            .collect())
     }
 
     /// Every stored pair (order unspecified).
