@@ -4,7 +4,7 @@
 //! table's), the fresh answer vectors the host calls return (`answer_vec`, `zeroed_answers`) and room in the
 //! caller's reused ones (`answer_room`).
 
-use hashtile_core::Element;
+use hashtile_core::{Element, Error, Result};
 
 /// Page-locked host memory (freed with the runtime's own call on drop).
 pub struct PinnedAlloc {
@@ -267,5 +267,26 @@ mod tests {
         assert!(!answer_room(&mut v, room));
         assert!(answer_room(&mut v, room + 100));
         assert_eq!(v, [1, 2, 3]);
+    }
+}
+
+/// Refuses a host allocation of `needed` bytes beyond the memory Linux reports available.
+pub(crate) fn check_host_memory(what: &'static str, needed: u64) -> Result<()> {
+    let available = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            m.lines()
+                .find(|l| l.starts_with("MemAvailable:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+        })
+        .map(|kib| kib * 1024);
+    match available {
+        Some(a) if needed > a => Err(Error::OutOfMemory {
+            what,
+            device: "host",
+            needed,
+            available: a,
+        }),
+        _ => Ok(()),
     }
 }

@@ -1,4 +1,4 @@
-//! [`HashTable`]: the typed host API over any backend, its engines ([`engine::Engine`]: the CPU engine here,
+//! [`HashTable`]: the typed host API over any backend, its engines ([`engine::Engine`]: `cpu::CpuEngine`,
 //! [`gpu::GpuTable`]) and their construction (`make_engine`).
 
 mod apply;
@@ -12,10 +12,12 @@ mod set;
 
 use crate::runtime::dispatch::table_stream;
 use crate::runtime::host_io::{check_out_len, first_reserved, reserved_keys};
+use crate::runtime::host_memory::check_host_memory;
 use crate::runtime::transfer::PinnedBuffer;
 use crate::select::{Backend, BackendChoice, is_available, resolve, unavailable};
 use crate::table::cpu::CpuTable;
 use crate::table::engine::{Engine, Inserted, refill};
+pub(crate) use cpu::CpuEngine;
 use cubecl::stream_id::StreamId;
 use hashtile_core::element::first_sentinel;
 use hashtile_core::reduce::Reduction;
@@ -26,101 +28,6 @@ use std::marker::PhantomData;
 
 pub use config::{DEFAULT_SEED, TableConfig, default_bucket_size_of};
 pub use set::HashSet;
-
-/// The CPU engine: a [`CpuTable`] behind [`Engine`], run in parallel or, with `deterministic`, one
-/// operation at a time in input order.
-pub(crate) struct CpuEngine<S: SchemeInfo> {
-    pub(crate) table: CpuTable<S>,
-    pub(crate) deterministic: bool,
-}
-
-impl<S: SchemeInfo> CpuEngine<S> {
-    pub(crate) fn new(table: CpuTable<S>, deterministic: bool) -> Self {
-        Self {
-            table,
-            deterministic,
-        }
-    }
-}
-
-impl<S: SchemeInfo, K: Key, V: Value> Engine<K, V> for CpuEngine<S> {
-    fn upsert(&mut self, keys: &[K], values: &[V]) -> Result<Inserted<K, V>> {
-        let (stats, unplaced) = self.table.upsert(keys, values, self.deterministic, false);
-        Ok(Inserted { stats, unplaced })
-    }
-    fn insert_distinct(&mut self, keys: &[K], values: &[V]) -> Result<Inserted<K, V>> {
-        let (stats, unplaced) = self.table.upsert(keys, values, self.deterministic, true);
-        Ok(Inserted { stats, unplaced })
-    }
-    fn count_new(&self, keys: &[K]) -> Result<usize> {
-        Ok(self.table.count_new(keys))
-    }
-    fn find_into(
-        &self,
-        keys: &[K],
-        out: &mut [V],
-        found: Option<&mut [u32]>,
-    ) -> Result<ProbeStats> {
-        Ok(self.table.find_typed(keys, out, found, self.deterministic))
-    }
-    fn pairs(&self) -> Result<Vec<(K, V)>> {
-        Ok(self
-            .table
-            .pairs()
-            .into_iter()
-            .map(|(k, v)| (K::narrow(k), V::narrow(v)))
-            .collect())
-    }
-    fn reset(&mut self, family: HashFamily) -> Result<()> {
-        self.table = self.table.emptied(family);
-        Ok(())
-    }
-    fn len(&self) -> usize {
-        self.table.len()
-    }
-    fn capacity(&self) -> usize {
-        self.table.capacity()
-    }
-    fn family(&self) -> HashFamily {
-        self.table.family()
-    }
-    fn placement(&self) -> Result<Vec<(K, u32)>> {
-        Ok(self
-            .table
-            .placement()
-            .into_iter()
-            .map(|(k, b)| (K::narrow(k), b))
-            .collect())
-    }
-    fn erase_stored(&mut self, keys: &[K]) -> Result<Option<usize>> {
-        if K::BITS > 32 {
-            return Ok(None);
-        }
-        let wide: Vec<u64> = keys.iter().map(|k| k.widen()).collect();
-        Ok(Some(self.table.erase_stored(&wide)))
-    }
-    fn regrow(
-        &mut self,
-        num_buckets: u32,
-        params: SchemeParams,
-        family: HashFamily,
-    ) -> Result<Vec<(K, V)>> {
-        let bucket_size = self.table.bucket_size();
-        // Both tables live at once while the pairs move: 16 bytes per new slot, and the old pairs' copy.
-        let slots = num_buckets as u64 * bucket_size as u64;
-        check_host_memory("the grown table", slots * 16 + self.table.len() as u64 * 16)?;
-        let pairs = Engine::<K, V>::pairs(self)?;
-        self.table = CpuTable::new(num_buckets, bucket_size, family, params);
-        let (keys, values): (Vec<K>, Vec<V>) = pairs.into_iter().unzip();
-        Ok(Engine::<K, V>::insert_distinct(self, &keys, &values)?.unplaced)
-    }
-    fn as_any_mut(&mut self) -> &mut dyn std::any::Any {
-        self
-    }
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
-    }
-}
 
 /// A static GPU-style hash table of `K -> V` using probing scheme `S`, on the backend chosen at construction.
 ///
@@ -880,26 +787,5 @@ pub(crate) fn gpu_spec<K: Key, V: Value>(
         batch_keys: config.batch_keys,
         share_stager: shape.share_stager,
         device: config.device,
-    }
-}
-
-/// Refuses a host allocation of `needed` bytes beyond the memory Linux reports available.
-pub(crate) fn check_host_memory(what: &'static str, needed: u64) -> Result<()> {
-    let available = std::fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|m| {
-            m.lines()
-                .find(|l| l.starts_with("MemAvailable:"))
-                .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
-        })
-        .map(|kib| kib * 1024);
-    match available {
-        Some(a) if needed > a => Err(Error::OutOfMemory {
-            what,
-            device: "host",
-            needed,
-            available: a,
-        }),
-        _ => Ok(()),
     }
 }

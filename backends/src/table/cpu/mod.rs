@@ -18,10 +18,12 @@
 //! buckets of the keys a few positions ahead (`CpuTable::lookups`), reading buckets with AVX2 / AVX-512
 //! compares where the CPU has them. Large arrays sit on transparent huge pages (`Buffer`).
 
+mod engine;
 mod find;
 mod memory;
 mod table;
 mod upsert;
 
+pub(crate) use engine::CpuEngine;
 pub use memory::{EMPTY_KEY, ERASED_KEY};
 pub use table::{CpuTable, key_mix};
