@@ -127,7 +127,10 @@ pub fn run(a: &ShardedArgs) -> Result<i32, String> {
     // Keys for the largest table, and as many absent ones; the smaller tables take prefixes.
     let all = distinct_keys(per * most, 31);
     let (keys, absent) = all.split_at(per * most);
-    let values: Vec<u32> = keys.iter().map(|k| k.rotate_left(7) ^ 0x5a5a).collect();
+    let values: Vec<u32> = keys
+        .iter()
+        .map(|&k| crate::sharded_device::value_of(k))
+        .collect();
     let mut rows: Vec<Row> = Vec::new();
     with_scheme!(
         name,

@@ -6,6 +6,7 @@
 //! call the ranks meet in a find of no keys, so that they start together. Every rank checks its answers.
 
 use crate::common::median;
+use crate::sharded_device::value_of;
 use hashtile::cubecl::prelude::*;
 use hashtile::gpu::transfer::HostTransfer;
 use hashtile::{
@@ -108,10 +109,6 @@ pub fn rank<S: SchemeInfo>(
         runs,
     )
     .map_err(|e| format!("rank {r}: {e}"))
-}
-
-fn value_of(k: u32) -> u32 {
-    k.rotate_left(7) ^ 0x5a5a
 }
 
 /// Times the rank's calls (`runs` timed after one untimed) and prints their median times.

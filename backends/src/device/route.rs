@@ -210,28 +210,21 @@ pub fn route_values_kernel<L: KeyLayout>(
     }
 }
 
-/// Pads each part of a routed buffer to a multiple of `align` words with copies of its first word: part `p`
-/// starts at `starts[p]` and holds `counts[p]` words; words `counts[p]..` up to the next multiple of `align` become
-/// `buf[starts[p]]` (nothing for an empty part). A sharded exchange moves whole padded parts, so that every part
-/// starts aligned on both sides (NCCL's copies of unaligned parts ran at 0.43x); the copies repeat a pair the
-/// receiver then sees twice, which an insert, an erase, a find or an idempotent reduction tolerates. One thread per
-/// (part, padding word).
+/// Pads each part of a routed buffer, whose parts start on multiples of `align` words, up to the next multiple
+/// with copies of its last word: `ends[p]` is where part `p`'s words end (the scatter's cursors once it has run),
+/// and the words from there on become `buf[ends[p] - 1]` (a part ending on a multiple, an empty one included,
+/// gets none). A sharded exchange moves whole padded parts, so that every part starts aligned on both sides
+/// (NCCL's copies of unaligned parts ran at 0.43x); the copies repeat a pair the receiver then sees twice, which
+/// an insert, an erase, a find or an idempotent reduction tolerates. One thread per (part, padding word).
 #[cube(launch_unchecked)]
-pub fn route_pad_kernel(
-    buf: &mut Array<u32>,
-    starts: &Array<u32>,
-    counts: &Array<u32>,
-    #[comptime] align: u32,
-) {
+pub fn route_pad_kernel(buf: &mut Array<u32>, ends: &Array<u32>, #[comptime] align: u32) {
     let t = ABSOLUTE_POS as u32;
     let part = t / align;
-    let j = t % align;
-    if part < counts.len() as u32 {
-        let c = counts[part as usize];
-        let padded = c.div_ceil(align) * align;
-        if c > 0 && c + j < padded {
-            let at = starts[part as usize];
-            buf[(at + c + j) as usize] = buf[at as usize];
+    if part < ends.len() as u32 {
+        let end = ends[part as usize];
+        let at = end + t % align;
+        if at < end.div_ceil(align) * align {
+            buf[at as usize] = buf[(end - 1) as usize];
         }
     }
 }

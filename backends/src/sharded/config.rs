@@ -63,7 +63,7 @@ pub const STEP_ALIGN: usize = 2048;
 
 /// Every part of an exchange step (one source's words for one destination) starts on a multiple of this many
 /// words, on both sides: NCCL copies unaligned parts at under half the rate (0.43x measured on two H200s). Parts
-/// are padded with copies of their first pair where the call tolerates repeats (finds, inserts, erases, idempotent
+/// are padded with copies of their last pair where the call tolerates repeats (finds, inserts, erases, idempotent
 /// reductions).
 pub const PART_ALIGN: usize = 32;
 
@@ -87,14 +87,6 @@ impl ShardedConfig {
     pub fn ranks(mut self, ranks: Ranks) -> Self {
         self.ranks = Some(ranks);
         self
-    }
-
-    /// Shards in the whole table: one per rank with ranks, else one per device this process holds.
-    pub(crate) fn world(&self) -> Result<usize> {
-        match &self.ranks {
-            Some(r) => Ok(r.world),
-            None => Ok(self.shard_devices()?.len()),
-        }
     }
 
     /// `n` shards over the backend's devices in turn ([`Shards::Count`]).

@@ -72,7 +72,7 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
     ) -> Result<()> {
         let clients = self.closing(self.clients::<R>())?;
         self.closing(check_slices(&clients, &[keys, out, found], lens))?;
-        if self.world == 1 {
+        if self.shard_count() == 1 {
             // One shard: its table answers the slice in place.
             let t = gpu::<R, S, K, V>(&self.shards[0])?;
             return self.shards[0].stream().executes(|| {
@@ -253,7 +253,7 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
                 self.local_shards()
             )));
         }
-        Ok(gpu::<R, S, K, V>(&self.shards[shard - self.base])?
+        Ok(gpu::<R, S, K, V>(&self.shards[shard - self.base()])?
             .client()
             .clone())
     }
@@ -274,7 +274,7 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
     ) -> Result<(f64, usize)> {
         let clients = self.clients::<R>()?;
         let _one_at_a_time = self.exchange_lock.lock().unwrap_or_else(|e| e.into_inner());
-        let n = self.world;
+        let n = self.shard_count();
         let part = words / n;
         let plan = Plan::new(vec![vec![part; n]; n]);
         let send = self.buffers(&clients, |_| part * n)?;
@@ -318,7 +318,7 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
 
     /// The transport of this table's device-data calls.
     pub fn transport(&self) -> Transport {
-        if self.world == 1 {
+        if self.shard_count() == 1 {
             return Transport::Local;
         }
         #[cfg(feature = "cuda")]
@@ -344,7 +344,7 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
         &self,
         clients: &'c [ComputeClient<R>],
     ) -> Result<Exchanger<'c, R>> {
-        if self.world == 1 {
+        if self.shard_count() == 1 {
             return Ok(Exchanger::Local);
         }
         #[cfg(feature = "cuda")]
@@ -362,7 +362,7 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
                 });
             }
         }
-        if self.shards.len() < self.world {
+        if self.ranks.is_some() {
             return Err(Error::InvalidConfig(
                 "a table over ranks exchanges through NCCL on CUDA only".into(),
             ));

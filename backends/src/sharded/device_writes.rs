@@ -157,7 +157,7 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
             Some(v) => check_slices(&clients, &[keys, v], lens),
             None => check_slices(&clients, &[keys], lens),
         })?;
-        if self.world == 1 {
+        if self.shard_count() == 1 {
             let (stream, n) = (self.shards[0].stream(), lens[0]);
             let t = gpu_mut::<R, S, K, V>(&mut self.shards[0])?;
             return stream

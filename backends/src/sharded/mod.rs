@@ -87,12 +87,9 @@ pub use set::ShardedSet;
 /// # Ok::<(), hashtile_core::Error>(())
 /// ```
 pub struct ShardedTable<S: SchemeInfo, K: Key, V: Value> {
-    /// The shards this process holds: all of them, or with ranks its own.
+    /// The shards this process holds: all of them, or with ranks its own (`shards[i]` is shard
+    /// [`ShardedTable::base`]` + i`).
     shards: Vec<HashTable<S, K, V>>,
-    /// The shard index of `shards[0]` (its rank with ranks, else 0); `shards[i]` is shard `base + i`.
-    base: usize,
-    /// Shards in the whole table (with ranks, over every process).
-    world: usize,
     /// This process's rank, with ranks.
     ranks: Option<ranks::Ranks>,
     /// The shards are sets (keys only: [`ShardedSet`]); device calls take packed pairs and are refused.
@@ -156,7 +153,8 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
         let devices = config.shard_devices()?;
         let step = config.step_keys()?;
         let backend = config.backend();
-        let world = config.world()?;
+        // With ranks the table has a shard per rank; else those made here are all of them.
+        let world = config.ranks.as_ref().map_or(devices.len(), |r| r.world);
         let shards = devices
             .iter()
             .map(|&d| HashTable::build(config.shard_table(world, d), keys_only))
@@ -167,8 +165,6 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
             .collect();
         let table = Self {
             shards,
-            base: config.ranks.as_ref().map_or(0, |r| r.rank),
-            world,
             ranks: config.ranks.clone(),
             keys_only,
             devices,
@@ -196,12 +192,16 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
     }
     /// How many shards the whole table has (with ranks, one per rank).
     pub fn shard_count(&self) -> usize {
-        self.world
+        self.ranks.as_ref().map_or(self.shards.len(), |r| r.world)
     }
     /// The shards this process holds: every shard, or with ranks its own (`rank..rank + 1`). Device-data calls
     /// take one slice per shard held here, in this order.
     pub fn local_shards(&self) -> std::ops::Range<usize> {
-        self.base..self.base + self.shards.len()
+        self.base()..self.base() + self.shards.len()
+    }
+    /// The shard index of the first shard held here: the rank, with ranks; else 0.
+    pub(super) fn base(&self) -> usize {
+        self.ranks.as_ref().map_or(0, |r| r.rank)
     }
     /// This process's place among the ranks, for a table over ranks.
     pub fn ranks(&self) -> Option<&ranks::Ranks> {
@@ -215,7 +215,7 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
             "shard {i} is not held by this process (it holds {:?})",
             self.local_shards()
         );
-        &self.shards[i - self.base]
+        &self.shards[i - self.base()]
     }
     /// The device ordinal of each shard held here.
     pub fn devices(&self) -> &[usize] {
@@ -252,7 +252,7 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
     /// would overflow; a table with `growth` grows that shard instead) leave every shard unchanged. A shard's
     /// [`Error::BuildFailed`] returns its unplaced pairs with every other shard's, all other pairs stored.
     pub fn insert(&mut self, keys: &[K], values: &[V]) -> Result<()> {
-        if self.world == 1 {
+        if self.shard_count() == 1 {
             // One shard: the caller's batch is its part.
             return self.shards[0].insert(keys, values);
         }
@@ -277,7 +277,7 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
     /// Inserts pairs, combining values by `F` ([`HashTable::insert_or_apply`]): a key's copies all go to one
     /// shard, so duplicates are reduced there. Errors and guarantees as [`ShardedTable::insert`].
     pub fn insert_or_apply<F: Reduction>(&mut self, keys: &[K], values: &[V]) -> Result<()> {
-        if self.world == 1 {
+        if self.shard_count() == 1 {
             return self.shards[0].insert_or_apply::<F>(keys, values);
         }
         check_len("values", values.len(), keys.len())?;
@@ -298,7 +298,7 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
     /// Removes keys; returns how many were present ([`HashTable::erase`]; over ranks, how many pairs this rank's
     /// shard lost).
     pub fn erase(&mut self, keys: &[K]) -> Result<usize> {
-        if self.world == 1 {
+        if self.shard_count() == 1 {
             return self.shards[0].erase(keys);
         }
         #[cfg(feature = "cuda")]
@@ -315,7 +315,7 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
     /// Looks keys up: `Some(value)` if present. (Through the host partition: on 4 H200s the device path's
     /// values and flags, then the `Option`s built from them, ran at 0.69x of it.)
     pub fn find(&self, keys: &[K]) -> Result<Vec<Option<V>>> {
-        if self.world == 1 {
+        if self.shard_count() == 1 {
             return self.shards[0].find(keys);
         }
         if self.ranks.is_some() {
@@ -336,7 +336,7 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
     /// link, the shards' exchange partitions it ([`ShardedTable::find_device`]), and the values come back into
     /// `out` over the same links.
     pub fn find_into(&self, keys: &[K], out: &mut [V]) -> Result<()> {
-        if self.world == 1 {
+        if self.shard_count() == 1 {
             return self.shards[0].find_into(keys, out);
         }
         check_len("out", out.len(), keys.len())?;
@@ -348,7 +348,7 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
 
     /// `true` for each key that is present.
     pub fn contains(&self, keys: &[K]) -> Result<Vec<bool>> {
-        if self.world == 1 {
+        if self.shard_count() == 1 {
             return self.shards[0].contains(keys);
         }
         if self.finds_on_devices(keys) {
@@ -364,7 +364,7 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
     /// A mixed batch ([`HashTable::apply`]): each shard runs its operations in batch order, so the operations
     /// on one key (all in one shard) take effect in batch order; one outcome per operation, in batch order.
     pub fn apply(&mut self, ops: &[Op<K, V>]) -> Result<Vec<Outcome<V>>> {
-        if self.world == 1 {
+        if self.shard_count() == 1 {
             return self.shards[0].apply(ops);
         }
         if self.ranks.is_some() {

@@ -111,7 +111,7 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
     /// then the scatter into each step's region of the send buffers (waited for, so the exchange may read them;
     /// every shard's stream is then idle, so buffers the call makes next hold no memory a queued kernel still
     /// uses, and the exchange may write them). With `align` above 1 every part is padded to a multiple of
-    /// `align` words with copies of its first pair (`route_pad_kernel`), and the plans count the padded parts:
+    /// `align` words with copies of its last pair (`route_pad_kernel`), and the plans count the padded parts:
     /// only for calls that tolerate a repeated pair.
     pub(super) fn route_steps<R: HostTransfer>(
         &self,
@@ -126,7 +126,7 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
             sync_device(c)?;
         }
         trace.lap("callers' streams waited");
-        let (shards, base) = (self.world, self.base);
+        let (shards, base) = (self.shard_count(), self.base());
         let every_len: Vec<usize> = (ex.all_rows(
             lens.iter()
                 .map(|&l| vec![l as u32, (l as u64 >> 32) as u32])
@@ -210,8 +210,6 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
                         })
                         .collect();
                     let cursor = client.create_from_slice(u32::as_bytes(&starts));
-                    let starts_h =
-                        (align > 1).then(|| client.create_from_slice(u32::as_bytes(&starts)));
                     let to = client.empty(n.max(1) * 4);
                     let send_keys = client.empty(words.max(1) * 4);
                     let send_values = values.map(|_| client.empty(words.max(1) * 4));
@@ -230,7 +228,7 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
                                 ArrayArg::from_raw_parts(keys[g].clone(), n),
                                 one(),
                                 ArrayArg::from_raw_parts(entries_h.clone(), entries.len()),
-                                ArrayArg::from_raw_parts(cursor, width),
+                                ArrayArg::from_raw_parts(cursor.clone(), width),
                                 ArrayArg::from_raw_parts(send_keys.clone(), words.max(1)),
                                 one(),
                                 ArrayArg::from_raw_parts(to.clone(), n),
@@ -258,22 +256,21 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
                                 )
                             }
                         }
-                        if let Some(starts_h) = starts_h {
-                            let counts = client.create_from_slice(u32::as_bytes(&rows[base + g]));
-                            for buf in std::iter::once(&send_keys).chain(&send_values) {
-                                // SAFETY: each part's padding lies inside its padded span of the send buffer
-                                // (`words` words), laid out by the padded plans.
-                                unsafe {
-                                    route_pad_kernel::launch_unchecked::<R>(
-                                        client,
-                                        cube_count(width * align),
-                                        CubeDim::new_1d(CUBE_SIZE),
-                                        ArrayArg::from_raw_parts(buf.clone(), words.max(1)),
-                                        ArrayArg::from_raw_parts(starts_h.clone(), width),
-                                        ArrayArg::from_raw_parts(counts.clone(), width),
-                                        align as u32,
-                                    )
-                                }
+                        // The cursors now hold each part's end; parts start aligned, so the padding runs from
+                        // there to the next multiple of `align`.
+                        let padded = std::iter::once(&send_keys).chain(&send_values);
+                        for buf in padded.filter(|_| align > 1) {
+                            // SAFETY: each part's padding lies inside its padded span of the send buffer
+                            // (`words` words), laid out by the padded plans.
+                            unsafe {
+                                route_pad_kernel::launch_unchecked::<R>(
+                                    client,
+                                    cube_count(width * align),
+                                    CubeDim::new_1d(CUBE_SIZE),
+                                    ArrayArg::from_raw_parts(buf.clone(), words.max(1)),
+                                    ArrayArg::from_raw_parts(cursor.clone(), width),
+                                    align as u32,
+                                )
                             }
                         }
                     }

@@ -3,7 +3,7 @@
 //! (`sharded::device`, `sharded::device_writes`), and a find's answers come back over the same links into the
 //! caller's memory: no host partition and no host join, every link busy at once. A table over ranks takes
 //! every host call this way (each rank's batch is its own), and a host find of 32-bit pairs on GPUs does too.
-//! Keys must not be the sentinel (the callers check).
+//! Writes refuse the sentinel key before anything moves (the callers check).
 
 use super::ShardedTable;
 use super::device::gpu;
@@ -13,7 +13,6 @@ use cubecl::server::Handle;
 use hashtile_core::reduce::Reduce;
 use hashtile_core::scheme::SchemeInfo;
 use hashtile_core::{Error, Key, Result, Value};
-use rayon::prelude::*;
 
 impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
     /// Keys per share of a batch of `n` over the shards held here.
@@ -56,13 +55,24 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
         Ok(())
     }
 
-    /// Host inserts through the devices ([`ShardedTable::insert_device`]: a key repeated in the batch, or by
-    /// several ranks, is stored once with one of its values).
-    pub(super) fn insert_host<R: HostTransfer>(&mut self, keys: &[K], values: &[V]) -> Result<()> {
+    /// The pairs' keys and values uploaded in equal shares ([`ShardedTable::upload_shares`]), checked first: the
+    /// key buffers, the value buffers and the shares' lengths.
+    fn upload_pairs<R: HostTransfer>(
+        &self,
+        keys: &[K],
+        values: &[V],
+    ) -> Result<(Vec<Handle>, Vec<Handle>, Vec<usize>)> {
         self.check_through_devices()?;
         let share = self.share(keys.len());
         let (kh, lens) = self.upload_shares::<R, K>(keys, share)?;
         let (vh, _) = self.upload_shares::<R, V>(values, share)?;
+        Ok((kh, vh, lens))
+    }
+
+    /// Host inserts through the devices ([`ShardedTable::insert_device`]: a key repeated in the batch, or by
+    /// several ranks, is stored once with one of its values).
+    pub(super) fn insert_host<R: HostTransfer>(&mut self, keys: &[K], values: &[V]) -> Result<()> {
+        let (kh, vh, lens) = self.upload_pairs::<R>(keys, values)?;
         self.insert_device::<R>(&kh, &vh, &lens)
     }
 
@@ -72,10 +82,7 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
         keys: &[K],
         values: &[V],
     ) -> Result<()> {
-        self.check_through_devices()?;
-        let share = self.share(keys.len());
-        let (kh, lens) = self.upload_shares::<R, K>(keys, share)?;
-        let (vh, _) = self.upload_shares::<R, V>(values, share)?;
+        let (kh, vh, lens) = self.upload_pairs::<R>(keys, values)?;
         self.insert_or_apply_device::<F, R>(&kh, &vh, &lens)
     }
 
@@ -87,23 +94,15 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
     }
 
     /// Host finds through the devices: [`ShardedTable::find_device`] answers every share, and each share's
-    /// values (into `values`) and presence flags (into `flags`, 1 or 0 per key) come back over its own link.
+    /// values (into `values`) and presence flags (into `flags`, 1 or 0 per key) come back over its own link. The
+    /// sentinel key is answered absent there, as every find answers it (the find kernels never look it up).
     pub(crate) fn find_host<R: HostTransfer>(
         &self,
         keys: &[K],
-        mut values: Option<&mut [V]>,
-        mut flags: Option<&mut [u32]>,
+        values: Option<&mut [V]>,
+        flags: Option<&mut [u32]>,
     ) -> Result<()> {
         self.check_through_devices()?;
-        // The sentinel is never stored: answered absent here (only over ranks can such a key come this far).
-        let sentinels: Vec<usize> = if self.ranks.is_some() {
-            (keys.par_iter().enumerate())
-                .filter(|(_, k)| k.is_sentinel())
-                .map(|(i, _)| i)
-                .collect()
-        } else {
-            Vec::new()
-        };
         let n = self.shards.len();
         let per = self.share(keys.len());
         let (kh, lens) = self.upload_shares::<R, K>(keys, per)?;
@@ -116,11 +115,11 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
         let out = (0..n).map(answers).collect::<Result<Vec<_>>>()?;
         let found = (0..n).map(answers).collect::<Result<Vec<_>>>()?;
         self.find_device::<R>(&kh, &lens, &out, &found)?;
-        let mut value_parts: Vec<Option<&mut [V]>> = match values.as_deref_mut() {
+        let mut value_parts: Vec<Option<&mut [V]>> = match values {
             Some(v) => v.chunks_mut(per).map(Some).collect(),
             None => Vec::new(),
         };
-        let mut flag_parts: Vec<Option<&mut [u32]>> = match flags.as_deref_mut() {
+        let mut flag_parts: Vec<Option<&mut [u32]>> = match flags {
             Some(f) => f.chunks_mut(per).map(Some).collect(),
             None => Vec::new(),
         };
@@ -152,14 +151,6 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
                 .map(super::join_thread)
                 .collect::<Result<Vec<()>>>()
         })?;
-        for i in sentinels {
-            if let Some(v) = values.as_deref_mut() {
-                v[i] = V::ABSENT;
-            }
-            if let Some(f) = flags.as_deref_mut() {
-                f[i] = 0;
-            }
-        }
         Ok(())
     }
 }
