@@ -145,13 +145,27 @@ fn backend_selection_is_reported() {
 /// The device counts retries (re-reads after a lost compare-and-swap) apart and they are left out. Concurrency
 /// still changes decisions (IHT and P2BHT compare bucket loads that racing inserts are changing; cuckoo chains
 /// race), so the table must be large enough that few of the ~10^4 tiles an H100 runs at once share a bucket:
-/// 2^22 keys there (at 2^16, 0.4 retries per key and IHT 7% above the model were measured); 2^16 on other
-/// devices, which run far fewer tiles at once.
+/// 2^22 keys there (at 2^16, 0.4 retries per key and IHT 7% above the model were measured, on CUDA and on the
+/// same H200 through its Vulkan driver); 2^16 on lavapipe, whose planes of 8 lanes run on a CPU's few threads.
 fn probes_agree<S: hashtile::SchemeInfo>(backend: Backend) {
     if !present(backend) {
         return;
     }
-    let n = 1usize << if backend == Backend::Cuda { 22 } else { 16 };
+    let many_tiles = match backend {
+        Backend::Cuda => true,
+        // A GPU's Vulkan driver has planes of 32 lanes or more (lavapipe: 8).
+        Backend::Vulkan => {
+            <hashtile::cubecl::wgpu::WgpuRuntime as hashtile::cubecl::Runtime>::client(
+                &Default::default(),
+            )
+            .properties()
+            .hardware
+            .plane_size_max
+                >= 32
+        }
+        _ => false,
+    };
+    let n = 1usize << if many_tiles { 22 } else { 16 };
     let keys: Vec<u32> = (0u32..)
         .map(|i| hashtile::hash::fmix32(i ^ 0xfeed))
         .filter(|&k| k != u32::MAX)
