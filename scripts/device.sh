@@ -40,7 +40,8 @@
 #                  find_into)
 #   peers          BGHT, cuCollections and SlabHash built from .device/peers and run at 2^26 (SlabHash 2^24)
 #   ceiling        the GPU's physical ceilings (copies, random bucket reads, compare-and-swap)
-#   vulkan         every GPU test binary on the NVIDIA Vulkan driver, and one rates row on Vulkan
+#   vulkan         every GPU test binary on the NVIDIA Vulkan driver; rates of every scheme at 2^24 (one process
+#                  per scheme and load) on Vulkan and CUDA, with the SM clock sampled; base set's Vulkan rows too
 #   ab             the headline rows with the baseline binaries (.device/base.tar.xz) and the new ones
 #                  (.device/bins.tar.xz) in turn, one CSV with a `build` column, and the new/base ratios
 # A device call runs at most 10 minutes: `tests`, `sanitize`, `bench-chained`, `bench-csr`, `bench-paged`,
@@ -342,7 +343,7 @@ suite_vulkan() {
   [ -z "${VK_DRIVER_FILES:-}" ] && [ -f $icd ] && export VK_DRIVER_FILES=$icd
   ldconfig -p | grep -q libvulkan || { echo "!! no libvulkan: carry .gl (docs/PERFORMANCE.md, Vulkan)"; return 1; }
   for t in $GPU_TESTS; do
-    need $B/$t || continue
+    [ -e $B/$t ] || continue
     case $t in
       gpu|matrix) args=(--test-threads 1 vulkan) ;;  # their tests name the backend
       paged|paged_stress) args=(--test-threads 4) ;;  # these run on every backend present
@@ -351,9 +352,40 @@ suite_vulkan() {
     HASHTILE_REQUIRE_GPU=vulkan step "$t" 300 $B/$t ${args[@]+"${args[@]}"}
   done
   need $hb || return
-  step rates_vulkan 150 $hb --backend vulkan --log2-keys 24 --bucket 8,16 --load 0.8,0.9 --runs "$RUNS" \
-    --csv "$D/rates_vulkan.csv"
-  grep -E "^\| (bcht) " "$D/rates_vulkan.txt" | grep -v async
+  # Rates: one process per scheme and load (the NVIDIA driver lowers the SM clock a few seconds into a Vulkan
+  # process, reporting "GPU idle" while its kernels run; CUDA keeps the boost clock), each beside CUDA's, with
+  # the SM clock sampled through it; with a base set carried, the base binary's Vulkan rows too.
+  local sb scheme bucket load v bin
+  echo "build,backend,scheme,bucket,load,op,present,median_mkeys_s,min_sm_mhz" > "$D/vulkan_rates.csv"
+  for sb in "bcht 8" "bcht 16" "iht 16" "p2bht 16" "1cht 1"; do
+    set -- $sb; scheme=$1 bucket=$2
+    for load in 0.8 0.9; do
+      for v in new base cuda; do
+        bin=$hb; [ $v = base ] && bin=$A/hashtile-bench
+        [ -x "$bin" ] || continue
+        local be=vulkan; [ $v = cuda ] && be=cuda
+        local n=${v}_${scheme}${bucket}_$load
+        nvidia-smi --query-gpu=clocks.sm --format=csv,noheader,nounits -lms 50 > "$D/clk_$n.txt" 2>/dev/null &
+        local clk=$!
+        step "$n" 90 $bin --backend $be --scheme $scheme --bucket $bucket --load $load --log2-keys 24 \
+          --runs "$RUNS" --csv "$D/$n.csv"
+        kill $clk 2>/dev/null
+        # The lowest SM clock once the process's work has raised it (before that the GPU idles at its floor).
+        local mhz; mhz=$(awk 'NF { if ($1 >= 1500) up = 1; if (up && (m == "" || $1 < m)) m = $1 } END { print m }' \
+          "$D/clk_$n.txt")
+        [ $v = cuda ] && v=new
+        awk -F, -v b=$v -v m="$mhz" -v OFS=, 'NR > 1 && $6 != "insert-async" { print b, $1, $2, $3, $5, $6, $7, $8, m }' \
+          "$D/$n.csv" >> "$D/vulkan_rates.csv"
+      done
+    done
+  done
+  # Vulkan over CUDA per row (the new build), and new over base on Vulkan.
+  awk -F, 'NR > 1 { k = $3 " B" $4 " " $5 " " $6 " " $7; r[k, $1 "-" $2] = $8; c[k, $1 "-" $2] = $9; keys[k] = 1 }
+    END { printf "%-28s %9s %9s %9s %6s %6s %s\n", "row", "cuda", "vulkan", "vk-base", "vk/cu", "new/b", "min MHz (vk)"
+      for (k in keys) printf "%-28s %9.0f %9.0f %9.0f %6.2f %6.2f %s\n", k, r[k, "new-cuda"], r[k, "new-vulkan"],
+        r[k, "base-vulkan"], r[k, "new-cuda"] ? r[k, "new-vulkan"] / r[k, "new-cuda"] : 0,
+        r[k, "base-vulkan"] ? r[k, "new-vulkan"] / r[k, "base-vulkan"] : 0, c[k, "new-vulkan"] }' \
+    "$D/vulkan_rates.csv" | sort | tee "$D/vulkan_ratios.txt"
 }
 
 # `ab`: each row with the base binary and the new one in turn (order flipped every round), every CSV reduced to

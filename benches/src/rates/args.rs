@@ -33,6 +33,13 @@ pub struct Args {
     /// Timed runs per measurement (the median is reported).
     #[arg(long, default_value_t = 5)]
     pub runs: usize,
+    /// GPUs: before each timed row, repeat its operation (untimed) for this many milliseconds. A GPU's clock
+    /// follows sustained work: NVIDIA's Vulkan driver lowers the SM clock within seconds of idling (the host's
+    /// checks between rows) and raises it again only under work, so without this a row's short runs are timed at
+    /// whatever clock the idle left (0.2-0.3x of the rates at the boost clock; the clock takes up to ~0.8 s of
+    /// work to climb back). 0: none.
+    #[arg(long, default_value_t = 1000)]
+    pub warm_ms: u64,
     /// Seed of the key generator.
     #[arg(long, default_value_t = 1)]
     pub seed: u32,

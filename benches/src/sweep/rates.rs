@@ -58,6 +58,8 @@ fn rate_point<S: SchemeInfo>(
         scheme: vec![S::NAME.to_string()],
         bucket: vec![bucket],
         runs: ctx.plan.runs,
+        // The sweep's many short rows keep to one warm-up run each (its rates are compared within a run).
+        warm_ms: 0,
         seed: ctx.args.seed,
         claim: None,
         reads: None,
