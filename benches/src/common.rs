@@ -21,14 +21,20 @@ pub fn distinct_keys(n: usize, seed: u32) -> Vec<u32> {
         .collect()
 }
 
-/// Scheme `S`'s parameters for bucket size `bucket` with the command line's knobs applied and validated.
+/// Scheme `S`'s parameters for bucket size `bucket` (its paper's with `paper`, else its defaults) with the
+/// command line's knobs applied and validated.
 pub fn scheme_params<S: SchemeInfo>(
     bucket: u32,
+    paper: bool,
     no_upsert: bool,
     max_chain: Option<u32>,
     num_hashes: Option<u32>,
 ) -> hashtile::Result<hashtile::SchemeParams> {
-    let mut p = S::default_params(bucket);
+    let mut p = if paper {
+        S::paper_params(bucket)
+    } else {
+        S::default_params(bucket)
+    };
     if no_upsert {
         p.upsert = 0;
     }

@@ -371,8 +371,14 @@ pub trait SchemeInfo: ProbingScheme {
     const NAME: &'static str;
     /// Bucket sizes this scheme is defined for (checked at compile time by `hashtile::assert_instance!`).
     const BUCKET_SIZES: &'static [u32] = &[1, 2, 4, 8, 16, 32];
-    /// Default parameters for bucket size `b`.
+    /// Default parameters for bucket size `b`: what a table gets unless its config says otherwise.
     fn default_params(bucket_size: u32) -> SchemeParams;
+    /// The parameters of the scheme's paper for bucket size `b`, where the default departs from it for speed
+    /// (IHT: the paper's two secondaries; the default walks one sequence as BGHT's code does): what the paper
+    /// comparisons (the sweep, the probe-count snapshots) run. The default parameters otherwise.
+    fn paper_params(bucket_size: u32) -> SchemeParams {
+        Self::default_params(bucket_size)
+    }
     /// How many hash indices (`0..n`) a key may be stored under with `params` (placement checks).
     fn candidates(params: &SchemeParams) -> u32 {
         params.num_hashes

@@ -173,8 +173,10 @@ fn probes_agree<S: hashtile::SchemeInfo>(backend: Backend) {
         .collect();
     let (present, absent) = keys.split_at(n);
     let run = |b: Backend| {
+        // The paper's parameters: the model the probe counts are compared with (docs/PROBES.md).
         let mut cfg = TableConfig::for_keys(n, 0.85)
             .bucket_size(16)
+            .params(S::paper_params(16))
             .deterministic(true)
             .count_probes(true)
             .backend(BackendChoice::Exactly(b));
@@ -183,7 +185,7 @@ fn probes_agree<S: hashtile::SchemeInfo>(backend: Backend) {
             // settled duplicates and updates), so the model to compare with is the CPU's bulk build.
             cfg = cfg.params(hashtile::SchemeParams {
                 upsert: 0,
-                ..S::default_params(16)
+                ..S::paper_params(16)
             });
         }
         let mut t: HashTable<S, u32, u32> = HashTable::new(cfg).unwrap();

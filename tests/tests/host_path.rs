@@ -429,8 +429,8 @@ fn near_full_batches_are_counted_exactly() {
     }
 }
 
-/// IHT B = 16 at load 0.95, where the paper's two-choice rule gives up on some keys: the default overflow
-/// sequence (BGHT's backyard) places every key in one build (no re-seeded rebuild), matching the oracle and
+/// IHT B = 16 at load 0.95 with the paper's two-choice rule (`paper_params`), which gives up on some keys there:
+/// its default overflow sequence (BGHT's backyard) places every key in one build (no re-seeded rebuild), matching the oracle and
 /// keeping each key in one of its candidate buckets; `max_chain = 0` (the paper's rule) leaves keys unplaced at
 /// the same load.
 fn iht_at_load_0_95(backend: Backend) {
@@ -441,7 +441,7 @@ fn iht_at_load_0_95(backend: Backend) {
     let keys = distinct_keys(n, 90);
     let values: Vec<u32> = keys.iter().map(|k| k.wrapping_mul(7)).collect();
     let cfg = |max_chain: u32| {
-        let mut p = Iht::default_params(16);
+        let mut p = Iht::paper_params(16);
         p.max_chain = max_chain;
         TableConfig::for_keys(n, 0.95)
             .bucket_size(16)
@@ -450,7 +450,7 @@ fn iht_at_load_0_95(backend: Backend) {
             .backend(BackendChoice::Exactly(backend))
     };
     let mut t: HashTable<Iht, u32, u32> =
-        HashTable::new(cfg(Iht::default_params(16).max_chain)).unwrap();
+        HashTable::new(cfg(Iht::paper_params(16).max_chain)).unwrap();
     t.insert(&keys, &values).unwrap();
     assert_eq!(t.len(), n, "iht overflow on {backend}: every key placed");
     let absent = distinct_keys(n, 91);

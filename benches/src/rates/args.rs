@@ -40,6 +40,10 @@ pub struct Args {
     /// work to climb back). 0: none.
     #[arg(long, default_value_t = 1000)]
     pub warm_ms: u64,
+    /// Start from the schemes' paper parameters instead of their defaults (`SchemeInfo::paper_params`; IHT: the
+    /// paper's two secondaries); `--num-hashes` and the other knobs apply on top.
+    #[arg(long)]
+    pub paper_params: bool,
     /// Seed of the key generator.
     #[arg(long, default_value_t = 1)]
     pub seed: u32,
@@ -114,8 +118,14 @@ fn check_scheme<S: SchemeInfo>(args: &Args, bucket: u32, backend: Backend) -> Re
             S::BUCKET_SIZES
         ));
     }
-    crate::common::scheme_params::<S>(bucket, args.no_upsert, args.max_chain, args.num_hashes)
-        .map_err(|e| format!("{} with buckets of {bucket}: {e}", S::NAME))?;
+    crate::common::scheme_params::<S>(
+        bucket,
+        args.paper_params,
+        args.no_upsert,
+        args.max_chain,
+        args.num_hashes,
+    )
+    .map_err(|e| format!("{} with buckets of {bucket}: {e}", S::NAME))?;
     if args.wide && backend != Backend::Cpu && !S::STABLE {
         return Err(format!(
             "--wide: {} moves pairs (cuckoo eviction) and runs 64-bit pairs only on the CPU backend; use \

@@ -25,6 +25,7 @@ pub struct Row {
 pub fn params_for<S: SchemeInfo>(args: &Args) -> hashtile::Result<hashtile::SchemeParams> {
     scheme_params::<S>(
         args.cur_bucket,
+        args.paper_params,
         args.no_upsert,
         args.max_chain,
         args.num_hashes,

@@ -273,6 +273,7 @@ impl Setup {
                 let b = bucket_of::<S>(own_buckets.get(S::NAME).copied().unwrap_or(args.bucket))?;
                 crate::common::scheme_params::<S>(
                     b,
+                    true,
                     args.no_upsert,
                     args.max_chain,
                     args.num_hashes,

@@ -98,11 +98,12 @@ impl Ctx {
     }
 }
 
-/// The scheme's parameters for `bucket`, with `--no-upsert`, `--max-chain` and `--num-hashes` applied (checked
-/// before the sweep starts, so this cannot fail later).
+/// The scheme's paper parameters for `bucket` (the sweep repeats the paper's experiments), with `--no-upsert`,
+/// `--max-chain` and `--num-hashes` applied (checked before the sweep starts, so this cannot fail later).
 pub(super) fn params_of<S: SchemeInfo>(ctx: &Ctx, bucket: u32) -> hashtile::SchemeParams {
     scheme_params::<S>(
         bucket,
+        true,
         ctx.args.no_upsert,
         ctx.args.max_chain,
         ctx.args.num_hashes,

@@ -60,6 +60,7 @@ fn rate_point<S: SchemeInfo>(
         runs: ctx.plan.runs,
         // The sweep's many short rows keep to one warm-up run each (its rates are compared within a run).
         warm_ms: 0,
+        paper_params: true,
         seed: ctx.args.seed,
         claim: None,
         reads: None,
