@@ -18,7 +18,7 @@
 //! - **Reserved keys checked on the device** (`KeyGuard`): as the keys land, a kernel finds the first
 //!   reserved key, and the kernels that change a table are gated on that answer.
 
-use super::host_memory::{Prefault, answer_room, answer_vec};
+use super::host_memory::{Prefault, answer_room, answer_vec, refuse_beyond};
 use super::launch::{CUBE_SIZE, cube_count, fill_u32};
 use super::scan::{exclusive_scan_into, total_u64};
 use super::trace::Trace;
@@ -124,15 +124,7 @@ pub(crate) fn check_device_memory<R: HostTransfer>(
     what: &'static str,
     needed: u64,
 ) -> Result<()> {
-    match R::free_device_memory(stager) {
-        Some(free) if needed > free => Err(Error::OutOfMemory {
-            what,
-            device: "device",
-            needed,
-            available: free,
-        }),
-        _ => Ok(()),
-    }
+    refuse_beyond(what, "device", needed, R::free_device_memory(stager))
 }
 
 /// Refuses an answer slice whose length is not the number of keys (`find_into`, `count_into`), as a typed error.

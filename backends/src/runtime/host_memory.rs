@@ -230,6 +230,38 @@ pub(crate) fn zeroed_answers<E: Element>(n: usize) -> Vec<E> {
     v
 }
 
+/// `OutOfMemory` when `needed` bytes exceed what `device` reports `available` (nothing when it cannot tell): the
+/// one refusal behind the host and device memory checks.
+pub(crate) fn refuse_beyond(
+    what: &'static str,
+    device: &'static str,
+    needed: u64,
+    available: Option<u64>,
+) -> Result<()> {
+    match available {
+        Some(a) if needed > a => Err(Error::OutOfMemory {
+            what,
+            device,
+            needed,
+            available: a,
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// Refuses a host allocation of `needed` bytes beyond the memory Linux reports available.
+pub(crate) fn check_host_memory(what: &'static str, needed: u64) -> Result<()> {
+    let available = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            m.lines()
+                .find(|l| l.starts_with("MemAvailable:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+        })
+        .map(|kib| kib * 1024);
+    refuse_beyond(what, "host", needed, available)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -267,26 +299,5 @@ mod tests {
         assert!(!answer_room(&mut v, room));
         assert!(answer_room(&mut v, room + 100));
         assert_eq!(v, [1, 2, 3]);
-    }
-}
-
-/// Refuses a host allocation of `needed` bytes beyond the memory Linux reports available.
-pub(crate) fn check_host_memory(what: &'static str, needed: u64) -> Result<()> {
-    let available = std::fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|m| {
-            m.lines()
-                .find(|l| l.starts_with("MemAvailable:"))
-                .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
-        })
-        .map(|kib| kib * 1024);
-    match available {
-        Some(a) if needed > a => Err(Error::OutOfMemory {
-            what,
-            device: "host",
-            needed,
-            available: a,
-        }),
-        _ => Ok(()),
     }
 }
