@@ -40,8 +40,8 @@ use hashtile_core::scheme::{
     BucketView, NO_PAIR, ProbingScheme, SchemeParams, action, blank_state,
 };
 use hashtile_core::tile::{
-    EMPTY_WORD, cas_slot, pick_slots, slot_address, slot_word, swap_slot, tile_ballot, tile_lane,
-    tile_loop_any, tile_shuffle, tile_shuffle_u64,
+    EMPTY_WORD, cas_slot, narrow_word, pick_slots, slot_address, slot_word, swap_slot, tile_ballot,
+    tile_lane, tile_loop_any, tile_shuffle, tile_shuffle_u64,
 };
 
 /// The insert counter array's word counting pairs an insert gave up on (`counters[0]`); a framed launch counts
@@ -52,7 +52,8 @@ pub const FAILED_COUNTER: u32 = 0;
 ///
 /// Arrays: `table` (the key words, atomically) and `table_plain` (the same without atomics), per [`reads`];
 /// `table_values`, a table's values where the layout keeps them apart (read by finds; inserts leave the
-/// value to the caller, [`store_inserted_value()`]); `bitmap` and `pool`, the slab allocator (chains);
+/// value to the caller, [`store_inserted_value()`]); `halves`, the packed table seen as 32-bit words when
+/// `halves_bound` (a slot's value is its low half, at `2 * slot`: where `F` adds, it folds there); `bitmap` and `pool`, the slab allocator (chains);
 /// `failed` and `counters`, where static inserts stash the pairs they give up on (`counters[0]` counts them,
 /// and with `framed` also `counters[failed_per_table + child]`); `out`, a gather's output; `frames`, the frame
 /// descriptors of a framed launch.
@@ -61,8 +62,10 @@ pub const FAILED_COUNTER: u32 = 0;
 /// compare-and-swap; off: by exchange, carrying on whatever was displaced); `count_probes`; `want_slot`
 /// (a found key's slot address in the answer; launches of packed inserts, which otherwise answer nothing per
 /// lane, then answer each lane's status); `framed`; `resident` (chains: the tile keeps a resident block
-/// of the slab allocator, SlabAlloc's; else the hashed bitmap). `F`: how a static insert of packed pairs updates
-/// a stored key's value (`Assign`: replaced; any other reduction: combined, insert-or-apply in the table).
+/// of the slab allocator, SlabAlloc's; else the hashed bitmap); `halves_bound` (`halves` is the table, not a
+/// stand-in: launches that may bind a buffer twice, CUDA). `F`: how a static insert of packed pairs updates
+/// a stored key's value (`Assign`: replaced; any other reduction: combined, insert-or-apply in the table; see
+/// `folds` below for the built-in reductions).
 #[allow(
     clippy::too_many_arguments,
     clippy::collapsible_if,
@@ -75,6 +78,7 @@ pub fn tile_drive<S: ProbingScheme, L: KeyLayout, F: Reduce>(
     table: &Array<Atomic<L::Word>>,
     table_plain: &Array<L::Word>,
     table_values: &Array<u64>,
+    halves: &Array<Atomic<u32>>,
     bitmap: &Array<Atomic<u32>>,
     pool: u32,
     failed: &mut Array<u64>,
@@ -93,6 +97,7 @@ pub fn tile_drive<S: ProbingScheme, L: KeyLayout, F: Reduce>(
     #[comptime] want_slot: bool,
     #[comptime] framed: bool,
     #[comptime] resident: bool,
+    #[comptime] halves_bound: bool,
 ) -> TileAnswer<L::Value> {
     let chains = comptime!(S::CHAINS);
     // Which kinds of operation this launch can hold (the rest compiles away).
@@ -120,6 +125,24 @@ pub fn tile_drive<S: ProbingScheme, L: KeyLayout, F: Reduce>(
     // all of it out (fewer instructions and live registers in their insert loop).
     let evicts = comptime!(inserts && !chains && L::MOVES_PAIRS && !S::STABLE);
     let carries = comptime!(inserts && !chains && L::MOVES_PAIRS && (!S::STABLE || !use_cas));
+    // Insert-or-apply of a built-in reduction folds into a stored pair with one atomic that nothing waits for,
+    // where a claimed slot keeps its key for the whole launch (a launch of inserts only, stable schemes whose
+    // racing upserts meet in one slot, claims by compare-and-swap): min and max on the whole word (both sides
+    // hold the key in the high half, so the order is the values'), add on the value's 32-bit half where the
+    // launch binds it (`halves_bound`; elsewhere an add takes the compare-and-swap loop). cuCollections' way; the
+    // loop waited for each update's atomic and retried it under contention (a counting table's many copies).
+    let folds = comptime!(
+        mode == op::INSERT
+            && !chains
+            && L::MOVES_PAIRS
+            && L::HAS_VALUES
+            && S::STABLE
+            && S::UPSERTS_CONVERGE
+            && use_cas
+            && (F::KIND == kind::MIN
+                || F::KIND == kind::MAX
+                || (F::KIND == kind::ADD && halves_bound))
+    );
 
     let tl = tile_lane(tw);
     let mut pending = lane.mine;
@@ -459,7 +482,7 @@ pub fn tile_drive<S: ProbingScheme, L: KeyLayout, F: Reduce>(
         let owner = slot % tw;
         let addr = slot_address(tb, slot, bucket_size);
         let mut mine = L::slot_word(cur_key, cur_val);
-        if comptime!(inserts && L::MOVES_PAIRS && F::KIND != kind::ASSIGN) {
+        if comptime!(inserts && L::MOVES_PAIRS && F::KIND != kind::ASSIGN && !folds) {
             // Insert-or-apply in the table (`F`): an update combines the stored value with the carried one; a
             // lost compare-and-swap re-reads the slot and combines again.
             if act == action::UPDATE {
@@ -495,7 +518,11 @@ pub fn tile_drive<S: ProbingScheme, L: KeyLayout, F: Reduce>(
                         ok = old == EMPTY_WORD;
                     }
                 } else if act == action::UPDATE {
-                    if comptime!(L::MOVES_PAIRS) {
+                    if comptime!(folds) {
+                        fold_slot::<L::Word>(table, halves, addr, mine, F::KIND);
+                        old = seen;
+                        ok = true;
+                    } else if comptime!(L::MOVES_PAIRS) {
                         if comptime!(use_cas) {
                             old = cas_slot::<L::Word>(table, addr, seen, mine);
                             ok = old == seen;
@@ -861,4 +888,25 @@ pub fn tile_drive<S: ProbingScheme, L: KeyLayout, F: Reduce>(
     answer.tile_probes = probes;
     answer.tile_retries = retries;
     answer
+}
+
+/// Folds the pair `word` (the key's, with the incoming value) into slot `addr`, which holds the same key, by one
+/// atomic of the built-in reduction `kind` (see `folds` in [`tile_drive()`]): an add on the value's 32-bit half
+/// (`halves`: the table as 32-bit words; every GPU is little-endian, so a slot's low half is at `2 * addr`), or
+/// a min / max of the whole word (equal high halves: the values decide). Nothing waits for the atomic's answer.
+#[cube]
+fn fold_slot<W: Int>(
+    table: &Array<Atomic<W>>,
+    halves: &Array<Atomic<u32>>,
+    addr: usize,
+    word: u64,
+    #[comptime] reduction: u32,
+) {
+    if comptime!(reduction == kind::ADD) {
+        halves[addr * 2usize].fetch_add((word & 0xffff_ffffu64) as u32);
+    } else if comptime!(reduction == kind::MIN) {
+        table[addr].fetch_min(narrow_word::<W>(word));
+    } else {
+        table[addr].fetch_max(narrow_word::<W>(word));
+    }
 }

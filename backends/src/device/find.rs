@@ -250,6 +250,7 @@ pub(crate) fn drive_lookup<S: ProbingScheme, L: KeyLayout>(
         table_keys,
         table_values,
         &no_counts,
+        &no_counts,
         0u32,
         &mut no_stash,
         &no_counts,
@@ -266,6 +267,7 @@ pub(crate) fn drive_lookup<S: ProbingScheme, L: KeyLayout>(
         count_probes,
         want_slot,
         framed,
+        false,
         false,
     )
 }

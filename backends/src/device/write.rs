@@ -109,6 +109,7 @@ pub fn tile_insert_or_apply<S: ProbingScheme, L: KeyLayout, F: Reduce>(
         table_plain,
         table_values,
         &no_bitmap,
+        &no_bitmap,
         0u32,
         stash,
         counters,
@@ -124,6 +125,7 @@ pub fn tile_insert_or_apply<S: ProbingScheme, L: KeyLayout, F: Reduce>(
         true,
         false,
         true,
+        false,
         false,
         false,
     );

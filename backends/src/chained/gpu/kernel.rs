@@ -103,6 +103,7 @@ pub fn chained_tile_op<L: KeyLayout>(
         slabs_plain,
         slab_values,
         bitmap,
+        bitmap,
         pool,
         &mut no_stash,
         bitmap,
@@ -120,6 +121,7 @@ pub fn chained_tile_op<L: KeyLayout>(
         false,
         false,
         resident,
+        false,
     );
     store_inserted_value::<L>(slab_values, a, mine, my_value);
     ChainedAnswer::<L::Value> {

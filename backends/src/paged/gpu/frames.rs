@@ -160,6 +160,8 @@ pub fn framed_insert_kernel<S: ProbingScheme, L: KeyLayout>(
     #[comptime] plain_reads: bool,
 ) {
     let child = child_at::<L>(keys, entries, seed, depth);
+    // `Assign` never folds into a value's half: a stand-in for the table's 32-bit view.
+    let no_halves = Array::<Atomic<u32>>::new(1usize);
     insert_core::<S, L, hashtile_core::reduce::Assign>(
         keys,
         values,
@@ -167,6 +169,7 @@ pub fn framed_insert_kernel<S: ProbingScheme, L: KeyLayout>(
         mode,
         table,
         table_plain,
+        &no_halves,
         table_values,
         failed,
         counters,

@@ -159,6 +159,13 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
             Selection::All => (select::ALL, dummy, 0),
             Selection::Mask(m, mode) => (select::MASK, (m.clone(), n), mode),
         };
+        // The table as 32-bit words, where `Add` folds into a packed value's half (`plain_reads`: a buffer may be
+        // bound more than once); else a one-word stand-in of its own.
+        let (halves, halves_len) = if self.options.plain_reads {
+            (self.keys.clone(), self.capacity() * L::WORD_BYTES / 4)
+        } else {
+            (self.client.empty(4), 1)
+        };
         // SAFETY: every array index in the kernel is bounded by the array lengths passed here or by the table's
         // shape, which matches the table allocation.
         unsafe {
@@ -177,6 +184,7 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
                     // Never bind a buffer twice in one launch: wgpu mis-binds the second use.
                     ArrayArg::from_raw_parts(self.dummy.clone(), 1)
                 },
+                ArrayArg::from_raw_parts(halves, halves_len),
                 ArrayArg::from_raw_parts(self.values.clone(), self.values_len),
                 ArrayArg::from_raw_parts(self.stash.clone(), L::STASH_WORDS * self.stash_len),
                 ArrayArg::from_raw_parts(counters.clone(), INSERT_COUNTERS),

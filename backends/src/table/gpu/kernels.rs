@@ -20,7 +20,9 @@ pub use crate::device::counters::{ADDED_COUNTERS, INSERT_COUNTERS};
 /// Bulk insert (upsert) of pairs in layout `L` ([`crate::device::layout`]).
 ///
 /// - `table` holds the key words; `table_plain` is the same buffer seen without atomics (fast plain reads), or
-///   a dummy when `plain_reads` is off (Vulkan: a buffer may not be bound twice); `table_values` holds the
+///   a dummy when `plain_reads` is off (Vulkan: a buffer may not be bound twice); `table_halves` the same
+///   again as 32-bit words (insert-or-apply with `Add` folds into a packed value there), or a dummy of its own
+///   without `plain_reads`; `table_values` holds the
 ///   values where the layout keeps them apart (a one-word dummy of its own for [`crate::device::layout::Packed`]).
 /// - `use_cas`: claim empty slots with compare-and-swap (the default on every backend). Off: claim with an
 ///   exchange and carry on inserting whatever was displaced (a CAS-free path for compilers without one; upstream
@@ -42,6 +44,7 @@ pub fn insert_kernel<S: ProbingScheme, L: KeyLayout, F: Reduce>(
     mode: u32,
     table: &Array<Atomic<L::Word>>,
     table_plain: &Array<L::Word>,
+    table_halves: &Array<Atomic<u32>>,
     table_values: &mut Array<u64>,
     failed: &mut Array<u64>,
     counters: &Array<Atomic<u32>>,
@@ -62,6 +65,7 @@ pub fn insert_kernel<S: ProbingScheme, L: KeyLayout, F: Reduce>(
         mode,
         table,
         table_plain,
+        table_halves,
         table_values,
         failed,
         counters,
@@ -94,6 +98,7 @@ pub(crate) fn insert_core<S: ProbingScheme, L: KeyLayout, F: Reduce>(
     mode: u32,
     table: &Array<Atomic<L::Word>>,
     table_plain: &Array<L::Word>,
+    table_halves: &Array<Atomic<u32>>,
     table_values: &mut Array<u64>,
     failed: &mut Array<u64>,
     counters: &Array<Atomic<u32>>,
@@ -139,6 +144,7 @@ pub(crate) fn insert_core<S: ProbingScheme, L: KeyLayout, F: Reduce>(
         table,
         table_plain,
         table_values,
+        table_halves,
         counters,
         0u32,
         failed,
@@ -157,6 +163,7 @@ pub(crate) fn insert_core<S: ProbingScheme, L: KeyLayout, F: Reduce>(
         false,
         framed,
         false,
+        plain_reads,
     );
     store_inserted_value::<L>(table_values, a, pending, my_val);
     // Tile totals, counted once per tile (its lane 0), one atomic per plane.
