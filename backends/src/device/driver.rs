@@ -26,8 +26,8 @@
 
 use super::layout::{KeyLayout, key_view};
 use super::operation::read_bucket;
-use super::operation::settle;
 pub use super::operation::{LaneOp, TileAnswer, op, reads, status, store_inserted_value};
+use super::operation::{fold_slot, settle};
 use super::probe::frame_bucket;
 use super::shape::TableMeta;
 use super::slab::{
@@ -40,8 +40,8 @@ use hashtile_core::scheme::{
     BucketView, NO_PAIR, ProbingScheme, SchemeParams, action, blank_state,
 };
 use hashtile_core::tile::{
-    EMPTY_WORD, cas_slot, narrow_word, pick_slots, slot_address, slot_word, swap_slot, tile_ballot,
-    tile_lane, tile_loop_any, tile_shuffle, tile_shuffle_u64,
+    EMPTY_WORD, cas_slot, pick_slots, slot_address, slot_word, swap_slot, tile_ballot, tile_lane,
+    tile_loop_any, tile_shuffle, tile_shuffle_u64,
 };
 
 /// The insert counter array's word counting pairs an insert gave up on (`counters[0]`); a framed launch counts
@@ -888,25 +888,4 @@ pub fn tile_drive<S: ProbingScheme, L: KeyLayout, F: Reduce>(
     answer.tile_probes = probes;
     answer.tile_retries = retries;
     answer
-}
-
-/// Folds the pair `word` (the key's, with the incoming value) into slot `addr`, which holds the same key, by one
-/// atomic of the built-in reduction `kind` (see `folds` in [`tile_drive()`]): an add on the value's 32-bit half
-/// (`halves`: the table as 32-bit words; every GPU is little-endian, so a slot's low half is at `2 * addr`), or
-/// a min / max of the whole word (equal high halves: the values decide). Nothing waits for the atomic's answer.
-#[cube]
-fn fold_slot<W: Int>(
-    table: &Array<Atomic<W>>,
-    halves: &Array<Atomic<u32>>,
-    addr: usize,
-    word: u64,
-    #[comptime] reduction: u32,
-) {
-    if comptime!(reduction == kind::ADD) {
-        halves[addr * 2usize].fetch_add((word & 0xffff_ffffu64) as u32);
-    } else if comptime!(reduction == kind::MIN) {
-        table[addr].fetch_min(narrow_word::<W>(word));
-    } else {
-        table[addr].fetch_max(narrow_word::<W>(word));
-    }
 }

@@ -1,10 +1,14 @@
 //! The tile driver's vocabulary: operation and status codes ([`op`], [`status`]), how buckets are read
 //! ([`reads`]), a lane's operation ([`LaneOp`]) and the answer it gets back ([`TileAnswer`]), with the two
-//! answer helpers (the driver's `settle` and the callers' [`store_inserted_value()`]).
+//! answer helpers (the driver's `settle` and the callers' [`store_inserted_value()`]) and the fold of a
+//! built-in reduction into a stored pair (`fold_slot`).
 
 use super::layout::KeyLayout;
 use cubecl::prelude::*;
-use hashtile_core::tile::{LaneSlots, TileLane, read_slots, read_slots_atomic, read_slots_either};
+use hashtile_core::reduce::kind;
+use hashtile_core::tile::{
+    LaneSlots, TileLane, narrow_word, read_slots, read_slots_atomic, read_slots_either,
+};
 
 /// Operation codes: each operation of a mixed batch ([`op::INSERT`] to [`op::FIND`]), and the driver's `mode`
 /// when a launch runs one kind of operation.
@@ -182,5 +186,26 @@ pub(crate) fn read_bucket<W: Int>(
         )
     } else {
         read_slots_atomic::<W>(table, bucket, active, tl, bucket_size, tw)
+    }
+}
+
+/// Folds the pair `word` (the key's, with the incoming value) into slot `addr`, which holds the same key, by one
+/// atomic of the built-in reduction `kind` (see `folds` in the driver, `super::driver::tile_drive`): an add on the value's 32-bit half
+/// (`halves`: the table as 32-bit words; every GPU is little-endian, so a slot's low half is at `2 * addr`), or
+/// a min / max of the whole word (equal high halves: the values decide). Nothing waits for the atomic's answer.
+#[cube]
+pub(crate) fn fold_slot<W: Int>(
+    table: &Array<Atomic<W>>,
+    halves: &Array<Atomic<u32>>,
+    addr: usize,
+    word: u64,
+    #[comptime] reduction: u32,
+) {
+    if comptime!(reduction == kind::ADD) {
+        halves[addr * 2usize].fetch_add((word & 0xffff_ffffu64) as u32);
+    } else if comptime!(reduction == kind::MIN) {
+        table[addr].fetch_min(narrow_word::<W>(word));
+    } else {
+        table[addr].fetch_max(narrow_word::<W>(word));
     }
 }
