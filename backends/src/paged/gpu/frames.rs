@@ -183,6 +183,7 @@ pub fn framed_insert_kernel<S: ProbingScheme, L: KeyLayout>(
         false,
         select::MASK,
         true,
+        false,
     );
 }
 

@@ -159,43 +159,53 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
             Selection::All => (select::ALL, dummy, 0),
             Selection::Mask(m, mode) => (select::MASK, (m.clone(), n), mode),
         };
-        // The table as 32-bit words, where `Add` folds into a packed value's half (`plain_reads`: a buffer may be
-        // bound more than once); else a one-word stand-in of its own.
-        let (halves, halves_len) = if self.options.plain_reads {
-            (self.keys.clone(), self.capacity() * L::WORD_BYTES / 4)
+        // One argument list for both kernels; the fold kernel takes the table as 32-bit words last.
+        macro_rules! launch {
+            ($kernel:ident $(, $halves:expr)?) => {
+                // SAFETY: every array index in the kernel is bounded by the array lengths passed here or by the
+                // table's shape, which matches the table allocation.
+                unsafe {
+                    kernels::$kernel::launch_unchecked::<S, L, F, R>(
+                        &self.client,
+                        cube_count(n),
+                        CubeDim::new_1d(CUBE_SIZE),
+                        ArrayArg::from_raw_parts(keys.clone(), n),
+                        ArrayArg::from_raw_parts(values, values_len),
+                        ArrayArg::from_raw_parts(mask_handle, mask_len),
+                        mode,
+                        ArrayArg::from_raw_parts(self.keys.clone(), self.capacity()),
+                        if self.options.plain_reads {
+                            ArrayArg::from_raw_parts(self.keys.clone(), self.capacity())
+                        } else {
+                            // Never bind a buffer twice in one launch: wgpu mis-binds the second use.
+                            ArrayArg::from_raw_parts(self.dummy.clone(), 1)
+                        },
+                        ArrayArg::from_raw_parts(self.values.clone(), self.values_len),
+                        ArrayArg::from_raw_parts(self.stash.clone(), L::STASH_WORDS * self.stash_len),
+                        ArrayArg::from_raw_parts(counters.clone(), INSERT_COUNTERS),
+                        shape_scalars(shape),
+                        $($halves,)?
+                        self.bucket_size,
+                        self.tile_width,
+                        self.options.use_cas,
+                        self.options.plain_reads,
+                        self.count_probes,
+                        kind,
+                    )
+                }
+            };
+        }
+        // `Add` folds into a packed value's 32-bit half where the table may be bound again as 32-bit words
+        // (`plain_reads`: CUDA); every other insert keeps the kernel without that binding.
+        if F::KIND == hashtile_core::reduce::kind::ADD && L::MOVES_PAIRS && self.options.plain_reads
+        {
+            let words = self.capacity() * L::WORD_BYTES / 4;
+            launch!(
+                fold_insert_kernel,
+                ArrayArg::from_raw_parts(self.keys.clone(), words)
+            );
         } else {
-            (self.client.empty(4), 1)
-        };
-        // SAFETY: every array index in the kernel is bounded by the array lengths passed here or by the table's
-        // shape, which matches the table allocation.
-        unsafe {
-            kernels::insert_kernel::launch_unchecked::<S, L, F, R>(
-                &self.client,
-                cube_count(n),
-                CubeDim::new_1d(CUBE_SIZE),
-                ArrayArg::from_raw_parts(keys.clone(), n),
-                ArrayArg::from_raw_parts(values, values_len),
-                ArrayArg::from_raw_parts(mask_handle, mask_len),
-                mode,
-                ArrayArg::from_raw_parts(self.keys.clone(), self.capacity()),
-                if self.options.plain_reads {
-                    ArrayArg::from_raw_parts(self.keys.clone(), self.capacity())
-                } else {
-                    // Never bind a buffer twice in one launch: wgpu mis-binds the second use.
-                    ArrayArg::from_raw_parts(self.dummy.clone(), 1)
-                },
-                ArrayArg::from_raw_parts(halves, halves_len),
-                ArrayArg::from_raw_parts(self.values.clone(), self.values_len),
-                ArrayArg::from_raw_parts(self.stash.clone(), L::STASH_WORDS * self.stash_len),
-                ArrayArg::from_raw_parts(counters.clone(), INSERT_COUNTERS),
-                shape_scalars(shape),
-                self.bucket_size,
-                self.tile_width,
-                self.options.use_cas,
-                self.options.plain_reads,
-                self.count_probes,
-                kind,
-            )
+            launch!(insert_kernel);
         }
     }
 

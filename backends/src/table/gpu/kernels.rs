@@ -20,9 +20,7 @@ pub use crate::device::counters::{ADDED_COUNTERS, INSERT_COUNTERS};
 /// Bulk insert (upsert) of pairs in layout `L` ([`crate::device::layout`]).
 ///
 /// - `table` holds the key words; `table_plain` is the same buffer seen without atomics (fast plain reads), or
-///   a dummy when `plain_reads` is off (Vulkan: a buffer may not be bound twice); `table_halves` the same
-///   again as 32-bit words (insert-or-apply with `Add` folds into a packed value there), or a dummy of its own
-///   without `plain_reads`; `table_values` holds the
+///   a dummy when `plain_reads` is off (Vulkan: a buffer may not be bound twice); `table_values` holds the
 ///   values where the layout keeps them apart (a one-word dummy of its own for [`crate::device::layout::Packed`]).
 /// - `use_cas`: claim empty slots with compare-and-swap (the default on every backend). Off: claim with an
 ///   exchange and carry on inserting whatever was displaced (a CAS-free path for compilers without one; upstream
@@ -44,7 +42,6 @@ pub fn insert_kernel<S: ProbingScheme, L: KeyLayout, F: Reduce>(
     mode: u32,
     table: &Array<Atomic<L::Word>>,
     table_plain: &Array<L::Word>,
-    table_halves: &Array<Atomic<u32>>,
     table_values: &mut Array<u64>,
     failed: &mut Array<u64>,
     counters: &Array<Atomic<u32>>,
@@ -56,7 +53,58 @@ pub fn insert_kernel<S: ProbingScheme, L: KeyLayout, F: Reduce>(
     #[comptime] count_probes: bool,
     #[comptime] select: u32,
 ) {
-    // One table: no frame descriptors (a one-word stand-in, never read).
+    // One table: no frame descriptors and no 32-bit view (one-word stand-ins, never read).
+    let frames = Array::<u32>::new(1usize);
+    let no_halves = Array::<Atomic<u32>>::new(1usize);
+    insert_core::<S, L, F>(
+        keys,
+        values,
+        mask,
+        mode,
+        table,
+        table_plain,
+        &no_halves,
+        table_values,
+        failed,
+        counters,
+        meta_of(shape),
+        &frames,
+        0u32,
+        bucket_size,
+        tile_width,
+        use_cas,
+        plain_reads,
+        count_probes,
+        select,
+        false,
+        false,
+    );
+}
+
+/// [`insert_kernel()`] with the table bound a third time as 32-bit words, `table_halves`, where insert-or-apply
+/// with `Add` folds into a packed value's half (the driver's `halves`): launched only for that, on runtimes that
+/// may bind a buffer more than once (CUDA), so that every other insert keeps the kernel without the binding.
+#[allow(clippy::too_many_arguments)]
+#[cube(launch_unchecked)]
+pub fn fold_insert_kernel<S: ProbingScheme, L: KeyLayout, F: Reduce>(
+    keys: &Array<L::Key>,
+    values: &Array<L::Value>,
+    mask: &Array<u32>,
+    mode: u32,
+    table: &Array<Atomic<L::Word>>,
+    table_plain: &Array<L::Word>,
+    table_values: &mut Array<u64>,
+    failed: &mut Array<u64>,
+    counters: &Array<Atomic<u32>>,
+    shape: &ShapeScalars,
+    table_halves: &Array<Atomic<u32>>,
+    #[comptime] bucket_size: u32,
+    #[comptime] tile_width: u32,
+    #[comptime] use_cas: bool,
+    #[comptime] plain_reads: bool,
+    #[comptime] count_probes: bool,
+    #[comptime] select: u32,
+) {
     let frames = Array::<u32>::new(1usize);
     insert_core::<S, L, F>(
         keys,
@@ -79,6 +127,7 @@ pub fn insert_kernel<S: ProbingScheme, L: KeyLayout, F: Reduce>(
         count_probes,
         select,
         false,
+        true,
     );
 }
 
@@ -87,7 +136,7 @@ pub fn insert_kernel<S: ProbingScheme, L: KeyLayout, F: Reduce>(
 /// `meta`'s shape (slot frames) and each lane's pair goes to table `child`, whose seeds and first bucket are
 /// that table's descriptor in `frames`: the tile carries the child with the pair, and a pair an eviction
 /// displaces stays in the same table. `counters` then has a failure counter per table after the
-/// [`INSERT_COUNTERS`] words.
+/// [`INSERT_COUNTERS`] words. `table_halves` and `halves_bound`: the driver's `halves` ([`fold_insert_kernel`]).
 // The mask test stays a comptime `if` around a runtime `if`: CubeCL cannot mix the two in one condition.
 #[allow(clippy::too_many_arguments, clippy::collapsible_if)]
 #[cube]
@@ -112,6 +161,7 @@ pub(crate) fn insert_core<S: ProbingScheme, L: KeyLayout, F: Reduce>(
     #[comptime] count_probes: bool,
     #[comptime] select: u32,
     #[comptime] framed: bool,
+    #[comptime] halves_bound: bool,
 ) {
     let tl = tile_lane(tile_width);
     let pos = ABSOLUTE_POS;
@@ -163,7 +213,7 @@ pub(crate) fn insert_core<S: ProbingScheme, L: KeyLayout, F: Reduce>(
         false,
         framed,
         false,
-        plain_reads,
+        halves_bound,
     );
     store_inserted_value::<L>(table_values, a, pending, my_val);
     // Tile totals, counted once per tile (its lane 0), one atomic per plane.
