@@ -98,6 +98,10 @@ pub struct Args {
     /// `aging`, `mixed` (the same as their flags).
     #[arg(long, value_delimiter = ',')]
     pub ops: Vec<String>,
+    /// Only the rows of the operations above (`--count`, `--erase`, `--set`, `--growth`, `--aging`, `--mixed`),
+    /// without the insert and find rows: a shorter run when only those are wanted.
+    #[arg(long)]
+    pub ops_only: bool,
     /// The scheme being measured (set per iteration, not a flag).
     #[arg(skip)]
     pub cur_scheme: String,
@@ -181,6 +185,13 @@ pub fn check(mut args: Args) -> Result<Rates, String> {
                 ));
             }
         }
+    }
+    let any_op = args.count || args.erase || args.set || args.growth || args.aging || args.mixed;
+    if args.ops_only && !any_op {
+        return Err("--ops-only: name the operations to measure (--ops or their flags)".into());
+    }
+    if args.ops_only && args.wide {
+        return Err("--ops-only: the operation rows measure 32-bit pairs: drop --wide".into());
     }
     if (args.growth || args.aging || args.mixed) && args.wide {
         return Err("--growth, --aging and --mixed measure 32-bit pairs: drop --wide".into());

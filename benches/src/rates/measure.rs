@@ -23,6 +23,8 @@ pub fn measure<S: SchemeInfo>(
     bar: &ProgressBar,
 ) -> hashtile::Result<Vec<Row>> {
     match backend {
+        // The CPU backend's rows beyond insert and find are the lifecycle ones, measured by the caller.
+        Backend::Cpu if args.ops_only => Ok(Vec::new()),
         Backend::Cpu => run_host::<S>(args, backend, load, keys, values, oracle, finds, bar),
         Backend::Cuda | Backend::Vulkan => {
             run_gpu_backend::<S>(args, backend, load, keys, values, oracle, finds, bar)
@@ -148,6 +150,9 @@ fn run_gpu<R: hashtile::gpu::transfer::HostTransfer, S: ProbingScheme + SchemeIn
     finds: &[f64],
     bar: &ProgressBar,
 ) -> hashtile::Result<Vec<Row>> {
+    if args.ops_only {
+        return op_rows::<R, S>(args, backend, opts, load, keys, values, bar);
+    }
     let n = values.len();
     let mut ins = Vec::new();
     let mut ins_kernel = Vec::new();
@@ -250,6 +255,25 @@ fn run_gpu<R: hashtile::gpu::transfer::HostTransfer, S: ProbingScheme + SchemeIn
             unplaced: unplaced.len(),
         });
     }
+    rows.extend(op_rows::<R, S>(
+        args, backend, opts, load, keys, values, bar,
+    )?);
+    Ok(rows)
+}
+
+/// The rows of the device operations beyond insert and find that the command line asks for (`--count`,
+/// `--set`, `--erase`), each on tables of its own.
+fn op_rows<R: hashtile::gpu::transfer::HostTransfer, S: ProbingScheme + SchemeInfo>(
+    args: &Args,
+    backend: Backend,
+    opts: hashtile::gpu::GpuOptions,
+    load: f64,
+    keys: &[u32],
+    values: &[u32],
+    bar: &ProgressBar,
+) -> hashtile::Result<Vec<Row>> {
+    let n = values.len();
+    let mut rows = Vec::new();
     if args.count {
         rows.push(super::ops::count_row::<R, S>(
             args, backend, opts, load, keys, n, bar,

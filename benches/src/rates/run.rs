@@ -44,8 +44,12 @@ pub fn run(checked: Rates) -> Result<i32, BenchError> {
         .zip(values.iter().copied())
         .collect();
     let finds = [1.0, 0.5, 0.0];
-    let rows = 1
-        + finds.len() as u64
+    let rates_rows = if args.ops_only {
+        0
+    } else {
+        1 + finds.len() as u64
+    };
+    let rows = rates_rows
         + u64::from(args.count)
         + u64::from(args.erase)
         + 3 * u64::from(args.set)

@@ -75,6 +75,7 @@ fn rate_point<S: SchemeInfo>(
         mixed: false,
         set: false,
         ops: Vec::new(),
+        ops_only: false,
         cur_scheme: S::NAME.to_string(),
         cur_bucket: bucket,
         csv: String::new(),
