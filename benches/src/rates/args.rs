@@ -218,6 +218,14 @@ pub fn check(mut args: Args) -> Result<Rates, String> {
         }
     }
     let backend = available_backend(args.backend)?;
+    // The CPU backend has the lifecycle rows (through `HashTable`), not the device operations' rows.
+    if args.ops_only && backend == Backend::Cpu && !(args.growth || args.aging || args.mixed) {
+        return Err(
+            "--ops-only: --count, --erase and --set measure device operations (a GPU backend); the CPU backend \
+             measures --growth, --aging and --mixed"
+                .into(),
+        );
+    }
     for &(s, b) in &instances {
         with_scheme!(s, |S| check_scheme::<S>(&args, b, backend), |other| Err(
             format!("unknown scheme '{other}'")

@@ -151,7 +151,7 @@ fn run_gpu<R: hashtile::gpu::transfer::HostTransfer, S: ProbingScheme + SchemeIn
     bar: &ProgressBar,
 ) -> hashtile::Result<Vec<Row>> {
     if args.ops_only {
-        return op_rows::<R, S>(args, backend, opts, load, keys, values, bar);
+        return super::ops::op_rows::<R, S>(args, backend, opts, load, keys, values, bar);
     }
     let n = values.len();
     let mut ins = Vec::new();
@@ -255,41 +255,9 @@ fn run_gpu<R: hashtile::gpu::transfer::HostTransfer, S: ProbingScheme + SchemeIn
             unplaced: unplaced.len(),
         });
     }
-    rows.extend(op_rows::<R, S>(
+    rows.extend(super::ops::op_rows::<R, S>(
         args, backend, opts, load, keys, values, bar,
     )?);
-    Ok(rows)
-}
-
-/// The rows of the device operations beyond insert and find that the command line asks for (`--count`,
-/// `--set`, `--erase`), each on tables of its own.
-fn op_rows<R: hashtile::gpu::transfer::HostTransfer, S: ProbingScheme + SchemeInfo>(
-    args: &Args,
-    backend: Backend,
-    opts: hashtile::gpu::GpuOptions,
-    load: f64,
-    keys: &[u32],
-    values: &[u32],
-    bar: &ProgressBar,
-) -> hashtile::Result<Vec<Row>> {
-    let n = values.len();
-    let mut rows = Vec::new();
-    if args.count {
-        rows.push(super::ops::count_row::<R, S>(
-            args, backend, opts, load, keys, n, bar,
-        )?);
-    }
-    if args.set {
-        rows.extend(super::ops::set_rows::<R, S>(
-            args, backend, opts, load, keys, n, bar,
-        )?);
-    }
-    // Erases of device keys mark slots in place: stable schemes only (`GpuTable::erase_device`).
-    if args.erase && S::STABLE {
-        rows.extend(super::ops::erase_rows::<R, S>(
-            args, backend, opts, load, keys, values, bar,
-        )?);
-    }
     Ok(rows)
 }
 

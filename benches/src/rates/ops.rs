@@ -17,6 +17,34 @@ use hashtile::{Backend, ProbingScheme, SchemeInfo};
 use indicatif::ProgressBar;
 use std::time::Instant;
 
+/// The rows of the device operations beyond insert and find that the command line asks for (`--count`,
+/// `--set`, `--erase`), each on tables of its own.
+pub fn op_rows<R: hashtile::gpu::transfer::HostTransfer, S: ProbingScheme + SchemeInfo>(
+    args: &Args,
+    backend: Backend,
+    opts: hashtile::gpu::GpuOptions,
+    load: f64,
+    keys: &[u32],
+    values: &[u32],
+    bar: &ProgressBar,
+) -> hashtile::Result<Vec<Row>> {
+    let n = values.len();
+    let mut rows = Vec::new();
+    if args.count {
+        rows.push(count_row::<R, S>(args, backend, opts, load, keys, n, bar)?);
+    }
+    if args.set {
+        rows.extend(set_rows::<R, S>(args, backend, opts, load, keys, n, bar)?);
+    }
+    // Erases of device keys mark slots in place: stable schemes only (`GpuTable::erase_device`).
+    if args.erase && S::STABLE {
+        rows.extend(erase_rows::<R, S>(
+            args, backend, opts, load, keys, values, bar,
+        )?);
+    }
+    Ok(rows)
+}
+
 /// Distinct keys per repeated key of the counting row (cuCollections' `count_16`).
 pub const REPEATS: usize = 16;
 
