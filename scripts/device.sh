@@ -13,8 +13,8 @@
 # nothing else):
 #   tests          every GPU test binary on CUDA (HASHTILE_REQUIRE_GPU=cuda: a missing device fails)
 #   sanitize       compute-sanitizer memcheck and racecheck over small filters of every GPU test binary
-#   bench-static   device-resident rates at 2^26 keys: BCHT / IHT / P2BHT at B = 16, 1CHT, BCHT B = 8 (upsert
-#                  and bulk build); wide pairs at 2^24
+#   bench-static   device-resident rates at 2^26 keys: BCHT / IHT / P2BHT at B = 16, 1CHT, BCHT B = 8 (upsert,
+#                  bulk build, and the binned build: --binning 128); wide pairs at 2^24
 #   bench-host     the user-facing calls on host data at 2^26 keys against the bus of the same run
 #   bench-families the chained and CSR tables' host calls against the static table's at 2^24 keys, one run
 #                  (issue 29's acceptance 8: one host-I/O speed)
@@ -75,7 +75,7 @@ RUNS=${RUNS:-3}
 t0=$SECONDS
 
 # The GPU test binaries (tests/tests/*.rs that run kernels); scripts/pack.sh packs the same list.
-GPU_TESTS="host_path host_io gpu matrix gpu_scan csr chained paged paged_frames paged_stress kernel_cache growth model device_writes key_types mixed sets sharded sharded_ranks"
+GPU_TESTS="host_path host_io gpu binned matrix gpu_scan csr chained paged paged_frames paged_stress kernel_cache growth model device_writes key_types mixed sets sharded sharded_ranks"
 
 [ $# -gt 0 ] || { echo "usage: bash scripts/device.sh SUITE...  (suites: see the header of this file)"; exit 2; }
 # On exit (a signal included): everything under $OUT but summary.txt into $OUT/results.tgz.
@@ -153,6 +153,7 @@ SAN_RUNS=(
   "host_io"
   "gpu cuda_matches_oracle cuda_exchange_claims_match_oracle cuda_apply_device_matches_oracle cuda_erase_device"
   "growth one_batch_grows_many_times growth_drops_erased_slots"
+  "binned cuda"
   "device_writes cuda"
   "matrix cuda_bcht_b8 cuda_iht_b16_u64 cuda_p2bht_b16 cuda_iht_one_sequence_b16 cuda_bcht_upsert_first_fit_b8 cuda_one_slot_bulk_build"
   "matrix cuda_linearprobing_b4_u32 cuda_doublehashing_b8_u32 aging_iht_cuda aging_linearprobing_cuda"
@@ -188,13 +189,14 @@ suite_bench_static() {
   need $hb || return
   rates bcht8_upsert 150 $hb --log2-keys 26 --scheme bcht --bucket 8 --load 0.8,0.9
   rates bcht8_no_upsert 150 $hb --log2-keys 26 --scheme bcht --bucket 8 --load 0.8,0.9 --no-upsert
+  rates bcht8_binned 150 $hb --log2-keys 26 --scheme bcht --bucket 8 --load 0.8,0.9 --binning 128
   rates bcht16 150 $hb --log2-keys 26 --scheme bcht --bucket 16 --load 0.8,0.9 --no-upsert
   rates iht16_h2 150 $hb --log2-keys 26 --scheme iht --bucket 16 --load 0.8,0.9 --no-upsert --num-hashes 2
   rates iht16_h3 150 $hb --log2-keys 26 --scheme iht --bucket 16 --load 0.8,0.9 --no-upsert
   rates p2bht16 150 $hb --log2-keys 26 --scheme p2bht --bucket 16 --load 0.8,0.9 --no-upsert
   rates cht1 150 $hb --log2-keys 26 --scheme 1cht --bucket 1 --load 0.8,0.9 --no-upsert
   rates wide_2p24 100 $hb --log2-keys 24 --wide --scheme iht,p2bht --bucket 16 --load 0.8
-  merge "$D/static.csv" bcht8_upsert bcht8_no_upsert bcht16 iht16_h2 iht16_h3 p2bht16 cht1 wide_2p24
+  merge "$D/static.csv" bcht8_upsert bcht8_no_upsert bcht8_binned bcht16 iht16_h2 iht16_h3 p2bht16 cht1 wide_2p24
 }
 
 suite_bench_host() {

@@ -131,6 +131,13 @@ pub trait ProbingScheme: Send + Sync + 'static {
     /// (`insert_or_apply` with packed pairs) instead of settling a batch's duplicates first. Schemes that evict,
     /// or that choose between buckets by their loads (racing copies can choose differently), leave it `false`.
     const UPSERTS_CONVERGE: bool = false;
+    /// A new key takes an empty slot of its first probe's bucket whenever that bucket has one, whatever the rest
+    /// of the table holds (first fit from probe 0, with or without the upsert check): a key stored past its first
+    /// bucket found that bucket full, and a bucket that was full stays full. A bulk build into an empty table may
+    /// then fill each first bucket with its keys on its own (the GPU's binned build, in any order) and send only
+    /// a full bucket's surplus through the steps. Schemes that choose between buckets by their loads (P2BHT) or
+    /// cap their first bucket below its size (IHT's threshold) leave it `false`.
+    const FILLS_FIRST: bool = false;
     /// When an insert's state reaches hash index `PAIR_AT`, the drivers read buckets `PAIR_AT` and `PAIR_AT + 1`
     /// together (both loads in flight at once) and call `insert_step` on the second right after the first, in
     /// the same iteration, if the first returned `NEXT` with `hash_index` moved on to `PAIR_AT + 1`. The steps

@@ -62,6 +62,7 @@ fn place(
 #[cube]
 impl ProbingScheme for Bcht {
     const STABLE: bool = false;
+    const FILLS_FIRST: bool = true;
     fn insert_start(state: &mut ProbeState, key_mix: u32) {
         reset_state(state, key_mix);
         state.phase = PHASE_CHECK;

@@ -115,6 +115,7 @@ macro_rules! walk_scheme {
             const STABLE: bool = true;
             const SEQUENCE: u32 = $sequence;
             const UPSERTS_CONVERGE: bool = true;
+            const FILLS_FIRST: bool = true;
 
             fn insert_start(state: &mut ProbeState, key_mix: u32) {
                 reset_state(state, key_mix);

@@ -1,17 +1,22 @@
-//! Routing a batch on the device to its parts by the route hash (`hashtile_core::hash::route_hash`) and a
-//! directory: a paged table's children (`paged::gpu::routing`) and a sharded table's shards
-//! (`sharded::device`) partition with the same kernels. [`route_child()`] is a key's part,
+//! Partitioning a batch on the device into parts, written once over how a key's part is named ([`PartOf`]):
+//! by the route hash (`hashtile_core::hash::route_hash`) and a directory ([`ByRoute`]: a paged table's children,
+//! `paged::gpu::routing`, and a sharded table's shards, `sharded::device`), or by the table range a key's first
+//! probe reads ([`ByFirstBucket`]: a static table's binned inserts, `table::gpu::binned`).
 //! [`route_count_kernel()`] counts a batch's keys per part, [`route_scatter_kernel()`] scatters them into the
-//! parts with their routed positions, [`route_values_kernel()`] writes the values to those positions, and
-//! [`route_gather_kernel()`] puts answers that come back in routed order into input order. Each cube counts
-//! in shared memory and takes one range per part from the global cursors, so no global counter sees more than
-//! one atomic per cube.
+//! parts (with their routed positions, or with their values), [`route_values_kernel()`] writes the values to
+//! routed positions, and [`route_gather_kernel()`] puts answers that come back in routed order into input order.
+//! Each cube counts in shared memory and takes one range per part from the global cursors, so no global counter
+//! sees more than one atomic per cube.
 
 use crate::device::find::found_mode;
 use crate::device::layout::KeyLayout;
+use crate::device::probe::probe_bucket;
+use crate::device::shape::load_meta;
 use crate::runtime::launch::CUBE_SIZE;
 use cubecl::prelude::*;
 use hashtile_core::hash::route_hash;
+use hashtile_core::scheme::ProbingScheme;
+use std::marker::PhantomData;
 
 /// The duplicate pass's mark of a key's last occurrence in a batch (`table::gpu::upsert`), which a masked
 /// route keeps.
@@ -29,6 +34,41 @@ pub fn route_child<L: KeyLayout>(key: L::Key, entries: &Array<u32>, seed: u64, d
     entries[e as usize]
 }
 
+/// How a partition names a key's part; the count and scatter kernels are written once over it. `entries`,
+/// `seed` and `depth` are the partition's arguments, read as each implementation says.
+#[cube]
+pub trait PartOf<L: KeyLayout>: Send + Sync + 'static {
+    /// The part of `key`.
+    fn part(key: L::Key, entries: &Array<u32>, seed: u64, depth: u32) -> u32;
+}
+
+/// Parts by the route hash and a directory ([`route_child()`]: `entries` is the directory of `2^depth` entries,
+/// `seed` the route seed): paged tables' children and sharded tables' shards.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ByRoute;
+
+#[cube]
+impl<L: KeyLayout> PartOf<L> for ByRoute {
+    fn part(key: L::Key, entries: &Array<u32>, seed: u64, depth: u32) -> u32 {
+        route_child::<L>(key, entries, seed, depth)
+    }
+}
+
+/// Parts by the table range of a key's first probe under scheme `S` (its probe-0 bucket, `probe_bucket`): part
+/// `p` holds the keys whose first bucket lies in `[p * 2^depth, (p + 1) * 2^depth)`; `entries` is the table's
+/// shape buffer (`load_meta`); `seed` is unused. A static table's binned inserts.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ByFirstBucket<S: ProbingScheme> {
+    _scheme: PhantomData<S>,
+}
+
+#[cube]
+impl<S: ProbingScheme, L: KeyLayout> PartOf<L> for ByFirstBucket<S> {
+    fn part(key: L::Key, entries: &Array<u32>, _seed: u64, depth: u32) -> u32 {
+        probe_bucket::<S, L>(load_meta(entries), key, 0u32) >> depth
+    }
+}
+
 /// Units per cube, as a compile-time constant.
 pub const CUBE: usize = CUBE_SIZE as usize;
 /// Keys each unit of the count and scatter kernels routes (positions `CUBE` apart, so loads coalesce).
@@ -42,7 +82,7 @@ const NO_CHILD: u32 = u32::MAX;
 /// The child of the key at `pos`, or [`NO_CHILD`] when `pos` is past the keys or, with `masked`, the key's
 /// `mask` entry is not [`MASK_NEW`] (an upsert routes only each key's last occurrence).
 #[cube]
-fn routed_child<L: KeyLayout>(
+fn routed_child<L: KeyLayout, P: PartOf<L>>(
     keys: &Array<L::Key>,
     mask: &Array<u32>,
     entries: &Array<u32>,
@@ -58,7 +98,7 @@ fn routed_child<L: KeyLayout>(
             take = mask[pos] == MASK_NEW;
         }
         if take {
-            c = route_child::<L>(keys[pos], entries, seed, depth);
+            c = P::part(keys[pos], entries, seed, depth);
         }
     }
     c
@@ -81,7 +121,7 @@ fn zero_counters(hist: &SharedMemory<Atomic<u32>>, t: usize, w: usize) {
 /// occurrences).
 #[cube(launch_unchecked)]
 #[allow(clippy::too_many_arguments)]
-pub fn route_count_kernel<L: KeyLayout>(
+pub fn route_count_kernel<L: KeyLayout, P: PartOf<L>>(
     keys: &Array<L::Key>,
     mask: &Array<u32>,
     entries: &Array<u32>,
@@ -98,7 +138,7 @@ pub fn route_count_kernel<L: KeyLayout>(
     let first = CUBE_POS * TILE + t;
     #[unroll]
     for k in 0..PER_UNIT {
-        let c = routed_child::<L>(keys, mask, entries, first + k * CUBE, seed, depth, masked);
+        let c = routed_child::<L, P>(keys, mask, entries, first + k * CUBE, seed, depth, masked);
         if c != NO_CHILD {
             hist[c as usize].fetch_add(1u32);
         }
@@ -114,21 +154,34 @@ pub fn route_count_kernel<L: KeyLayout>(
     }
 }
 
+/// What [`route_scatter_kernel()`] writes beside each routed key.
+pub mod carry {
+    /// Its routed position, into `positions` at its input position.
+    pub const POSITIONS: u32 = 0;
+    /// Its value, into `routed_values` at its routed position (no positions).
+    pub const VALUES: u32 = 1;
+    /// Nothing (keys-only batches whose order is not needed back).
+    pub const NOTHING: u32 = 2;
+}
+
 /// Writes each routed key (with `upsert`: each key whose `mask` is [`MASK_NEW`], with a [`MASK_NEW`] mask
-/// entry; else every key) into its child's part, and its routed position into `positions` (an upsert's values
-/// follow by [`route_values_kernel()`] as they land; a find's answers go back by [`route_gather_kernel()`]):
-/// `cursor[c]` starts at the part's first position and hands out ranges to cubes. The order within a part is
-/// the atomics' (an upsert's routed keys are distinct). With `bounded` (parts sized before the counts are
-/// known, the cursors carried over several launches), a key past its part's end `ends[c]` is not written and
-/// sets `overflow[0]`.
+/// entry; else every key) into its child's part, with what `carried` ([`carry`]) names: its routed position
+/// into `positions` (an upsert's values follow by [`route_values_kernel()`] as they land; a find's answers go
+/// back by [`route_gather_kernel()`]), or its value into `routed_values` (a batch whose values are on the device
+/// already: one pass, no positions), or nothing: `cursor[c]` starts at the part's first position and hands out ranges to cubes. The
+/// order within a part is the atomics' (an upsert's routed keys are distinct). With `bounded` (parts sized
+/// before the counts are known, the cursors carried over several launches), a key past its part's end `ends[c]`
+/// is not written and sets `overflow[0]`.
 #[cube(launch_unchecked)]
 #[allow(clippy::too_many_arguments)]
-pub fn route_scatter_kernel<L: KeyLayout>(
+pub fn route_scatter_kernel<L: KeyLayout, P: PartOf<L>>(
     keys: &Array<L::Key>,
+    values: &Array<L::Value>,
     mask: &Array<u32>,
     entries: &Array<u32>,
     cursor: &Array<Atomic<u32>>,
     routed_keys: &mut Array<L::Key>,
+    routed_values: &mut Array<L::Value>,
     routed_mask: &mut Array<u32>,
     positions: &mut Array<u32>,
     ends: &Array<u32>,
@@ -137,19 +190,21 @@ pub fn route_scatter_kernel<L: KeyLayout>(
     depth: u32,
     #[comptime] upsert: bool,
     #[comptime] bounded: bool,
+    #[comptime] carried: u32,
     #[comptime] width: u32,
 ) {
     let t = UNIT_POS as usize;
     let w = comptime!(width as usize);
+    // The counters, then (from the second barrier on) each part's first routed position for this cube: one
+    // shared array, so that 8192 parts fit CUDA's 48 KB of static shared memory.
     let hist = SharedMemory::<Atomic<u32>>::new(w);
-    let mut base = SharedMemory::<u32>::new(w);
     zero_counters(&hist, t, w);
     let first = CUBE_POS * TILE + t;
     let mut child = Array::<u32>::new(PER_UNIT);
     let mut rank = Array::<u32>::new(PER_UNIT);
     #[unroll]
     for k in 0..PER_UNIT {
-        let c = routed_child::<L>(keys, mask, entries, first + k * CUBE, seed, depth, upsert);
+        let c = routed_child::<L, P>(keys, mask, entries, first + k * CUBE, seed, depth, upsert);
         child[k] = c;
         if c != NO_CHILD {
             rank[k] = hist[c as usize].fetch_add(1u32);
@@ -160,7 +215,7 @@ pub fn route_scatter_kernel<L: KeyLayout>(
     while i < w {
         let v = hist[i].load();
         if v > 0u32 {
-            base[i] = cursor[i].fetch_add(v);
+            hist[i].store(cursor[i].fetch_add(v));
         }
         i += CUBE;
     }
@@ -170,14 +225,18 @@ pub fn route_scatter_kernel<L: KeyLayout>(
         let pos = first + k * CUBE;
         let c = child[k];
         if c != NO_CHILD {
-            let to = base[c as usize] + rank[k];
+            let to = hist[c as usize].load() + rank[k];
             let mut fits = true;
             if comptime!(bounded) {
                 fits = to < ends[c as usize];
             }
             if fits {
                 routed_keys[to as usize] = keys[pos];
-                positions[pos] = to;
+                if comptime!(carried == carry::VALUES) {
+                    routed_values[to as usize] = values[pos];
+                } else if comptime!(carried == carry::POSITIONS) {
+                    positions[pos] = to;
+                }
                 if comptime!(upsert) {
                     routed_mask[to as usize] = MASK_NEW;
                 }

@@ -17,7 +17,8 @@ use super::exchange::Exchanger;
 use super::plan::Plan;
 use crate::device::layout::Packed;
 use crate::device::route::{
-    CUBE, TILE, route_count_kernel, route_pad_kernel, route_scatter_kernel, route_values_kernel,
+    ByRoute, CUBE, TILE, carry, route_count_kernel, route_pad_kernel, route_scatter_kernel,
+    route_values_kernel,
 };
 use crate::runtime::launch::{CUBE_SIZE, cube_count, fill_u32};
 use crate::runtime::trace::Trace;
@@ -153,7 +154,7 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
                     // SAFETY: the kernel guards each position against the slice's length `n`; the mask is
                     // not read unmasked.
                     unsafe {
-                        route_count_kernel::launch_unchecked::<Packed, R>(
+                        route_count_kernel::launch_unchecked::<Packed, ByRoute, R>(
                             client,
                             cube_count(n.div_ceil(TILE) * CUBE),
                             CubeDim::new_1d(CUBE_SIZE),
@@ -221,15 +222,17 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
                         // counts laid out; mask, routed mask, ends and overflow are not used unmasked and
                         // unbounded.
                         unsafe {
-                            route_scatter_kernel::launch_unchecked::<Packed, R>(
+                            route_scatter_kernel::launch_unchecked::<Packed, ByRoute, R>(
                                 client,
                                 cube_count(n.div_ceil(TILE) * CUBE),
                                 CubeDim::new_1d(CUBE_SIZE),
                                 ArrayArg::from_raw_parts(keys[g].clone(), n),
                                 one(),
+                                one(),
                                 ArrayArg::from_raw_parts(entries_h.clone(), entries.len()),
                                 ArrayArg::from_raw_parts(cursor.clone(), width),
                                 ArrayArg::from_raw_parts(send_keys.clone(), words.max(1)),
+                                one(),
                                 one(),
                                 ArrayArg::from_raw_parts(to.clone(), n),
                                 one(),
@@ -238,6 +241,7 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
                                 super::route::ROUTE_BITS,
                                 false,
                                 false,
+                                carry::POSITIONS,
                                 width as u32,
                             )
                         }

@@ -54,6 +54,11 @@ pub struct Args {
     /// table twice in one launch).
     #[arg(long, value_parser = ["plain", "atomic"])]
     pub reads: Option<String>,
+    /// GPU builds of device batches into an empty table: `off` (the library's default: every key probes the
+    /// table at random) or a slice size in KiB (the binned build, `hashtile::gpu::Binning`, with bins of that
+    /// size; 128 is the size measured).
+    #[arg(long, default_value = "off", value_parser = parse_binning)]
+    pub binning: hashtile::gpu::Binning,
     /// Skip the duplicate check on insert (the caller promises new, distinct keys: the paper's bulk build).
     #[arg(long)]
     pub no_upsert: bool,
@@ -111,6 +116,20 @@ pub struct Args {
     /// CSV output file.
     #[arg(long, default_value = "hashtile-bench.csv")]
     pub csv: String,
+}
+
+/// `--binning`: `off` or a slice size in KiB.
+fn parse_binning(s: &str) -> Result<hashtile::gpu::Binning, String> {
+    use hashtile::gpu::Binning;
+    match s {
+        "off" => Ok(Binning::Off),
+        kib => match kib.parse::<usize>() {
+            Ok(k) if (1..=1 << 20).contains(&k) => Ok(Binning::Slices(k << 10)),
+            _ => Err(format!(
+                "--binning {kib}: expected off or a slice size in KiB (1..=1048576)"
+            )),
+        },
+    }
 }
 
 /// Scheme `S` supports bucket size `bucket` with the command line's knobs, and (GPUs) the pair width.

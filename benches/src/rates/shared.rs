@@ -52,7 +52,7 @@ pub fn empty_gpu_table<
     );
     let family = hashtile::HashFamily::new(cfg.seed);
     let params = params_for::<S>(args)?;
-    let t = GpuTable::new(
+    let mut t = GpuTable::new(
         &Default::default(),
         nb,
         args.cur_bucket,
@@ -60,6 +60,7 @@ pub fn empty_gpu_table<
         params,
         opts,
     )?;
+    t.set_binning(args.binning);
     Ok((t, family))
 }
 

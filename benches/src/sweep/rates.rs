@@ -64,6 +64,7 @@ fn rate_point<S: SchemeInfo>(
         seed: ctx.args.seed,
         claim: None,
         reads: None,
+        binning: Default::default(),
         no_upsert: ctx.args.no_upsert,
         max_chain: ctx.args.max_chain,
         num_hashes: ctx.args.num_hashes,

@@ -37,10 +37,11 @@
 
 use crate::device::find::found_mode;
 use crate::device::layout::KeyLayout;
-use crate::device::route::{CUBE, TILE};
 pub use crate::device::route::{
-    route_count_kernel, route_gather_kernel, route_scatter_kernel, route_values_kernel,
+    ByRoute, carry, route_count_kernel, route_gather_kernel, route_scatter_kernel,
+    route_values_kernel,
 };
+use crate::device::route::{CUBE, TILE};
 use crate::paged::protocol::{ROUTED_COUNTERS, RouteMap, RoutedBatch};
 use crate::runtime::host_io::{BatchSizes, CHUNK_ALIGN, DeviceCache, HostLink};
 use crate::runtime::launch::{CUBE_SIZE, cube_count, fill_u32};
@@ -66,7 +67,7 @@ pub struct DeviceRouter<R: HostTransfer, S: ProbingScheme, L: KeyLayout> {
     pub(super) cache: DeviceCache,
     pub(super) sizes: BatchSizes,
     /// Distinct one-word buffers for unused kernel arguments (wgpu mis-binds a buffer bound twice).
-    pub(super) dummies: [Handle; 4],
+    pub(super) dummies: [Handle; 6],
     /// The children's insert options (framed upserts launch their insert kernel).
     pub(super) options: crate::table::gpu::GpuOptions,
     pub(super) _layout: PhantomData<(S, L)>,
@@ -191,7 +192,7 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> DeviceRouter<R, S, L> {
         // SAFETY: positions are bounded by `n`, children by the directory's entries (all below `children`,
         // within the `w` counters), directory indices by its `2^depth` entries.
         unsafe {
-            route_count_kernel::launch_unchecked::<L, R>(
+            route_count_kernel::launch_unchecked::<L, ByRoute, R>(
                 &self.client,
                 cube_count(n.div_ceil(TILE) * CUBE),
                 CubeDim::new_1d(CUBE_SIZE),
@@ -266,15 +267,17 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> DeviceRouter<R, S, L> {
         // claimed from its child's cursor, and a part holds exactly its child's count) or, bounded, by `ends`
         // (a key past its part's end is not written); children and directory indices as in `count`.
         unsafe {
-            route_scatter_kernel::launch_unchecked::<L, R>(
+            route_scatter_kernel::launch_unchecked::<L, ByRoute, R>(
                 &self.client,
                 cube_count(n.div_ceil(TILE) * CUBE),
                 CubeDim::new_1d(CUBE_SIZE),
                 ArrayArg::from_raw_parts(keys.clone(), n),
+                arg(None, 0, 4),
                 arg(mask, n, 0),
                 ArrayArg::from_raw_parts(entries.clone(), route.entries.len()),
                 ArrayArg::from_raw_parts(cursor.clone(), w as usize),
                 ArrayArg::from_raw_parts(routed.0.clone(), total),
+                arg(None, 0, 5),
                 arg(routed.1, total, 1),
                 ArrayArg::from_raw_parts(positions.clone(), n),
                 arg(bounds.map(|b| b.0), w as usize, 2),
@@ -283,6 +286,7 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> DeviceRouter<R, S, L> {
                 route.depth,
                 upsert,
                 bounds.is_some(),
+                carry::POSITIONS,
                 w,
             )
         }

@@ -88,13 +88,20 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
     /// [`GpuTable::insert_device_distinct`]) and returns at once (no host round trip). Counts of new keys and
     /// failures accumulate on the device until [`GpuTable::settle`] reads them; call it before trusting
     /// `len()`, and before queueing so many failures that the stash overflows.
+    /// A large batch is binned first (`GpuTable::set_binning`, the `binned` module): the same placement, in an
+    /// order that keeps the table's reads in the L2 cache.
     pub fn insert_device_async(&mut self, keys: &Handle, values: &Handle, n: usize) {
-        self.launch_insert(keys, values, Selection::All, n, None);
+        match self.bins_for(n) {
+            Some(bins) => {
+                self.queue_binned_insert(keys, values, n, bins);
+            }
+            None => self.launch_insert(keys, values, Selection::All, n, None),
+        }
     }
 
     /// Queues the insert kernel over the positions whose mask equals the given mode (all when `None`), with
     /// the table's upsert setting or `upsert` instead.
-    fn launch_insert(
+    pub(super) fn launch_insert(
         &mut self,
         keys: &Handle,
         values: &Handle,
@@ -158,6 +165,7 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
         let (kind, (mask_handle, mask_len), mode) = match which {
             Selection::All => (select::ALL, dummy, 0),
             Selection::Mask(m, mode) => (select::MASK, (m.clone(), n), mode),
+            Selection::Counted(c) => (select::COUNTED, (c.clone(), 1), 0),
         };
         // One argument list for both kernels; the fold kernel takes the table as 32-bit words last.
         macro_rules! launch {
@@ -395,6 +403,8 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
 pub(super) enum Selection<'a> {
     All,
     Mask(&'a Handle, u32),
+    /// Positions below the count in the handle's first word (`select::COUNTED`).
+    Counted(&'a Handle),
 }
 
 /// What an insert could not place.

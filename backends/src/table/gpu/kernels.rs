@@ -6,6 +6,7 @@ use crate::device::counters::{ADDED_AT, PROBES_AT, RETRIES_AT, count_spread};
 use crate::device::driver::{LaneOp, op, reads, store_inserted_value, tile_drive};
 use crate::device::find::tile_find;
 use crate::device::layout::KeyLayout;
+use crate::device::probe::probe_bucket;
 use crate::device::shape::{ShapeScalars, TableMeta, meta_of};
 /// The presence bits of finds live with the host-I/O layer that reads them (every family's finds set them).
 pub use crate::runtime::host_io::store_found_bits;
@@ -170,6 +171,8 @@ pub(crate) fn insert_core<S: ProbingScheme, L: KeyLayout, F: Reduce>(
         if pending {
             pending = mask[pos] == mode;
         }
+    } else if comptime!(select == select::COUNTED) {
+        pending = pos < mask[0] as usize;
     }
     let mut my_key = L::Key::new(0);
     let mut my_val = L::Value::new(0);
@@ -241,6 +244,8 @@ pub mod select {
     pub const ALL: u32 = 0;
     /// Positions whose mask equals the mode.
     pub const MASK: u32 = 1;
+    /// Positions below `mask[0]`, a count another kernel left on the device (the binned build's surplus).
+    pub const COUNTED: u32 = 2;
 }
 
 /// How a find reports presence besides the value (the device layer's, shared with the routed gathers).
@@ -298,4 +303,101 @@ pub fn find_kernel<S: ProbingScheme, L: KeyLayout>(
     if comptime!(count_probes) {
         count_spread(probe_counters, 0u32, r.probes);
     }
+}
+
+/// Units per cube of [`binned_place_kernel()`].
+pub const PLACE_CUBE: u32 = 256;
+
+/// The binned build's placement into an **empty** table (`super::binned`): `keys` and `values` are the batch
+/// binned by first bucket (bin `b`'s keys at `bin_starts[b]..bin_starts[b + 1]`, bins of `bin_buckets`
+/// consecutive buckets). Each cube takes bins `CUBE_POS`, `CUBE_POS + CUBE_COUNT`, .. in turn (few cubes at a
+/// time, so that the slices they write stay in the L2 cache), counts each key into its first bucket with a
+/// shared-memory atomic, and writes the pair straight into slot `k` of that bucket when it is the bucket's
+/// `k`-th key and `k < bucket_size`: no compare-and-swap, no bucket read, no contention (every slot has one
+/// writer). Keys past their bucket's size (and any key the table cannot store, left to the insert's own checks)
+/// go to `over_keys` / `over_values`, counted in `over_count[0]`, for the insert kernel ([`select::COUNTED`]).
+/// Valid for schemes whose new keys fill their first bucket first (`ProbingScheme::FILLS_FIRST`): the table
+/// then holds what the probing insert would have built, keys in their first bucket wherever there was room.
+#[allow(clippy::too_many_arguments)]
+#[cube(launch_unchecked)]
+pub fn binned_place_kernel<S: ProbingScheme, L: KeyLayout>(
+    keys: &Array<L::Key>,
+    values: &Array<L::Value>,
+    bin_starts: &Array<u32>,
+    table: &mut Array<u64>,
+    over_keys: &mut Array<L::Key>,
+    over_values: &mut Array<L::Value>,
+    over_count: &Array<Atomic<u32>>,
+    counters: &Array<Atomic<u32>>,
+    shape: &ShapeScalars,
+    bins: u32,
+    #[comptime] bucket_size: u32,
+    #[comptime] bin_shift: u32,
+) {
+    let meta = meta_of(shape);
+    let t = UNIT_POS;
+    let width = comptime!(1u32 << bin_shift);
+    let fill = SharedMemory::<Atomic<u32>>::new(comptime!(width as usize));
+    // A chunk's surplus: its count, then the range it takes of the surplus arrays.
+    let chunk = SharedMemory::<Atomic<u32>>::new(2usize);
+    let mut placed = 0u32;
+    let mut bin = CUBE_POS as u32;
+    // Every unit reaches every barrier: the loops' bounds are the cube's, not the unit's.
+    while bin < bins {
+        let mut i = t;
+        while i < width {
+            fill[i as usize].store(0u32);
+            i += PLACE_CUBE;
+        }
+        let first = bin << comptime!(bin_shift);
+        let end = bin_starts[(bin + 1) as usize];
+        let mut at = bin_starts[bin as usize];
+        sync_cube();
+        while at < end {
+            let pos = at + t;
+            let mut surplus = false;
+            let mut key = L::Key::new(0);
+            let mut value = L::Value::new(0);
+            if pos < end {
+                key = keys[pos as usize];
+                value = values[pos as usize];
+                surplus = true;
+                if L::findable(key) {
+                    let b = probe_bucket::<S, L>(meta, key, 0u32);
+                    let k = fill[(b - first) as usize].fetch_add(1u32);
+                    if k < bucket_size {
+                        table[b as usize * comptime!(bucket_size as usize) + k as usize] =
+                            L::slot_word(key, value);
+                        placed += 1u32;
+                        surplus = false;
+                    }
+                }
+            }
+            if t == 0u32 {
+                chunk[0].store(0u32);
+            }
+            sync_cube();
+            let mut rank = 0u32;
+            if surplus {
+                rank = chunk[0].fetch_add(1u32);
+            }
+            sync_cube();
+            if t == 0u32 {
+                let m = chunk[0].load();
+                if m > 0u32 {
+                    chunk[1].store(over_count[0].fetch_add(m));
+                }
+            }
+            sync_cube();
+            if surplus {
+                let o = (chunk[1].load() + rank) as usize;
+                over_keys[o] = key;
+                over_values[o] = value;
+            }
+            at += PLACE_CUBE;
+        }
+        sync_cube();
+        bin += CUBE_COUNT as u32;
+    }
+    count_spread(counters, ADDED_AT, placed);
 }

@@ -38,6 +38,7 @@
 //! ```
 
 mod apply;
+pub mod binned;
 pub mod build;
 mod device;
 mod engine;
@@ -47,6 +48,7 @@ pub mod kernels;
 pub(crate) mod rebuild;
 pub mod upsert;
 
+pub use binned::Binning;
 pub use device::{DeviceRef, DeviceWriter, Unplaced};
 
 use crate::device::layout::{KeyLayout, Packed};
@@ -117,6 +119,8 @@ pub struct GpuTable<R: HostTransfer, S: ProbingScheme, L: KeyLayout = Packed> {
     /// Probe statistics of the inserts read by the last settle.
     pub(crate) last_insert_probes: ProbeStats,
     pub(crate) counters: Handle,
+    /// Whether device batches are binned before they are inserted (`binned`).
+    pub(crate) binning: Binning,
     pub(crate) _scheme: PhantomData<(S, L)>,
 }
 
@@ -263,6 +267,7 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
             pending_ops: 0,
             last_insert_probes: ProbeStats::default(),
             counters,
+            binning: Binning::Off,
             _scheme: PhantomData,
         };
         t.upload_shape();
