@@ -763,9 +763,17 @@ pub(crate) fn cpu_engine<S: SchemeInfo>(
     family: HashFamily,
 ) -> Result<CpuEngine<S>> {
     let slots = shape.num_buckets as u64 * shape.bucket_size as u64;
-    check_host_memory("the table", slots * 17)?;
+    // A key and a value per slot (a set's table: the key alone), and a lock per bucket.
+    let per_slot = if shape.keys_only { 9 } else { 17 };
+    check_host_memory("the table", slots * per_slot)?;
     Ok(CpuEngine::new(
-        CpuTable::new(shape.num_buckets, shape.bucket_size, family, shape.params),
+        CpuTable::with_values(
+            shape.num_buckets,
+            shape.bucket_size,
+            family,
+            shape.params,
+            !shape.keys_only,
+        ),
         config.deterministic,
     ))
 }

@@ -2,7 +2,8 @@
 //!
 //! The set is a [`HashTable`] built keys-only: on GPUs its slots hold the key alone (the `Keys32` / `Keys64`
 //! layouts of `device::set_layout`: 4 bytes a slot for 32-bit keys, half a packed pair's 8), its host batches
-//! carry no values across the bus, and every scheme runs on it (a set's slot word is its whole element, which a
+//! carry no values across the bus, the CPU table allocates no values (`CpuTable::with_values`), and every
+//! scheme runs on it (a set's slot word is its whole element, which a
 //! cuckoo eviction moves in one exchange, 64-bit keys included). Everything else (growth, erase and its
 //! tombstones, rebuilds, the reserved-key swap, the host path) is the table's own.
 
@@ -30,7 +31,8 @@ use hashtile_core::{Key, Result};
 /// # Ok::<(), hashtile_core::Error>(())
 /// ```
 pub struct HashSet<S: SchemeInfo, K: Key> {
-    /// The keys, each with an unused value (not stored on GPUs).
+    /// The keys, each with an unused value (stored on no backend: the GPU layouts and the CPU table of a set hold
+    /// keys alone).
     table: HashTable<S, K, u32>,
 }
 

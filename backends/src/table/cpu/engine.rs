@@ -89,7 +89,8 @@ impl<S: SchemeInfo, K: Key, V: Value> Engine<K, V> for CpuEngine<S> {
         let slots = num_buckets as u64 * bucket_size as u64;
         check_host_memory("the grown table", slots * 16 + self.table.len() as u64 * 16)?;
         let pairs = Engine::<K, V>::pairs(self)?;
-        self.table = CpuTable::new(num_buckets, bucket_size, family, params);
+        let values = self.table.has_values();
+        self.table = CpuTable::with_values(num_buckets, bucket_size, family, params, values);
         let (keys, values): (Vec<K>, Vec<V>) = pairs.into_iter().unzip();
         Ok(Engine::<K, V>::insert_distinct(self, &keys, &values)?.unplaced)
     }

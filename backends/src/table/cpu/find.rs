@@ -89,8 +89,10 @@ impl<S: SchemeInfo> CpuTable<S> {
             self.lookup_step::<VECTOR>(l);
             if !l.done {
                 self.prefetch_keys(l.bucket);
-            } else if l.slot != NO_SLOT {
-                prefetch(self.values.as_ptr().wrapping_add(l.slot as usize));
+            } else if l.slot != NO_SLOT
+                && let Some(a) = self.value_addr(l.slot as usize)
+            {
+                prefetch(a);
             }
         }
     }
@@ -108,7 +110,7 @@ impl<S: SchemeInfo> CpuTable<S> {
     /// Looks up one key; adds the bucket reads to `probes`.
     pub(super) fn find_one(&self, key: u64, probes: &mut u64) -> Option<u64> {
         self.find_slot(key, probes)
-            .map(|i| self.values[i].load(Ordering::Acquire))
+            .map(|i| self.value(i, Ordering::Acquire))
     }
 
     /// Looks up the keys `key_at(0..n)` in order, handing `(position, slot, probes)` of each to `emit`: the
@@ -222,7 +224,7 @@ impl<S: SchemeInfo> CpuTable<S> {
             |i| keys[i].widen(),
             |i, slot, p| {
                 *probes += p as u64;
-                emit(i, slot.map(|s| self.values[s].load(Ordering::Acquire)));
+                emit(i, slot.map(|s| self.value(s, Ordering::Acquire)));
             },
         );
     }

@@ -54,7 +54,9 @@ impl Tally {
 /// A hash table in host memory, driven by scheme `S`.
 pub struct CpuTable<S: ProbingScheme> {
     pub(super) keys: Buffer<AtomicU64>,
-    pub(super) values: Buffer<AtomicU64>,
+    /// One value per slot; none at all for a set's table (`keys_only`), whose values read as 0.
+    values: Buffer<AtomicU64>,
+    keys_only: bool,
     pub(super) locks: Box<[AtomicBool]>,
     pub(super) num_buckets: u32,
     pub(super) bucket_size: u32,
@@ -79,10 +81,23 @@ impl<S: SchemeInfo> CpuTable<S> {
         family: HashFamily,
         params: SchemeParams,
     ) -> Self {
+        Self::with_values(num_buckets, bucket_size, family, params, true)
+    }
+
+    /// [`CpuTable::new`], or without `values` a set's table: keys alone (half the memory), every value read
+    /// as 0 and every value written dropped.
+    pub fn with_values(
+        num_buckets: u32,
+        bucket_size: u32,
+        family: HashFamily,
+        params: SchemeParams,
+        values: bool,
+    ) -> Self {
         let slots = num_buckets as usize * bucket_size as usize;
         Self {
             keys: Buffer::filled(slots, || AtomicU64::new(EMPTY_KEY)),
-            values: Buffer::filled(slots, || AtomicU64::new(0)),
+            values: Buffer::filled(if values { slots } else { 0 }, || AtomicU64::new(0)),
+            keys_only: !values,
             locks: (0..num_buckets)
                 .into_par_iter()
                 .with_min_len(1 << 14)
@@ -305,7 +320,7 @@ impl<S: SchemeInfo> CpuTable<S> {
                     let i = self.slot(tb, step.slot);
                     let _g = self.lock(tb);
                     if self.keys[i].load(Ordering::Relaxed) == EMPTY_KEY {
-                        self.values[i].store(v, Ordering::Relaxed);
+                        self.store_value(i, v, Ordering::Relaxed);
                         self.keys[i].store(k, Ordering::Release);
                         return InsertOutcome::Added;
                     } // lost the slot: the state still names a bucket to re-read
@@ -316,7 +331,7 @@ impl<S: SchemeInfo> CpuTable<S> {
                     let (ek, ev) = {
                         let _g = self.lock(tb);
                         let ek = self.keys[i].swap(k, Ordering::AcqRel);
-                        let ev = self.values[i].swap(v, Ordering::AcqRel);
+                        let ev = self.swap_value(i, v);
                         (ek, ev)
                     };
                     if ek == EMPTY_KEY {
@@ -333,7 +348,7 @@ impl<S: SchemeInfo> CpuTable<S> {
                     let i = self.slot(b, step.slot);
                     let _g = self.lock(b);
                     if self.keys[i].load(Ordering::Relaxed) == k {
-                        self.values[i].store(v, Ordering::Release);
+                        self.store_value(i, v, Ordering::Release);
                         return InsertOutcome::Updated;
                     }
                 }
@@ -343,16 +358,53 @@ impl<S: SchemeInfo> CpuTable<S> {
         }
     }
 
-    /// Every stored pair, in slot order.
+    /// Every stored pair, in slot order (a set's with value 0).
     pub fn pairs(&self) -> Vec<(u64, u64)> {
-        self.keys
-            .iter()
-            .zip(self.values.iter())
-            .filter_map(|(k, v)| {
+        (self.keys.iter().enumerate())
+            .filter_map(|(i, k)| {
                 let k = k.load(Ordering::Acquire);
-                (k != EMPTY_KEY && k != ERASED_KEY).then(|| (k, v.load(Ordering::Acquire)))
+                (k != EMPTY_KEY && k != ERASED_KEY).then(|| (k, self.value(i, Ordering::Acquire)))
             })
             .collect()
+    }
+
+    /// Whether the table stores values (a set's does not).
+    pub fn has_values(&self) -> bool {
+        !self.keys_only
+    }
+
+    /// The value of slot `i` (0 in a set's table).
+    #[inline(always)]
+    pub(super) fn value(&self, i: usize, order: Ordering) -> u64 {
+        if self.keys_only {
+            0
+        } else {
+            self.values[i].load(order)
+        }
+    }
+
+    /// Writes the value of slot `i` (nothing in a set's table).
+    #[inline(always)]
+    pub(super) fn store_value(&self, i: usize, v: u64, order: Ordering) {
+        if !self.keys_only {
+            self.values[i].store(v, order);
+        }
+    }
+
+    /// Exchanges the value of slot `i` (0 back in a set's table).
+    #[inline(always)]
+    fn swap_value(&self, i: usize, v: u64) -> u64 {
+        if self.keys_only {
+            0
+        } else {
+            self.values[i].swap(v, Ordering::AcqRel)
+        }
+    }
+
+    /// The address of slot `i`'s value, to prefetch (`None` in a set's table).
+    #[inline(always)]
+    pub(super) fn value_addr(&self, i: usize) -> Option<*const AtomicU64> {
+        (!self.keys_only).then(|| self.values.as_ptr().wrapping_add(i))
     }
 
     /// Tombstone erase (32-bit keys: [`ERASED_KEY`] is then never a key): marks the slot of each stored key of
@@ -409,5 +461,53 @@ pub(super) struct BucketGuard<'a>(&'a AtomicBool);
 impl Drop for BucketGuard<'_> {
     fn drop(&mut self) {
         self.0.store(false, Ordering::Release);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hashtile_probing::{Bcht, LinearProbing};
+
+    /// A set's table holds no values: it allocates none, drops the values it is given, reads 0 for every key,
+    /// and keeps its keys through evictions (BCHT) and first-fit walks alike.
+    fn keys_only_round_trip<S: SchemeInfo>(bucket: u32) {
+        let n = 20_000u32;
+        let keys: Vec<u32> = (0..n).map(|i| hash::fmix32(i ^ 0x51)).collect();
+        let distinct: std::collections::HashSet<u32> = keys.iter().copied().collect();
+        let nb = (n as f64 / 0.85 / bucket as f64).ceil() as u32;
+        let mut t = CpuTable::<S>::with_values(
+            nb,
+            bucket,
+            HashFamily::new(5),
+            S::default_params(bucket),
+            false,
+        );
+        assert!(!t.has_values());
+        assert_eq!(t.values.len(), 0, "no value storage");
+        let values: Vec<u32> = keys.iter().map(|k| k ^ 7).collect();
+        let (_, unplaced) = t.upsert(&keys, &values, false, false);
+        assert!(unplaced.is_empty());
+        assert_eq!(t.len(), distinct.len());
+        let mut stored: Vec<(u64, u64)> = t.pairs();
+        stored.sort_unstable();
+        let mut want: Vec<(u64, u64)> = distinct.iter().map(|&k| (k as u64, 0)).collect();
+        want.sort_unstable();
+        assert_eq!(stored, want, "every key once, value 0");
+        let mut probes = 0;
+        for &k in keys.iter().take(1000) {
+            assert_eq!(t.find_one(k as u64, &mut probes), Some(0));
+        }
+        assert_eq!(t.find_one(u32::MAX as u64 - 5, &mut probes), None);
+    }
+
+    #[test]
+    fn keys_only_tables_store_no_values() {
+        keys_only_round_trip::<Bcht>(8);
+        keys_only_round_trip::<LinearProbing>(4);
+        // With values: as before.
+        let t = CpuTable::<Bcht>::new(64, 8, HashFamily::new(5), Bcht::default_params(8));
+        assert!(t.has_values());
+        assert_eq!(t.values.len(), 512);
     }
 }

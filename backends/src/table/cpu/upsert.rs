@@ -198,7 +198,7 @@ impl<S: SchemeInfo> CpuTable<S> {
                             r,
                             stored,
                             |&(k, _)| k.widen(),
-                            |slot, &(_, v)| self.values[slot].store(v.widen(), Ordering::Release),
+                            |slot, &(_, v)| self.store_value(slot, v.widen(), Ordering::Release),
                         )
                     })
                     .collect();
@@ -348,7 +348,7 @@ impl<S: SchemeInfo> CpuTable<S> {
             if step.action == action::CLAIM && step.target == 0 {
                 // The slot is empty: the scheme chose it from the view, and only this thread writes here.
                 let i = self.slot(b, step.slot);
-                self.values[i].store(v.widen(), Ordering::Relaxed);
+                self.store_value(i, v.widen(), Ordering::Relaxed);
                 self.keys[i].store(key, Ordering::Relaxed);
                 t.added += 1;
             } else {
