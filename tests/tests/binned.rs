@@ -103,8 +103,32 @@ fn binned_matches_oracle<R: HostTransfer, S: ProbingScheme + SchemeInfo>(
                 .filter(|_| !unplaced.contains(&(*k as u64)));
             assert_eq!(got, want, "{name} round {round}: find {k}");
         }
-        // First buckets first: a key outside its first bucket found that bucket full.
         let placed: Vec<(u64, u32)> = Engine::<u64, u64>::placement(&t).unwrap();
+        // The binned build fills each first bucket with exactly min(count, B) of the keys whose first bucket it
+        // is (the placement is a function of the hashes; only which keys make the surplus varies), and the
+        // surplus cannot add to them (their first buckets are full).
+        if expect {
+            let family = HashFamily::new(11);
+            let in_first = placed
+                .iter()
+                .filter(|&&(k, b)| family.probe_bucket::<S>(k, 0, num_buckets) == b)
+                .count();
+            let want: usize = first_bucket_counts::<S>(&family, batch, num_buckets)
+                .values()
+                .map(|&c| c.min(bucket as usize))
+                .sum();
+            // Nothing moves a stored pair of a stable scheme; a cuckoo surplus may evict keys from their first
+            // buckets.
+            if S::STABLE {
+                assert_eq!(in_first, want, "{name}: keys in their first bucket");
+            } else {
+                assert!(
+                    in_first <= want,
+                    "{name}: {in_first} keys in their first bucket, at most {want}"
+                );
+            }
+        }
+        // First buckets first: a key outside its first bucket found that bucket full.
         let mut fill: HashMap<u32, u32> = HashMap::new();
         for &(_, b) in &placed {
             *fill.entry(b).or_default() += 1;
@@ -121,6 +145,94 @@ fn binned_matches_oracle<R: HostTransfer, S: ProbingScheme + SchemeInfo>(
             }
         }
     }
+}
+
+/// How many of `keys` have each bucket as their first (probe 0) bucket.
+fn first_bucket_counts<S: ProbingScheme>(
+    family: &HashFamily,
+    keys: &[u32],
+    num_buckets: u32,
+) -> HashMap<u32, usize> {
+    let mut counts = HashMap::new();
+    for &k in keys {
+        *counts
+            .entry(family.probe_bucket::<S>(k as u64, 0, num_buckets))
+            .or_default() += 1;
+    }
+    counts
+}
+
+/// What binning does to where keys sit (issue 32), against the probing build of the same keys: the shares of
+/// keys at their first candidate bucket, their second, and beyond, and the average probes of a find of every
+/// key. Both builds are the CPU backend's deterministic ones, one key at a time under the GPU's rules: the
+/// probing build in input order; the binned build's model first inserts, in input order, the keys their first
+/// bucket admits (the first `B` to hash there: each lands there, as the placement kernel puts it), then the
+/// surplus (the GPU inserts it concurrently; after the placement, `min(count, B)` keys per first bucket on every
+/// backend, which the device test above checks). Deterministic: a snapshot.
+fn placement_table<S: SchemeInfo>(bucket: u32) -> String {
+    use hashtile::{BackendChoice, HashTable, TableConfig};
+    use std::fmt::Write;
+    const N: usize = 1 << 14;
+    let keys = keys(0x5eed, N);
+    let mut out = format!(
+        "{} B={bucket} N={N}\nload  build    first   second  later   find-probes\n",
+        S::NAME
+    );
+    for load in [0.8, 0.9, 0.95] {
+        let cfg = TableConfig::for_keys(N, load)
+            .bucket_size(bucket)
+            .deterministic(true)
+            .max_rebuilds(0)
+            .backend(BackendChoice::Exactly(Backend::Cpu));
+        let mut probing: HashTable<S, u32, u32> = HashTable::new(cfg.clone()).unwrap();
+        let nb = (probing.capacity() / probing.bucket_size() as usize) as u32;
+        let family = probing.family();
+        // The binned order: each first bucket's first `B` keys, then the rest, each part in input order.
+        let mut seen: HashMap<u32, usize> = HashMap::new();
+        let (admitted, surplus): (Vec<u32>, Vec<u32>) = keys.iter().partition(|&&k| {
+            let c = seen
+                .entry(family.probe_bucket::<S>(k as u64, 0, nb))
+                .or_default();
+            *c += 1;
+            *c <= bucket as usize
+        });
+        let binned_order: Vec<u32> = admitted.into_iter().chain(surplus).collect();
+        let mut binned: HashTable<S, u32, u32> = HashTable::new(cfg).unwrap();
+        for (name, t, order) in [
+            ("probing", &mut probing, &keys),
+            ("binned ", &mut binned, &binned_order),
+        ] {
+            if t.insert(order, order).is_err() {
+                writeln!(out, "{load:.2}  {name}  build failed").unwrap();
+                continue;
+            }
+            let mut at = [0usize; 3];
+            for (k, b) in t.placement().unwrap() {
+                let i = t.candidate_buckets(k).iter().position(|&c| c == b).unwrap();
+                at[i.min(2)] += 1;
+            }
+            t.find(&keys).unwrap();
+            let share = |c: usize| c as f64 / N as f64;
+            writeln!(
+                out,
+                "{load:.2}  {name}  {:.4}  {:.4}  {:.4}  {:.4}",
+                share(at[0]),
+                share(at[1]),
+                share(at[2]),
+                t.last_find_probes().average()
+            )
+            .unwrap();
+        }
+    }
+    out
+}
+
+#[test]
+fn binned_placement_against_probing() {
+    insta::assert_snapshot!(placement_table::<Bcht>(8));
+    insta::assert_snapshot!(placement_table::<Bcht>(16));
+    insta::assert_snapshot!(placement_table::<LinearProbing>(4));
+    insta::assert_snapshot!(placement_table::<DoubleHashing>(4));
 }
 
 fn all_schemes<R: HostTransfer>(opts: GpuOptions) {
