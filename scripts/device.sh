@@ -234,9 +234,12 @@ suite_bench_life() {
   rates growth_double8 300 $hb --log2-keys 26 --scheme double --bucket 8 --load 0.8 --growth
   rates aging_bcht8 300 $hb --log2-keys 26 --scheme bcht --bucket 8 --load 0.85 --aging
   rates aging_iht16 300 $hb --log2-keys 26 --scheme iht --bucket 16 --load 0.85 --aging
+  # Linear probing and double hashing take erased slots again (NOTES.md D29): their rounds rebuild less.
+  rates aging_double4 300 $hb --log2-keys 26 --scheme double --bucket 4 --load 0.85 --aging --ops-only
+  rates aging_linear4 300 $hb --log2-keys 26 --scheme linear --bucket 4 --load 0.85 --aging --ops-only
   rates mixed_bcht8 300 $hb --log2-keys 26 --scheme bcht --bucket 8 --load 0.8 --mixed
   rates mixed_double8 300 $hb --log2-keys 26 --scheme double --bucket 8 --load 0.8 --mixed
-  merge "$D/life.csv" growth_bcht8 growth_double8 aging_bcht8 aging_iht16
+  merge "$D/life.csv" growth_bcht8 growth_double8 aging_bcht8 aging_iht16 aging_double4 aging_linear4
 }
 
 suite_first_call() {

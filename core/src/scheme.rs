@@ -24,6 +24,8 @@
 //!         FOUND / ABSENT / FAIL => done
 //!         FOLLOW => read the bucket `view.next` names     // chaining schemes only
 //!         APPEND => link a new bucket after this one, read it (or, if another tile linked first, re-read)
+//!         RECLAIM => CAS erased slot `step.slot` of bucket H[step.target](key) to our pair; on failure start
+//!                    again (`reclaim_step`: inserts over erased slots, schemes whose upserts converge)
 //!     }
 //! }
 //! ```
@@ -58,6 +60,9 @@ pub mod action {
     /// Chaining: the list ends in the full bucket just read; link a new bucket after it and read that one (if
     /// another thread linked one first, re-read this bucket: its `next` is now set).
     pub const APPEND: u32 = 8;
+    /// Insert over erased slots ([`super::reclaim_step()`]): compare-and-swap erased slot `slot` of bucket `target`
+    /// from the erased word to the pair in hand; on failure start the insert again.
+    pub const RECLAIM: u32 = 9;
 }
 
 /// [`BucketView::next`] of a bucket without a successor (every static bucket; the last slab of a list).
@@ -368,6 +373,53 @@ pub fn find_in_candidates(
     } else if may_continue {
         state.hash_index += 1;
         act = action::NEXT;
+    }
+    make_step(act, target, slot)
+}
+
+/// The first erased slot an insert's walk passed (its hash index plus one, 0: none yet, and its slot), for
+/// [`reclaim_step()`].
+#[derive(CubeType, Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MarkSeen {
+    /// Hash index of the bucket holding the mark, plus one (0: no mark seen).
+    pub at: u32,
+    /// The mark's slot in that bucket.
+    pub slot: u32,
+}
+
+/// A [`MarkSeen`] with no mark.
+#[cube]
+pub fn no_mark() -> MarkSeen {
+    MarkSeen {
+        at: 0u32,
+        slot: 0u32,
+    }
+}
+
+/// Inserts that reuse erased slots, for schemes whose racing upserts converge
+/// ([`ProbingScheme::UPSERTS_CONVERGE`]: one probe sequence, first fit, nothing moves). `step` is the scheme's
+/// insert step after reading the bucket of hash index `read_index`, whose erased slots are `marked`; `mark`
+/// remembers the first erased slot the walk passed. The scheme's `CLAIM` (the key is proven absent: its walk
+/// reached a bucket with room, or it promised new keys) and its `FAIL` (the walk ran out) become a
+/// [`action::RECLAIM`] of that first mark when there is one. A key stored there stays on its own find path,
+/// before the bucket where a find of it stops, so every find still sees it. Racing copies of one key converge:
+/// a copy that takes an available slot read every earlier slot of the sequence as another key's, and slots only
+/// fill within an insert launch, so no earlier slot can take the key after it; a lost reclaim starts the insert
+/// again (the drivers' rule), where the copy that won is then matched.
+#[cube]
+pub fn reclaim_step(step: Step, marked: u32, read_index: u32, mark: &mut MarkSeen) -> Step {
+    if mark.at == 0u32 && marked != 0u32 {
+        mark.at = read_index + 1u32;
+        mark.slot = marked.trailing_zeros();
+    }
+    // Field by field: cube code cannot reassign a struct.
+    let mut act = step.action;
+    let mut target = step.target;
+    let mut slot = step.slot;
+    if (act == action::CLAIM || act == action::FAIL) && mark.at != 0u32 {
+        act = action::RECLAIM;
+        target = mark.at - 1u32;
+        slot = mark.slot;
     }
     make_step(act, target, slot)
 }

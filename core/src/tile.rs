@@ -334,6 +334,28 @@ pub fn view_of(
     }
 }
 
+/// The slots of the bucket just read that hold `word` (an erased slot's mark), as a mask in [`view_of()`]'s
+/// slot order (all lanes must call).
+#[cube]
+pub fn slots_holding(
+    slots: LaneSlots,
+    word: u64,
+    tl: TileLane,
+    #[comptime] bucket_size: u32,
+    #[comptime] tile_width: u32,
+) -> u32 {
+    let per_lane = comptime!(bucket_size / tile_width);
+    let mut mask = tile_ballot(slots.w0 == word, tl, tile_width);
+    if comptime!(per_lane >= 2) {
+        mask |= tile_ballot(slots.w1 == word, tl, tile_width) << tile_width;
+    }
+    if comptime!(per_lane >= 4) {
+        mask |= tile_ballot(slots.w2 == word, tl, tile_width) << (2 * tile_width);
+        mask |= tile_ballot(slots.w3 == word, tl, tile_width) << (3 * tile_width);
+    }
+    mask
+}
+
 /// The word of slot `slot` as held by its owner lane, broadcast to the whole tile (all lanes must call).
 // The compile-time `if` selects code to emit; merging it with the run-time `if` would change that.
 #[allow(clippy::collapsible_if)]

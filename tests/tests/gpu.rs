@@ -557,3 +557,98 @@ fn cuda_insert_device_stores_repeated_keys_once() {
     #[cfg(not(feature = "cuda"))]
     present(Backend::Cuda);
 }
+
+/// Inserts over erased slots on the device (linear probing and double hashing take marks again): a batch of
+/// erased keys and new keys, each four times and interleaved, races over the marks; every key is stored once,
+/// `len` is exact, finds agree with the oracle and marks were taken again.
+fn reclaim_races<
+    R: hashtile::gpu::transfer::HostTransfer,
+    S: hashtile::ProbingScheme + hashtile::SchemeInfo,
+>(
+    backend: Backend,
+    bucket: u32,
+) {
+    use hashtile::gpu::{GpuOptions, GpuTable};
+    use hashtile::{Engine, HashFamily};
+    let n = 4000usize;
+    let keys: Vec<u32> = (0..n as u32 + 500)
+        .map(|i| hashtile::hash::fmix32(i ^ 0x7ec1))
+        .collect();
+    let nb = hashtile::scheme::sequence_buckets(
+        S::SEQUENCE,
+        (n as f64 / 0.8 / bucket as f64).ceil() as u32,
+    );
+    let options = GpuOptions {
+        use_cas: true,
+        plain_reads: backend == Backend::Cuda,
+    };
+    let mut t = GpuTable::<R, S>::new(
+        &Default::default(),
+        nb,
+        bucket,
+        HashFamily::new(8),
+        S::default_params(bucket),
+        options,
+    )
+    .unwrap();
+    let what = format!("{} B={bucket} on {backend}", S::NAME);
+    let (kh, vh) = (t.upload(&keys[..n]), t.upload(&keys[..n]));
+    assert!(t.insert_device(&kh, &vh, n).unwrap().pairs.is_empty());
+    let erased: Vec<u32> = keys[..n].iter().step_by(2).copied().collect();
+    let eh = t.upload(&erased);
+    assert_eq!(t.erase_device(&eh, erased.len()).unwrap(), erased.len());
+    assert_eq!(t.marks(), erased.len(), "{what}: marks");
+    // The erased keys back and 500 new ones, each four times, interleaved; values tell the copies apart.
+    let mut again = erased.clone();
+    again.extend_from_slice(&keys[n..]);
+    let batch: Vec<u32> = (0..4 * again.len())
+        .map(|i| again[i % again.len()])
+        .collect();
+    let values: Vec<u32> = (0..batch.len() as u32).collect();
+    let (bh, bv) = (t.upload(&batch), t.upload(&values));
+    let lost = t.insert_device(&bh, &bv, batch.len()).unwrap();
+    assert!(lost.pairs.is_empty() && lost.untracked == 0, "{what}");
+    let stored: Vec<(u32, u32)> = t.pairs().unwrap();
+    assert_eq!(t.len(), n + 500, "{what}: len");
+    assert_eq!(stored.len(), n + 500, "{what}: a key stored twice");
+    assert!(t.marks() < erased.len(), "{what}: no mark taken again");
+    assert!(t.len() + t.marks() <= t.capacity(), "{what}: slots");
+    let position: HashMap<u32, usize> = again.iter().enumerate().map(|(i, &k)| (k, i)).collect();
+    for (k, v) in stored {
+        match position.get(&k) {
+            Some(&i) => assert_eq!(v as usize % again.len(), i, "{what}: key {k} holds {v}"),
+            None => assert_eq!(v, k, "{what}: key {k} kept its value"),
+        }
+    }
+    let found = t.find_keys(&keys).unwrap();
+    assert!(
+        found.iter().all(Option::is_some),
+        "{what}: a key went missing"
+    );
+}
+
+fn reclaim_races_every_walk<R: hashtile::gpu::transfer::HostTransfer>(backend: Backend) {
+    reclaim_races::<R, hashtile::LinearProbing>(backend, 4);
+    reclaim_races::<R, hashtile::LinearProbing>(backend, 1);
+    reclaim_races::<R, hashtile::DoubleHashing>(backend, 8);
+}
+
+#[test]
+fn vulkan_inserts_take_erased_slots_again() {
+    #[cfg(feature = "vulkan")]
+    if present(Backend::Vulkan) {
+        reclaim_races_every_walk::<hashtile::cubecl::wgpu::WgpuRuntime>(Backend::Vulkan);
+    }
+    #[cfg(not(feature = "vulkan"))]
+    present(Backend::Vulkan);
+}
+
+#[test]
+fn cuda_inserts_take_erased_slots_again() {
+    #[cfg(feature = "cuda")]
+    if present(Backend::Cuda) {
+        reclaim_races_every_walk::<hashtile::cubecl::cuda::CudaRuntime>(Backend::Cuda);
+    }
+    #[cfg(not(feature = "cuda"))]
+    present(Backend::Cuda);
+}

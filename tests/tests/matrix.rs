@@ -367,6 +367,99 @@ fn aging_on<S: SchemeInfo>(backend: Backend) {
     );
 }
 
+/// Inserts take erased slots again (linear probing and double hashing): after erasing half the keys, a batch
+/// of new keys lands without a rebuild (the family stays) and leaves fewer marks; then erased keys come back,
+/// each three times in one batch, among the marks; the table matches the oracle, with no key stored twice.
+/// The same for a set.
+fn reclaim_on<S: SchemeInfo>(backend: Backend) {
+    if !present(backend) {
+        return;
+    }
+    let n = 20_000usize;
+    let cfg = TableConfig::for_keys(n, 0.8).backend(BackendChoice::Exactly(backend));
+    let what = format!("{} on {backend}", S::NAME);
+    let keys: Vec<u32> = (0..2 * n as u32)
+        .map(|i| hashtile::hash::fmix32(i ^ 0x3c1a))
+        .collect();
+    let mut t: HashTable<S, u32, u32> = HashTable::new(cfg.clone()).unwrap();
+    let mut s: hashtile::HashSet<S, u32> = hashtile::HashSet::new(cfg).unwrap();
+    let mut oracle = HashMap::new();
+    assert_eq!(
+        insert_tracked(&mut t, &mut oracle, &keys[..n], &keys[..n]),
+        0
+    );
+    s.insert(&keys[..n]).unwrap();
+    let half: Vec<u32> = keys[..n].iter().step_by(2).copied().collect();
+    assert_eq!(t.erase(&half).unwrap(), half.len(), "{what}");
+    assert_eq!(s.erase(&half).unwrap(), half.len(), "{what}: set");
+    for k in &half {
+        oracle.remove(k);
+    }
+    assert_eq!((t.tombstones(), s.tombstones()), (half.len(), half.len()));
+    let family = t.family();
+    let new = &keys[n..n + half.len()];
+    assert_eq!(insert_tracked(&mut t, &mut oracle, new, new), 0, "{what}");
+    s.insert(new).unwrap();
+    assert_eq!(t.family(), family, "{what}: the insert rebuilt the table");
+    assert!(
+        t.tombstones() < half.len() / 2 && s.tombstones() < half.len() / 2,
+        "{what}: marks left {} / {}",
+        t.tombstones(),
+        s.tombstones()
+    );
+    // Erased keys back, three times each, after erasing as many again.
+    let more: Vec<u32> = keys[1..n].iter().step_by(4).copied().collect();
+    assert_eq!(t.erase(&more).unwrap(), more.len(), "{what}");
+    assert_eq!(s.erase(&more).unwrap(), more.len(), "{what}: set");
+    for k in &more {
+        oracle.remove(k);
+    }
+    let back: Vec<u32> = (0..3 * more.len()).map(|i| half[i % more.len()]).collect();
+    let values: Vec<u32> = (0..back.len() as u32).collect();
+    assert_eq!(
+        insert_tracked(&mut t, &mut oracle, &back, &values),
+        0,
+        "{what}"
+    );
+    s.insert(&back).unwrap();
+    assert_eq!(t.len(), oracle.len(), "{what}: len");
+    assert_eq!(
+        t.pairs().unwrap().len(),
+        oracle.len(),
+        "{what}: a key stored twice"
+    );
+    assert!(t.len() + t.tombstones() <= t.capacity());
+    assert_matches_oracle(&t, &oracle, &keys, &format!("{what}, reclaimed"));
+    assert_eq!(s.len(), oracle.len(), "{what}: set len");
+    let present_in_set = s.contains(&keys).unwrap();
+    for (k, p) in keys.iter().zip(present_in_set) {
+        assert_eq!(p, oracle.contains_key(k), "{what}: set key {k}");
+    }
+}
+
+macro_rules! reclaim_tests {
+    ($($s:ident),*) => {
+        paste::paste! {
+            $(
+                #[test]
+                fn [<reclaim_ $s:lower _cpu>]() {
+                    reclaim_on::<hashtile::$s>(Backend::Cpu);
+                }
+                #[test]
+                fn [<reclaim_ $s:lower _vulkan>]() {
+                    reclaim_on::<hashtile::$s>(Backend::Vulkan);
+                }
+                #[test]
+                fn [<reclaim_ $s:lower _cuda>]() {
+                    reclaim_on::<hashtile::$s>(Backend::Cuda);
+                }
+            )*
+        }
+    };
+}
+
+reclaim_tests!(LinearProbing, DoubleHashing);
+
 macro_rules! aging_tests {
     ($($s:ident),*) => {
         paste::paste! {

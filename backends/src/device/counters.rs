@@ -3,7 +3,7 @@
 //! one way every kernel adds to them ([`count_spread()`]).
 //!
 //! Layout of a table's counter array ([`INSERT_COUNTERS`] words): `[failures, added x 64, probes x 64,
-//! retries x 64, erased x 64]`. Statistics are spread over [`ADDED_COUNTERS`] words by cube, each plane adding
+//! retries x 64, erased x 64, reclaimed x 64]`. Statistics are spread over [`ADDED_COUNTERS`] words by cube, each plane adding
 //! its sum with one atomic: one shared counter would serialise millions of atomics (one counter per erased
 //! key held a batch of 2^25 erases at 6 G keys/s on the H200).
 
@@ -21,8 +21,10 @@ pub const PROBES_AT: u32 = 1 + ADDED_COUNTERS;
 pub const RETRIES_AT: u32 = 1 + 2 * ADDED_COUNTERS;
 /// First word of the erase counters (slots the device API's erases marked).
 pub const ERASED_AT: u32 = 1 + 3 * ADDED_COUNTERS;
+/// First word of the reclaim counters (erased slots inserts took again).
+pub const RECLAIMED_AT: u32 = 1 + 4 * ADDED_COUNTERS;
 /// Words of a table's counter array.
-pub const INSERT_COUNTERS: usize = 1 + 4 * ADDED_COUNTERS as usize;
+pub const INSERT_COUNTERS: usize = 1 + 5 * ADDED_COUNTERS as usize;
 
 /// A table's counters read back.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -33,6 +35,8 @@ pub struct WriteCounts {
     pub added: usize,
     /// Slots erases marked.
     pub erased: usize,
+    /// Erased slots inserts took again (counted in `added` too).
+    pub reclaimed: usize,
     /// Probe statistics (when the kernels counted them) of `ops` operations.
     pub stats: hashtile_core::ProbeStats,
 }
@@ -50,6 +54,7 @@ pub fn decode_counters(c: &[u32], ops: u64) -> WriteCounts {
         failed: c[FAILED_AT as usize] as usize,
         added: sum(ADDED_AT) as usize,
         erased: sum(ERASED_AT) as usize,
+        reclaimed: sum(RECLAIMED_AT) as usize,
         stats: hashtile_core::ProbeStats {
             probes: sum(PROBES_AT),
             ops,

@@ -37,11 +37,12 @@ use super::slab::{
 use cubecl::prelude::*;
 use hashtile_core::reduce::{Reduce, kind};
 use hashtile_core::scheme::{
-    BucketView, NO_PAIR, ProbingScheme, SchemeParams, action, blank_state,
+    BucketView, NO_PAIR, ProbingScheme, SchemeParams, action, blank_state, make_step, no_mark,
+    reclaim_step,
 };
 use hashtile_core::tile::{
-    EMPTY_WORD, cas_slot, pick_slots, slot_address, slot_word, swap_slot, tile_ballot, tile_lane,
-    tile_loop_any, tile_shuffle, tile_shuffle_u64,
+    EMPTY_WORD, cas_slot, pick_slots, slot_address, slot_word, slots_holding, swap_slot,
+    tile_ballot, tile_lane, tile_loop_any, tile_shuffle, tile_shuffle_u64,
 };
 
 /// The insert counter array's word counting pairs an insert gave up on (`counters[0]`); a framed launch counts
@@ -63,7 +64,9 @@ pub const FAILED_COUNTER: u32 = 0;
 /// (a found key's slot address in the answer; launches of packed inserts, which otherwise answer nothing per
 /// lane, then answer each lane's status); `framed`; `resident` (chains: the tile keeps a resident block
 /// of the slab allocator, SlabAlloc's; else the hashed bitmap); `halves_bound` (`halves` is the table, not a
-/// stand-in: launches that may bind a buffer twice, CUDA). `F`: how a static insert of packed pairs updates
+/// stand-in: launches that may bind a buffer twice, CUDA); `reclaim` (a launch of inserts into a table that may
+/// hold erased slots: schemes whose upserts converge take the first erased slot on the key's walk once the walk
+/// proves the key absent, `hashtile_core::scheme::reclaim_step`; others ignore it). `F`: how a static insert of packed pairs updates
 /// a stored key's value (`Assign`: replaced; any other reduction: combined, insert-or-apply in the table; see
 /// `folds` below for the built-in reductions).
 #[allow(
@@ -98,6 +101,7 @@ pub fn tile_drive<S: ProbingScheme, L: KeyLayout, F: Reduce>(
     #[comptime] framed: bool,
     #[comptime] resident: bool,
     #[comptime] halves_bound: bool,
+    #[comptime] reclaim: bool,
 ) -> TileAnswer<L::Value> {
     let chains = comptime!(S::CHAINS);
     // Which kinds of operation this launch can hold (the rest compiles away).
@@ -144,6 +148,17 @@ pub fn tile_drive<S: ProbingScheme, L: KeyLayout, F: Reduce>(
                 || (F::KIND == kind::ADD && halves_bound))
     );
 
+    // Inserts that take erased slots on their walk (stable schemes along one sequence, claims by
+    // compare-and-swap; compiled in only for launches into tables that hold marks).
+    let reclaims = comptime!(
+        reclaim
+            && only_inserts
+            && !chains
+            && S::UPSERTS_CONVERGE
+            && S::PAIR_AT == NO_PAIR
+            && use_cas
+    );
+
     let tl = tile_lane(tw);
     let mut pending = lane.mine;
     let mut has_op = false;
@@ -162,6 +177,9 @@ pub fn tile_drive<S: ProbingScheme, L: KeyLayout, F: Reduce>(
     let mut added = 0u32;
     let mut probes = 0u32;
     let mut retries = 0u32;
+    let mut reclaimed = 0u32;
+    // The first erased slot the insert served has passed (`reclaims`).
+    let mut mark = no_mark();
     // Chains: a claim lost to another key goes on from the same view with that slot marked taken (`reuse`: no
     // read; the view's masks and link are kept field by field, as cube code cannot reassign a struct).
     let mut reuse = false;
@@ -190,6 +208,7 @@ pub fn tile_drive<S: ProbingScheme, L: KeyLayout, F: Reduce>(
         tile_added: 0u32,
         tile_probes: 0u32,
         tile_retries: 0u32,
+        tile_reclaimed: 0u32,
     };
 
     // Chains: each lane hashes its own key once, before the loop and in parallel (the tile takes the bucket with
@@ -271,6 +290,9 @@ pub fn tile_drive<S: ProbingScheme, L: KeyLayout, F: Reduce>(
             walked = 0u32;
             if comptime!(inserts) {
                 S::insert_start(&mut state, L::key_mix(cur_key));
+            }
+            if comptime!(reclaims) {
+                mark.at = 0u32;
             }
             if comptime!(!only_inserts) {
                 if cur > op::REPLACE {
@@ -361,6 +383,12 @@ pub fn tile_drive<S: ProbingScheme, L: KeyLayout, F: Reduce>(
             key_view::<L>(slots, cur_key, tl, bucket_size, tw)
         };
 
+        // The erased slots of the bucket read (a ballot: every lane of the plane takes part).
+        let mut marked = 0u32;
+        if comptime!(reclaims) {
+            marked = slots_holding(slots, L::ERASED_WORD.runtime(), tl, bucket_size, tw);
+        }
+
         // The scheme's step: an insert's or a find's (erases, counts and walks look the key up as finds do).
         let mut act = u32::new(action::NEXT as i64);
         let mut target = 0u32;
@@ -397,6 +425,17 @@ pub fn tile_drive<S: ProbingScheme, L: KeyLayout, F: Reduce>(
                             upsert,
                         };
                         let st = S::insert_step(&mut state, view, params, bucket_size);
+                        act = st.action;
+                        target = st.target;
+                        slot = st.slot;
+                    }
+                    if comptime!(reclaims) {
+                        let st = reclaim_step(
+                            make_step(act, target, slot),
+                            marked,
+                            read_index,
+                            &mut mark,
+                        );
                         act = st.action;
                         target = st.target;
                         slot = st.slot;
@@ -512,6 +551,12 @@ pub fn tile_drive<S: ProbingScheme, L: KeyLayout, F: Reduce>(
                         old = swap_slot::<L::Word>(table, addr, mine);
                     }
                     ok = old == EMPTY_WORD;
+                } else if act == action::RECLAIM {
+                    if comptime!(reclaims) {
+                        let erased = L::ERASED_WORD.runtime();
+                        old = cas_slot::<L::Word>(table, addr, erased, mine);
+                        ok = old == erased;
+                    }
                 } else if act == action::EVICT {
                     if comptime!(evicts) {
                         old = swap_slot::<L::Word>(table, addr, mine);
@@ -615,6 +660,9 @@ pub fn tile_drive<S: ProbingScheme, L: KeyLayout, F: Reduce>(
                     if comptime!(evicts) {
                         writes = writes || act == action::EVICT;
                     }
+                    if comptime!(reclaims) {
+                        writes = writes || act == action::RECLAIM;
+                    }
                     if writes {
                         if comptime!(carries) {
                             // Claims and evictions expected an empty slot, updates the word the tile read.
@@ -637,6 +685,11 @@ pub fn tile_drive<S: ProbingScheme, L: KeyLayout, F: Reduce>(
                             if act != action::UPDATE {
                                 added += 1u32;
                                 done = status::INSERTED;
+                            }
+                            if comptime!(reclaims) {
+                                if act == action::RECLAIM {
+                                    reclaimed += 1u32;
+                                }
                             }
                             if comptime!(answers) {
                                 if tl.lane == serving {
@@ -673,6 +726,14 @@ pub fn tile_drive<S: ProbingScheme, L: KeyLayout, F: Reduce>(
                                     coherent = true; // lost the race: re-read this bucket coherently
                                     if comptime!(count_probes) {
                                         retries += 1u32;
+                                    }
+                                    if comptime!(reclaims) {
+                                        if act == action::RECLAIM {
+                                            // Another insert took the mark: walk again from the start, where
+                                            // the copy of the key that won (if it was one) is matched.
+                                            S::insert_start(&mut state, L::key_mix(cur_key));
+                                            mark.at = 0u32;
+                                        }
                                     }
                                 }
                             } else if comptime!(carries) {
@@ -887,5 +948,6 @@ pub fn tile_drive<S: ProbingScheme, L: KeyLayout, F: Reduce>(
     answer.tile_added = added;
     answer.tile_probes = probes;
     answer.tile_retries = retries;
+    answer.tile_reclaimed = reclaimed;
     answer
 }

@@ -269,5 +269,6 @@ pub(crate) fn drive_lookup<S: ProbingScheme, L: KeyLayout>(
         framed,
         false,
         false,
+        false,
     )
 }

@@ -112,6 +112,8 @@ pub struct TileAnswer<V: Int> {
     pub tile_probes: u32,
     /// Compare-and-swaps this tile lost (when `count_probes`): each cost one more read of the same bucket.
     pub tile_retries: u32,
+    /// Erased slots this tile's inserts took (launches compiled with `reclaim`; the same in every lane).
+    pub tile_reclaimed: u32,
 }
 
 /// The serving lane's answer to its finished operation (a find's value, or the slot, where the flags ask).

@@ -128,6 +128,7 @@ pub fn tile_insert_or_apply<S: ProbingScheme, L: KeyLayout, F: Reduce>(
         false,
         false,
         false,
+        false,
     );
     store_inserted_value::<L>(table_values, a, mine, value);
     let tl = tile_lane(tile_width);

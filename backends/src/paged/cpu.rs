@@ -101,6 +101,9 @@ impl<S: SchemeInfo, K: Key, V: Value> Engine<K, V> for CpuChild<S> {
         }
         Engine::<K, V>::erase_stored(self.changing()?, keys)
     }
+    fn marks(&self) -> usize {
+        Engine::<K, V>::marks(&self.engine)
+    }
     fn as_any_mut(&mut self) -> &mut dyn std::any::Any {
         self
     }

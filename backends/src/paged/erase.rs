@@ -85,7 +85,6 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
             let marked: Vec<K> = gone.iter().copied().collect();
             if let Some(n) = self.children[c].erase_stored(&marked)? {
                 erased += n;
-                self.meta[c].tombstones += n;
                 return Ok((erased, rest));
             }
         }

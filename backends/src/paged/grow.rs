@@ -18,7 +18,6 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
         self.admit(c, &[])?;
         let family = self.children[c].family();
         let Rebuilt { lost, .. } = self.children[c].rebuild_split(family, None)?;
-        self.meta[c].tombstones = 0;
         self.place_unplaced(c, lost, failed)
     }
 
@@ -43,7 +42,6 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
             };
             let family = self.children[c].family();
             let Rebuilt { lost, split } = self.children[c].rebuild_split(family, Some(split))?;
-            self.meta[c].tombstones = 0;
             let (engine, lost_new) = split.expect("asked for a split");
             let c2 = self.children.len();
             self.residency.admitted_new(c2, engine.device_bytes());
@@ -51,7 +49,6 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
             self.meta.push(ChildMeta {
                 stash: HashMap::new(),
                 depth: d + 1,
-                tombstones: 0,
             });
             self.link_split(c, d, c2);
             self.house(c2)?;
@@ -99,7 +96,6 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
     ) -> Result<()> {
         self.admit(c, &[])?;
         self.children[c].reset(family)?;
-        self.meta[c].tombstones = 0;
         if pairs.is_empty() {
             return Ok(());
         }
@@ -146,7 +142,6 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
             family = family.reseeded();
             self.residency.stats.rebuilds += 1;
             let Rebuilt { mut lost, .. } = self.children[c].rebuild_split(family, None)?;
-            self.meta[c].tombstones = 0;
             if !last.is_empty() {
                 let (k, v): Batch<K, V> = last.into_iter().unzip();
                 lost.extend(self.children[c].insert_distinct(&k, &v)?.unplaced);
@@ -196,7 +191,6 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
         let family = self.children[c].family().reseeded();
         self.residency.stats.rebuilds += 1;
         let Rebuilt { lost, .. } = self.children[c].rebuild_split(family, None)?;
-        self.meta[c].tombstones = 0;
         let mut pending: Pairs<K, V> = self.meta[c].stash.drain().collect();
         pending.extend(lost);
         let mut failed = Vec::new();

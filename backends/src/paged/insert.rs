@@ -105,7 +105,7 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
         failed: &mut Vec<(K, V)>,
     ) -> Result<()> {
         self.admit(c, &[])?;
-        if self.meta[c].tombstones > 0 && self.load(c) + keys.len() > self.limit() {
+        if self.children[c].marks() > 0 && self.load(c) + keys.len() > self.limit() {
             // Its erased slots go first: the child is rebuilt in place (which may move pairs into its stash,
             // or grow the table), then the batch is routed again.
             self.purge(c, failed)?;
@@ -243,7 +243,7 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
         let limit = self.limit();
         while !keys.is_empty() {
             let mut open = self.children.len() - 1;
-            if self.load(open) >= limit && self.meta[open].tombstones > 0 {
+            if self.load(open) >= limit && self.children[open].marks() > 0 {
                 // The open child's erased slots go first (the purge may append a child for what it cannot place).
                 self.purge(open, failed)?;
                 open = self.children.len() - 1;

@@ -8,6 +8,4 @@ pub(super) struct ChildMeta<K, V> {
     pub(super) stash: HashMap<K, V>,
     /// Local depth in the route directory (hash-routed).
     pub(super) depth: u32,
-    /// Erased slots (tombstones) since the child's last rebuild: they take slots until it is rebuilt.
-    pub(super) tombstones: usize,
 }

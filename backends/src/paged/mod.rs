@@ -262,7 +262,6 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
         self.meta.push(ChildMeta {
             stash: HashMap::new(),
             depth,
-            tombstones: 0,
         });
         self.house(c)?;
         Ok(c)
@@ -287,12 +286,13 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
 
     /// Slots child `c` takes: its pairs, its stash and its erased slots.
     fn load(&self, c: usize) -> usize {
-        self.children[c].len() + self.meta[c].stash.len() + self.meta[c].tombstones
+        self.children[c].len() + self.meta[c].stash.len() + self.children[c].marks()
     }
 
-    /// Erased slots (tombstones) the children hold until their next rebuild.
+    /// Erased slots (tombstones) the children hold until their next rebuild (or, for linear probing and double
+    /// hashing, until inserts take them again).
     pub fn tombstones(&self) -> usize {
-        self.meta.iter().map(|m| m.tombstones).sum()
+        self.children.iter().map(|c| c.marks()).sum()
     }
 
     /// Slots of one child.

@@ -169,7 +169,7 @@ pub struct RouteMap<'a> {
 /// `u32` words of one child's insert counters in a routed batch's counters ([`RoutedBatch::counters`]): room
 /// for a GPU insert's counters, and a whole multiple of 256 bytes, so that each child's share is a valid buffer
 /// binding (Vulkan's offset alignment).
-pub const ROUTED_COUNTERS: usize = 320;
+pub const ROUTED_COUNTERS: usize = 384;
 const _: () = assert!(
     ROUTED_COUNTERS >= crate::device::counters::INSERT_COUNTERS
         && ROUTED_COUNTERS.is_multiple_of(64)

@@ -26,6 +26,11 @@ use hashtile_core::{Element, Error, HashFamily, Key, ProbeStats, Result, Value};
 use reserved::KeySwap;
 use std::marker::PhantomData;
 
+/// The share of a table's slots that pairs and erased slots may fill before an insert reclaims the marks, where
+/// inserts take marks again ([`HashTable::erase`]): a walk ends at a bucket with an empty slot, so walks
+/// lengthen as the empty slots run out.
+const MARKED_OCCUPANCY: f64 = 15.0 / 16.0;
+
 pub use config::{DEFAULT_SEED, TableConfig, default_bucket_size_of};
 pub use set::HashSet;
 
@@ -48,8 +53,6 @@ pub struct HashTable<S: SchemeInfo, K: Key, V: Value> {
     params: SchemeParams,
     last_insert: ProbeStats,
     last_find: std::sync::Mutex<ProbeStats>,
-    /// Slots marked erased since the last rebuild ([`HashTable::erase`]): taken, holding no pair.
-    tombstones: usize,
     /// The user's reserved key swapped with the all-ones key (`TableConfig::reserved_key`).
     swap: KeySwap<K>,
     /// The CubeCL stream every call of this table runs on, whichever thread makes it
@@ -119,7 +122,6 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
             params,
             last_insert: ProbeStats::default(),
             last_find: std::sync::Mutex::new(ProbeStats::default()),
-            tombstones: 0,
             swap,
             stream,
             _types: PhantomData,
@@ -288,8 +290,7 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
         }
         // Growth counted the batch's new keys already, and made room for them.
         let near_full = !in_pipeline && !may_grow && self.len() + keys.len() > self.capacity();
-        if self.tombstones > 0 && self.len() + self.tombstones + keys.len() > self.capacity() {
-            // The batch may need the room erased slots hold.
+        if self.marks_crowd(keys.len()) {
             self.compact_table()?;
         }
         if near_full {
@@ -343,7 +344,6 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
         S::validate(self.bucket_size, &params).map_err(Error::InvalidConfig)?;
         let t0 = std::time::Instant::now();
         let from = self.capacity();
-        self.tombstones = 0;
         let lost = self
             .engine
             .regrow(num_buckets, params, self.engine.family().reseeded())?;
@@ -376,9 +376,11 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
 
     /// Removes `keys` and returns how many pairs went (absent keys, repeats and the sentinel key erase
     /// nothing more). With 32-bit keys the slots are marked erased in place (tombstones: lookups probe past them,
-    /// [`HashTable::tombstones`] counts them). A stable scheme keeps its marks until an insert may need their
-    /// room, or [`HashTable::compact`]: the table is then rebuilt without them (under the next family of its
-    /// deterministic sequence) where the pairs live (on GPUs, on the device). A cuckoo scheme rebuilds so at
+    /// [`HashTable::tombstones`] counts them). Inserts of linear probing and double hashing take marks again:
+    /// a new key goes into the first mark its walk passed once the walk proves it absent. Other stable schemes
+    /// keep their marks until an insert may need their room, and linear probing and double hashing until pairs
+    /// and marks fill 15/16 of the slots; or until [`HashTable::compact`]: the table is then rebuilt without
+    /// them (under the next family of its deterministic sequence) where the pairs live (on GPUs, on the device). A cuckoo scheme rebuilds so at
     /// once (an eviction would carry a mark on), and 64-bit keys (no key word to spare for a mark) rebuild
     /// without the erased pairs through the host: both cost the table's size, not the batch's. A rebuild can fail where the table's own build could (a
     /// stable scheme with tiny buckets near its load limit): then the call returns [`Error::BuildFailed`] with
@@ -411,7 +413,6 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
             return Ok(0);
         }
         if let Some(n) = self.engine.erase_stored(keys)? {
-            self.tombstones += n;
             if !S::STABLE {
                 // A cuckoo eviction could carry a mark on as if it were a pair: the marks are reclaimed at once,
                 // by a rebuild where the pairs live (on GPUs, on the device).
@@ -435,7 +436,28 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
 
     /// Slots marked erased and not yet reclaimed by a rebuild ([`HashTable::erase`]).
     pub fn tombstones(&self) -> usize {
-        self.tombstones
+        self.engine.marks()
+    }
+
+    /// Whether erased slots should be reclaimed before an insert of `n` keys. Where inserts take marks again
+    /// (linear probing and double hashing, [`HashTable::erase`]), the batch's new keys are assumed to take the
+    /// marks first: the table is rebuilt when what is left would fill more than [`MARKED_OCCUPANCY`] of its
+    /// slots with pairs and marks (walks, which end at an empty slot, lengthen as the empty slots run out; a
+    /// batch that needs more empty slots than there are still lands, through the insert's failure path and a
+    /// rebuild). Elsewhere marks are only reclaimed by rebuilds, so the table is rebuilt when the batch may need
+    /// the room they hold.
+    fn marks_crowd(&self, n: usize) -> bool {
+        let marks = self.engine.marks();
+        if marks == 0 {
+            return false;
+        }
+        let (len, capacity) = (self.len(), self.capacity());
+        if S::UPSERTS_CONVERGE {
+            let taken = len + marks + n.saturating_sub(marks);
+            taken as f64 > MARKED_OCCUPANCY * capacity as f64
+        } else {
+            len + marks + n > capacity
+        }
     }
 
     /// Reclaims erased slots ([`HashTable::erase`]): rebuilds the table from its pairs, under the next hash
@@ -449,10 +471,9 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
 
     /// [`HashTable::compact`], its errors naming the table's keys.
     fn compact_table(&mut self) -> Result<()> {
-        if self.tombstones == 0 {
+        if self.engine.marks() == 0 {
             return Ok(());
         }
-        self.tombstones = 0;
         // Under the next family of the table's sequence: the slots are unpacked in bucket order, and under the
         // same family the keys of one bucket would share a candidate bucket while they are re-inserted side by
         // side (on GPUs, concurrently: P2BHT then loads buckets unevenly and fails sooner).
@@ -469,7 +490,6 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
     /// Empties the table and inserts `pairs` (distinct keys) under the same hash family; pairs that do not fit
     /// go through [`HashTable::rebuild`].
     fn refill(&mut self, pairs: Vec<(K, V)>) -> Result<()> {
-        self.tombstones = 0;
         let family = self.engine.family();
         let unplaced = refill(self.engine.as_mut(), family, pairs)?;
         if unplaced.is_empty() {
@@ -482,7 +502,6 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
     /// Re-seeds and rebuilds from everything stored plus `pending`, up to `max_rebuilds` times.
     fn rebuild(&mut self, mut pending: Vec<(K, V)>) -> Result<()> {
         // Every rebuild below starts from an empty table: erased slots are reclaimed.
-        self.tombstones = 0;
         let mut family = self.engine.family();
         for attempt in 1..=self.config.max_rebuilds {
             let mut all = self.engine.pairs()?;
@@ -691,7 +710,6 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
         let stream = self.stream;
         stream.executes(|| {
             let fam = self.engine.family();
-            self.tombstones = 0;
             self.engine.reset(fam)
         })
     }

@@ -122,6 +122,7 @@ pub fn chained_tile_op<L: KeyLayout>(
         false,
         resident,
         false,
+        false,
     );
     store_inserted_value::<L>(slab_values, a, mine, my_value);
     ChainedAnswer::<L::Value> {

@@ -383,6 +383,9 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout, K: Key, V: Value> Engine<K
         }
         Engine::<K, V>::erase_stored(self.changing()?, keys)
     }
+    fn marks(&self) -> usize {
+        Engine::<K, V>::marks(&self.table)
+    }
     fn as_any_mut(&mut self) -> &mut dyn std::any::Any {
         self
     }

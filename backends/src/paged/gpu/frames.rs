@@ -184,6 +184,7 @@ pub fn framed_insert_kernel<S: ProbingScheme, L: KeyLayout>(
         select::MASK,
         true,
         false,
+        false,
     );
 }
 

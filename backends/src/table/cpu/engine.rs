@@ -78,6 +78,9 @@ impl<S: SchemeInfo, K: Key, V: Value> Engine<K, V> for CpuEngine<S> {
         let wide: Vec<u64> = keys.iter().map(|k| k.widen()).collect();
         Ok(Some(self.table.erase_stored(&wide)))
     }
+    fn marks(&self) -> usize {
+        self.table.marks()
+    }
     fn regrow(
         &mut self,
         num_buckets: u32,

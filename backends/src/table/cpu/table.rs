@@ -5,8 +5,8 @@ use super::memory::*;
 use hashtile_core::HashFamily;
 use hashtile_core::hash::{self, MAX_HASHES, bucket_index, hash_key, hash_key32, seed_mix};
 use hashtile_core::scheme::{
-    BucketView, NO_NEXT, ProbingScheme, SchemeInfo, SchemeParams, action, blank_state, sequence,
-    sequence_bucket, sequence_function,
+    BucketView, NO_NEXT, ProbingScheme, SchemeInfo, SchemeParams, action, blank_state, no_mark,
+    reclaim_step, sequence, sequence_bucket, sequence_function,
 };
 use rayon::prelude::*;
 use std::marker::PhantomData;
@@ -17,6 +17,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 pub(super) enum InsertOutcome {
     /// A new key took a slot.
     Added,
+    /// A new key took an erased slot (an insert over marks, [`reclaim_step`]).
+    Reclaimed,
     /// The key was present; its value was replaced.
     Updated,
     /// The scheme gave up; this pair (the one in hand, possibly an evicted older pair) is not in the table.
@@ -31,6 +33,8 @@ pub(super) struct Tally {
     /// Of `probes`, bucket re-reads the parallel protocol caused (see [`CpuTable::claim_own`]).
     pub(super) retries: u64,
     pub(super) added: usize,
+    /// Of `added`, keys that took an erased slot.
+    pub(super) reclaimed: usize,
     pub(super) failed: Vec<(u64, u64)>,
 }
 
@@ -38,6 +42,10 @@ impl Tally {
     pub(super) fn record(&mut self, o: InsertOutcome) {
         match o {
             InsertOutcome::Added => self.added += 1,
+            InsertOutcome::Reclaimed => {
+                self.added += 1;
+                self.reclaimed += 1;
+            }
             InsertOutcome::Updated => {}
             InsertOutcome::Failed(k, v) => self.failed.push((k, v)),
         }
@@ -46,6 +54,7 @@ impl Tally {
         self.probes += other.probes;
         self.retries += other.retries;
         self.added += other.added;
+        self.reclaimed += other.reclaimed;
         self.failed.append(&mut other.failed);
         self
     }
@@ -65,6 +74,9 @@ pub struct CpuTable<S: ProbingScheme> {
     pub(super) seed_mixes: [u32; MAX_HASHES],
     pub(super) params: SchemeParams,
     pub(super) len: AtomicUsize,
+    /// Slots marked erased ([`CpuTable::erase_stored`]) and not taken again: inserts of schemes whose upserts
+    /// converge take them on their walk while there are any.
+    pub(super) marks: AtomicUsize,
     pub(super) _scheme: PhantomData<S>,
 }
 
@@ -110,6 +122,7 @@ impl<S: SchemeInfo> CpuTable<S> {
             seed_mixes: family.seeds.map(seed_mix),
             params,
             len: AtomicUsize::new(0),
+            marks: AtomicUsize::new(0),
             _scheme: PhantomData,
         }
     }
@@ -117,7 +130,13 @@ impl<S: SchemeInfo> CpuTable<S> {
     /// An empty table of the same shape with hash family `family`. [`CpuTable::clear_with`] does the same in
     /// place, without allocating and first-touching a whole new table.
     pub fn emptied(&self, family: HashFamily) -> Self {
-        Self::new(self.num_buckets, self.bucket_size, family, self.params)
+        Self::with_values(
+            self.num_buckets,
+            self.bucket_size,
+            family,
+            self.params,
+            !self.keys_only,
+        )
     }
 
     /// Empties the table in place and switches to hash family `family` (a rebuild's reset, or `clear`).
@@ -308,20 +327,22 @@ impl<S: SchemeInfo> CpuTable<S> {
         let (mut k, mut v) = (key, value);
         let mut state = blank_state();
         S::insert_start(&mut state, key_mix(k));
+        // Erased slots are taken again along the walk (see `reclaim_step`) while the table holds any.
+        let reclaims = S::UPSERTS_CONVERGE && self.marks.load(Ordering::Relaxed) > 0;
+        let mut mark = no_mark();
         loop {
-            let b = self.bucket_of(k, state.hash_index);
+            let read_index = state.hash_index;
+            let b = self.bucket_of(k, read_index);
             let view = self.view(b, k);
             *probes += 1;
-            let step = S::insert_step(&mut state, view, params, self.bucket_size);
+            let mut step = S::insert_step(&mut state, view, params, self.bucket_size);
+            if reclaims {
+                step = reclaim_step(step, self.marked(b), read_index, &mut mark);
+            }
             match step.action {
                 action::NEXT => {}
                 action::CLAIM => {
-                    let tb = self.bucket_of(k, step.target);
-                    let i = self.slot(tb, step.slot);
-                    let _g = self.lock(tb);
-                    if self.keys[i].load(Ordering::Relaxed) == EMPTY_KEY {
-                        self.store_value(i, v, Ordering::Relaxed);
-                        self.keys[i].store(k, Ordering::Release);
+                    if self.claim(k, v, step.target, step.slot, EMPTY_KEY) {
                         return InsertOutcome::Added;
                     } // lost the slot: the state still names a bucket to re-read
                 }
@@ -352,10 +373,32 @@ impl<S: SchemeInfo> CpuTable<S> {
                         return InsertOutcome::Updated;
                     }
                 }
+                action::RECLAIM => {
+                    if self.claim(k, v, step.target, step.slot, ERASED_KEY) {
+                        return InsertOutcome::Reclaimed;
+                    }
+                    // Another insert took the mark: walk again from the start.
+                    S::insert_start(&mut state, key_mix(k));
+                    mark = no_mark();
+                }
                 action::FAIL => return InsertOutcome::Failed(k, v),
                 other => unreachable!("insert step returned action {other}"),
             }
         }
+    }
+
+    /// Stores `(k, v)` in slot `slot` of `k`'s bucket under hash index `target` if the slot still holds `expected`
+    /// (empty, or erased), under the bucket's lock; `false` when another insert took it first.
+    fn claim(&self, k: u64, v: u64, target: u32, slot: u32, expected: u64) -> bool {
+        let tb = self.bucket_of(k, target);
+        let i = self.slot(tb, slot);
+        let _g = self.lock(tb);
+        let free = self.keys[i].load(Ordering::Relaxed) == expected;
+        if free {
+            self.store_value(i, v, Ordering::Relaxed);
+            self.keys[i].store(k, Ordering::Release);
+        }
+        free
     }
 
     /// Every stored pair, in slot order (a set's with value 0).
@@ -425,7 +468,22 @@ impl<S: SchemeInfo> CpuTable<S> {
             })
             .count();
         self.len.fetch_sub(erased, Ordering::Relaxed);
+        self.marks.fetch_add(erased, Ordering::Relaxed);
         erased
+    }
+
+    /// Slots marked erased and not taken again by an insert.
+    pub fn marks(&self) -> usize {
+        self.marks.load(Ordering::Relaxed)
+    }
+
+    /// The erased slots of bucket `b`, as a view's mask.
+    fn marked(&self, b: u32) -> u32 {
+        let base = b as usize * self.bucket_size as usize;
+        (self.keys[base..base + self.bucket_size as usize].iter())
+            .enumerate()
+            .filter(|(_, w)| w.load(Ordering::Acquire) == ERASED_KEY)
+            .fold(0u32, |m, (s, _)| m | (1 << s))
     }
 
     /// Removes every pair.
@@ -435,6 +493,7 @@ impl<S: SchemeInfo> CpuTable<S> {
             .with_min_len(1 << 14)
             .for_each(|k| k.store(EMPTY_KEY, Ordering::Relaxed));
         self.len.store(0, Ordering::Relaxed);
+        self.marks.store(0, Ordering::Relaxed);
     }
 
     /// The bucket indices `key` may occupy (one per hash function, `count` of them: `SchemeInfo::candidates`),

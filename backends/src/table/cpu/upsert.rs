@@ -90,6 +90,7 @@ impl<S: SchemeInfo> CpuTable<S> {
                 .reduce(Tally::default, Tally::merge)
         };
         self.len.fetch_add(tally.added, Ordering::Relaxed);
+        self.marks.fetch_sub(tally.reclaimed, Ordering::Relaxed);
         (
             ProbeStats {
                 probes: tally.probes,
@@ -251,6 +252,7 @@ impl<S: SchemeInfo> CpuTable<S> {
             t
         };
         self.len.fetch_add(tally.added, Ordering::Relaxed);
+        self.marks.fetch_sub(tally.reclaimed, Ordering::Relaxed);
         (
             ProbeStats {
                 probes: tally.probes,

@@ -17,6 +17,7 @@ use cubecl::prelude::*;
 use cubecl::server::Handle;
 use hashtile_core::reduce::{Assign, Reduce};
 use hashtile_core::scheme::ProbingScheme;
+use hashtile_core::tile::EMPTY_WORD;
 use hashtile_core::{Element, Error, Result};
 
 impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
@@ -167,6 +168,9 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
             Selection::Mask(m, mode) => (select::MASK, (m.clone(), n), mode),
             Selection::Counted(c) => (select::COUNTED, (c.clone(), 1), 0),
         };
+        // Inserts take erased slots again where the table may hold some (a kernel of its own: tables without
+        // marks keep the insert loop without the reclaim steps).
+        let reclaim = self.may_hold_marks();
         // One argument list for both kernels; the fold kernel takes the table as 32-bit words last.
         macro_rules! launch {
             ($kernel:ident $(, $halves:expr)?) => {
@@ -199,6 +203,7 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
                         self.options.plain_reads,
                         self.count_probes,
                         kind,
+                        reclaim,
                     )
                 }
             };
@@ -237,6 +242,7 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
         let counts = crate::device::counters::decode_counters(c, ops);
         let (nfailed, stats) = (counts.failed, counts.stats);
         self.len = self.len + counts.added - counts.erased;
+        self.marks = (self.marks + counts.erased).saturating_sub(counts.reclaimed);
         self.last_insert_probes = stats;
         let mut out = Unplaced {
             pairs: Vec::new(),
@@ -248,6 +254,21 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
                 crate::device::layout::decode_stash::<L>(&words, nfailed.min(self.stash_len));
         }
         out
+    }
+
+    /// Slots marked erased and not yet taken again by an insert or reclaimed by a rebuild (as of the last
+    /// settle): lookups probe past them; inserts of linear probing and double hashing take them again.
+    pub fn marks(&self) -> usize {
+        self.marks
+    }
+
+    /// Whether inserts run the kernel that takes erased slots again: the scheme's upserts converge
+    /// (`ProbingScheme::UPSERTS_CONVERGE`) and the table may hold marks (counted, or erased by a user kernel
+    /// since the last settle).
+    pub(crate) fn may_hold_marks(&self) -> bool {
+        S::UPSERTS_CONVERGE
+            && self.options.use_cas
+            && (self.marks > 0 || (self.unsettled && self.erased != EMPTY_WORD))
     }
 
     pub(super) fn reset_counters(&self) {

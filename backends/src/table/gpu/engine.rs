@@ -265,6 +265,9 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout, K: Key, V: Value> Engine<K
         let kh = R::upload(&self.client, &self.stager, bytes_of(&k))?;
         Ok(Some(self.erase_marks(&kh, keys.len())))
     }
+    fn marks(&self) -> usize {
+        self.marks
+    }
     fn as_any_mut(&mut self) -> &mut dyn std::any::Any {
         self
     }

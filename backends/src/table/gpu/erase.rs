@@ -98,6 +98,7 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
             .map(|&c| c as usize)
             .sum::<usize>();
         self.len -= erased_now;
+        self.marks += erased_now;
         self.erased = erased;
         erased_now
     }

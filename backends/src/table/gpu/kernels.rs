@@ -2,7 +2,7 @@
 //! (`crate::device::driver`) over a batch, written once for every key layout (`crate::device::layout`), with
 //! their counters and presence outputs.
 
-use crate::device::counters::{ADDED_AT, PROBES_AT, RETRIES_AT, count_spread};
+use crate::device::counters::{ADDED_AT, PROBES_AT, RECLAIMED_AT, RETRIES_AT, count_spread};
 use crate::device::driver::{LaneOp, op, reads, store_inserted_value, tile_drive};
 use crate::device::find::tile_find;
 use crate::device::layout::KeyLayout;
@@ -53,6 +53,7 @@ pub fn insert_kernel<S: ProbingScheme, L: KeyLayout, F: Reduce>(
     #[comptime] plain_reads: bool,
     #[comptime] count_probes: bool,
     #[comptime] select: u32,
+    #[comptime] reclaim: bool,
 ) {
     // One table: no frame descriptors and no 32-bit view (one-word stand-ins, never read).
     let frames = Array::<u32>::new(1usize);
@@ -79,6 +80,7 @@ pub fn insert_kernel<S: ProbingScheme, L: KeyLayout, F: Reduce>(
         select,
         false,
         false,
+        reclaim,
     );
 }
 
@@ -105,6 +107,7 @@ pub fn fold_insert_kernel<S: ProbingScheme, L: KeyLayout, F: Reduce>(
     #[comptime] plain_reads: bool,
     #[comptime] count_probes: bool,
     #[comptime] select: u32,
+    #[comptime] reclaim: bool,
 ) {
     let frames = Array::<u32>::new(1usize);
     insert_core::<S, L, F>(
@@ -129,6 +132,7 @@ pub fn fold_insert_kernel<S: ProbingScheme, L: KeyLayout, F: Reduce>(
         select,
         false,
         true,
+        reclaim,
     );
 }
 
@@ -138,6 +142,8 @@ pub fn fold_insert_kernel<S: ProbingScheme, L: KeyLayout, F: Reduce>(
 /// that table's descriptor in `frames`: the tile carries the child with the pair, and a pair an eviction
 /// displaces stays in the same table. `counters` then has a failure counter per table after the
 /// [`INSERT_COUNTERS`] words. `table_halves` and `halves_bound`: the driver's `halves` ([`fold_insert_kernel`]).
+/// `reclaim`: the table may hold erased slots, which inserts of schemes whose upserts converge take on their
+/// walk (the driver's `reclaim`), counted at [`RECLAIMED_AT`].
 // The mask test stays a comptime `if` around a runtime `if`: CubeCL cannot mix the two in one condition.
 #[allow(clippy::too_many_arguments, clippy::collapsible_if)]
 #[cube]
@@ -163,6 +169,7 @@ pub(crate) fn insert_core<S: ProbingScheme, L: KeyLayout, F: Reduce>(
     #[comptime] select: u32,
     #[comptime] framed: bool,
     #[comptime] halves_bound: bool,
+    #[comptime] reclaim: bool,
 ) {
     let tl = tile_lane(tile_width);
     let pos = ABSOLUTE_POS;
@@ -217,6 +224,7 @@ pub(crate) fn insert_core<S: ProbingScheme, L: KeyLayout, F: Reduce>(
         framed,
         false,
         halves_bound,
+        reclaim,
     );
     store_inserted_value::<L>(table_values, a, pending, my_val);
     // Tile totals, counted once per tile (its lane 0), one atomic per plane.
@@ -225,6 +233,9 @@ pub(crate) fn insert_core<S: ProbingScheme, L: KeyLayout, F: Reduce>(
     if comptime!(count_probes) {
         count_spread(counters, PROBES_AT, select_u32(first, a.tile_probes));
         count_spread(counters, RETRIES_AT, select_u32(first, a.tile_retries));
+    }
+    if comptime!(reclaim) {
+        count_spread(counters, RECLAIMED_AT, select_u32(first, a.tile_reclaimed));
     }
 }
 

@@ -110,6 +110,9 @@ pub struct GpuTable<R: HostTransfer, S: ProbingScheme, L: KeyLayout = Packed> {
     /// The key word of erased slots while the table may hold some (`Engine::erase_stored`), else
     /// `EMPTY_WORD` (a no-op wherever slots are scanned).
     pub(crate) erased: u64,
+    /// Slots marked erased and not taken again by an insert, as far as the settled counters tell (erases
+    /// through [`GpuTable::device_writer`] count at the next settle).
+    pub(crate) marks: usize,
     /// Count probes on the device (compiled in only when on).
     pub(crate) count_probes: bool,
     /// Spread-out probe counters of the last counted find.
@@ -261,6 +264,7 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
             stash_len,
             unsettled: false,
             erased: EMPTY_WORD,
+            marks: 0,
             dummy,
             count_probes: false,
             find_probes,
@@ -284,6 +288,7 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
 
     fn fill_empty(&mut self) {
         self.erased = EMPTY_WORD;
+        self.marks = 0;
         fill_empty_slots::<R, L>(&self.client, &self.keys, self.capacity());
         self.len = 0;
     }
