@@ -27,8 +27,8 @@
 use super::layout::{KeyLayout, key_view};
 use super::operation::read_bucket;
 pub use super::operation::{LaneOp, TileAnswer, op, reads, status, store_inserted_value};
-use super::operation::{fold_slot, settle};
-use super::probe::frame_bucket;
+use super::operation::{owner_write, settle};
+use super::probe::{evicted_from, frame_bucket};
 use super::shape::TableMeta;
 use super::slab::{
     OUT_OF_SLABS, ResidentBlock, alloc_slab, link_slab, resident_block, slab_view, tile_alloc_slab,
@@ -41,8 +41,8 @@ use hashtile_core::scheme::{
     reclaim_step,
 };
 use hashtile_core::tile::{
-    EMPTY_WORD, cas_slot, pick_slots, slot_address, slot_word, slots_holding, swap_slot,
-    tile_ballot, tile_lane, tile_loop_any, tile_shuffle, tile_shuffle_u64,
+    EMPTY_WORD, pick_slots, slot_address, slot_word, slots_holding, tile_ballot, tile_lane,
+    tile_loop_any, tile_shuffle, tile_shuffle_u64,
 };
 
 /// The insert counter array's word counting pairs an insert gave up on (`counters[0]`); a framed launch counts
@@ -543,59 +543,12 @@ pub fn tile_drive<S: ProbingScheme, L: KeyLayout, F: Reduce>(
         // the tile read for an update or an erase; an exchange-update, its own key's pair).
         let mut ok = false;
         if has_op && tl.lane == owner {
-            if comptime!(inserts) {
-                if act == action::CLAIM {
-                    if comptime!(use_cas) {
-                        old = cas_slot::<L::Word>(table, addr, EMPTY_WORD, mine);
-                    } else {
-                        old = swap_slot::<L::Word>(table, addr, mine);
-                    }
-                    ok = old == EMPTY_WORD;
-                } else if act == action::RECLAIM {
-                    if comptime!(reclaims) {
-                        let erased = L::ERASED_WORD.runtime();
-                        old = cas_slot::<L::Word>(table, addr, erased, mine);
-                        ok = old == erased;
-                    }
-                } else if act == action::EVICT {
-                    if comptime!(evicts) {
-                        old = swap_slot::<L::Word>(table, addr, mine);
-                        ok = old == EMPTY_WORD;
-                    }
-                } else if act == action::UPDATE {
-                    if comptime!(folds) {
-                        fold_slot::<L::Word>(table, halves, addr, mine, F::KIND);
-                        old = seen;
-                        ok = true;
-                    } else if comptime!(L::MOVES_PAIRS) {
-                        if comptime!(use_cas) {
-                            old = cas_slot::<L::Word>(table, addr, seen, mine);
-                            ok = old == seen;
-                        } else {
-                            // An exchange takes back whatever pair was there: its own key's, or a stranger's.
-                            old = swap_slot::<L::Word>(table, addr, mine);
-                            ok = L::key_of(old) == cur_key;
-                        }
-                    } else {
-                        // The key word stays; the caller stores the value (racing updates: one wins).
-                        old = seen;
-                        ok = true;
-                    }
-                }
-            }
-            if comptime!(erases) {
-                if cur == op::ERASE && act == action::FOUND {
-                    // Chains mark a tombstone; a static table its layout's erased word (which its finds never
-                    // match and its inserts never take).
-                    let mark = if comptime!(chains) {
-                        L::tomb_word()
-                    } else {
-                        L::ERASED_WORD.runtime()
-                    };
-                    old = cas_slot::<L::Word>(table, addr, seen, mark);
-                    ok = old == seen;
-                }
-            }
+            let w = owner_write::<L, F>(
+                table, halves, addr, act, cur, mine, seen, cur_key, inserts, erases, chains,
+                use_cas, evicts, folds, reclaims,
+            );
+            old = w.old;
+            ok = w.ok;
         }
         if comptime!(chains && inserts) {
             if has_op && is_insert && act == action::APPEND && tl.lane == 0u32 {
@@ -742,20 +695,9 @@ pub fn tile_drive<S: ProbingScheme, L: KeyLayout, F: Reduce>(
                                 cur_val = L::value_of(old_all);
                                 coherent = false;
                                 if act == action::EVICT {
-                                    let mut from = meta.params.num_hashes;
-                                    let mut j = meta.params.num_hashes;
-                                    while j > 0u32 {
-                                        j -= 1u32;
-                                        if frame_bucket::<S, L>(
-                                            meta, frames, cur_child, cur_key, j, framed,
-                                        ) == tb
-                                        {
-                                            from = j;
-                                        }
-                                    }
-                                    if from == meta.params.num_hashes {
-                                        from = 0u32;
-                                    }
+                                    let from = evicted_from::<S, L>(
+                                        meta, frames, cur_child, cur_key, tb, framed,
+                                    );
                                     S::after_evict(&mut state, from, meta.params);
                                 } else {
                                     // An exchange displaced a pair stored concurrently: insert it afresh.

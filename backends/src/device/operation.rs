@@ -5,9 +5,12 @@
 
 use super::layout::KeyLayout;
 use cubecl::prelude::*;
+use hashtile_core::reduce::Reduce;
 use hashtile_core::reduce::kind;
+use hashtile_core::scheme::action;
 use hashtile_core::tile::{
-    LaneSlots, TileLane, narrow_word, read_slots, read_slots_atomic, read_slots_either,
+    EMPTY_WORD, LaneSlots, TileLane, cas_slot, narrow_word, read_slots, read_slots_atomic,
+    read_slots_either, swap_slot,
 };
 
 /// Operation codes: each operation of a mixed batch ([`op::INSERT`] to [`op::FIND`]), and the driver's `mode`
@@ -210,4 +213,96 @@ pub(crate) fn fold_slot<W: Int>(
     } else {
         table[addr].fetch_max(narrow_word::<W>(word));
     }
+}
+
+/// What the owner lane's atomic on a slot did ([`owner_write()`]).
+#[derive(CubeType, Clone, Copy)]
+pub(crate) struct OwnerWrite {
+    /// The word the atomic found in the slot (the word read, where nothing waits for an answer).
+    pub old: u64,
+    /// The atomic found the word it expected: an empty slot for a claim or an eviction, the erased word for a
+    /// reclaim, the word the tile read for an update or an erase (an exchange-update: its own key's pair).
+    pub ok: bool,
+}
+
+/// The tile driver's memory action on slot `addr`, run by the slot's owner lane: a claim (compare-and-swap from
+/// empty, or an exchange without `use_cas`), a reclaim (from the erased word), an eviction (an exchange), an
+/// update of the word read (`seen`: by compare-and-swap, an exchange, a fold of a built-in reduction, or
+/// nothing where the layout keeps values apart), or an erase (chains mark a tombstone; a static table its
+/// layout's erased word, which its finds never match). `mine` is the word to write; the flags are the driver's
+/// compile-time ones, so that each launch keeps only its own branches.
+// The compile-time `if`s select code to emit; merging them with the run-time ones would change that.
+#[allow(clippy::too_many_arguments, clippy::collapsible_if)]
+#[cube]
+pub(crate) fn owner_write<L: KeyLayout, F: Reduce>(
+    table: &Array<Atomic<L::Word>>,
+    halves: &Array<Atomic<u32>>,
+    addr: usize,
+    act: u32,
+    cur: u32,
+    mine: u64,
+    seen: u64,
+    cur_key: L::Key,
+    #[comptime] inserts: bool,
+    #[comptime] erases: bool,
+    #[comptime] chains: bool,
+    #[comptime] use_cas: bool,
+    #[comptime] evicts: bool,
+    #[comptime] folds: bool,
+    #[comptime] reclaims: bool,
+) -> OwnerWrite {
+    let mut old = EMPTY_WORD.runtime();
+    let mut ok = false;
+    if comptime!(inserts) {
+        if act == action::CLAIM {
+            if comptime!(use_cas) {
+                old = cas_slot::<L::Word>(table, addr, EMPTY_WORD, mine);
+            } else {
+                old = swap_slot::<L::Word>(table, addr, mine);
+            }
+            ok = old == EMPTY_WORD;
+        } else if act == action::RECLAIM {
+            if comptime!(reclaims) {
+                let erased = L::ERASED_WORD.runtime();
+                old = cas_slot::<L::Word>(table, addr, erased, mine);
+                ok = old == erased;
+            }
+        } else if act == action::EVICT {
+            if comptime!(evicts) {
+                old = swap_slot::<L::Word>(table, addr, mine);
+                ok = old == EMPTY_WORD;
+            }
+        } else if act == action::UPDATE {
+            if comptime!(folds) {
+                fold_slot::<L::Word>(table, halves, addr, mine, F::KIND);
+                old = seen;
+                ok = true;
+            } else if comptime!(L::MOVES_PAIRS) {
+                if comptime!(use_cas) {
+                    old = cas_slot::<L::Word>(table, addr, seen, mine);
+                    ok = old == seen;
+                } else {
+                    // An exchange takes back whatever pair was there: its own key's, or a stranger's.
+                    old = swap_slot::<L::Word>(table, addr, mine);
+                    ok = L::key_of(old) == cur_key;
+                }
+            } else {
+                // The key word stays; the caller stores the value (racing updates: one wins).
+                old = seen;
+                ok = true;
+            }
+        }
+    }
+    if comptime!(erases) {
+        if cur == op::ERASE && act == action::FOUND {
+            let mark = if comptime!(chains) {
+                L::tomb_word()
+            } else {
+                L::ERASED_WORD.runtime()
+            };
+            old = cas_slot::<L::Word>(table, addr, seen, mark);
+            ok = old == seen;
+        }
+    }
+    OwnerWrite { old, ok }
 }

@@ -93,3 +93,28 @@ pub(crate) fn frame_bucket<S: ProbingScheme, L: KeyLayout>(
     }
     b
 }
+
+/// The hash index under which a pair an eviction displaced from bucket `from_bucket` lived there (its first
+/// such index; 0 if none matches): where [`ProbingScheme::after_evict`] continues its walk.
+#[cube]
+pub(crate) fn evicted_from<S: ProbingScheme, L: KeyLayout>(
+    meta: TableMeta,
+    frames: &Array<u32>,
+    child: u32,
+    key: L::Key,
+    from_bucket: u32,
+    #[comptime] framed: bool,
+) -> u32 {
+    let mut from = meta.params.num_hashes;
+    let mut j = meta.params.num_hashes;
+    while j > 0u32 {
+        j -= 1u32;
+        if frame_bucket::<S, L>(meta, frames, child, key, j, framed) == from_bucket {
+            from = j;
+        }
+    }
+    if from == meta.params.num_hashes {
+        from = 0u32;
+    }
+    from
+}
