@@ -40,7 +40,7 @@ pub mod gpu {
 
     /// Table operations callable from your own CubeCL kernels.
     pub mod device_api {
-        pub use crate::device::driver::status;
+        pub use crate::device::driver::{op, status};
         pub use crate::device::find::{FindResult, FoundAt, tile_find, tile_find_at};
         pub use crate::device::probe::{FRAME_DESC_WORDS, probe_bucket};
         pub use crate::device::shape::{

@@ -269,3 +269,200 @@ fn a_reserved_key_frees_the_all_ones_key() {
         Err(Error::InvalidConfig(_))
     ));
 }
+
+/// `GpuTable::apply_device` (one launch of mixed operations on device data, linear probing and double
+/// hashing): on distinct keys every operation answers as the oracle does; racing on 24 keys (WarpSpeed's
+/// adversarial batch) every key is stored at most once, holds a value some operation wrote, `len` moves by the
+/// inserts minus the erases the statuses report, and each find answers a value written to its key. Cuckoo
+/// schemes refuse with a typed error; an insert of the empty key answers FAILED and changes nothing.
+fn apply_device_on<R: hashtile::gpu::transfer::HostTransfer, S: SchemeInfo>(
+    backend: Backend,
+    bucket: u32,
+) {
+    use hashtile::gpu::device_api::{op, status};
+    use hashtile::gpu::{GpuOptions, GpuTable};
+    use hashtile::{Engine, HashFamily};
+    let options = GpuOptions {
+        use_cas: true,
+        plain_reads: backend == Backend::Cuda,
+    };
+    let what = format!("{} B={bucket} on {backend}", S::NAME);
+    let nb = hashtile::scheme::sequence_buckets(S::SEQUENCE, 8192 / bucket);
+    let mut t = GpuTable::<R, S>::new(
+        &Default::default(),
+        nb,
+        bucket,
+        HashFamily::new(4),
+        S::default_params(bucket),
+        options,
+    )
+    .unwrap();
+    let code = |o: &Op<u32, u32>| match o {
+        Op::Insert(..) => op::INSERT,
+        Op::Replace(..) => op::REPLACE,
+        Op::Erase(_) => op::ERASE,
+        Op::Find(_) => op::FIND,
+    };
+    let run = |t: &mut GpuTable<R, S>, ops: &[Op<u32, u32>]| {
+        let codes: Vec<u32> = ops.iter().map(code).collect();
+        let keys: Vec<u32> = ops.iter().map(Op::key).collect();
+        let values: Vec<u32> = ops
+            .iter()
+            .map(|o| match *o {
+                Op::Insert(_, v) | Op::Replace(_, v) => v,
+                _ => 0,
+            })
+            .collect();
+        let (ch, kh, vh) = (t.upload(&codes), t.upload(&keys), t.upload(&values));
+        let (out, done) = t.apply_device(&ch, &kh, &vh, ops.len()).unwrap();
+        (t.read_u32(out), t.read_u32(done))
+    };
+    let mut rng = StdRng::seed_from_u64(9);
+    let mut oracle = HashMap::new();
+    // Distinct keys: the outcomes are the oracle's.
+    for round in 0..3 {
+        let mut keys: Vec<u32> = (0..2000).map(|_| rng.random_range(0..6000u32)).collect();
+        keys.sort_unstable();
+        keys.dedup();
+        let ops: Vec<Op<u32, u32>> = keys
+            .iter()
+            .map(|&k| match rng.random_range(0..4) {
+                0 => Op::Insert(k, rng.random()),
+                1 => Op::Replace(k, rng.random()),
+                2 => Op::Erase(k),
+                _ => Op::Find(k),
+            })
+            .collect();
+        let want = oracle_apply(&mut oracle, &ops);
+        let (out, done) = run(&mut t, &ops);
+        for (i, w) in want.iter().enumerate() {
+            let got = match done[i] {
+                status::INSERTED => Outcome::Inserted,
+                status::UPDATED => Outcome::Updated,
+                status::ERASED => Outcome::Erased,
+                status::FOUND => Outcome::Found(out[i]),
+                status::NOT_FOUND => Outcome::NotFound,
+                s => panic!("{what}: status {s}"),
+            };
+            assert_eq!(
+                &got, w,
+                "{what}, round {round}: operation {i} ({:?})",
+                ops[i]
+            );
+        }
+        assert_eq!(t.len(), oracle.len(), "{what}, round {round}: len");
+    }
+    // Racing on 24 keys.
+    let hot: Vec<u32> = (0..24).map(|i| 10_000 + i).collect();
+    let ops: Vec<Op<u32, u32>> = (0..6000)
+        .map(|i| {
+            let k = hot[rng.random_range(0..hot.len())];
+            match rng.random_range(0..4) {
+                0 => Op::Insert(k, i),
+                1 => Op::Replace(k, i),
+                2 => Op::Erase(k),
+                _ => Op::Find(k),
+            }
+        })
+        .collect();
+    let before = t.len();
+    let (out, done) = run(&mut t, &ops);
+    let mut written: HashMap<u32, HashSet<u32>> = HashMap::new();
+    for o in &ops {
+        if let Op::Insert(k, v) | Op::Replace(k, v) = *o {
+            written.entry(k).or_default().insert(v);
+        }
+    }
+    let (mut inserted, mut erased) = (0usize, 0usize);
+    for (i, o) in ops.iter().enumerate() {
+        let ok = match (o, done[i]) {
+            (Op::Insert(..) | Op::Replace(..), status::INSERTED) => {
+                inserted += 1;
+                true
+            }
+            (Op::Insert(..) | Op::Replace(..), status::UPDATED) => true,
+            (Op::Erase(_), status::ERASED) => {
+                erased += 1;
+                true
+            }
+            (Op::Erase(_) | Op::Find(_), status::NOT_FOUND) => true,
+            (Op::Find(k), status::FOUND) => written[k].contains(&out[i]),
+            _ => false,
+        };
+        assert!(
+            ok,
+            "{what}: operation {i} ({o:?}) answered {} / {}",
+            done[i], out[i]
+        );
+    }
+    assert_eq!(
+        t.len() + erased,
+        before + inserted,
+        "{what}: len against the statuses"
+    );
+    let pairs: Vec<(u32, u32)> = Engine::<u32, u32>::pairs(&t).unwrap();
+    assert_eq!(pairs.len(), t.len(), "{what}: a key stored twice");
+    let stored: HashSet<u32> = pairs.iter().map(|p| p.0).collect();
+    assert_eq!(stored.len(), pairs.len(), "{what}: a key stored twice");
+    for (k, v) in pairs.iter().filter(|p| written.contains_key(&p.0)) {
+        assert!(written[k].contains(v), "{what}: key {k} holds {v}");
+    }
+    let found = t.find_keys(&hot).unwrap();
+    for (k, f) in hot.iter().zip(found) {
+        assert_eq!(f.is_some(), stored.contains(k), "{what}: find of {k}");
+    }
+    // The empty key: an insert fails, a find answers not found; nothing changes.
+    let len = t.len();
+    let (_, done) = run(&mut t, &[Op::Insert(u32::MAX, 1), Op::Find(u32::MAX)]);
+    assert_eq!(
+        done,
+        vec![status::FAILED, status::NOT_FOUND],
+        "{what}: the empty key"
+    );
+    assert_eq!(t.len(), len);
+}
+
+fn apply_device_every_walk<R: hashtile::gpu::transfer::HostTransfer>(backend: Backend) {
+    use hashtile::HashFamily;
+    use hashtile::gpu::{GpuOptions, GpuTable};
+    apply_device_on::<R, LinearProbing>(backend, 4);
+    apply_device_on::<R, LinearProbing>(backend, 1);
+    apply_device_on::<R, DoubleHashing>(backend, 8);
+    let mut c = GpuTable::<R, Bcht>::new(
+        &Default::default(),
+        256,
+        8,
+        HashFamily::new(4),
+        Bcht::default_params(8),
+        GpuOptions {
+            use_cas: true,
+            plain_reads: backend == Backend::Cuda,
+        },
+    )
+    .unwrap();
+    let h = c.upload(&[0u32]);
+    assert!(matches!(
+        c.apply_device(&h, &h, &h, 1),
+        Err(Error::InvalidConfig(_))
+    ));
+}
+
+#[test]
+fn vulkan_apply_device_races_never_corrupt_the_table() {
+    #[cfg(feature = "vulkan")]
+    if hashtile_tests::backends::present(Backend::Vulkan) {
+        apply_device_every_walk::<hashtile::cubecl::wgpu::WgpuRuntime>(Backend::Vulkan);
+    }
+    #[cfg(not(feature = "vulkan"))]
+    hashtile_tests::backends::present(Backend::Vulkan);
+}
+
+#[test]
+fn cuda_apply_device_races_never_corrupt_the_table() {
+    #[cfg(feature = "cuda")]
+    if hashtile_tests::backends::present(Backend::Cuda) {
+        apply_device_every_walk::<hashtile::cubecl::cuda::CudaRuntime>(Backend::Cuda);
+    }
+    #[cfg(not(feature = "cuda"))]
+    hashtile_tests::backends::present(Backend::Cuda);
+}

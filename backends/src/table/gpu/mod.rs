@@ -5,7 +5,8 @@
 //!
 //! This module defines the table, its construction and the management of its slot buffers; the device-resident
 //! API lives in `device`, the host-slice API ([`Engine`] and the host path's hooks) in `engine`, the host path
-//! itself in `host_path`, the kernels in [`kernels`], [`upsert`] and [`erase`], and table builds in [`build`].
+//! itself in `host_path`, the kernels in [`kernels`], [`upsert`] and [`erase`], table builds in [`build`], and
+//! one-launch mixed batches of device data in [`mixed_device`].
 //!
 //! **Device-resident, stream-ordered calls.** [`GpuTable::insert_device_async`] and [`GpuTable::find_device`]
 //! queue their kernels and return at once, so
@@ -45,6 +46,7 @@ mod engine;
 pub mod erase;
 pub(crate) mod host_path;
 pub mod kernels;
+pub mod mixed_device;
 pub(crate) mod rebuild;
 pub mod upsert;
 
