@@ -22,6 +22,8 @@ pub mod found_mode {
     /// Bit `i % 32` of `found_bits[i / 32]` is set for present keys (the buffer must start zeroed): 1/32 of the
     /// flags' read-back, for the host API's `Option` answers.
     pub const BITS: u32 = 2;
+    /// [`BITS`] and no values (`contains` from host data: the presence bits are all that travels back).
+    pub const BITS_ONLY: u32 = 3;
 }
 
 /// A lane's find answer (`V`: the layout's value type).

@@ -315,6 +315,28 @@ impl<R: HostTransfer> HostLink<'_, R> {
         )
     }
 
+    /// Runs a keyed pass over host keys whose kernel writes a presence bit per key and no answer (`out` of the
+    /// launch's [`Chunk`] is a one-word stand-in), and copies the bits into `found` (`n.div_ceil(32)` words):
+    /// a set's `contains`, whose answers are the bits alone.
+    pub(crate) fn map_bits(
+        &self,
+        keys: &[u8],
+        kb: usize,
+        found: &mut [u32],
+        launch: impl Fn(Chunk<'_>),
+    ) -> Result<()> {
+        if keys.is_empty() {
+            return Ok(());
+        }
+        self.keyed(keys, kb, 0, true, &launch, &mut |start, m, _, _, bh| {
+            let w0 = start / 32;
+            self.download(
+                bh.expect("bits asked for"),
+                &mut found[w0..w0 + m.div_ceil(32)],
+            )
+        })
+    }
+
     /// Runs a keyed pass over host keys whose kernel writes a value of `V` and a presence bit per key, and
     /// answers `Some(value)` / `None`: each downloaded piece of values becomes its `Option`s as it leaves its
     /// staging buffer (the values are never stored on the host on their own).

@@ -52,6 +52,13 @@ pub trait Engine<K: Key, V: Value>: Send + Sync {
     /// words), bit `i % 32` of `found[i / 32]` is set for present keys.
     fn find_into(&self, keys: &[K], out: &mut [V], found: Option<&mut [u32]>)
     -> Result<ProbeStats>;
+    /// Presence of keys: bit `i % 32` of `found[i / 32]` (`keys.len().div_ceil(32)` words, zeroed by the caller)
+    /// is set for present keys. By default [`Engine::find_into`] into values nobody reads; GPU tables copy the
+    /// bits alone back.
+    fn contains_into(&self, keys: &[K], found: &mut [u32]) -> Result<ProbeStats> {
+        let mut out = vec![V::default(); keys.len()];
+        self.find_into(keys, &mut out, Some(found))
+    }
     /// Looks keys up as `Some(value)` / `None`, with the probe statistics: by default [`Engine::find_into`]
     /// with presence bits, the answers built from both (`options_by_bits`); GPU tables build them as the
     /// values leave the staging buffers (`runtime::host_io`), with no host copy of the values.

@@ -304,12 +304,9 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
             return;
         }
         let found_handle = found.unwrap_or(out).clone();
-        let bits_len = if mode == found_mode::BITS {
-            n.div_ceil(32)
-        } else {
-            1
-        };
-        let (flags, bits) = if mode == found_mode::BITS {
+        let with_bits = mode == found_mode::BITS || mode == found_mode::BITS_ONLY;
+        let bits_len = if with_bits { n.div_ceil(32) } else { 1 };
+        let (flags, bits) = if with_bits {
             (self.dummy.clone(), found_handle)
         } else {
             (found_handle, self.dummy.clone())
@@ -329,7 +326,11 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
                 ArrayArg::from_raw_parts(keys.clone(), n),
                 ArrayArg::from_raw_parts(self.keys.clone(), self.capacity()),
                 ArrayArg::from_raw_parts(self.values.clone(), self.values_len),
-                ArrayArg::from_raw_parts(out.clone(), n),
+                // Presence alone (`BITS_ONLY`) writes no values: `out` may be a one-word stand-in.
+                ArrayArg::from_raw_parts(
+                    out.clone(),
+                    if mode == found_mode::BITS_ONLY { 1 } else { n },
+                ),
                 ArrayArg::from_raw_parts(flags, if mode == found_mode::FLAGS { n } else { 1 }),
                 ArrayArg::from_raw_parts(bits, bits_len),
                 self.shape_arg(),

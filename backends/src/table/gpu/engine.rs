@@ -179,6 +179,15 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout, K: Key, V: Value> Engine<K
         with_words_mut::<V, L::Value, _>(out, |o| self.find_words(&k, o, found))
     }
 
+    fn contains_into(&self, keys: &[K], found: &mut [u32]) -> Result<ProbeStats> {
+        let k = words_of::<K, L::Key>(keys);
+        self.link()
+            .map_bits(bytes_of(&k), size_of::<L::Key>(), found, |c| {
+                self.launch_find(c.keys, c.out, c.bits, found_mode::BITS_ONLY, c.n)
+            })?;
+        Ok(self.last_find_probes(keys.len()))
+    }
+
     fn find_options(&self, keys: &[K]) -> Result<(Vec<Option<V>>, ProbeStats)> {
         // The values come back as the layout's words: where those are the caller's type, the answers are built
         // as they leave the staging buffers; another value type (narrower, signed, a newtype) goes through the

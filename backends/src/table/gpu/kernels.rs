@@ -303,12 +303,14 @@ pub fn find_kernel<S: ProbingScheme, L: KeyLayout>(
         if r.found == 1u32 {
             v = r.value;
         }
-        out[pos] = v;
+        if comptime!(found_mode != found_mode::BITS_ONLY) {
+            out[pos] = v;
+        }
         if comptime!(found_mode == found_mode::FLAGS) {
             found[pos] = r.found;
         }
     }
-    if comptime!(found_mode == found_mode::BITS) {
+    if comptime!(found_mode == found_mode::BITS || found_mode == found_mode::BITS_ONLY) {
         store_found_bits(found_bits, active && r.found == 1u32, pos);
     }
     if comptime!(count_probes) {
