@@ -151,7 +151,7 @@ suite_tests() {
 SAN_RUNS=(
   "host_path"
   "host_io"
-  "gpu cuda_matches_oracle cuda_exchange_claims_match_oracle cuda_apply_device_matches_oracle cuda_erase_device"
+  "gpu cuda_matches_oracle cuda_exchange_claims_match_oracle cuda_apply_device_matches_oracle cuda_erase_device cuda_inserts_take_erased"
   "growth one_batch_grows_many_times growth_drops_erased_slots"
   "binned cuda"
   "device_writes cuda"
@@ -163,7 +163,7 @@ SAN_RUNS=(
   "paged prefetch_matches_paging_in_turn tombstone_erase"
   "paged_frames"
   "sets"
-  "mixed adversarial bad_batches"
+  "mixed adversarial bad_batches cuda_apply_device"
   "sharded device_slices a_table_called"
   "sharded_ranks ranks_match"
 )
@@ -213,7 +213,7 @@ suite_bench_open() {
   local hb=$B/hashtile-bench
   need $hb || return
   # Inserts check for the key first, as cuCollections' `insert` does; `count16` rows are its `count_16`, the
-  # erase rows its `erase` / `find_after_erase` (stable schemes: BCHT's row has no erase).
+  # erase rows its `erase` / `find_after_erase` (BCHT's since its inserts take erased slots again).
   rates linear_b1 150 $hb --log2-keys 26 --scheme linear --bucket 1 --load 0.8,0.9 --count --erase
   rates linear_b4 150 $hb --log2-keys 26 --scheme linear --bucket 4 --load 0.8,0.9 --count --erase
   rates double_b4 150 $hb --log2-keys 26 --scheme double --bucket 4 --load 0.8,0.9 --count --erase

@@ -396,18 +396,30 @@ pub fn no_mark() -> MarkSeen {
     }
 }
 
-/// Inserts that reuse erased slots, for schemes whose racing upserts converge
-/// ([`ProbingScheme::UPSERTS_CONVERGE`]: one probe sequence, first fit, nothing moves). `step` is the scheme's
-/// insert step after reading the bucket of hash index `read_index`, whose erased slots are `marked`; `mark`
-/// remembers the first erased slot the walk passed. The scheme's `CLAIM` (the key is proven absent: its walk
-/// reached a bucket with room, or it promised new keys) and its `FAIL` (the walk ran out) become a
-/// [`action::RECLAIM`] of that first mark when there is one. A key stored there stays on its own find path,
-/// before the bucket where a find of it stops, so every find still sees it. Racing copies of one key converge:
-/// a copy that takes an available slot read every earlier slot of the sequence as another key's, and slots only
-/// fill within an insert launch, so no earlier slot can take the key after it; a lost reclaim starts the insert
-/// again (the drivers' rule), where the copy that won is then matched.
+/// Inserts that reuse erased slots. `step` is the scheme's insert step after reading the bucket of hash index
+/// `read_index`, whose erased slots are `marked`; `mark` remembers the first erased slot the walk passed. The
+/// scheme's `CLAIM` (the key is proven absent: its walk reached a bucket with room, or it promised new keys),
+/// its `FAIL` (the walk ran out) and a cuckoo scheme's `EVICT` become an [`action::RECLAIM`] of that first mark
+/// when there is one; with `absent` (the caller promises the key is not stored: `SchemeParams::upsert == 0`)
+/// the first mark is taken as soon as it is read. A key stored there sits on its own find path, before the
+/// bucket where a find of it stops, so every find still sees it.
+///
+/// For schemes whose racing upserts converge ([`ProbingScheme::UPSERTS_CONVERGE`]: one probe sequence, first
+/// fit, nothing moves) copies of one key in one launch still meet: a copy that takes an available slot read
+/// every earlier slot of the sequence as another key's, and slots only fill within an insert launch, so no
+/// earlier slot can take the key after it; a lost reclaim starts the insert again (the drivers' rule), where
+/// the copy that won is then matched. Cuckoo schemes reclaim in launches of distinct keys (a table's inserts
+/// settle duplicates first). They evict from the bucket just read, so with every `EVICT` turned into a reclaim
+/// where a mark was seen, an eviction never exchanges a mark away (a mark carried on as a pair would corrupt the
+/// table).
 #[cube]
-pub fn reclaim_step(step: Step, marked: u32, read_index: u32, mark: &mut MarkSeen) -> Step {
+pub fn reclaim_step(
+    step: Step,
+    marked: u32,
+    read_index: u32,
+    absent: bool,
+    mark: &mut MarkSeen,
+) -> Step {
     if mark.at == 0u32 && marked != 0u32 {
         mark.at = read_index + 1u32;
         mark.slot = marked.trailing_zeros();
@@ -416,7 +428,8 @@ pub fn reclaim_step(step: Step, marked: u32, read_index: u32, mark: &mut MarkSee
     let mut act = step.action;
     let mut target = step.target;
     let mut slot = step.slot;
-    if (act == action::CLAIM || act == action::FAIL) && mark.at != 0u32 {
+    let placing = act == action::CLAIM || act == action::FAIL || act == action::EVICT;
+    if (placing || absent) && mark.at != 0u32 {
         act = action::RECLAIM;
         target = mark.at - 1u32;
         slot = mark.slot;

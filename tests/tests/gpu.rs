@@ -392,7 +392,7 @@ fn cuda_double_hashing_refuses_composite_counts() {
 }
 
 /// `erase_device` (device keys): repeats, absent keys and the sentinel erase nothing more, erased keys answer
-/// absent and the rest keep their values, `len` drops by the count; a cuckoo scheme's table refuses with a typed
+/// absent and the rest keep their values, `len` drops by the count; a table of wide pairs refuses with a typed
 /// error and stays unchanged.
 fn erase_device_matches_oracle<R: hashtile::gpu::transfer::HostTransfer>(backend: Backend) {
     use hashtile::gpu::{GpuOptions, GpuTable};
@@ -436,12 +436,13 @@ fn erase_device_matches_oracle<R: hashtile::gpu::transfer::HostTransfer>(backend
         let want = (i < n && !gone.contains(k)).then_some(values[i]);
         assert_eq!(g, want, "key {k}");
     }
-    let mut c = GpuTable::<R, Bcht>::new(
+    // Wide pairs have no key word to spare for a mark.
+    let mut c = GpuTable::<R, hashtile::Iht, hashtile::gpu::Wide>::new(
         &Default::default(),
         1024,
-        8,
+        16,
         HashFamily::new(5),
-        Bcht::default_params(8),
+        hashtile::Iht::default_params(16),
         opts,
     )
     .unwrap();
@@ -558,9 +559,10 @@ fn cuda_insert_device_stores_repeated_keys_once() {
     present(Backend::Cuda);
 }
 
-/// Inserts over erased slots on the device (linear probing and double hashing take marks again): a batch of
-/// erased keys and new keys, each four times and interleaved, races over the marks; every key is stored once,
-/// `len` is exact, finds agree with the oracle and marks were taken again.
+/// Inserts over erased slots on the device (linear probing, double hashing and cuckoo schemes take marks
+/// again): a batch of erased keys and new keys, each four times and interleaved, goes in over the marks (racing
+/// on the walk schemes; settled first on cuckoo schemes); every key is stored once, `len` is exact, finds agree
+/// with the oracle and marks were taken again.
 fn reclaim_races<
     R: hashtile::gpu::transfer::HostTransfer,
     S: hashtile::ProbingScheme + hashtile::SchemeInfo,
@@ -631,6 +633,9 @@ fn reclaim_races_every_walk<R: hashtile::gpu::transfer::HostTransfer>(backend: B
     reclaim_races::<R, hashtile::LinearProbing>(backend, 4);
     reclaim_races::<R, hashtile::LinearProbing>(backend, 1);
     reclaim_races::<R, hashtile::DoubleHashing>(backend, 8);
+    // Cuckoo: `insert_device` settles the repeats first; evictions must never exchange a mark away.
+    reclaim_races::<R, Bcht>(backend, 8);
+    reclaim_races::<R, Bcht>(backend, 16);
 }
 
 #[test]

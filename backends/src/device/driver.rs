@@ -148,13 +148,13 @@ pub fn tile_drive<S: ProbingScheme, L: KeyLayout, F: Reduce>(
                 || (F::KIND == kind::ADD && halves_bound))
     );
 
-    // Inserts that take erased slots on their walk (stable schemes along one sequence, claims by
-    // compare-and-swap; compiled in only for launches into tables that hold marks).
+    // Inserts that take erased slots on their walk (`reclaim_step`; cuckoo schemes: launches of distinct
+    // keys), compiled in only for launches into tables that hold marks.
     let reclaims = comptime!(
         reclaim
             && only_inserts
             && !chains
-            && S::UPSERTS_CONVERGE
+            && (S::UPSERTS_CONVERGE || !S::STABLE)
             && S::PAIR_AT == NO_PAIR
             && use_cas
     );
@@ -430,12 +430,13 @@ pub fn tile_drive<S: ProbingScheme, L: KeyLayout, F: Reduce>(
                         slot = st.slot;
                     }
                     if comptime!(reclaims) {
-                        let st = reclaim_step(
-                            make_step(act, target, slot),
-                            marked,
-                            read_index,
-                            &mut mark,
-                        );
+                        // Keys promised absent (`upsert == 0`, a launch of inserts only) take a mark at once.
+                        let mut absent = false;
+                        if comptime!(mode == op::INSERT) {
+                            absent = meta.params.upsert == 0u32;
+                        }
+                        let st = make_step(act, target, slot);
+                        let st = reclaim_step(st, marked, read_index, absent, &mut mark);
                         act = st.action;
                         target = st.target;
                         slot = st.slot;
@@ -618,10 +619,15 @@ pub fn tile_drive<S: ProbingScheme, L: KeyLayout, F: Reduce>(
                     }
                     if writes {
                         if comptime!(carries) {
-                            // Claims and evictions expected an empty slot, updates the word the tile read.
+                            // Claims and evictions expected an empty slot, reclaims a mark, updates the word read.
                             let mut expected = seen;
                             if act != action::UPDATE {
                                 expected = EMPTY_WORD.runtime();
+                            }
+                            if comptime!(reclaims) {
+                                if act == action::RECLAIM {
+                                    expected = L::ERASED_WORD.runtime();
+                                }
                             }
                             won = old_all == expected;
                             if comptime!(!use_cas) {
@@ -640,9 +646,7 @@ pub fn tile_drive<S: ProbingScheme, L: KeyLayout, F: Reduce>(
                                 done = status::INSERTED;
                             }
                             if comptime!(reclaims) {
-                                if act == action::RECLAIM {
-                                    reclaimed += 1u32;
-                                }
+                                reclaimed += u32::cast_from(act == action::RECLAIM);
                             }
                             if comptime!(answers) {
                                 if tl.lane == serving {

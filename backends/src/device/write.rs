@@ -22,7 +22,7 @@
 //! - `insert_or_apply` with a reduction other than `Assign` needs packed pairs (the value is combined with the
 //!   key word's compare-and-swap); a wide table's values are assigned.
 
-use super::counters::{ADDED_AT, ERASED_AT, count_spread};
+use super::counters::{ADDED_AT, ERASED_AT, RECLAIMED_AT, count_spread};
 use super::driver::{LaneOp, op, reads, status, store_inserted_value, tile_drive};
 use super::find::{FindResult, FoundAt, drive_lookup, find_reading, without_slot};
 use super::layout::KeyLayout;
@@ -128,7 +128,7 @@ pub fn tile_insert_or_apply<S: ProbingScheme, L: KeyLayout, F: Reduce>(
         false,
         false,
         false,
-        false,
+        comptime!(!S::STABLE),
     );
     store_inserted_value::<L>(table_values, a, mine, value);
     let tl = tile_lane(tile_width);
@@ -137,6 +137,14 @@ pub fn tile_insert_or_apply<S: ProbingScheme, L: KeyLayout, F: Reduce>(
         added = a.tile_added;
     }
     count_spread(counters, ADDED_AT, added);
+    if comptime!(!S::STABLE) {
+        // Cuckoo schemes take erased slots again (an eviction must never exchange a mark away).
+        let mut reclaimed = 0u32;
+        if tl.lane == 0u32 {
+            reclaimed = a.tile_reclaimed;
+        }
+        count_spread(counters, RECLAIMED_AT, reclaimed);
+    }
     let mut answer = status::NOT_FOUND.runtime();
     if mine {
         answer = a.status;

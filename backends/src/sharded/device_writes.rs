@@ -104,8 +104,9 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
     }
 
     /// Erases keys held on the shards' devices (`keys[g]`: `lens[g]` 32-bit keys on shard `g`'s device) and
-    /// returns how many pairs went from the shards held here ([`GpuTable::erase_device`]: repeats and absent keys erase nothing more;
-    /// stable schemes only, else [`Error::InvalidConfig`](hashtile_core::Error::InvalidConfig)).
+    /// returns how many pairs went from the shards held here ([`GpuTable::erase_device`]: repeats and absent keys
+    /// erase nothing more; packed pairs or keys alone, else
+    /// [`Error::InvalidConfig`](hashtile_core::Error::InvalidConfig)).
     pub fn erase_device<R: HostTransfer>(
         &mut self,
         keys: &[Handle],

@@ -110,19 +110,24 @@ pub trait Engine<K: Key, V: Value>: Send + Sync {
     /// Tombstone erase: marks the slots of the stored keys among `keys` (repeats count once; never the
     /// sentinel key, which the caller leaves out) erased in place and returns how many were; `None` where the
     /// table cannot (64-bit keys: no key word to spare for the mark), leaving it unchanged. An erased slot stays
-    /// taken (lookups probe past it; only inserts of schemes whose upserts converge take it again,
-    /// [`Engine::marks`]) until the table is rebuilt ([`Engine::reset`],
-    /// [`Engine::rebuild_in_place`], or a rebuild of its owner's). A scheme that moves pairs
-    /// (`ProbingScheme::STABLE` unset) must be rebuilt before its next insert: an eviction would carry a mark on
-    /// as if it were a pair.
+    /// taken (lookups probe past it; inserts take it again where [`Engine::takes_marks`]) until the table is
+    /// rebuilt ([`Engine::reset`], [`Engine::rebuild_in_place`], or a rebuild of its owner's). A scheme that
+    /// moves pairs (`ProbingScheme::STABLE` unset) must be rebuilt before its next insert unless its inserts take
+    /// marks: an eviction would carry a mark on as if it were a pair.
     fn erase_stored(&mut self, _keys: &[K]) -> Result<Option<usize>> {
         Ok(None)
     }
     /// Slots marked erased ([`Engine::erase_stored`]) that no insert has taken again and no rebuild reclaimed.
-    /// Inserts of schemes whose upserts converge (`ProbingScheme::UPSERTS_CONVERGE`: linear probing, double
-    /// hashing) take marks on their walk; other schemes' marks stay until a rebuild.
+    /// Where [`Engine::takes_marks`], inserts take marks on their walk; other schemes' marks stay until a
+    /// rebuild.
     fn marks(&self) -> usize {
         0
+    }
+    /// Whether inserts take marks again ([`Engine::marks`]): linear probing and double hashing, and cuckoo
+    /// schemes (whose evictions would otherwise exchange marks away: their tables are rebuilt at once after an
+    /// erase where this is `false`). `false` by default.
+    fn takes_marks(&self) -> bool {
+        false
     }
     /// The engine as `Any`, for the operations generic over a user's type (`insert_or_apply`'s reduction),
     /// which a trait object cannot carry: `crate::table::apply` downcasts to the concrete engine.

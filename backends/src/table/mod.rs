@@ -376,15 +376,15 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
 
     /// Removes `keys` and returns how many pairs went (absent keys, repeats and the sentinel key erase
     /// nothing more). With 32-bit keys the slots are marked erased in place (tombstones: lookups probe past them,
-    /// [`HashTable::tombstones`] counts them). Inserts of linear probing and double hashing take marks again:
-    /// a new key goes into the first mark its walk passed once the walk proves it absent. Other stable schemes
-    /// keep their marks until an insert may need their room, and linear probing and double hashing until pairs
-    /// and marks fill 15/16 of the slots; or until [`HashTable::compact`]: the table is then rebuilt without
-    /// them (under the next family of its deterministic sequence) where the pairs live (on GPUs, on the device). A cuckoo scheme rebuilds so at
-    /// once (an eviction would carry a mark on), and 64-bit keys (no key word to spare for a mark) rebuild
-    /// without the erased pairs through the host: both cost the table's size, not the batch's. A rebuild can fail where the table's own build could (a
-    /// stable scheme with tiny buckets near its load limit): then the call returns [`Error::BuildFailed`] with
-    /// the pairs that are no longer stored, as an insert does.
+    /// [`HashTable::tombstones`] counts them). Inserts of linear probing, double hashing, BCHT and 1CHT take
+    /// marks again: a new key goes into the first mark its walk passed once the walk proves it absent. They
+    /// keep marks until pairs and marks fill 15/16 of the slots, IHT and P2BHT until an insert may need their
+    /// room; or until [`HashTable::compact`]: the table is then rebuilt without them (under the next family of
+    /// its deterministic sequence) where the pairs live (on GPUs, on the device). 64-bit keys (no key word to
+    /// spare for a mark) rebuild without the erased pairs through the host, at the cost of the table's size. A
+    /// rebuild can fail where the table's own build could (a stable scheme with tiny buckets near its load
+    /// limit): then the call returns [`Error::BuildFailed`] with the pairs that are no longer stored, as an
+    /// insert does.
     ///
     /// ```
     /// # use hashtile_backends::{Backend, BackendChoice, HashTable, TableConfig};
@@ -413,7 +413,7 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
             return Ok(0);
         }
         if let Some(n) = self.engine.erase_stored(keys)? {
-            if !S::STABLE {
+            if !S::STABLE && !self.engine.takes_marks() {
                 // A cuckoo eviction could carry a mark on as if it were a pair: the marks are reclaimed at once,
                 // by a rebuild where the pairs live (on GPUs, on the device).
                 self.compact_table()?;
@@ -452,7 +452,7 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
             return false;
         }
         let (len, capacity) = (self.len(), self.capacity());
-        if S::UPSERTS_CONVERGE {
+        if self.engine.takes_marks() {
             let taken = len + marks + n.saturating_sub(marks);
             taken as f64 > MARKED_OCCUPANCY * capacity as f64
         } else {

@@ -36,8 +36,9 @@ pub fn op_rows<R: hashtile::gpu::transfer::HostTransfer, S: ProbingScheme + Sche
     if args.set {
         rows.extend(set_rows::<R, S>(args, backend, opts, load, keys, n, bar)?);
     }
-    // Erases of device keys mark slots in place: stable schemes only (`GpuTable::erase_device`).
-    if args.erase && S::STABLE {
+    // Erases of device keys mark slots in place (`GpuTable::erase_device`): every scheme whose inserts take the
+    // marks again or never move pairs.
+    if args.erase && (S::STABLE || opts.use_cas) {
         rows.extend(erase_rows::<R, S>(
             args, backend, opts, load, keys, values, bar,
         )?);

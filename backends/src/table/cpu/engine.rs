@@ -81,6 +81,9 @@ impl<S: SchemeInfo, K: Key, V: Value> Engine<K, V> for CpuEngine<S> {
     fn marks(&self) -> usize {
         self.table.marks()
     }
+    fn takes_marks(&self) -> bool {
+        CpuTable::<S>::TAKES_MARKS
+    }
     fn regrow(
         &mut self,
         num_buckets: u32,

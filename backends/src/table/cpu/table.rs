@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 pub(super) enum InsertOutcome {
     /// A new key took a slot.
     Added,
-    /// A new key took an erased slot (an insert over marks, [`reclaim_step`]).
+    /// A new key took an erased slot (an insert over marks, [`reclaim_step()`]).
     Reclaimed,
     /// The key was present; its value was replaced.
     Updated,
@@ -86,6 +86,10 @@ pub fn key_mix(key: u64) -> u32 {
 }
 
 impl<S: SchemeInfo> CpuTable<S> {
+    /// Inserts take erased slots again ([`reclaim_step()`]): schemes whose upserts converge, and cuckoo schemes
+    /// (the table's inserts settle duplicates before they place keys).
+    pub const TAKES_MARKS: bool = S::UPSERTS_CONVERGE || !S::STABLE;
+
     /// An empty table of `num_buckets` buckets of `bucket_size` slots.
     pub fn new(
         num_buckets: u32,
@@ -328,7 +332,7 @@ impl<S: SchemeInfo> CpuTable<S> {
         let mut state = blank_state();
         S::insert_start(&mut state, key_mix(k));
         // Erased slots are taken again along the walk (see `reclaim_step`) while the table holds any.
-        let reclaims = S::UPSERTS_CONVERGE && self.marks.load(Ordering::Relaxed) > 0;
+        let reclaims = Self::TAKES_MARKS && self.marks.load(Ordering::Relaxed) > 0;
         let mut mark = no_mark();
         loop {
             let read_index = state.hash_index;
@@ -337,7 +341,8 @@ impl<S: SchemeInfo> CpuTable<S> {
             *probes += 1;
             let mut step = S::insert_step(&mut state, view, params, self.bucket_size);
             if reclaims {
-                step = reclaim_step(step, self.marked(b), read_index, &mut mark);
+                let absent = params.upsert == 0;
+                step = reclaim_step(step, self.marked(b), read_index, absent, &mut mark);
             }
             match step.action {
                 action::NEXT => {}

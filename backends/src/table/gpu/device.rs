@@ -262,13 +262,17 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
         self.marks
     }
 
-    /// Whether inserts run the kernel that takes erased slots again: the scheme's upserts converge
-    /// (`ProbingScheme::UPSERTS_CONVERGE`) and the table may hold marks (counted, or erased by a user kernel
-    /// since the last settle).
+    /// Whether inserts take erased slots again: linear probing and double hashing (racing copies of a key
+    /// converge), and cuckoo schemes (inserts of distinct keys: `insert_device` settles duplicates first, the
+    /// host path too), claiming by compare-and-swap.
+    pub fn takes_marks(&self) -> bool {
+        (S::UPSERTS_CONVERGE || !S::STABLE) && self.options.use_cas
+    }
+
+    /// Whether inserts run the kernel that takes erased slots again: [`GpuTable::takes_marks`], and the table
+    /// may hold marks (counted, or erased by a user kernel since the last settle).
     pub(crate) fn may_hold_marks(&self) -> bool {
-        S::UPSERTS_CONVERGE
-            && self.options.use_cas
-            && (self.marks > 0 || (self.unsettled && self.erased != EMPTY_WORD))
+        self.takes_marks() && (self.marks > 0 || (self.unsettled && self.erased != EMPTY_WORD))
     }
 
     pub(super) fn reset_counters(&self) {

@@ -277,6 +277,9 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout, K: Key, V: Value> Engine<K
     fn marks(&self) -> usize {
         self.marks
     }
+    fn takes_marks(&self) -> bool {
+        self.takes_marks()
+    }
     fn as_any_mut(&mut self) -> &mut dyn std::any::Any {
         self
     }

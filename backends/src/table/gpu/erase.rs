@@ -57,10 +57,11 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
     /// its tables). Packed pairs of a stable scheme only ([`Error::InvalidConfig`] otherwise): a cuckoo eviction
     /// would carry a mark on as a pair, and 64-bit key words have no value to spare for one.
     pub fn erase_device(&mut self, keys: &Handle, n: usize) -> Result<usize> {
-        if !S::STABLE || !L::MOVES_PAIRS {
+        if !L::MOVES_PAIRS || !(S::STABLE || self.takes_marks()) {
             return Err(Error::InvalidConfig(
-                "erase_device: packed pairs of a stable scheme only (a cuckoo eviction would carry a mark on; \
-                 64-bit keys have no word to spare); use HashTable::erase"
+                "erase_device: packed pairs or keys alone (64-bit keys of wide pairs have no word to spare), \
+                 and a cuckoo table claiming by compare-and-swap (its inserts then take the marks); use \
+                 HashTable::erase"
                     .into(),
             ));
         }
