@@ -186,12 +186,7 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
                         ArrayArg::from_raw_parts(mask_handle, mask_len),
                         mode,
                         ArrayArg::from_raw_parts(self.keys.clone(), self.capacity()),
-                        if self.options.plain_reads {
-                            ArrayArg::from_raw_parts(self.keys.clone(), self.capacity())
-                        } else {
-                            // Never bind a buffer twice in one launch: wgpu mis-binds the second use.
-                            ArrayArg::from_raw_parts(self.dummy.clone(), 1)
-                        },
+                        self.plain_slots_arg(),
                         ArrayArg::from_raw_parts(self.values.clone(), self.values_len),
                         ArrayArg::from_raw_parts(self.stash.clone(), L::STASH_WORDS * self.stash_len),
                         ArrayArg::from_raw_parts(counters.clone(), INSERT_COUNTERS),
@@ -254,6 +249,19 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
                 crate::device::layout::decode_stash::<L>(&words, nfailed.min(self.stash_len));
         }
         out
+    }
+
+    /// The slot array bound a second time without atomics, for plain reads (CUDA), or a one-word stand-in where
+    /// the table is bound once (Vulkan: wgpu mis-binds a buffer bound twice in one launch).
+    pub(super) fn plain_slots_arg(&self) -> ArrayArg<R> {
+        // SAFETY: the lengths are the buffers' own (the slot array's capacity, the one-word stand-in's 1).
+        unsafe {
+            if self.options.plain_reads {
+                ArrayArg::from_raw_parts(self.keys.clone(), self.capacity())
+            } else {
+                ArrayArg::from_raw_parts(self.dummy.clone(), 1)
+            }
+        }
     }
 
     /// Slots marked erased and not yet taken again by an insert or reclaimed by a rebuild (as of the last

@@ -172,11 +172,7 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
                 ArrayArg::from_raw_parts(keys.clone(), n),
                 ArrayArg::from_raw_parts(values, values_len),
                 ArrayArg::from_raw_parts(self.keys.clone(), self.capacity()),
-                if self.options.plain_reads {
-                    ArrayArg::from_raw_parts(self.keys.clone(), self.capacity())
-                } else {
-                    ArrayArg::from_raw_parts(self.dummy.clone(), 1)
-                },
+                self.plain_slots_arg(),
                 ArrayArg::from_raw_parts(self.values.clone(), self.values_len),
                 ArrayArg::from_raw_parts(self.stash.clone(), L::STASH_WORDS * self.stash_len),
                 ArrayArg::from_raw_parts(self.counters.clone(), INSERT_COUNTERS),
