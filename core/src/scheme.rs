@@ -408,8 +408,8 @@ pub fn no_mark() -> MarkSeen {
 /// fit, nothing moves) copies of one key in one launch still meet: a copy that takes an available slot read
 /// every earlier slot of the sequence as another key's, and slots only fill within an insert launch, so no
 /// earlier slot can take the key after it; a lost reclaim starts the insert again (the drivers' rule), where
-/// the copy that won is then matched. Cuckoo schemes reclaim in launches of distinct keys (a table's inserts
-/// settle duplicates first). They evict from the bucket just read, so with every `EVICT` turned into a reclaim
+/// the copy that won is then matched. Other schemes (IHT, the cuckoo schemes) reclaim in launches of distinct
+/// keys (a table's inserts settle duplicates first); a scheme that reads two buckets a step (P2BHT) does not. They evict from the bucket just read, so with every `EVICT` turned into a reclaim
 /// where a mark was seen, an eviction never exchanges a mark away (a mark carried on as a pair would corrupt the
 /// table).
 #[cube]

@@ -636,6 +636,7 @@ fn reclaim_races_every_walk<R: hashtile::gpu::transfer::HostTransfer>(backend: B
     // Cuckoo: `insert_device` settles the repeats first; evictions must never exchange a mark away.
     reclaim_races::<R, Bcht>(backend, 8);
     reclaim_races::<R, Bcht>(backend, 16);
+    reclaim_races::<R, hashtile::Iht>(backend, 16);
 }
 
 #[test]

@@ -367,7 +367,7 @@ fn aging_on<S: SchemeInfo>(backend: Backend) {
     );
 }
 
-/// Inserts take erased slots again (linear probing, double hashing, BCHT): after erasing half the keys, a batch
+/// Inserts take erased slots again (linear probing, double hashing, BCHT, IHT): after erasing half the keys, a batch
 /// of new keys lands without a rebuild (the family stays) and leaves fewer marks; then erased keys come back,
 /// each three times in one batch, among the marks; the table matches the oracle, with no key stored twice.
 /// The same for a set.
@@ -458,7 +458,7 @@ macro_rules! reclaim_tests {
     };
 }
 
-reclaim_tests!(LinearProbing, DoubleHashing, Bcht);
+reclaim_tests!(LinearProbing, DoubleHashing, Bcht, Iht);
 
 macro_rules! aging_tests {
     ($($s:ident),*) => {

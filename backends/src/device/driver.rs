@@ -150,14 +150,8 @@ pub fn tile_drive<S: ProbingScheme, L: KeyLayout, F: Reduce>(
 
     // Inserts that take erased slots on their walk (`reclaim_step`; cuckoo schemes: launches of distinct
     // keys), compiled in only for launches into tables that hold marks.
-    let reclaims = comptime!(
-        reclaim
-            && only_inserts
-            && !chains
-            && (S::UPSERTS_CONVERGE || !S::STABLE)
-            && S::PAIR_AT == NO_PAIR
-            && use_cas
-    );
+    let reclaims =
+        comptime!(reclaim && only_inserts && !chains && S::PAIR_AT == NO_PAIR && use_cas);
 
     let tl = tile_lane(tw);
     let mut pending = lane.mine;

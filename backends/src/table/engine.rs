@@ -123,9 +123,9 @@ pub trait Engine<K: Key, V: Value>: Send + Sync {
     fn marks(&self) -> usize {
         0
     }
-    /// Whether inserts take marks again ([`Engine::marks`]): linear probing and double hashing, and cuckoo
-    /// schemes (whose evictions would otherwise exchange marks away: their tables are rebuilt at once after an
-    /// erase where this is `false`). `false` by default.
+    /// Whether inserts take marks again ([`Engine::marks`]): every scheme but P2BHT (a cuckoo table whose
+    /// inserts do not is rebuilt at once after an erase: its evictions would exchange marks away). `false` by
+    /// default.
     fn takes_marks(&self) -> bool {
         false
     }

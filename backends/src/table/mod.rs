@@ -376,10 +376,9 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
 
     /// Removes `keys` and returns how many pairs went (absent keys, repeats and the sentinel key erase
     /// nothing more). With 32-bit keys the slots are marked erased in place (tombstones: lookups probe past them,
-    /// [`HashTable::tombstones`] counts them). Inserts of linear probing, double hashing, BCHT and 1CHT take
-    /// marks again: a new key goes into the first mark its walk passed once the walk proves it absent. They
-    /// keep marks until pairs and marks fill 15/16 of the slots, IHT and P2BHT until an insert may need their
-    /// room; or until [`HashTable::compact`]: the table is then rebuilt without them (under the next family of
+    /// [`HashTable::tombstones`] counts them). Inserts of every scheme but P2BHT take marks again: a new key
+    /// goes into the first mark its walk passed once the walk proves it absent. They keep marks until pairs and
+    /// marks fill 15/16 of the slots, P2BHT until an insert may need their room; or until [`HashTable::compact`]: the table is then rebuilt without them (under the next family of
     /// its deterministic sequence) where the pairs live (on GPUs, on the device). 64-bit keys (no key word to
     /// spare for a mark) rebuild without the erased pairs through the host, at the cost of the table's size. A
     /// rebuild can fail where the table's own build could (a stable scheme with tiny buckets near its load

@@ -5,8 +5,8 @@ use super::memory::*;
 use hashtile_core::HashFamily;
 use hashtile_core::hash::{self, MAX_HASHES, bucket_index, hash_key, hash_key32, seed_mix};
 use hashtile_core::scheme::{
-    BucketView, NO_NEXT, ProbingScheme, SchemeInfo, SchemeParams, action, blank_state, no_mark,
-    reclaim_step, sequence, sequence_bucket, sequence_function,
+    BucketView, NO_NEXT, NO_PAIR, ProbingScheme, SchemeInfo, SchemeParams, action, blank_state,
+    no_mark, reclaim_step, sequence, sequence_bucket, sequence_function,
 };
 use rayon::prelude::*;
 use std::marker::PhantomData;
@@ -86,9 +86,10 @@ pub fn key_mix(key: u64) -> u32 {
 }
 
 impl<S: SchemeInfo> CpuTable<S> {
-    /// Inserts take erased slots again ([`reclaim_step()`]): schemes whose upserts converge, and cuckoo schemes
-    /// (the table's inserts settle duplicates before they place keys).
-    pub const TAKES_MARKS: bool = S::UPSERTS_CONVERGE || !S::STABLE;
+    /// Inserts take erased slots again ([`reclaim_step()`]): every scheme that reads one bucket a step (all but
+    /// P2BHT's paired reads; the table's inserts settle duplicates before they place keys where racing copies
+    /// would not converge).
+    pub const TAKES_MARKS: bool = S::PAIR_AT == NO_PAIR;
 
     /// An empty table of `num_buckets` buckets of `bucket_size` slots.
     pub fn new(
