@@ -482,6 +482,33 @@ mod tests {
     use super::*;
 
     #[test]
+    fn reclaim_takes_the_first_mark_once_the_key_is_placed() {
+        let step = |a, t, s| make_step(a, t, s);
+        // A walk over bucket 0 (no mark), bucket 1 (marks in slots 2 and 5), bucket 2 (a claim).
+        let mut mark = no_mark();
+        let s0 = reclaim_step(step(action::NEXT, 0, 0), 0, 0, false, &mut mark);
+        assert_eq!((s0, mark), (step(action::NEXT, 0, 0), no_mark()));
+        let s1 = reclaim_step(step(action::NEXT, 1, 0), 0b100100, 1, false, &mut mark);
+        assert_eq!(s1.action, action::NEXT, "the key is not proven absent yet");
+        assert_eq!(mark, MarkSeen { at: 2, slot: 2 });
+        // A later bucket's marks do not replace the first.
+        reclaim_step(step(action::NEXT, 2, 0), 0b1, 2, false, &mut mark);
+        for placing in [action::CLAIM, action::FAIL, action::EVICT] {
+            let s = reclaim_step(step(placing, 3, 7), 0, 3, false, &mut { mark });
+            assert_eq!(s, step(action::RECLAIM, 1, 2), "action {placing}");
+        }
+        // Updates and finds are left alone.
+        let s = reclaim_step(step(action::UPDATE, 3, 4), 0, 3, false, &mut { mark });
+        assert_eq!(s, step(action::UPDATE, 3, 4));
+        // Without a mark, a claim stays a claim.
+        let s = reclaim_step(step(action::CLAIM, 0, 1), 0, 0, false, &mut no_mark());
+        assert_eq!(s, step(action::CLAIM, 0, 1));
+        // A key promised absent takes the first mark as soon as it is read.
+        let s = reclaim_step(step(action::NEXT, 0, 0), 0b1000, 0, true, &mut no_mark());
+        assert_eq!(s, step(action::RECLAIM, 0, 3));
+    }
+
+    #[test]
     fn double_hashing_takes_a_count_it_can_walk() {
         // 2^26 keys at load 0.9 in buckets of 4: 8 * 3 * 103 * 7541, where a step of 2 330 169 (odd) cycles
         // through 8 buckets. It becomes the next prime; powers of two stay.
