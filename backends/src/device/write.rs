@@ -16,9 +16,10 @@
 //!   ends in one slot, its values combined by the reduction. Elsewhere two lanes inserting one new key can both
 //!   store it (the promise of `GpuTable::insert_device_distinct`; `GpuTable::insert_device` and
 //!   `GpuTable::insert_or_apply_device` settle repeats for every scheme).
-//! - Erases are for stable schemes with packed pairs (a cuckoo eviction would carry a mark on), and a mark is
-//!   not reused by inserts until the table is rebuilt; a kernel that erases and inserts one key at once gets
-//!   either order.
+//! - Erases are for stable schemes with packed pairs (an erase racing a cuckoo eviction in the same launch
+//!   would miss the key the eviction carries); marks are taken again by later inserts of every scheme but
+//!   P2BHT's (the cuckoo schemes' inserts here compile that in, so that no eviction exchanges a mark away); a
+//!   kernel that erases and inserts one key at once gets either order.
 //! - `insert_or_apply` with a reduction other than `Assign` needs packed pairs (the value is combined with the
 //!   key word's compare-and-swap); a wide table's values are assigned.
 
