@@ -25,7 +25,7 @@
 //!         FOLLOW => read the bucket `view.next` names     // chaining schemes only
 //!         APPEND => link a new bucket after this one, read it (or, if another tile linked first, re-read)
 //!         RECLAIM => CAS erased slot `step.slot` of bucket H[step.target](key) to our pair; on failure start
-//!                    again (`reclaim_step`: inserts over erased slots, schemes whose upserts converge)
+//!                    again (`reclaim_step`: inserts over erased slots)
 //!     }
 //! }
 //! ```
@@ -409,9 +409,9 @@ pub fn no_mark() -> MarkSeen {
 /// every earlier slot of the sequence as another key's, and slots only fill within an insert launch, so no
 /// earlier slot can take the key after it; a lost reclaim starts the insert again (the drivers' rule), where
 /// the copy that won is then matched. Other schemes (IHT, the cuckoo schemes) reclaim in launches of distinct
-/// keys (a table's inserts settle duplicates first); a scheme that reads two buckets a step (P2BHT) does not. They evict from the bucket just read, so with every `EVICT` turned into a reclaim
-/// where a mark was seen, an eviction never exchanges a mark away (a mark carried on as a pair would corrupt the
-/// table).
+/// keys (a table's inserts settle duplicates first); a scheme that reads two buckets a step (P2BHT) does not.
+/// Cuckoo schemes evict from the bucket just read, so with every `EVICT` turned into a reclaim where a mark was
+/// seen, an eviction never exchanges a mark away (a mark carried on as a pair would corrupt the table).
 #[cube]
 pub fn reclaim_step(
     step: Step,

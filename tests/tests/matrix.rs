@@ -437,51 +437,39 @@ fn reclaim_on<S: SchemeInfo>(backend: Backend) {
     }
 }
 
-macro_rules! reclaim_tests {
-    ($($s:ident),*) => {
+/// `$name_<scheme>_{cpu,vulkan,cuda}` tests running `$run::<scheme>` on each backend (absent ones skip).
+macro_rules! on_every_backend {
+    ($name:ident, $run:ident, $($s:ident),*) => {
         paste::paste! {
             $(
                 #[test]
-                fn [<reclaim_ $s:lower _cpu>]() {
-                    reclaim_on::<hashtile::$s>(Backend::Cpu);
+                fn [<$name _ $s:lower _cpu>]() {
+                    $run::<hashtile::$s>(Backend::Cpu);
                 }
                 #[test]
-                fn [<reclaim_ $s:lower _vulkan>]() {
-                    reclaim_on::<hashtile::$s>(Backend::Vulkan);
+                fn [<$name _ $s:lower _vulkan>]() {
+                    $run::<hashtile::$s>(Backend::Vulkan);
                 }
                 #[test]
-                fn [<reclaim_ $s:lower _cuda>]() {
-                    reclaim_on::<hashtile::$s>(Backend::Cuda);
+                fn [<$name _ $s:lower _cuda>]() {
+                    $run::<hashtile::$s>(Backend::Cuda);
                 }
             )*
         }
     };
 }
 
-reclaim_tests!(LinearProbing, DoubleHashing, Bcht, Iht);
+on_every_backend!(reclaim, reclaim_on, LinearProbing, DoubleHashing, Bcht, Iht);
 
-macro_rules! aging_tests {
-    ($($s:ident),*) => {
-        paste::paste! {
-            $(
-                #[test]
-                fn [<aging_ $s:lower _cpu>]() {
-                    aging_on::<hashtile::$s>(Backend::Cpu);
-                }
-                #[test]
-                fn [<aging_ $s:lower _vulkan>]() {
-                    aging_on::<hashtile::$s>(Backend::Vulkan);
-                }
-                #[test]
-                fn [<aging_ $s:lower _cuda>]() {
-                    aging_on::<hashtile::$s>(Backend::Cuda);
-                }
-            )*
-        }
-    };
-}
-
-aging_tests!(Bcht, Iht, P2bht, LinearProbing, DoubleHashing);
+on_every_backend!(
+    aging,
+    aging_on,
+    Bcht,
+    Iht,
+    P2bht,
+    LinearProbing,
+    DoubleHashing
+);
 
 macro_rules! oracle_test {
     ($s:ident, $b:literal, $k:ty, $v:ty) => {

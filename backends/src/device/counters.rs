@@ -3,9 +3,9 @@
 //! one way every kernel adds to them ([`count_spread()`]).
 //!
 //! Layout of a table's counter array ([`INSERT_COUNTERS`] words): `[failures, added x 64, probes x 64,
-//! retries x 64, erased x 64, reclaimed x 64]`. Statistics are spread over [`ADDED_COUNTERS`] words by cube, each plane adding
-//! its sum with one atomic: one shared counter would serialise millions of atomics (one counter per erased
-//! key held a batch of 2^25 erases at 6 G keys/s on the H200).
+//! retries x 64, erased x 64, reclaimed x 64]`. Statistics are spread over [`ADDED_COUNTERS`] words by cube,
+//! each plane adding its sum with one atomic: one shared counter would serialise millions of atomics (one
+//! counter per erased key held a batch of 2^25 erases at 6 G keys/s on the H200).
 
 use cubecl::prelude::*;
 

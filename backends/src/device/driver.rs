@@ -65,10 +65,10 @@ pub const FAILED_COUNTER: u32 = 0;
 /// lane, then answer each lane's status); `framed`; `resident` (chains: the tile keeps a resident block
 /// of the slab allocator, SlabAlloc's; else the hashed bitmap); `halves_bound` (`halves` is the table, not a
 /// stand-in: launches that may bind a buffer twice, CUDA); `reclaim` (a launch of inserts into a table that may
-/// hold erased slots: schemes whose upserts converge take the first erased slot on the key's walk once the walk
-/// proves the key absent, `hashtile_core::scheme::reclaim_step`; others ignore it). `F`: how a static insert of packed pairs updates
-/// a stored key's value (`Assign`: replaced; any other reduction: combined, insert-or-apply in the table; see
-/// `folds` below for the built-in reductions).
+/// hold erased slots: the key takes the first erased slot on its walk once the walk proves it absent,
+/// `hashtile_core::scheme::reclaim_step`; schemes with paired reads ignore it). `F`: how a static insert of
+/// packed pairs updates a stored key's value (`Assign`: replaced; any other reduction: combined,
+/// insert-or-apply in the table; see `folds` below for the built-in reductions).
 #[allow(
     clippy::too_many_arguments,
     clippy::collapsible_if,

@@ -168,10 +168,10 @@ pub mod carry {
 /// entry; else every key) into its child's part, with what `carried` ([`carry`]) names: its routed position
 /// into `positions` (an upsert's values follow by [`route_values_kernel()`] as they land; a find's answers go
 /// back by [`route_gather_kernel()`]), or its value into `routed_values` (a batch whose values are on the device
-/// already: one pass, no positions), or nothing: `cursor[c]` starts at the part's first position and hands out ranges to cubes. The
-/// order within a part is the atomics' (an upsert's routed keys are distinct). With `bounded` (parts sized
-/// before the counts are known, the cursors carried over several launches), a key past its part's end `ends[c]`
-/// is not written and sets `overflow[0]`.
+/// already: one pass, no positions), or nothing: `cursor[c]` starts at the part's first position and hands out
+/// ranges to cubes. The order within a part is the atomics' (an upsert's routed keys are distinct). With
+/// `bounded` (parts sized before the counts are known, the cursors carried over several launches), a key past
+/// its part's end `ends[c]` is not written and sets `overflow[0]`.
 #[cube(launch_unchecked)]
 #[allow(clippy::too_many_arguments)]
 pub fn route_scatter_kernel<L: KeyLayout, P: PartOf<L>>(

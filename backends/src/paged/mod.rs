@@ -289,8 +289,8 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
         self.children[c].len() + self.meta[c].stash.len() + self.children[c].marks()
     }
 
-    /// Erased slots (tombstones) the children hold until their next rebuild (or, for linear probing and double
-    /// hashing, until inserts take them again).
+    /// Erased slots (tombstones) the children hold until inserts take them again or their next rebuild
+    /// (`Engine::marks`).
     pub fn tombstones(&self) -> usize {
         self.children.iter().map(|c| c.marks()).sum()
     }

@@ -74,8 +74,8 @@ pub struct CpuTable<S: ProbingScheme> {
     pub(super) seed_mixes: [u32; MAX_HASHES],
     pub(super) params: SchemeParams,
     pub(super) len: AtomicUsize,
-    /// Slots marked erased ([`CpuTable::erase_stored`]) and not taken again: inserts of schemes whose upserts
-    /// converge take them on their walk while there are any.
+    /// Slots marked erased ([`CpuTable::erase_stored`]) and not taken again: inserts take them on their walk
+    /// while there are any ([`CpuTable::TAKES_MARKS`]).
     pub(super) marks: AtomicUsize,
     pub(super) _scheme: PhantomData<S>,
 }
@@ -334,6 +334,8 @@ impl<S: SchemeInfo> CpuTable<S> {
         S::insert_start(&mut state, key_mix(k));
         // Erased slots are taken again along the walk (see `reclaim_step`) while the table holds any.
         let reclaims = Self::TAKES_MARKS && self.marks.load(Ordering::Relaxed) > 0;
+        // Keys promised new take the first mark at once.
+        let absent = params.upsert == 0;
         let mut mark = no_mark();
         loop {
             let read_index = state.hash_index;
@@ -342,7 +344,6 @@ impl<S: SchemeInfo> CpuTable<S> {
             *probes += 1;
             let mut step = S::insert_step(&mut state, view, params, self.bucket_size);
             if reclaims {
-                let absent = params.upsert == 0;
                 step = reclaim_step(step, self.marked(b), read_index, absent, &mut mark);
             }
             match step.action {

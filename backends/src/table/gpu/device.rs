@@ -265,7 +265,7 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
     }
 
     /// Slots marked erased and not yet taken again by an insert or reclaimed by a rebuild (as of the last
-    /// settle): lookups probe past them; inserts of linear probing and double hashing take them again.
+    /// settle): lookups probe past them; inserts take them again where [`GpuTable::takes_marks`].
     pub fn marks(&self) -> usize {
         self.marks
     }

@@ -1,7 +1,7 @@
 //! Tombstone erase on the device ([`crate::table::engine::Engine::erase_stored`] of a [`super::GpuTable`], and
 //! [`GpuTable::erase_device`] for device data):
-//! each stored key's slot gets a key word that is neither empty nor any key's ([`KeyLayout::ERASED_WORD`]), so lookups
-//! probe past it and inserts do not reuse it until the table is rebuilt.
+//! each stored key's slot gets a key word that is neither empty nor any key's ([`KeyLayout::ERASED_WORD`]), so
+//! lookups probe past it; inserts take it again where [`GpuTable::takes_marks`], or a rebuild reclaims it.
 
 use super::GpuTable;
 use crate::device::counters::{ADDED_COUNTERS, count_spread};
@@ -53,9 +53,10 @@ pub fn erase_kernel<S: ProbingScheme, L: KeyLayout>(
 impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
     /// Erases the `n` keys already on the device (`keys`: the layout's key type) and returns how many pairs went
     /// (repeats, absent keys and the sentinel erase nothing more). Slots are marked erased in place: lookups probe
-    /// past them and inserts do not reuse them until the table is rebuilt (`HashTable::compact` does that for
-    /// its tables). Packed pairs of a stable scheme only ([`Error::InvalidConfig`] otherwise): a cuckoo eviction
-    /// would carry a mark on as a pair, and 64-bit key words have no value to spare for one.
+    /// past them, and inserts take them again where [`GpuTable::takes_marks`] (else a rebuild reclaims them:
+    /// `HashTable::compact` does that for its tables). Packed pairs or keys alone, and a scheme that is stable or
+    /// whose inserts take marks ([`Error::InvalidConfig`] otherwise): a cuckoo eviction would otherwise carry a
+    /// mark on as a pair, and 64-bit key words of wide pairs have no value to spare for one.
     pub fn erase_device(&mut self, keys: &Handle, n: usize) -> Result<usize> {
         if !L::MOVES_PAIRS || !(S::STABLE || self.takes_marks()) {
             return Err(Error::InvalidConfig(
