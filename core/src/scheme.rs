@@ -275,18 +275,45 @@ pub fn sequence_bucket(
         }
     } else if comptime!(kind == sequence::LINEAR) {
         // A 32-bit remainder of the index only (cheap); the sum then wraps once at most.
-        b = base + i % num_buckets;
-        if b >= num_buckets {
-            b -= num_buckets;
-        }
+        b = sequence_advance(base, i % num_buckets, num_buckets);
     } else if comptime!(kind == sequence::DOUBLE) {
-        // An odd step below the bucket count (coprime with a power-of-two count: the sequence visits every
-        // bucket; with other counts it visits `num_buckets / gcd` of them before repeating).
-        let mut step = second | 1u32;
+        let step = sequence_stride(kind, second, num_buckets);
+        b = ((base as u64 + i as u64 * step as u64) % num_buckets as u64) as u32;
+    }
+    b
+}
+
+/// The distance between consecutive probes of a strided sequence ([`sequence::LINEAR`]: 1;
+/// [`sequence::DOUBLE`]: an odd step below the bucket count, from `second`, the key's bucket under function 1;
+/// coprime with a power-of-two count, so the sequence visits every bucket; with other counts it visits
+/// `num_buckets / gcd` of them before repeating). 0 for sequences whose probes each hash.
+#[cube]
+pub fn sequence_stride(#[comptime] kind: u32, second: u32, num_buckets: u32) -> u32 {
+    let mut step = 0u32;
+    if comptime!(kind == sequence::LINEAR) {
+        step = 1u32;
+    } else if comptime!(kind == sequence::DOUBLE) {
+        step = second | 1u32;
         if step >= num_buckets {
             step = 1u32;
         }
-        b = ((base as u64 + i as u64 * step as u64) % num_buckets as u64) as u32;
+    }
+    step
+}
+
+/// Probe `i + 1`'s bucket of a strided sequence from probe `i`'s `bucket` ([`sequence_stride()`]): what
+/// [`sequence_bucket()`] gives for `i + 1`, without its remainder (a walk's drivers step along the sequence
+/// with an add and a compare instead of hashing and dividing at every probe). `bucket < num_buckets` and
+/// `stride < num_buckets`; no intermediate passes `u32::MAX`.
+#[allow(unused_assignments)]
+#[cube]
+pub fn sequence_advance(bucket: u32, stride: u32, num_buckets: u32) -> u32 {
+    let back = num_buckets - stride;
+    let mut b = 0u32;
+    if bucket >= back {
+        b = bucket - back;
+    } else {
+        b = bucket + stride;
     }
     b
 }
@@ -506,6 +533,31 @@ mod tests {
         // A key promised absent takes the first mark as soon as it is read.
         let s = reclaim_step(step(action::NEXT, 0, 0), 0b1000, 0, true, &mut no_mark());
         assert_eq!(s, step(action::RECLAIM, 0, 3));
+    }
+
+    #[test]
+    fn a_strided_walk_advances_to_every_probes_bucket() {
+        // Small counts, counts near the top of `u32` (no intermediate may pass it) and every start bucket's
+        // walk against the remainder formula.
+        for n in [1u32, 2, 3, 7, 64, 1000, 18_641_357, u32::MAX - 4, u32::MAX] {
+            for second in [0u32, 1, 2, n / 2, n.saturating_sub(1), u32::MAX] {
+                for kind in [sequence::LINEAR, sequence::DOUBLE] {
+                    let stride = sequence_stride(kind, second, n);
+                    assert!(stride >= 1 && (stride < n || n == 1), "{kind} {n} {second}");
+                    for base in [0u32, 1, n / 3, n - 1].into_iter().filter(|&b| b < n) {
+                        let mut b = sequence_bucket(kind, base, second, 0, 0, n);
+                        for i in 1..40u32 {
+                            b = if n == 1 {
+                                0
+                            } else {
+                                sequence_advance(b, stride, n)
+                            };
+                            assert_eq!(b, sequence_bucket(kind, base, second, 0, i, n));
+                        }
+                    }
+                }
+            }
+        }
     }
 
     #[test]

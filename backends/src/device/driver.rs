@@ -28,7 +28,7 @@ use super::layout::{KeyLayout, key_view};
 use super::operation::read_bucket;
 pub use super::operation::{LaneOp, TileAnswer, op, reads, status, store_inserted_value};
 use super::operation::{owner_write, settle};
-use super::probe::{evicted_from, frame_bucket};
+use super::probe::{evicted_from, frame_bucket, no_walk, walk_bucket};
 use super::shape::TableMeta;
 use super::slab::{
     OUT_OF_SLABS, ResidentBlock, alloc_slab, link_slab, resident_block, slab_view, tile_alloc_slab,
@@ -166,6 +166,7 @@ pub fn tile_drive<S: ProbingScheme, L: KeyLayout, F: Reduce>(
     let mut state = blank_state();
     // The bucket being read: hashed from the state each step, or (chains) the link a step followed.
     let mut bucket = 0u32;
+    let mut walk = no_walk();
     // Steps of the operation served (finds' probe counts).
     let mut steps = 0u32;
     let mut added = 0u32;
@@ -311,7 +312,9 @@ pub fn tile_drive<S: ProbingScheme, L: KeyLayout, F: Reduce>(
         // One probe: read the bucket and let the scheme decide.
         let read_index = state.hash_index;
         if comptime!(!chains) {
-            bucket = frame_bucket::<S, L>(meta, frames, cur_child, cur_key, read_index, framed);
+            bucket = walk_bucket::<S, L>(
+                meta, frames, cur_child, cur_key, read_index, &mut walk, framed, lean_finds,
+            );
         }
         let b = bucket;
         let slots = read_bucket::<L::Word>(

@@ -5,7 +5,9 @@
 use super::layout::KeyLayout;
 use super::shape::TableMeta;
 use cubecl::prelude::*;
-use hashtile_core::scheme::{ProbingScheme, sequence, sequence_bucket, sequence_function};
+use hashtile_core::scheme::{
+    ProbingScheme, sequence, sequence_advance, sequence_bucket, sequence_function, sequence_stride,
+};
 
 /// The bucket of `key` under probe index `i` for scheme `S` in layout `L`, along the scheme's sequence
 /// ([`ProbingScheme::SEQUENCE`], [`sequence_bucket()`]). Schemes of the family's hash functions compile to
@@ -90,6 +92,79 @@ pub(crate) fn frame_bucket<S: ProbingScheme, L: KeyLayout>(
         b = probe_bucket::<S, L>(m, key, i) + frames[at as usize];
     } else {
         b = probe_bucket::<S, L>(meta, key, i);
+    }
+    b
+}
+
+/// Where a tile's walk along a strided sequence stands ([`sequence::LINEAR`], [`sequence::DOUBLE`]): the probe
+/// index whose bucket it holds, that bucket, and the sequence's stride for its key.
+#[derive(CubeType, Clone, Copy)]
+pub(crate) struct Walk {
+    pub at: u32,
+    pub bucket: u32,
+    pub stride: u32,
+}
+
+/// A walk that holds no bucket yet (every operation starts at probe 0, which hashes).
+#[cube]
+pub(crate) fn no_walk() -> Walk {
+    Walk {
+        at: 0u32,
+        bucket: 0u32,
+        stride: 0u32,
+    }
+}
+
+/// The bucket of probe `i` as [`frame_bucket`] names it, for a tile that reads probe after probe. With
+/// `stepping`, along a strided sequence (unframed) probe 0 hashes the key with function 0 alone, a probe one past the walk's
+/// advances from its bucket by an add and a compare ([`sequence_advance`]; double hashing hashes its stride at
+/// probe 1), the walk's own probe (a re-read after a lost race) keeps its bucket, and any other index is
+/// computed whole. Most operations end at probe 0, which then costs one hash and no remainder; a long walk
+/// (linear probing at a high load, absent keys) pays neither hashes nor remainders per probe. Launches of finds
+/// step so (H200, 2^26: linear B = 1 finds 1.16-1.32x, double B = 4 1.03-1.06x); launches that write keep
+/// hashing at every probe, because the walk's three live registers cost their loops more than the hashes
+/// (double B = 4 counts 0.89-0.91x, inserts 0.96-1.00x, erases 0.97-0.98x; linear B = 1 inserts gained
+/// nothing). Other sequences, and framed tables, hash at every probe too (`walk` unused).
+#[allow(unused_assignments)]
+#[cube]
+pub(crate) fn walk_bucket<S: ProbingScheme, L: KeyLayout>(
+    meta: TableMeta,
+    frames: &Array<u32>,
+    child: u32,
+    key: L::Key,
+    i: u32,
+    walk: &mut Walk,
+    #[comptime] framed: bool,
+    #[comptime] stepping: bool,
+) -> u32 {
+    let kind = comptime!(S::SEQUENCE);
+    let mut b = u32::new(0);
+    if comptime!(stepping && !framed && (kind == sequence::LINEAR || kind == sequence::DOUBLE)) {
+        let n = meta.num_buckets;
+        if i == 0u32 {
+            walk.bucket = L::bucket(meta, key, 0u32);
+        } else if i == walk.at + 1u32 {
+            let mut stride = 1u32;
+            if comptime!(kind == sequence::DOUBLE) {
+                if i == 1u32 {
+                    walk.stride = sequence_stride(kind, L::bucket(meta, key, 1u32), n);
+                }
+                stride = walk.stride;
+            }
+            walk.bucket = sequence_advance(walk.bucket, stride, n);
+        } else if i != walk.at {
+            let base = L::bucket(meta, key, 0u32);
+            let mut second = 0u32;
+            if comptime!(kind == sequence::DOUBLE) {
+                second = L::bucket(meta, key, 1u32);
+                walk.stride = sequence_stride(kind, second, n);
+            }
+            walk.bucket = sequence_bucket(kind, base, second, 0u32, i, n);
+        }
+        walk.at = i;
+        b = walk.bucket;
+    } else {
+        b = frame_bucket::<S, L>(meta, frames, child, key, i, framed);
     }
     b
 }
