@@ -69,8 +69,13 @@ impl<S: SchemeInfo> CpuTable<S> {
     pub(super) fn lookup_step<const VECTOR: u8>(&self, l: &mut Lookup) {
         let view = self.view_as::<VECTOR>(l.bucket, l.key);
         l.probes += 1;
+        let read_index = l.state.hash_index;
         let step = S::find_step(&mut l.state, view, self.params, self.bucket_size);
         match step.action {
+            // A find's walk moves one probe on (strided sequences step from the bucket just read).
+            action::NEXT if l.state.hash_index == read_index + 1 => {
+                l.bucket = self.bucket_after(l.key, l.bucket, read_index)
+            }
             action::NEXT => l.bucket = self.bucket_of(l.key, l.state.hash_index),
             action::FOUND => {
                 l.slot = self.slot(l.bucket, step.slot) as u32;

@@ -6,7 +6,8 @@ use hashtile_core::HashFamily;
 use hashtile_core::hash::{self, MAX_HASHES, bucket_index, hash_key, hash_key32, seed_mix};
 use hashtile_core::scheme::{
     BucketView, NO_NEXT, NO_PAIR, ProbingScheme, SchemeInfo, SchemeParams, action, blank_state,
-    no_mark, reclaim_step, sequence, sequence_bucket, sequence_function,
+    no_mark, reclaim_step, sequence, sequence_advance, sequence_bucket, sequence_function,
+    sequence_stride,
 };
 use rayon::prelude::*;
 use std::marker::PhantomData;
@@ -209,6 +210,27 @@ impl<S: SchemeInfo> CpuTable<S> {
             second,
             mix,
             i,
+            self.num_buckets,
+        )
+    }
+
+    /// The bucket of probe `read_index + 1` of `key`, whose probe `read_index` read `bucket`: along a strided
+    /// sequence an add and a compare from `bucket` (`sequence_advance`, as the GPU driver's finds step; double
+    /// hashing hashes its stride, without the remainder), else [`CpuTable::bucket_of`].
+    #[inline(always)]
+    pub(super) fn bucket_after(&self, key: u64, bucket: u32, read_index: u32) -> u32 {
+        let kind = S::SEQUENCE;
+        if kind != sequence::LINEAR && kind != sequence::DOUBLE {
+            return self.bucket_of(key, read_index + 1);
+        }
+        let second = if kind == sequence::DOUBLE {
+            bucket_index(self.hash_of(key, 1), self.num_buckets)
+        } else {
+            0
+        };
+        sequence_advance(
+            bucket,
+            sequence_stride(kind, second, self.num_buckets),
             self.num_buckets,
         )
     }
