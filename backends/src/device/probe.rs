@@ -121,7 +121,7 @@ pub(crate) fn no_walk() -> Walk {
 /// probe 1), the walk's own probe (a re-read after a lost race) keeps its bucket, and any other index is
 /// computed whole. Most operations end at probe 0, which then costs one hash and no remainder; a long walk
 /// (linear probing at a high load, absent keys) pays neither hashes nor remainders per probe. Launches of finds
-/// step so (H200, 2^26: linear B = 1 finds 1.16-1.32x, double B = 4 1.03-1.06x); launches that write keep
+/// step so (H200, 2^26: linear B = 1 finds 1.14-1.29x, double B = 8 1.10-1.14x); launches that write keep
 /// hashing at every probe, because the walk's three live registers cost their loops more than the hashes
 /// (double B = 4 counts 0.89-0.91x, inserts 0.96-1.00x, erases 0.97-0.98x; linear B = 1 inserts gained
 /// nothing). Other sequences, and framed tables, hash at every probe too (`walk` unused).
