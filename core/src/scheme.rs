@@ -304,7 +304,7 @@ pub fn sequence_stride(#[comptime] kind: u32, second: u32, num_buckets: u32) -> 
 /// Probe `i + 1`'s bucket of a strided sequence from probe `i`'s `bucket` ([`sequence_stride()`]): what
 /// [`sequence_bucket()`] gives for `i + 1`, without its remainder (a walk's drivers step along the sequence
 /// with an add and a compare instead of hashing and dividing at every probe). `bucket < num_buckets` and
-/// `stride < num_buckets`; no intermediate passes `u32::MAX`.
+/// `stride <= num_buckets` (a one-bucket table's stride is 1); no intermediate passes `u32::MAX`.
 #[allow(unused_assignments)]
 #[cube]
 pub fn sequence_advance(bucket: u32, stride: u32, num_buckets: u32) -> u32 {
@@ -547,11 +547,7 @@ mod tests {
                     for base in [0u32, 1, n / 3, n - 1].into_iter().filter(|&b| b < n) {
                         let mut b = sequence_bucket(kind, base, second, 0, 0, n);
                         for i in 1..40u32 {
-                            b = if n == 1 {
-                                0
-                            } else {
-                                sequence_advance(b, stride, n)
-                            };
+                            b = sequence_advance(b, stride, n);
                             assert_eq!(b, sequence_bucket(kind, base, second, 0, i, n));
                         }
                     }

@@ -166,6 +166,7 @@ pub fn tile_drive<S: ProbingScheme, L: KeyLayout, F: Reduce>(
     let mut state = blank_state();
     // The bucket being read: hashed from the state each step, or (chains) the link a step followed.
     let mut bucket = 0u32;
+    // A find's place along a strided sequence (`walk_bucket`: finds step from the bucket just read).
     let mut walk = no_walk();
     // Steps of the operation served (finds' probe counts).
     let mut steps = 0u32;

@@ -186,11 +186,17 @@ impl<S: SchemeInfo> CpuTable<S> {
         }
     }
 
+    /// The bucket of `key` under the family's hash function `f` (before any sequence).
+    #[inline(always)]
+    fn family_bucket(&self, key: u64, f: u32) -> u32 {
+        bucket_index(self.hash_of(key, f), self.num_buckets)
+    }
+
     /// The bucket of `key` under probe index `i`, along the scheme's sequence (`ProbingScheme::SEQUENCE`).
     #[inline(always)]
     pub(super) fn bucket_of(&self, key: u64, i: u32) -> u32 {
         let kind = S::SEQUENCE;
-        let hashed = |f: u32| bucket_index(self.hash_of(key, f), self.num_buckets);
+        let hashed = |f: u32| self.family_bucket(key, f);
         if kind == sequence::HASHES {
             return hashed(i);
         }
@@ -224,7 +230,7 @@ impl<S: SchemeInfo> CpuTable<S> {
             return self.bucket_of(key, read_index + 1);
         }
         let second = if kind == sequence::DOUBLE {
-            bucket_index(self.hash_of(key, 1), self.num_buckets)
+            self.family_bucket(key, 1)
         } else {
             0
         };
