@@ -123,6 +123,8 @@ pub fn tile_drive<S: ProbingScheme, L: KeyLayout, F: Reduce>(
     let answers = comptime!(chains || !only_inserts || !L::MOVES_PAIRS || want_slot);
     // Launches of static finds finish an operation in one branch (see the bookkeeping below).
     let lean_finds = comptime!(mode == op::FIND && !chains);
+    // Walks that step along strided sequences (`walk_bucket`): finds, and every launch of one-lane tiles.
+    let stepping = comptime!(lean_finds || tw == 1);
     // Cuckoo evictions (an exchange, then the displaced pair carried on), for the schemes that move pairs and
     // the layouts that can; a tile carries a displaced pair on after an eviction, or after a claim by exchange
     // (`!use_cas`) that took a pair stored concurrently. Stable schemes with compare-and-swap claims compile
@@ -166,8 +168,7 @@ pub fn tile_drive<S: ProbingScheme, L: KeyLayout, F: Reduce>(
     let mut state = blank_state();
     // The bucket being read: hashed from the state each step, or (chains) the link a step followed.
     let mut bucket = 0u32;
-    // A find's place along a strided sequence (`walk_bucket`: finds step from the bucket just read).
-    let mut walk = no_walk();
+    let mut walk = no_walk(); // where a stepping walk stands (`stepping`)
     // Steps of the operation served (finds' probe counts).
     let mut steps = 0u32;
     let mut added = 0u32;
@@ -314,7 +315,7 @@ pub fn tile_drive<S: ProbingScheme, L: KeyLayout, F: Reduce>(
         let read_index = state.hash_index;
         if comptime!(!chains) {
             bucket = walk_bucket::<S, L>(
-                meta, frames, cur_child, cur_key, read_index, &mut walk, framed, lean_finds,
+                meta, frames, cur_child, cur_key, read_index, &mut walk, framed, stepping,
             );
         }
         let b = bucket;
@@ -507,11 +508,12 @@ pub fn tile_drive<S: ProbingScheme, L: KeyLayout, F: Reduce>(
             }
         }
         // The action's bucket is nearly always the one just read; hashing again costs ~10% of the instructions.
+        // A step that moves on acts on nothing (a walk's target is then the next probe: no hash for it here).
         let mut tb = b;
         if comptime!(inserts && !chains) {
             if on_second {
                 tb = b2;
-            } else if target != read_index {
+            } else if target != read_index && act != action::NEXT {
                 tb = frame_bucket::<S, L>(meta, frames, cur_child, cur_key, target, framed);
             }
         }

@@ -17,17 +17,23 @@ pub fn probe_bucket<S: ProbingScheme, L: KeyLayout>(meta: TableMeta, key: L::Key
     let kind = comptime!(S::SEQUENCE);
     if comptime!(kind == sequence::HASHES) {
         L::bucket(meta, key, i)
+    } else if comptime!(kind == sequence::LINEAR || kind == sequence::DOUBLE) {
+        // Probe 0 of a strided sequence is the first function's bucket: no second hash and no remainder
+        // (double hashing's is 64-bit). Most inserts, erases and counts end there.
+        let base = L::bucket(meta, key, 0u32);
+        let mut b = base;
+        if i != 0u32 {
+            let mut second = 0u32;
+            if comptime!(kind == sequence::DOUBLE) {
+                second = L::bucket(meta, key, 1u32);
+            }
+            b = sequence_bucket(kind, base, second, 0u32, i, meta.num_buckets);
+        }
+        b
     } else {
+        // The overflow sequence: the family's functions, then the backyard from the last one's bucket.
         let base = L::bucket(meta, key, sequence_function(kind, i));
-        let mut second = 0u32;
-        if comptime!(kind == sequence::DOUBLE) {
-            second = L::bucket(meta, key, 1u32);
-        }
-        let mut mix = 0u32;
-        if comptime!(kind == sequence::OVERFLOW) {
-            mix = L::key_mix(key);
-        }
-        sequence_bucket(kind, base, second, mix, i, meta.num_buckets)
+        sequence_bucket(kind, base, 0u32, L::key_mix(key), i, meta.num_buckets)
     }
 }
 
@@ -116,15 +122,16 @@ pub(crate) fn no_walk() -> Walk {
 }
 
 /// The bucket of probe `i` as [`frame_bucket`] names it, for a tile that reads probe after probe. With
-/// `stepping`, along a strided sequence (unframed) probe 0 hashes the key with function 0 alone, a probe one past the walk's
-/// advances from its bucket by an add and a compare ([`sequence_advance`]; double hashing hashes its stride at
-/// probe 1), the walk's own probe (a re-read after a lost race) keeps its bucket, and any other index is
-/// computed whole. Most operations end at probe 0, which then costs one hash and no remainder; a long walk
-/// (linear probing at a high load, absent keys) pays neither hashes nor remainders per probe. Launches of finds
-/// step so (H200, 2^26: linear B = 1 finds 1.14-1.29x, double B = 8 1.10-1.14x); launches that write keep
-/// hashing at every probe, because the walk's three live registers cost their loops more than the hashes
-/// (double B = 4 counts 0.89-0.91x, inserts 0.96-1.00x, erases 0.97-0.98x; linear B = 1 inserts gained
-/// nothing). Other sequences, and framed tables, hash at every probe too (`walk` unused).
+/// `stepping`, along a strided sequence (unframed) probe 0 hashes the key with function 0 alone, a probe one
+/// past the walk's advances from its bucket by an add and a compare ([`sequence_advance`]; double hashing
+/// hashes its stride at probe 1), the walk's own probe (a re-read after a lost race) keeps its bucket, and any
+/// other index is computed whole. A long walk (linear probing at a high load, absent keys) then pays neither
+/// hashes nor remainders per probe. The driver steps in launches of finds (H200, 2^26: linear B = 1 finds
+/// 1.14-1.29x, double B = 8 1.10-1.14x) and in every launch of one-lane tiles (linear B = 1 inserts
+/// 1.05-1.13x, counts 1.24-1.28x over hashing at every probe); wider tiles' launches that write hash at every
+/// probe ([`probe_bucket`]: probe 0 without the second hash or the remainder), because there the walk's three
+/// live registers cost their loops more than the hashes (double B = 4 counts 0.89-0.91x). Other sequences,
+/// and framed tables, hash at every probe too (`walk` unused).
 #[allow(unused_assignments)]
 #[cube]
 pub(crate) fn walk_bucket<S: ProbingScheme, L: KeyLayout>(

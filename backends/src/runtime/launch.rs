@@ -38,14 +38,20 @@ pub fn fill_u32<R: Runtime>(client: &ComputeClient<R>, h: &Handle, n: usize, val
     fill::<R, u32>(client, h, n, value)
 }
 
-/// Launch geometry for `n` threads: a 2-D grid when one dimension is not enough.
+/// Launch geometry for `n` threads: a 2-D grid when one dimension is not enough, its rows as even as they
+/// can be (full rows of `MAX_CUBES_X` launched up to a row of cubes with nothing to do: 131 070 cubes for
+/// the 65 536 of 2^24 threads).
 pub fn cube_count(n: usize) -> CubeCount {
-    let cubes = (n as u64).div_ceil(CUBE_SIZE as u64).max(1);
-    if cubes <= MAX_CUBES_X as u64 {
-        CubeCount::Static(cubes as u32, 1, 1)
-    } else {
-        CubeCount::Static(MAX_CUBES_X, cubes.div_ceil(MAX_CUBES_X as u64) as u32, 1)
-    }
+    let (x, y) = grid_of((n as u64).div_ceil(CUBE_SIZE as u64));
+    CubeCount::Static(x, y, 1)
+}
+
+/// `(x, y)` with `x <= MAX_CUBES_X` and `x * y` the fewest cubes at or above `cubes` (at least one) for the
+/// fewest rows.
+fn grid_of(cubes: u64) -> (u32, u32) {
+    let cubes = cubes.max(1);
+    let rows = cubes.div_ceil(MAX_CUBES_X as u64);
+    (cubes.div_ceil(rows) as u32, rows as u32)
 }
 
 /// `words[i] = value`: the one fill kernel.
@@ -91,4 +97,34 @@ pub fn copy<R: Runtime, E: CubePrimitive>(
 /// [`copy`] of `u32` words.
 pub fn copy_u32<R: Runtime>(client: &ComputeClient<R>, input: &Handle, output: &Handle, n: usize) {
     copy::<R, u32>(client, input, output, n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{MAX_CUBES_X, grid_of};
+
+    #[test]
+    fn a_grid_covers_its_cubes_with_less_than_a_row_to_spare() {
+        for cubes in [
+            0u64,
+            1,
+            255,
+            MAX_CUBES_X as u64,
+            MAX_CUBES_X as u64 + 1,
+            1 << 16,
+            1 << 18,
+            3 * MAX_CUBES_X as u64 + 7,
+            1 << 22,
+        ] {
+            let (x, y) = grid_of(cubes);
+            let total = x as u64 * y as u64;
+            assert!((1..=MAX_CUBES_X).contains(&x), "{cubes}: x = {x}");
+            assert!(total >= cubes.max(1), "{cubes}: {x} x {y}");
+            assert!(
+                total - cubes.max(1) < y as u64,
+                "{cubes}: {x} x {y} spares a row"
+            );
+            assert_eq!(y as u64, cubes.max(1).div_ceil(MAX_CUBES_X as u64));
+        }
+    }
 }
