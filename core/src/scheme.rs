@@ -435,8 +435,10 @@ pub fn no_mark() -> MarkSeen {
 /// fit, nothing moves) copies of one key in one launch still meet: a copy that takes an available slot read
 /// every earlier slot of the sequence as another key's, and slots only fill within an insert launch, so no
 /// earlier slot can take the key after it; a lost reclaim starts the insert again (the drivers' rule), where
-/// the copy that won is then matched. Other schemes (IHT, the cuckoo schemes) reclaim in launches of distinct
-/// keys (a table's inserts settle duplicates first); a scheme that reads two buckets a step (P2BHT) does not.
+/// the copy that won is then matched. Other schemes (IHT, P2BHT, the cuckoo schemes) reclaim in launches of
+/// distinct keys (a table's inserts settle duplicates first). A scheme that reads two buckets a step (P2BHT)
+/// passes each bucket's marks after its own step, so the first mark of the pair is the one taken; its finds read
+/// both buckets, so a key in either mark is found.
 /// Cuckoo schemes evict from the bucket just read, so with every `EVICT` turned into a reclaim where a mark was
 /// seen, an eviction never exchanges a mark away (a mark carried on as a pair would corrupt the table).
 #[cube]

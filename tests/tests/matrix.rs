@@ -367,7 +367,7 @@ fn aging_on<S: SchemeInfo>(backend: Backend) {
     );
 }
 
-/// Inserts take erased slots again (linear probing, double hashing, BCHT, IHT): after erasing half the keys, a batch
+/// Inserts take erased slots again (linear probing, double hashing, BCHT, IHT, P2BHT): after erasing half the keys, a batch
 /// of new keys lands without a rebuild (the family stays) and leaves fewer marks; then erased keys come back,
 /// each three times in one batch, among the marks; the table matches the oracle, with no key stored twice.
 /// The same for a set.
@@ -459,7 +459,15 @@ macro_rules! on_every_backend {
     };
 }
 
-on_every_backend!(reclaim, reclaim_on, LinearProbing, DoubleHashing, Bcht, Iht);
+on_every_backend!(
+    reclaim,
+    reclaim_on,
+    LinearProbing,
+    DoubleHashing,
+    Bcht,
+    Iht,
+    P2bht
+);
 
 on_every_backend!(
     aging,

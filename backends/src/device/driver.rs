@@ -27,7 +27,7 @@
 use super::layout::{KeyLayout, key_view};
 use super::operation::read_bucket;
 pub use super::operation::{LaneOp, TileAnswer, op, reads, status, store_inserted_value};
-use super::operation::{owner_write, settle};
+use super::operation::{blank_answer, owner_write, settle};
 use super::probe::{evicted_from, frame_bucket, no_walk, walk_bucket};
 use super::shape::TableMeta;
 use super::slab::{
@@ -150,10 +150,9 @@ pub fn tile_drive<S: ProbingScheme, L: KeyLayout, F: Reduce>(
                 || (F::KIND == kind::ADD && halves_bound))
     );
 
-    // Inserts that take erased slots on their walk (`reclaim_step`; cuckoo schemes: launches of distinct
-    // keys), compiled in only for launches into tables that hold marks.
-    let reclaims =
-        comptime!(reclaim && only_inserts && !chains && S::PAIR_AT == NO_PAIR && use_cas);
+    // Inserts that take erased slots on their walk (`reclaim_step`; cuckoo schemes and P2BHT: launches of
+    // distinct keys), compiled in only for launches into tables that hold marks.
+    let reclaims = comptime!(reclaim && only_inserts && !chains && use_cas);
 
     let tl = tile_lane(tw);
     let mut pending = lane.mine;
@@ -175,8 +174,13 @@ pub fn tile_drive<S: ProbingScheme, L: KeyLayout, F: Reduce>(
     let mut probes = 0u32;
     let mut retries = 0u32;
     let mut reclaimed = 0u32;
-    // The first erased slot the insert served has passed (`reclaims`).
+    // The first erased slot the insert served has passed (`reclaims`); keys promised absent (`upsert == 0`, a
+    // launch of inserts only) take a mark at once.
     let mut mark = no_mark();
+    let mut absent = false;
+    if comptime!(mode == op::INSERT) {
+        absent = meta.params.upsert == 0u32;
+    }
     // Chains: a claim lost to another key goes on from the same view with that slot marked taken (`reuse`: no
     // read; the view's masks and link are kept field by field, as cube code cannot reassign a struct).
     let mut reuse = false;
@@ -196,17 +200,7 @@ pub fn tile_drive<S: ProbingScheme, L: KeyLayout, F: Reduce>(
             loaded: false,
         }
     };
-    let mut answer = TileAnswer::<L::Value> {
-        status: 0u32,
-        value: L::Value::new(0),
-        count: 0u32,
-        probes: 0u32,
-        slot: 0u32,
-        tile_added: 0u32,
-        tile_probes: 0u32,
-        tile_retries: 0u32,
-        tile_reclaimed: 0u32,
-    };
+    let mut answer = blank_answer::<L::Value>();
 
     // Chains: each lane hashes its own key once, before the loop and in parallel (the tile takes the bucket with
     // the key), and the tile's lanes still to serve are one tile-uniform mask. Static schemes rehash per probe.
@@ -429,11 +423,6 @@ pub fn tile_drive<S: ProbingScheme, L: KeyLayout, F: Reduce>(
                         slot = st.slot;
                     }
                     if comptime!(reclaims) {
-                        // Keys promised absent (`upsert == 0`, a launch of inserts only) take a mark at once.
-                        let mut absent = false;
-                        if comptime!(mode == op::INSERT) {
-                            absent = meta.params.upsert == 0u32;
-                        }
                         let st = make_step(act, target, slot);
                         let st = reclaim_step(st, marked, read_index, absent, &mut mark);
                         act = st.action;
@@ -457,6 +446,10 @@ pub fn tile_drive<S: ProbingScheme, L: KeyLayout, F: Reduce>(
             // The view's ballots only when some tile of the plane read a pair (uniform across the plane).
             if tile_loop_any(pair, tw) {
                 let view2 = key_view::<L>(slots2, cur_key, tl, bucket_size, tw);
+                let mut marked2 = 0u32;
+                if comptime!(reclaims) {
+                    marked2 = slots_holding(slots2, L::ERASED_WORD.runtime(), tl, bucket_size, tw);
+                }
                 if pair && act == action::NEXT && state.hash_index == read_index + 1u32 {
                     let st = S::insert_step(&mut state, view2, meta.params, bucket_size);
                     if comptime!(count_probes) {
@@ -465,6 +458,13 @@ pub fn tile_drive<S: ProbingScheme, L: KeyLayout, F: Reduce>(
                     act = st.action;
                     target = st.target;
                     slot = st.slot;
+                    if comptime!(reclaims) {
+                        let st = make_step(act, target, slot);
+                        let st = reclaim_step(st, marked2, read_index + 1u32, absent, &mut mark);
+                        act = st.action;
+                        target = st.target;
+                        slot = st.slot;
+                    }
                     on_second = target == read_index + 1u32;
                 }
             }

@@ -119,6 +119,22 @@ pub struct TileAnswer<V: Int> {
     pub tile_reclaimed: u32,
 }
 
+/// An answer with nothing in it yet: what the driver starts from, and the answer of a lane without an operation.
+#[cube]
+pub(crate) fn blank_answer<V: Int>() -> TileAnswer<V> {
+    TileAnswer::<V> {
+        status: 0u32,
+        value: V::new(0),
+        count: 0u32,
+        probes: 0u32,
+        slot: 0u32,
+        tile_added: 0u32,
+        tile_probes: 0u32,
+        tile_retries: 0u32,
+        tile_reclaimed: 0u32,
+    }
+}
+
 /// The serving lane's answer to its finished operation (a find's value, or the slot, where the flags ask).
 #[allow(clippy::too_many_arguments)]
 #[cube]

@@ -123,9 +123,9 @@ pub trait Engine<K: Key, V: Value>: Send + Sync {
     fn marks(&self) -> usize {
         0
     }
-    /// Whether inserts take marks again ([`Engine::marks`]): every scheme but P2BHT (a cuckoo table whose
-    /// inserts do not is rebuilt at once after an erase: its evictions would exchange marks away). `false` by
-    /// default.
+    /// Whether inserts take marks again ([`Engine::marks`]): every scheme of the static tables (a cuckoo table
+    /// whose inserts do not, claiming by exchange, is rebuilt at once after an erase: its evictions would
+    /// exchange marks away). `false` by default.
     fn takes_marks(&self) -> bool {
         false
     }

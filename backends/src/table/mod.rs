@@ -376,9 +376,9 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
 
     /// Removes `keys` and returns how many pairs went (absent keys, repeats and the sentinel key erase
     /// nothing more). With 32-bit keys the slots are marked erased in place (tombstones: lookups probe past them,
-    /// [`HashTable::tombstones`] counts them). Inserts of every scheme but P2BHT take marks again: a new key
-    /// goes into the first mark its walk passed once the walk proves it absent. They keep marks until pairs and
-    /// marks fill 15/16 of the slots, P2BHT until an insert may need their room; or until
+    /// [`HashTable::tombstones`] counts them). Inserts of every scheme take marks again: a new key goes into
+    /// the first mark its walk passed once the walk proves it absent. They keep marks until pairs and marks
+    /// fill 15/16 of the slots, or until
     /// [`HashTable::compact`]: the table is then rebuilt without them (under the next family of its
     /// deterministic sequence) where the pairs live (on GPUs, on the device). 64-bit keys (no key word to
     /// spare for a mark) rebuild without the erased pairs through the host, at the cost of the table's size. A
@@ -440,7 +440,7 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
     }
 
     /// Whether erased slots should be reclaimed before an insert of `n` keys. Where inserts take marks again
-    /// (every scheme but P2BHT, [`HashTable::erase`]), the batch's new keys are assumed to take the
+    /// (every scheme, [`HashTable::erase`]), the batch's new keys are assumed to take the
     /// marks first: the table is rebuilt when what is left would fill more than [`MARKED_OCCUPANCY`] of its
     /// slots with pairs and marks (walks, which end at an empty slot, lengthen as the empty slots run out; a
     /// batch that needs more empty slots than there are still lands, through the insert's failure path and a

@@ -82,7 +82,7 @@ impl<S: SchemeInfo, K: Key, V: Value> Engine<K, V> for CpuEngine<S> {
         self.table.marks()
     }
     fn takes_marks(&self) -> bool {
-        CpuTable::<S>::TAKES_MARKS
+        true
     }
     fn regrow(
         &mut self,

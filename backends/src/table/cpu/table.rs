@@ -5,9 +5,8 @@ use super::memory::*;
 use hashtile_core::HashFamily;
 use hashtile_core::hash::{self, MAX_HASHES, bucket_index, hash_key, hash_key32, seed_mix};
 use hashtile_core::scheme::{
-    BucketView, NO_NEXT, NO_PAIR, ProbingScheme, SchemeInfo, SchemeParams, action, blank_state,
-    no_mark, reclaim_step, sequence, sequence_advance, sequence_bucket, sequence_function,
-    sequence_stride,
+    BucketView, NO_NEXT, ProbingScheme, SchemeInfo, SchemeParams, action, blank_state, no_mark,
+    reclaim_step, sequence, sequence_advance, sequence_bucket, sequence_function, sequence_stride,
 };
 use rayon::prelude::*;
 use std::marker::PhantomData;
@@ -76,7 +75,7 @@ pub struct CpuTable<S: ProbingScheme> {
     pub(super) params: SchemeParams,
     pub(super) len: AtomicUsize,
     /// Slots marked erased ([`CpuTable::erase_stored`]) and not taken again: inserts take them on their walk
-    /// while there are any ([`CpuTable::TAKES_MARKS`]).
+    /// while there are any (every scheme, [`reclaim_step()`]).
     pub(super) marks: AtomicUsize,
     pub(super) _scheme: PhantomData<S>,
 }
@@ -87,11 +86,6 @@ pub fn key_mix(key: u64) -> u32 {
 }
 
 impl<S: SchemeInfo> CpuTable<S> {
-    /// Inserts take erased slots again ([`reclaim_step()`]): every scheme that reads one bucket a step (all but
-    /// P2BHT's paired reads; the table's inserts settle duplicates before they place keys where racing copies
-    /// would not converge).
-    pub const TAKES_MARKS: bool = S::PAIR_AT == NO_PAIR;
-
     /// An empty table of `num_buckets` buckets of `bucket_size` slots.
     pub fn new(
         num_buckets: u32,
@@ -361,7 +355,7 @@ impl<S: SchemeInfo> CpuTable<S> {
         let mut state = blank_state();
         S::insert_start(&mut state, key_mix(k));
         // Erased slots are taken again along the walk (see `reclaim_step`) while the table holds any.
-        let reclaims = Self::TAKES_MARKS && self.marks.load(Ordering::Relaxed) > 0;
+        let reclaims = self.marks.load(Ordering::Relaxed) > 0;
         // Keys promised new take the first mark at once.
         let absent = params.upsert == 0;
         let mut mark = no_mark();

@@ -270,11 +270,11 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
         self.marks
     }
 
-    /// Whether inserts take erased slots again: every scheme that reads one bucket a step (all but P2BHT),
-    /// claiming by compare-and-swap. Linear probing's and double hashing's racing copies of a key converge; the
-    /// other schemes' launches hold distinct keys (`insert_device` settles duplicates first, the host path too).
+    /// Whether inserts take erased slots again: every scheme, claiming by compare-and-swap. Linear probing's and
+    /// double hashing's racing copies of a key converge; the other schemes' launches hold distinct keys
+    /// (`insert_device` settles duplicates first, the host path too).
     pub fn takes_marks(&self) -> bool {
-        S::PAIR_AT == hashtile_core::scheme::NO_PAIR && self.options.use_cas
+        self.options.use_cas
     }
 
     /// Whether inserts run the kernel that takes erased slots again: [`GpuTable::takes_marks`], and the table

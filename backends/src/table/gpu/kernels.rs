@@ -142,8 +142,8 @@ pub fn fold_insert_kernel<S: ProbingScheme, L: KeyLayout, F: Reduce>(
 /// that table's descriptor in `frames`: the tile carries the child with the pair, and a pair an eviction
 /// displaces stays in the same table. `counters` then has a failure counter per table after the
 /// [`INSERT_COUNTERS`] words. `table_halves` and `halves_bound`: the driver's `halves` ([`fold_insert_kernel`]).
-/// `reclaim`: the table may hold erased slots, which inserts take on their walk (the driver's `reclaim`, for
-/// every scheme but P2BHT), counted at [`RECLAIMED_AT`].
+/// `reclaim`: the table may hold erased slots, which inserts take on their walk (the driver's `reclaim`),
+/// counted at [`RECLAIMED_AT`].
 // The mask test stays a comptime `if` around a runtime `if`: CubeCL cannot mix the two in one condition.
 #[allow(clippy::too_many_arguments, clippy::collapsible_if)]
 #[cube]
