@@ -136,6 +136,13 @@ pub trait ProbingScheme: Send + Sync + 'static {
     /// (`insert_or_apply` with packed pairs) instead of settling a batch's duplicates first. Schemes that evict,
     /// or that choose between buckets by their loads (racing copies can choose differently), leave it `false`.
     const UPSERTS_CONVERGE: bool = false;
+    /// An upsert looks for its key along one probe sequence and takes the first slot with room on it (first
+    /// fit), and only evictions move a stored pair: racing upserts of one key then meet in one slot in any launch
+    /// that evicts nothing. Stable first-fit schemes are [`ProbingScheme::UPSERTS_CONVERGE`]; a cuckoo scheme
+    /// with this set converges in a launch that turns its evictions into failures (`hashtile_probing`'s
+    /// `NoEvictions`: the GPU table's insert-or-apply of BCHT and 1CHT). Schemes that choose between buckets by
+    /// their loads leave it `false`.
+    const FIRST_FIT: bool = false;
     /// A new key takes an empty slot of its first probe's bucket whenever that bucket has one, whatever the rest
     /// of the table holds (first fit from probe 0, with or without the upsert check): a key stored past its first
     /// bucket found that bucket full, and a bucket that was full stays full. A bulk build into an empty table may

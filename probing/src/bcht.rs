@@ -63,6 +63,7 @@ fn place(
 impl ProbingScheme for Bcht {
     const STABLE: bool = false;
     const FILLS_FIRST: bool = true;
+    const FIRST_FIT: bool = true;
     fn insert_start(state: &mut ProbeState, key_mix: u32) {
         reset_state(state, key_mix);
         state.phase = PHASE_CHECK;

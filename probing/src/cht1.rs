@@ -15,6 +15,7 @@ pub struct Cht1;
 impl ProbingScheme for Cht1 {
     const STABLE: bool = false;
     const FILLS_FIRST: bool = true;
+    const FIRST_FIT: bool = true;
     fn insert_start(state: &mut ProbeState, key_mix: u32) {
         Bcht::insert_start(state, key_mix);
     }

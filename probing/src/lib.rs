@@ -13,6 +13,8 @@
 //! | [`LinearProbing`] linear probing over buckets of `B` slots (the window a tile reads); stable | `linear.rs` | cuCollections |
 //! | [`DoubleHashing`] double hashing: an odd step from a second hash function; stable | `double.rs` | cuCollections |
 //! | [`Chain`] slab-list chaining: claim, follow, append; tombstoned erase | `chain.rs` | SlabHash §4 |
+//!
+//! [`NoEvictions`] (`no_evictions.rs`) adapts a cuckoo scheme to launches that move no pair (counting in the table).
 
 pub mod bcht;
 pub mod chain;
@@ -20,6 +22,7 @@ pub mod cht1;
 pub mod double;
 pub mod iht;
 pub mod linear;
+pub mod no_evictions;
 pub mod p2bht;
 
 pub use bcht::Bcht;
@@ -28,4 +31,5 @@ pub use cht1::Cht1;
 pub use double::DoubleHashing;
 pub use iht::Iht;
 pub use linear::LinearProbing;
+pub use no_evictions::NoEvictions;
 pub use p2bht::P2bht;

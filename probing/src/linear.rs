@@ -116,6 +116,7 @@ macro_rules! walk_scheme {
             const SEQUENCE: u32 = $sequence;
             const UPSERTS_CONVERGE: bool = true;
             const FILLS_FIRST: bool = true;
+            const FIRST_FIT: bool = true;
 
             fn insert_start(state: &mut ProbeState, key_mix: u32) {
                 reset_state(state, key_mix);

@@ -231,11 +231,15 @@ fn vulkan_probe_counters_match_cpu_model() {
 /// `insert_or_apply_device` (issue 30 item 4, device data): keys repeated up to 64 times in one batch, counted
 /// with `Add` into an empty and then a filled table, `Max` on top, and `Assign` (the batch's last value wins);
 /// the caller's value buffer is left as it was, and a sentinel key refuses the batch with the table unchanged.
+/// Buckets of `b` slots, the distinct keys filling the table to `load` (BCHT and 1CHT count in a launch that
+/// never evicts: at a high load many keys fail it and go in through duplicates first).
 fn apply_device_matches_oracle<
     R: hashtile::gpu::transfer::HostTransfer,
     S: hashtile::SchemeInfo,
 >(
     backend: Backend,
+    b: u32,
+    load: f64,
 ) {
     use hashtile::HashFamily;
     use hashtile::gpu::GpuTable;
@@ -264,8 +268,7 @@ fn apply_device_matches_oracle<
     let values: Vec<u32> = (0..m as u32)
         .map(|i| i.wrapping_mul(0x9e37_79b9) >> 8)
         .collect();
-    let b = 16;
-    let num_buckets = (distinct as f64 / 0.8 / b as f64).ceil() as u32;
+    let num_buckets = (distinct as f64 / load / b as f64).ceil() as u32;
     let mut t = GpuTable::<R, S>::new(
         &Default::default(),
         num_buckets,
@@ -323,9 +326,11 @@ fn vulkan_apply_device_matches_oracle() {
     #[cfg(feature = "vulkan")]
     {
         type W = hashtile::cubecl::wgpu::WgpuRuntime;
-        apply_device_matches_oracle::<W, hashtile::Bcht>(Backend::Vulkan);
-        apply_device_matches_oracle::<W, hashtile::P2bht>(Backend::Vulkan);
-        apply_device_matches_oracle::<W, hashtile::LinearProbing>(Backend::Vulkan);
+        apply_device_matches_oracle::<W, hashtile::Bcht>(Backend::Vulkan, 16, 0.8);
+        apply_device_matches_oracle::<W, hashtile::Bcht>(Backend::Vulkan, 8, 0.93);
+        apply_device_matches_oracle::<W, hashtile::Cht1>(Backend::Vulkan, 1, 0.75);
+        apply_device_matches_oracle::<W, hashtile::P2bht>(Backend::Vulkan, 16, 0.8);
+        apply_device_matches_oracle::<W, hashtile::LinearProbing>(Backend::Vulkan, 16, 0.8);
     }
     #[cfg(not(feature = "vulkan"))]
     present(Backend::Vulkan);
@@ -336,9 +341,11 @@ fn cuda_apply_device_matches_oracle() {
     #[cfg(feature = "cuda")]
     {
         type C = hashtile::cubecl::cuda::CudaRuntime;
-        apply_device_matches_oracle::<C, hashtile::Bcht>(Backend::Cuda);
-        apply_device_matches_oracle::<C, hashtile::P2bht>(Backend::Cuda);
-        apply_device_matches_oracle::<C, hashtile::LinearProbing>(Backend::Cuda);
+        apply_device_matches_oracle::<C, hashtile::Bcht>(Backend::Cuda, 16, 0.8);
+        apply_device_matches_oracle::<C, hashtile::Bcht>(Backend::Cuda, 8, 0.93);
+        apply_device_matches_oracle::<C, hashtile::Cht1>(Backend::Cuda, 1, 0.75);
+        apply_device_matches_oracle::<C, hashtile::P2bht>(Backend::Cuda, 16, 0.8);
+        apply_device_matches_oracle::<C, hashtile::LinearProbing>(Backend::Cuda, 16, 0.8);
     }
     #[cfg(not(feature = "cuda"))]
     present(Backend::Cuda);

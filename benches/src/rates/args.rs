@@ -77,6 +77,11 @@ pub struct Args {
     /// (cuCollections' `count_16` in `peers`).
     #[arg(long)]
     pub count: bool,
+    /// Copies of each distinct key in the counting row (`--count`), on average (keys are drawn with
+    /// replacement): 16 is cuCollections' `count_16`; 1 draws the batch from as many keys (about 63% of them
+    /// drawn: a table out of the L2 cache, at about 0.63 of the load). One of 1, 4, 16, 64.
+    #[arg(long, default_value_t = 16, value_parser = parse_count_repeats)]
+    pub count_repeats: usize,
     /// Also measure erases on GPUs (stable schemes): 2^log2-keys pairs inserted, the first half erased
     /// (`erase`), then every key looked up (`find after erase`), as cuCollections' `erase` and
     /// `find_after_erase` in `peers`.
@@ -116,6 +121,14 @@ pub struct Args {
     /// CSV output file.
     #[arg(long, default_value = "hashtile-bench.csv")]
     pub csv: String,
+}
+
+/// `--count-repeats`: 1, 4, 16 or 64 (the counting row's name says which: `count1` ... `count64`).
+fn parse_count_repeats(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(r @ (1 | 4 | 16 | 64)) => Ok(r),
+        _ => Err(format!("--count-repeats {s}: expected 1, 4, 16 or 64")),
+    }
 }
 
 /// `--binning`: `off` or a slice size in KiB.

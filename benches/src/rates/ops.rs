@@ -2,7 +2,8 @@
 //! cuCollections' same row of `peers` measures it and every answer checked:
 //!
 //! - `--count`: insert-or-apply with `Add`, each distinct key repeated about 16 times (`count_16`: N keys drawn
-//!   from N/16 distinct ones, value 1, into a table sized for the distinct keys at the load);
+//!   from N/16 distinct ones, value 1, into a table sized for the distinct keys at the load; `--count-repeats`
+//!   sets the copies per key, the row's name following: `count1`, `count4`, `count16`, `count64`);
 //! - `--erase`: N keys inserted (not timed), the first half erased, then every key looked up (`erase` and
 //!   `find_after_erase`: the erased half must answer absent).
 //! - `--set`: a set of 32-bit keys (the `Keys32` layout, 4 bytes a slot): N keys inserted (`set insert`), then
@@ -46,11 +47,19 @@ pub fn op_rows<R: hashtile::gpu::transfer::HostTransfer, S: ProbingScheme + Sche
     Ok(rows)
 }
 
-/// Distinct keys per repeated key of the counting row (cuCollections' `count_16`).
-pub const REPEATS: usize = 16;
+/// The counting row's name for `repeats` copies of each distinct key (`--count-repeats`).
+fn count_op(repeats: usize) -> &'static str {
+    match repeats {
+        1 => "count1",
+        4 => "count4",
+        64 => "count64",
+        _ => "count16",
+    }
+}
 
-/// The counting row of one scheme at one load on a GPU runtime `R`: `keys` holds at least `n / 16` distinct
-/// keys; the batch is `n` of them, key `j` of position `i` chosen by cuCollections' mix.
+/// The counting row of one scheme at one load on a GPU runtime `R`: `keys` holds at least
+/// `n / args.count_repeats` distinct keys; the batch is `n` of them, key `j` of position `i` chosen by
+/// cuCollections' mix.
 pub fn count_row<R: hashtile::gpu::transfer::HostTransfer, S: ProbingScheme + SchemeInfo>(
     args: &Args,
     backend: Backend,
@@ -60,7 +69,7 @@ pub fn count_row<R: hashtile::gpu::transfer::HostTransfer, S: ProbingScheme + Sc
     n: usize,
     bar: &ProgressBar,
 ) -> hashtile::Result<Row> {
-    let d = n / REPEATS;
+    let d = n / args.count_repeats;
     let mut want = vec![0u32; d];
     let batch: Vec<u32> = (0..n)
         .map(|i| {
@@ -87,14 +96,20 @@ pub fn count_row<R: hashtile::gpu::transfer::HostTransfer, S: ProbingScheme + Sc
         bar.inc(1);
     }
     let got = t.find_keys(&keys[..d])?;
-    let checked =
-        unplaced == 0 && t.len() == d && got.iter().zip(&want).all(|(g, w)| *g == Some(*w));
+    // Keys are drawn with replacement: a key drawn no time is absent (most of them at one copy a key).
+    let drawn = want.iter().filter(|&&w| w > 0).count();
+    let checked = unplaced == 0
+        && t.len() == drawn
+        && got
+            .iter()
+            .zip(&want)
+            .all(|(g, &w)| *g == (w > 0).then_some(w));
     Ok(Row {
         scheme: args.cur_scheme.clone(),
         bucket: args.cur_bucket,
         backend,
         load,
-        op: "count16",
+        op: count_op(args.count_repeats),
         present: 1.0,
         rates,
         checked,

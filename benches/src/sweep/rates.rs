@@ -70,6 +70,7 @@ fn rate_point<S: SchemeInfo>(
         num_hashes: ctx.args.num_hashes,
         wide: false,
         count: false,
+        count_repeats: 16,
         erase: false,
         growth: false,
         aging: false,

@@ -1,12 +1,17 @@
 //! `insert_or_apply` on GPU tables: a batch's pairs are combined with what the table stores by a reduction
 //! (`hashtile_core::reduce`), from device data ([`GpuTable::insert_or_apply_device`]) or host data (in device
-//! batches, through [`crate::HashTable::insert_or_apply`]). Two ways, by what the scheme and layout allow:
+//! batches, through [`crate::HashTable::insert_or_apply`]). Three ways, by what the scheme and layout allow:
 //!
 //! - **In the table** (packed pairs of a scheme whose racing upserts converge, `ProbingScheme::UPSERTS_CONVERGE`:
 //!   linear probing, double hashing): one insert launch with upserts on, updates combining the stored value by
 //!   compare-and-swap of the pair; a key's copies meet in its one slot.
-//! - **Duplicates first** (every other scheme and layout: cuckoo evictions and load-balancing choices can send
-//!   racing copies of a key to different slots): the upsert's passes with two changes (`super::upsert`). Beside
+//! - **In the table without evictions** (packed pairs of a first-fit cuckoo scheme, `ProbingScheme::FIRST_FIT`:
+//!   BCHT, 1CHT): the same launch under `NoEvictions`, which turns the scheme's evictions into failures so that
+//!   nothing moves and copies meet as above; the keys it fails (every candidate full) go through duplicates
+//!   first, below.
+//! - **Duplicates first** (every other scheme and layout, and `Assign`: cuckoo evictions and load-balancing
+//!   choices can send racing copies of a key to different slots, and racing copies keep no batch order): the
+//!   upsert's passes with two changes (`super::upsert`). Beside
 //!   the duplicate pass's mark, a reduce pass folds every key's values into its last occurrence (a copy of the
 //!   values: a caller's device buffer is never written), and the classify pass combines a stored key's value
 //!   with the folded one in place instead of replacing it. The new keys, distinct and absent after both, then go
@@ -17,7 +22,8 @@ use super::GpuTable;
 use super::device::Selection;
 use super::device::Unplaced;
 use super::host_path::Dedup;
-use super::upsert::{MASK_NEW, sentinel_scan_kernel};
+use super::upsert::{MASK_NEW, sentinel_scan_kernel, split_pairs_kernel};
+use crate::device::counters::FAILED_AT;
 use crate::device::layout::KeyLayout;
 use crate::runtime::launch::{CUBE_SIZE, copy, cube_count};
 use crate::runtime::transfer::HostTransfer;
@@ -28,6 +34,11 @@ use cubecl::server::Handle;
 use hashtile_core::reduce::{Assign, Reduce, kind};
 use hashtile_core::scheme::ProbingScheme;
 use hashtile_core::{Error, Key, ProbeStats, Result, Value};
+use hashtile_probing::NoEvictions;
+
+/// Slot bytes up to which a table counts as held by the L2 cache when a launch folds in it (the L2 cache of an
+/// H100 or H200 holds 50 MB): see `GpuTable::fold_tile_width`.
+const CACHED_SLOT_BYTES: usize = 48 << 20;
 
 impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
     /// Inserts `n` pairs already on the device (`keys`, `values`: `n` elements of the layout's key and value
@@ -92,13 +103,29 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
             return Ok(Unplaced::default());
         }
         // `Assign` keeps the batch's last value, an order racing copies do not keep: it settles duplicates first.
-        if L::MOVES_PAIRS && S::UPSERTS_CONVERGE && self.options.use_cas && F::KIND != kind::ASSIGN
-        {
+        let in_table = S::UPSERTS_CONVERGE || S::FIRST_FIT;
+        if L::MOVES_PAIRS && in_table && self.options.use_cas && F::KIND != kind::ASSIGN {
             if !scanned {
                 self.check_sentinel(keys, n)?;
             }
-            return self.apply_in_table::<F>(keys, values, n);
+            return if S::UPSERTS_CONVERGE {
+                self.apply_in_table::<F>(keys, values, n)
+            } else {
+                self.apply_unmoved::<F>(keys, values, n)
+            };
         }
+        self.apply_dedup::<F>(keys, values, n, absent)
+    }
+
+    /// Insert-or-apply with the batch's duplicates settled first (the module docs); `absent`: no key of the
+    /// batch is in the table (no classify pass).
+    fn apply_dedup<F: Reduce>(
+        &mut self,
+        keys: &Handle,
+        values: &Handle,
+        n: usize,
+        absent: bool,
+    ) -> Result<Unplaced> {
         let client = self.client.clone();
         let dedup = Dedup::new(&client, &self.cache, n, size_of::<L::Key>() > 4);
         dedup.clear(&client, dedup.slots);
@@ -146,13 +173,104 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
         n: usize,
     ) -> Result<Unplaced> {
         let counters = self.counters.clone();
-        self.queue_insert_reducing::<F>(keys, values, Selection::All, n, Some(true), &counters);
+        let tw = self.fold_tile_width();
+        self.queue_insert_as::<S, F>(
+            keys,
+            values,
+            Selection::All,
+            n,
+            Some(true),
+            &counters,
+            None,
+            tw,
+        );
         self.note_queued(n);
         let pairs = self.settle_all()?;
         Ok(Unplaced {
             pairs,
             untracked: 0,
         })
+    }
+
+    /// Insert-or-apply in the table for a first-fit cuckoo scheme (`ProbingScheme::FIRST_FIT` without
+    /// `UPSERTS_CONVERGE`: BCHT, 1CHT), whose keys the caller has checked for the sentinel: one insert launch of
+    /// the scheme with its evictions turned into failures ([`NoEvictions`]), in which a key's copies meet in one
+    /// slot and fold there as on linear probing. A pair fails only where every candidate bucket was full without
+    /// its key, and a full bucket stays full while nothing moves, so each copy of such a key fails and none was
+    /// stored: the failures (a batch-sized buffer, not the table's stash: at load 0.9 with `B = 8` about 2% of
+    /// the keys fail, and every copy of each) then go in by duplicates first, with evictions.
+    fn apply_unmoved<F: Reduce>(
+        &mut self,
+        keys: &Handle,
+        values: &Handle,
+        n: usize,
+    ) -> Result<Unplaced> {
+        // Inserts queued before this call settle first: the launch below counts into the same words.
+        let mut pairs = self.settle_all()?;
+        let client = self.client.clone();
+        let failed_bytes = n * L::STASH_WORDS * 8;
+        let failed = self.cache.take(&client, "unmoved failures", failed_bytes);
+        let counters = self.counters.clone();
+        let stash = Some((&failed, n * L::STASH_WORDS));
+        self.queue_insert_as::<NoEvictions<S>, F>(
+            keys,
+            values,
+            Selection::All,
+            n,
+            Some(true),
+            &counters,
+            stash,
+            self.fold_tile_width(),
+        );
+        let mut c = self.read_u32(counters);
+        let k = std::mem::take(&mut c[FAILED_AT as usize]) as usize;
+        self.settle_counters(&c, n as u64);
+        self.reset_counters();
+        let mut out = Ok(Unplaced::default());
+        tracing::debug!(target: "hashtile", failed = k, pairs = n, "counting launch without evictions");
+        if k > 0 {
+            let probes = self.last_insert_probes;
+            let (kb, vb) = (k * size_of::<L::Key>(), k * size_of::<L::Value>());
+            let fk = self.cache.take(&client, "unmoved keys", kb);
+            let fv = self.cache.take(&client, "unmoved values", vb);
+            // SAFETY: the kernel indexes `k` positions of each array, and `failed` holds `n >= k` words.
+            unsafe {
+                split_pairs_kernel::launch_unchecked::<L, R>(
+                    &client,
+                    cube_count(k),
+                    CubeDim::new_1d(CUBE_SIZE),
+                    ArrayArg::from_raw_parts(failed.clone(), k),
+                    ArrayArg::from_raw_parts(fk.clone(), k),
+                    ArrayArg::from_raw_parts(fv.clone(), k),
+                )
+            }
+            out = self.apply_dedup::<F>(&fk, &fv, k, true);
+            self.last_insert_probes = probes.merged(self.last_insert_probes);
+            self.cache.give("unmoved keys", fk, kb);
+            self.cache.give("unmoved values", fv, vb);
+        }
+        self.cache.give("unmoved failures", failed, failed_bytes);
+        let mut out = out?;
+        pairs.append(&mut out.pairs);
+        out.pairs = pairs;
+        Ok(out)
+    }
+
+    /// The tile width of a launch that folds in the table. A table of at most [`CACHED_SLOT_BYTES`] of slots
+    /// (a counting table of repeated keys, typically) folds in tiles of a quarter of a bucket (at least one
+    /// lane), each lane holding four of its slots: its slots stay in the L2 cache and the launch is bound by the
+    /// instructions it issues, which a narrower tile spends fewer of per key. A larger table, whose reads go to
+    /// memory, keeps the table's tiles. H200, G keys/s, tiles of `B`, `B / 2`, `B / 4` lanes: `count_16` (2^26
+    /// keys from 2^22, a 40 MiB table) at loads 0.8 / 0.9, BCHT B = 8 14.3 / 13.1, 19.6 / 17.1, 22.5 / 18.1;
+    /// double hashing B = 4 18.9 / 14.6, 22.3 / 17.0, 25.4 / 22.7; 2^26 keys drawn from as many (a 640 MiB
+    /// table), load 0.8, tiles of `B` against `B / 4`: BCHT B = 8 12.0 against 10.4, double B = 4 10.2 against
+    /// 9.1 (NOTES.md D30).
+    fn fold_tile_width(&self) -> u32 {
+        if self.capacity() * L::WORD_BYTES <= CACHED_SLOT_BYTES {
+            (self.bucket_size / 4).max(1)
+        } else {
+            self.tile_width
+        }
     }
 
     /// [`Error::SentinelKey`] for the first sentinel key among the `n` device keys `keys` (a scan kernel and a

@@ -134,12 +134,17 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
         upsert: Option<bool>,
         counters: &Handle,
     ) {
-        self.queue_insert_reducing::<Assign>(keys, values, which, n, upsert, counters);
+        let tw = self.tile_width;
+        self.queue_insert_as::<S, Assign>(keys, values, which, n, upsert, counters, None, tw);
     }
 
-    /// [`GpuTable::queue_insert_kernel`] whose updates of packed pairs combine values by `F` (insert-or-apply
-    /// in the table; `Assign`: the plain insert).
-    pub(super) fn queue_insert_reducing<F: Reduce>(
+    /// [`GpuTable::queue_insert_kernel`] under scheme `Sch` (the table's own, or an adaptor of it such as
+    /// `NoEvictions`), whose updates of packed pairs combine values by `F` (insert-or-apply in the table;
+    /// `Assign`: the plain insert), stashing the pairs it gives up on in `failed` (a buffer and its length in
+    /// `u64` words) instead of the table's stash where given, in tiles of `tile_width` lanes (the table's, or
+    /// narrower: a lane holds up to four slots of a bucket).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn queue_insert_as<Sch: ProbingScheme, F: Reduce>(
         &self,
         keys: &Handle,
         values: &Handle,
@@ -147,6 +152,8 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
         n: usize,
         upsert: Option<bool>,
         counters: &Handle,
+        failed: Option<(&Handle, usize)>,
+        tile_width: u32,
     ) {
         if n == 0 {
             return;
@@ -171,13 +178,17 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
         // Inserts take erased slots again where the table may hold some (a kernel of its own: tables without
         // marks keep the insert loop without the reclaim steps).
         let reclaim = self.may_hold_marks();
+        let (failed, failed_len) = match failed {
+            Some((h, len)) => (h.clone(), len),
+            None => (self.stash.clone(), L::STASH_WORDS * self.stash_len),
+        };
         // One argument list for both kernels; the fold kernel takes the table as 32-bit words last.
         macro_rules! launch {
             ($kernel:ident $(, $halves:expr)?) => {
                 // SAFETY: every array index in the kernel is bounded by the array lengths passed here or by the
                 // table's shape, which matches the table allocation.
                 unsafe {
-                    kernels::$kernel::launch_unchecked::<S, L, F, R>(
+                    kernels::$kernel::launch_unchecked::<Sch, L, F, R>(
                         &self.client,
                         cube_count(n),
                         CubeDim::new_1d(CUBE_SIZE),
@@ -188,12 +199,12 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
                         ArrayArg::from_raw_parts(self.keys.clone(), self.capacity()),
                         self.plain_slots_arg(),
                         ArrayArg::from_raw_parts(self.values.clone(), self.values_len),
-                        ArrayArg::from_raw_parts(self.stash.clone(), L::STASH_WORDS * self.stash_len),
+                        ArrayArg::from_raw_parts(failed, failed_len),
                         ArrayArg::from_raw_parts(counters.clone(), INSERT_COUNTERS),
                         shape_scalars(shape),
                         $($halves,)?
                         self.bucket_size,
-                        self.tile_width,
+                        tile_width,
                         self.options.use_cas,
                         self.options.plain_reads,
                         self.count_probes,

@@ -309,3 +309,20 @@ pub fn count_mask_kernel(mask: &Array<u32>, value: u32, counters: &Array<Atomic<
     }
     count_spread(counters, 0u32, hit);
 }
+
+/// Splits the first `keys.len()` pairs a launch stashed (one slot word each: layouts that move pairs) into keys
+/// and values, the input of the duplicate pass (the failures of a counting launch that never evicts,
+/// `super::apply`).
+#[cube(launch_unchecked)]
+pub fn split_pairs_kernel<L: KeyLayout>(
+    words: &Array<u64>,
+    keys: &mut Array<L::Key>,
+    values: &mut Array<L::Value>,
+) {
+    let pos = ABSOLUTE_POS;
+    if pos < keys.len() {
+        let w = words[pos];
+        keys[pos] = L::key_of(w);
+        values[pos] = L::value_of(w);
+    }
+}
