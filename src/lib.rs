@@ -42,7 +42,9 @@ pub use hashtile_core::{
     Element, Error, HashFamily, Key, ProbeStats, Result, Value, element, element_newtype, hash,
     reduce, scheme, tile,
 };
-pub use hashtile_probing::{Bcht, Chain, Cht1, DoubleHashing, Iht, LinearProbing, P2bht};
+pub use hashtile_probing::{
+    Bcht, Chain, Cht1, DoubleHashing, Iht, LinearProbing, NoEvictions, P2bht,
+};
 
 pub use hashtile_macros::{
     assert_instance, for_each_bucket_size, for_each_instance, for_each_scheme_and_size,

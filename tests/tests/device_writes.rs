@@ -1,9 +1,9 @@
 //! The device API's writes (issue 30 item 7) from a user kernel, against a `HashMap` oracle on every GPU
 //! present (CI: lavapipe): each lane of one launch carries its own operation (insert-or-assign, a counting
 //! insert-or-apply, erase, contains), every status is checked, and `settle` brings `len` up to date. Schemes whose
-//! racing copies converge (linear probing, double hashing) get keys repeated across lanes of one launch; the
-//! others get distinct keys per launch (the documented precondition). Erases run on stable schemes with packed
-//! pairs, as the API allows.
+//! racing copies converge (linear probing, double hashing; BCHT and 1CHT written under `NoEvictions`) get keys
+//! repeated across lanes of one launch; the others get distinct keys per launch (the documented precondition).
+//! Erases run on stable schemes with packed pairs, as the API allows.
 
 use hashtile::cubecl::prelude::*;
 use hashtile::gpu::device_api::{
@@ -13,7 +13,8 @@ use hashtile::gpu::transfer::HostTransfer;
 use hashtile::gpu::{GpuOptions, GpuTable, KeyLayout, Packed, Wide};
 use hashtile::reduce::{Add, Assign, Reduce};
 use hashtile::{
-    Backend, Bcht, DoubleHashing, HashFamily, Iht, LinearProbing, P2bht, ProbingScheme, SchemeInfo,
+    Backend, Bcht, DoubleHashing, HashFamily, Iht, LinearProbing, NoEvictions, P2bht,
+    ProbingScheme, SchemeInfo,
 };
 use hashtile_tests::backends::present;
 use std::collections::HashMap;
@@ -131,6 +132,16 @@ fn launch<R: HostTransfer, S: ProbingScheme, L: KeyLayout, F: Reduce>(
     lanes: &[(u32, u64, u64)],
     erases: bool,
 ) -> (Vec<u32>, hashtile::gpu::Unplaced) {
+    launch_as::<R, S, S, L, F>(t, lanes, erases)
+}
+
+/// [`launch`] with the kernel's writes under scheme `K` (the table's `S`, or an adaptor of it such as
+/// `NoEvictions<S>`).
+fn launch_as<R: HostTransfer, S: ProbingScheme, K: ProbingScheme, L: KeyLayout, F: Reduce>(
+    t: &mut GpuTable<R, S, L>,
+    lanes: &[(u32, u64, u64)],
+    erases: bool,
+) -> (Vec<u32>, hashtile::gpu::Unplaced) {
     let n = lanes.len();
     let ops: Vec<u32> = lanes.iter().map(|l| l.0).collect();
     let (kh, vh) = if size_of::<L::Key>() == 4 {
@@ -154,7 +165,7 @@ fn launch<R: HostTransfer, S: ProbingScheme, L: KeyLayout, F: Reduce>(
     };
     // SAFETY: indices are bounded by `n` and by the table's shape; the arrays are the writer's.
     unsafe {
-        mixed_writes::launch_unchecked::<S, L, F, R>(
+        mixed_writes::launch_unchecked::<K, L, F, R>(
             t.client(),
             CubeCount::Static((n as u32).div_ceil(256), 1, 1),
             CubeDim::new_1d(256),
@@ -319,6 +330,83 @@ fn writes_match_oracle<R: HostTransfer, S: ProbingScheme + SchemeInfo, L: KeyLay
     check_finds(&t, &all, &oracle, &name);
 }
 
+/// A user kernel counting keys repeated across its lanes on a cuckoo scheme `S` (BCHT, 1CHT) through
+/// `NoEvictions<S>`: copies of a key meet in one slot (one lane inserts it, the others update), and a key whose
+/// candidates were all full fails in every copy, which `settle` hands back; the host then counts those with
+/// `insert_or_apply_device`, and every key holds its sum. The distinct keys fill the table to `load`.
+fn counting_repeats_without_evictions<R: HostTransfer, S: ProbingScheme + SchemeInfo>(
+    opts: GpuOptions,
+    bucket: u32,
+    load: f64,
+) {
+    let name = format!("{} B={bucket} under NoEvictions", S::NAME);
+    let mut t = GpuTable::<R, S, Packed>::new(
+        &Default::default(),
+        8192 / bucket,
+        bucket,
+        HashFamily::new(11),
+        S::default_params(bucket),
+        opts,
+    )
+    .unwrap();
+    let ks = keys(0, (8192.0 * load) as u64, false);
+    let mut lanes = Vec::new();
+    for r in 0..4u64 {
+        // Copies of one key land in different planes and cubes (a stride through the keys per round).
+        for (j, &k) in ks.iter().enumerate().skip(r as usize * 37) {
+            lanes.push((APPLY, k, (j as u64 % 5) + r + 1));
+        }
+    }
+    let (st, lost) = launch_as::<R, S, NoEvictions<S>, Packed, Add>(&mut t, &lanes, false);
+    assert_eq!(lost.untracked, 0, "{name}: the stash holds the failures");
+    let mut per_key: HashMap<u64, Vec<u32>> = HashMap::new();
+    for (&(_, k, _), &s) in lanes.iter().zip(&st) {
+        per_key.entry(k).or_default().push(s);
+    }
+    let mut failed_keys = 0;
+    for (k, ss) in &per_key {
+        if ss.contains(&status::FAILED) {
+            failed_keys += 1;
+            assert!(
+                ss.iter().all(|&s| s == status::FAILED),
+                "{name}: key {k:#x}: a key fails in every copy or in none ({ss:?})"
+            );
+        } else {
+            let ins = ss.iter().filter(|&&s| s == status::INSERTED).count();
+            assert_eq!(ins, 1, "{name}: key {k:#x}: one copy inserts ({ss:?})");
+            assert!(
+                ss.iter()
+                    .all(|&s| s == status::INSERTED || s == status::UPDATED)
+            );
+        }
+    }
+    let failed_lanes = st.iter().filter(|&&s| s == status::FAILED).count();
+    assert_eq!(
+        lost.pairs.len(),
+        failed_lanes,
+        "{name}: settle hands back each failed copy"
+    );
+    // The host counts what the kernel could not place.
+    if !lost.pairs.is_empty() {
+        let k: Vec<u32> = lost.pairs.iter().map(|p| p.0 as u32).collect();
+        let v: Vec<u32> = lost.pairs.iter().map(|p| p.1 as u32).collect();
+        let (kh, vh) = (t.upload(&k), t.upload(&v));
+        let again = t.insert_or_apply_device::<Add>(&kh, &vh, k.len()).unwrap();
+        assert!(again.pairs.is_empty(), "{name}: {again:?}");
+    }
+    let mut oracle: HashMap<u64, u64> = HashMap::new();
+    for &(_, k, v) in &lanes {
+        *oracle.entry(k).or_insert(0) += v;
+    }
+    assert_eq!(
+        t.len(),
+        oracle.len(),
+        "{name}: len ({failed_keys} keys failed in the kernel)"
+    );
+    let all: Vec<u64> = oracle.keys().copied().collect();
+    check_finds(&t, &all, &oracle, &name);
+}
+
 fn check_finds<R: HostTransfer, S: ProbingScheme, L: KeyLayout>(
     t: &GpuTable<R, S, L>,
     all: &[u64],
@@ -364,6 +452,8 @@ fn all_schemes<R: HostTransfer>(opts: GpuOptions) {
     writes_match_oracle::<R, hashtile::Cht1, Packed, Add>(opts, 1);
     // Wide values are assigned (a reduction needs packed pairs).
     writes_match_oracle::<R, Iht, Wide, Assign>(opts, 16);
+    counting_repeats_without_evictions::<R, Bcht>(opts, 8, 0.8);
+    counting_repeats_without_evictions::<R, hashtile::Cht1>(opts, 1, 0.5);
 }
 
 #[test]

@@ -13,8 +13,12 @@
 //! What a launch may do at once:
 //! - Keys written concurrently should be distinct, except on schemes whose racing copies converge
 //!   (`ProbingScheme::UPSERTS_CONVERGE`: linear probing and double hashing): there a key repeated across lanes
-//!   ends in one slot, its values combined by the reduction. Elsewhere two lanes inserting one new key can both
-//!   store it (the promise of `GpuTable::insert_device_distinct`; `GpuTable::insert_device` and
+//!   ends in one slot, its values combined by the reduction. First-fit cuckoo schemes (BCHT, 1CHT) converge too
+//!   when the kernel writes under `hashtile_probing::NoEvictions<S>` (instantiate the writes with it on a table
+//!   of `S`): nothing moves, and a key whose candidates are all full fails in every copy ([`status::FAILED`],
+//!   stashed; `GpuTable::settle` hands the copies back for the host to apply, for instance by
+//!   `GpuTable::insert_or_apply_device`). Elsewhere two lanes inserting one new key can both store it (the
+//!   promise of `GpuTable::insert_device_distinct`; `GpuTable::insert_device` and
 //!   `GpuTable::insert_or_apply_device` settle repeats for every scheme).
 //! - Erases are for stable schemes with packed pairs (an erase racing a cuckoo eviction in the same launch
 //!   would miss the key the eviction carries); marks are taken again by later inserts of every scheme but
