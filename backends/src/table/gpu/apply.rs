@@ -172,18 +172,7 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
         values: &Handle,
         n: usize,
     ) -> Result<Unplaced> {
-        let counters = self.counters.clone();
-        let tw = self.fold_tile_width();
-        self.queue_insert_as::<S, F>(
-            keys,
-            values,
-            Selection::All,
-            n,
-            Some(true),
-            &counters,
-            None,
-            tw,
-        );
+        self.queue_fold::<S, F>(keys, values, n, None);
         self.note_queued(n);
         let pairs = self.settle_all()?;
         Ok(Unplaced {
@@ -210,22 +199,11 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
         let client = self.client.clone();
         let failed_bytes = n * L::STASH_WORDS * 8;
         let failed = self.cache.take(&client, "unmoved failures", failed_bytes);
-        let counters = self.counters.clone();
-        let stash = Some((&failed, n * L::STASH_WORDS));
-        self.queue_insert_as::<NoEvictions<S>, F>(
-            keys,
-            values,
-            Selection::All,
-            n,
-            Some(true),
-            &counters,
-            stash,
-            self.fold_tile_width(),
-        );
-        let mut c = self.read_u32(counters);
+        self.queue_fold::<NoEvictions<S>, F>(keys, values, n, Some((&failed, n * L::STASH_WORDS)));
+        // The failures are in `failed`, not the stash: the counters settle without them.
+        let mut c = self.take_counters();
         let k = std::mem::take(&mut c[FAILED_AT as usize]) as usize;
         self.settle_counters(&c, n as u64);
-        self.reset_counters();
         let mut out = Ok(Unplaced::default());
         tracing::debug!(target: "hashtile", failed = k, pairs = n, "counting launch without evictions");
         if k > 0 {
@@ -254,6 +232,30 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
         pairs.append(&mut out.pairs);
         out.pairs = pairs;
         Ok(out)
+    }
+
+    /// Queues the launch that folds `n` pairs into the table under scheme `Sch` (the table's own, or
+    /// `NoEvictions` of it): every position, upserts on, in [`GpuTable::fold_tile_width`]'s tiles, counting into
+    /// the table's counters; the pairs it gives up on go to `failed` where given, else to the stash.
+    fn queue_fold<Sch: ProbingScheme, F: Reduce>(
+        &self,
+        keys: &Handle,
+        values: &Handle,
+        n: usize,
+        failed: Option<(&Handle, usize)>,
+    ) {
+        let tw = self.fold_tile_width();
+        let all = Selection::All;
+        self.queue_insert_as::<Sch, F>(
+            keys,
+            values,
+            all,
+            n,
+            Some(true),
+            &self.counters,
+            failed,
+            tw,
+        );
     }
 
     /// The tile width of a launch that folds in the table. A table of at most [`CACHED_SLOT_BYTES`] of slots

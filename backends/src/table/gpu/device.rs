@@ -235,11 +235,16 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
             return Ok(Unplaced::default());
         }
         self.unsettled = false;
-        let c = self.read_u32(self.counters.clone());
+        let c = self.take_counters();
         let ops = std::mem::take(&mut self.pending_ops);
-        let out = self.settle_counters(&c, ops);
+        Ok(self.settle_counters(&c, ops))
+    }
+
+    /// The table's insert counters read back (a wait for the queued launches), then zeroed for the next ones.
+    pub(super) fn take_counters(&self) -> Vec<u32> {
+        let c = self.read_u32(self.counters.clone());
         self.reset_counters();
-        Ok(out)
+        c
     }
 
     /// Applies insert counters read back (`ops` operations): `len()`, the probe statistics, and the pairs the
