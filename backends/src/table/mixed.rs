@@ -180,7 +180,7 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
     /// # Ok::<(), hashtile_core::Error>(())
     /// ```
     pub fn apply(&mut self, ops: &[Op<K, V>]) -> Result<Vec<Outcome<V>>> {
-        let stream = self.stream;
+        let stream = self.stream.id();
         stream.executes(|| {
             if let Some(index) = ops
                 .iter()

@@ -10,7 +10,7 @@ mod mixed;
 mod reserved;
 mod set;
 
-use crate::runtime::dispatch::table_stream;
+use crate::runtime::dispatch::{TableStream, table_stream};
 use crate::runtime::host_io::{check_out_len, first_reserved, reserved_keys};
 use crate::runtime::host_memory::check_host_memory;
 use crate::runtime::transfer::PinnedBuffer;
@@ -56,8 +56,9 @@ pub struct HashTable<S: SchemeInfo, K: Key, V: Value> {
     /// The user's reserved key swapped with the all-ones key (`TableConfig::reserved_key`).
     swap: KeySwap<K>,
     /// The CubeCL stream every call of this table runs on, whichever thread makes it
-    /// (`runtime::dispatch::table_stream`).
-    stream: StreamId,
+    /// (`runtime::dispatch::table_stream`), leased until the table drops (declared after the engine, so the
+    /// table's buffers are freed before another table can take the stream).
+    stream: TableStream,
     _types: PhantomData<S>,
 }
 
@@ -113,7 +114,9 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
             keys_only,
         };
         let stream = table_stream();
-        let engine = stream.executes(|| make_engine::<S, K, V>(&config, shape, family))?;
+        let engine = stream
+            .id()
+            .executes(|| make_engine::<S, K, V>(&config, shape, family))?;
         Ok(Self {
             engine,
             backend,
@@ -181,7 +184,7 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
     /// unchanged. [`Error::BuildFailed`] is returned when, after `max_rebuilds` re-seeded rebuilds, some pairs
     /// still cannot be placed: they are returned in the error and every other pair is in the table.
     pub fn insert(&mut self, keys: &[K], values: &[V]) -> Result<()> {
-        let stream = self.stream;
+        let stream = self.stream.id();
         stream.executes(|| {
             let keys = self.swap.keys(keys);
             self.insert_keys(&keys, values)
@@ -234,7 +237,7 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
     ///
     /// [`Add`]: hashtile_core::reduce::Add
     pub fn insert_or_apply<F: Reduction>(&mut self, keys: &[K], values: &[V]) -> Result<()> {
-        let stream = self.stream;
+        let stream = self.stream.id();
         stream.executes(|| {
             let keys = self.swap.keys(keys);
             self.insert_or_apply_keys::<F>(&keys, values)
@@ -398,7 +401,7 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
     /// # Ok::<(), hashtile_core::Error>(())
     /// ```
     pub fn erase(&mut self, keys: &[K]) -> Result<usize> {
-        let stream = self.stream;
+        let stream = self.stream.id();
         stream.executes(|| {
             let keys = self.swap.keys(keys);
             self.erase_keys(&keys).map_err(|e| self.swap.error(e))
@@ -465,7 +468,7 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
     /// that will only be read again can do it to shorten lookups that probe past the marks. Nothing to do
     /// without marks.
     pub fn compact(&mut self) -> Result<()> {
-        let stream = self.stream;
+        let stream = self.stream.id();
         stream.executes(|| self.compact_table().map_err(|e| self.swap.error(e)))
     }
 
@@ -527,7 +530,7 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
 
     /// Looks keys up: `Some(value)` if present, `None` if absent (the sentinel key is always absent).
     pub fn find(&self, keys: &[K]) -> Result<Vec<Option<V>>> {
-        let stream = self.stream;
+        let stream = self.stream.id();
         stream.executes(|| {
             let (answers, stats) = self.engine.find_options(&self.swap.keys(keys))?;
             *self.last_find.lock().expect("poisoned") = stats;
@@ -538,7 +541,7 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
     /// Looks keys up into `out`: the value, or [`Value::ABSENT`] (all ones) for absent keys. On GPUs the values
     /// are copied straight into `out` (directly when it is pinned memory).
     pub fn find_into(&self, keys: &[K], out: &mut [V]) -> Result<()> {
-        let stream = self.stream;
+        let stream = self.stream.id();
         stream.executes(|| {
             check_out_len(keys.len(), out.len())?;
             let stats = self.engine.find_into(&self.swap.keys(keys), out, None)?;
@@ -555,7 +558,7 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
         out: &mut [V],
         found: &mut [u32],
     ) -> Result<()> {
-        let stream = self.stream;
+        let stream = self.stream.id();
         stream.executes(|| {
             check_out_len(keys.len(), out.len())?;
             found.fill(0);
@@ -570,7 +573,7 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
     /// The CubeCL stream every call of this table runs on (a sharded table's device calls run their own
     /// kernels for the shard there too).
     pub(crate) fn stream(&self) -> StreamId {
-        self.stream
+        self.stream.id()
     }
 
     /// The engine as `Any` (a sharded table's device calls downcast it to the GPU table).
@@ -604,7 +607,7 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
     /// [`Error::CapacityExceeded`] if inserting `keys` would overflow a table without growth (the new keys
     /// counted exactly only when the batch could), changing nothing.
     pub(crate) fn check_room(&self, keys: &[K]) -> Result<()> {
-        let stream = self.stream;
+        let stream = self.stream.id();
         stream.executes(|| {
             if self.config.growth.is_some() || self.len() + keys.len() <= self.capacity() {
                 return Ok(());
@@ -664,7 +667,7 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
     pub fn contains(&self, keys: &[K]) -> Result<Vec<bool>> {
         use rayon::prelude::*;
         let mut bits = vec![0u32; keys.len().div_ceil(32)];
-        let stream = self.stream;
+        let stream = self.stream.id();
         stream.executes(|| {
             let stats = self
                 .engine
@@ -680,7 +683,7 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
 
     /// Every stored pair (order unspecified).
     pub fn pairs(&self) -> Result<Vec<(K, V)>> {
-        let stream = self.stream;
+        let stream = self.stream.id();
         stream.executes(|| {
             let mut pairs = self.engine.pairs()?;
             self.swap.pairs(&mut pairs);
@@ -690,7 +693,7 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
 
     /// For placement checks: `(key, bucket)` of every stored pair.
     pub fn placement(&self) -> Result<Vec<(K, u32)>> {
-        let stream = self.stream;
+        let stream = self.stream.id();
         stream.executes(|| {
             let mut placed = self.engine.placement()?;
             self.swap.pairs(&mut placed);
@@ -713,7 +716,7 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
 
     /// Removes every pair (keeps the hash family).
     pub fn clear(&mut self) -> Result<()> {
-        let stream = self.stream;
+        let stream = self.stream.id();
         stream.executes(|| {
             let fam = self.engine.family();
             self.engine.reset(fam)

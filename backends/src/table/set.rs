@@ -49,7 +49,7 @@ impl<S: SchemeInfo, K: Key> HashSet<S, K> {
     /// [`HashTable::insert`]'s, and a reserved key (see [`HashSet`]); each leaves the set unchanged.
     pub fn insert(&mut self, keys: &[K]) -> Result<usize> {
         // On the table's stream, as every call of the table (`HashTable`'s `stream`).
-        let stream = self.table.stream;
+        let stream = self.table.stream.id();
         stream.executes(|| {
             if let Some(e) = self.table.set_refuses(keys) {
                 return Err(e);
