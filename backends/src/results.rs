@@ -39,13 +39,75 @@ pub enum Outcome<V> {
     NotFound,
 }
 
-/// Every value of each query key: the values of query `i` are `values[offsets[i]..offsets[i + 1]]`.
+/// Every value of each query key: the values of query `i` are `values[offsets[i]..offsets[i + 1]]`
+/// ([`FindAll::get`]).
+///
+/// The offsets are 32-bit, as Arrow's lists and the device's own offsets are: one answer holds at most
+/// `u32::MAX` values (16 GiB of `u32` values), and a call that would yield more is a typed error (split its
+/// queries). Half the bytes of `usize` offsets is what a host call writes and the kernel zeroes for a fresh
+/// answer: `find_all` from host data is bound by the host's memory bandwidth (NOTES.md D44).
+///
+/// ```
+/// use hashtile_backends::results::FindAll;
+/// let all = FindAll { offsets: vec![0, 2, 2, 3], values: vec![10u32, 11, 30] };
+/// assert_eq!(all.len(), 3);
+/// assert_eq!(all.get(0), Some(&[10, 11][..]));
+/// assert_eq!(all.get(1), Some(&[][..]));
+/// assert_eq!(all.iter().map(<[u32]>::len).collect::<Vec<_>>(), [2, 0, 1]);
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct FindAll<V> {
-    /// `queries + 1` offsets into `values`.
-    pub offsets: Vec<usize>,
+    /// `queries + 1` offsets into `values` (the first one 0).
+    pub offsets: Vec<u32>,
     /// The values, query by query.
     pub values: Vec<V>,
+}
+
+impl<V> FindAll<V> {
+    /// The number of queries answered.
+    pub fn len(&self) -> usize {
+        self.offsets.len().saturating_sub(1)
+    }
+
+    /// `true` when no query is answered.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The values of query `i` (`None` past the last query).
+    pub fn get(&self, i: usize) -> Option<&[V]> {
+        let (&from, &to) = (self.offsets.get(i)?, self.offsets.get(i + 1)?);
+        self.values.get(from as usize..to as usize)
+    }
+
+    /// The values of each query, in query order.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = &[V]> + '_ {
+        self.offsets
+            .windows(2)
+            .map(|w| &self.values[w[0] as usize..w[1] as usize])
+    }
+}
+
+/// Fills `offsets` (cleared, its room reused) with `0` and the running sums of `counts`, and returns the total:
+/// a [`FindAll`]'s offsets made on the host. A total past `u32::MAX` is a typed error (its offsets are 32-bit).
+pub(crate) fn offsets_from_counts(
+    offsets: &mut Vec<u32>,
+    counts: impl ExactSizeIterator<Item = usize>,
+) -> hashtile_core::Result<usize> {
+    offsets.clear();
+    crate::runtime::host_memory::answer_room(offsets, counts.len() + 1);
+    offsets.push(0);
+    let mut sum = 0usize;
+    for c in counts {
+        sum += c;
+        let o = u32::try_from(sum).map_err(|_| {
+            hashtile_core::Error::InvalidConfig(format!(
+                "find_all yields more than 2^32 - 1 values (at least {sum}); offsets are 32-bit: split the keys"
+            ))
+        })?;
+        offsets.push(o);
+    }
+    Ok(sum)
 }
 
 /// `Some(values[i])` where bit `i % 32` of `bits[i / 32]` is set, else `None` (the host API's `find`).

@@ -83,8 +83,12 @@ pub fn run(
     };
     let found = |got: &[Option<u32>]| got.par_iter().zip(values).all(|(g, v)| *g == Some(*v));
     let ones = |got: &[u32]| got.par_iter().all(|&c| c == 1);
-    let one_each = |offsets: &[usize], got: &[u32]| {
-        offsets.par_iter().enumerate().all(|(i, &o)| o == i) && got == values
+    let one_each = |offsets: &[u32], got: &[u32]| {
+        offsets
+            .par_iter()
+            .enumerate()
+            .all(|(i, &o)| o as usize == i)
+            && got == values
     };
 
     // Chained: fresh tables for the calls that fill or empty one (made untimed), one filled table for lookups.

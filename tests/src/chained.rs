@@ -49,7 +49,7 @@ pub fn same_as_multimap<K: Key, V: Value>(
     for (i, k) in keys.iter().enumerate() {
         let want: &[V] = oracle.get(k).map(Vec::as_slice).unwrap_or(&[]);
         assert_eq!(
-            &all.values[all.offsets[i]..all.offsets[i + 1]],
+            &all.values[all.offsets[i] as usize..all.offsets[i + 1] as usize],
             want,
             "find_all"
         );

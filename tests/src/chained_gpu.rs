@@ -104,7 +104,11 @@ pub fn gpu_store_matches_multimap<R: hashtile::gpu::transfer::HostTransfer>(
         let first = t.find(&keys).unwrap();
         for (i, k) in keys.iter().enumerate() {
             let want: &[u32] = oracle.get(k).map(Vec::as_slice).unwrap_or(&[]);
-            assert_eq!(&values[offsets[i]..offsets[i + 1]], want, "find_all of {k}");
+            assert_eq!(
+                &values[offsets[i] as usize..offsets[i + 1] as usize],
+                want,
+                "find_all of {k}"
+            );
             assert_eq!(counts[i] as usize, want.len(), "count of {k}");
             assert_eq!(first[i], want.first().copied(), "find of {k}");
         }

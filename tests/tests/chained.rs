@@ -305,7 +305,8 @@ fn mixed_batches<K: Key, V: Value>(b: Backend) {
                         })
                         .collect();
                     let erased = list.iter().filter(|(_, o)| *o == Outcome::Erased).count();
-                    let mut now: Vec<u32> = all.values[all.offsets[i]..all.offsets[i + 1]]
+                    let mut now: Vec<u32> = all.values
+                        [all.offsets[i] as usize..all.offsets[i + 1] as usize]
                         .iter()
                         .map(|&v| value_back(v))
                         .collect();

@@ -22,11 +22,11 @@ fn check_lookups<K: Key, V: Value + Ord>(cfg: &CsrConfig, keys: &[K], values: &[
     let counts = t.count(&queries).unwrap();
     let all = t.find_all(&queries).unwrap();
     assert_eq!(all.offsets.len(), queries.len() + 1);
-    assert_eq!(*all.offsets.last().unwrap(), all.values.len());
+    assert_eq!(*all.offsets.last().unwrap() as usize, all.values.len());
     for (i, q) in queries.iter().enumerate() {
         let want = oracle.get(q).cloned().unwrap_or_default();
         assert_eq!(counts[i] as usize, want.len(), "count of {q}");
-        let mut got = all.values[all.offsets[i]..all.offsets[i + 1]].to_vec();
+        let mut got = all.values[all.offsets[i] as usize..all.offsets[i + 1] as usize].to_vec();
         let mut want = want;
         got.sort();
         want.sort();
@@ -290,8 +290,8 @@ fn gpu_matches_cpu<R: hashtile::gpu::transfer::HostTransfer>(
             );
             assert_eq!(g.offsets, c.offsets, "{backend} n {n}");
             for i in 0..queries.len() {
-                let mut a = g.values[g.offsets[i]..g.offsets[i + 1]].to_vec();
-                let mut b = c.values[c.offsets[i]..c.offsets[i + 1]].to_vec();
+                let mut a = g.values[g.offsets[i] as usize..g.offsets[i + 1] as usize].to_vec();
+                let mut b = c.values[c.offsets[i] as usize..c.offsets[i + 1] as usize].to_vec();
                 a.sort();
                 b.sort();
                 assert_eq!(a, b, "{backend} n {n} query {i} {method:?}");

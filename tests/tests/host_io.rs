@@ -82,7 +82,7 @@ fn chained_matches(t: &mut ChainedTable<u32, u32>, oracle: &HashMap<u32, Vec<u32
     assert_eq!(all.offsets.len(), probe.len() + 1);
     for (i, k) in probe.iter().enumerate() {
         let mut want = oracle.get(k).cloned().unwrap_or_default();
-        let mut got = all.values[all.offsets[i]..all.offsets[i + 1]].to_vec();
+        let mut got = all.values[all.offsets[i] as usize..all.offsets[i + 1] as usize].to_vec();
         want.sort_unstable();
         got.sort_unstable();
         assert_eq!(got, want, "find_all of key {k}");
@@ -271,13 +271,13 @@ fn csr_at(b: Backend, pairs: usize, queries: usize) {
     assert_eq!(all.offsets.len(), queries + 1);
     for (i, k) in q.iter().enumerate() {
         let mut want = oracle.get(k).cloned().unwrap_or_default();
-        let mut got = all.values[all.offsets[i]..all.offsets[i + 1]].to_vec();
+        let mut got = all.values[all.offsets[i] as usize..all.offsets[i + 1] as usize].to_vec();
         want.sort_unstable();
         got.sort_unstable();
         assert_eq!(counts[i] as usize, want.len(), "count of key {k}");
         assert_eq!(got, want, "find_all of key {k}");
     }
-    assert_eq!(all.values.len(), *all.offsets.last().unwrap());
+    assert_eq!(all.values.len(), *all.offsets.last().unwrap() as usize);
     let mut got = t.pairs().unwrap();
     let mut want: Vec<(u32, u32)> = keys.iter().copied().zip(values.iter().copied()).collect();
     got.sort_unstable();

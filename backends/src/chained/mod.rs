@@ -39,7 +39,7 @@ pub use config::{ChainStats, ChainedConfig, NeedSlab, SLAB_SLOTS};
 
 use crate::chained::gpu::{DeviceChained, StoreSpec, device_chained, op, status};
 use crate::device::layout::{Packed, Wide};
-use crate::results::FindAll;
+use crate::results::{FindAll, offsets_from_counts};
 use crate::runtime::host_io::{BatchSizes, check_out_len, first_reserved, reserved_keys};
 use crate::runtime::host_memory::{answer_room, zeroed_answers};
 use crate::runtime::words::{same_options_vec, with_find_all_words, with_words_mut, words_of};
@@ -374,14 +374,7 @@ impl<K: Key, V: Value> ChainedTable<K, V> {
                 v
             })
             .collect();
-        out.offsets.clear();
-        answer_room(&mut out.offsets, keys.len() + 1);
-        out.offsets.push(0);
-        let mut sum = 0;
-        for v in &per {
-            sum += v.len();
-            out.offsets.push(sum);
-        }
+        let sum = offsets_from_counts(&mut out.offsets, per.iter().map(Vec::len))?;
         out.values.clear();
         answer_room(&mut out.values, sum);
         out.values.par_extend(

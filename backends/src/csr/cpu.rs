@@ -1,9 +1,9 @@
 //! The CPU side of CSR tables and joins: `HostCsr` (count, prefix sum, place; the device build's oracle) and
 //! `HostJoin`.
 
-use crate::results::FindAll;
+use crate::results::{FindAll, offsets_from_counts};
 use crate::runtime::host_memory::answer_room;
-use hashtile_core::{HashFamily, Key, Value};
+use hashtile_core::{HashFamily, Key, Result, Value};
 use rayon::prelude::*;
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -83,16 +83,9 @@ impl<K: Key, V: Value> HostCsr<K, V> {
 
     /// Every value of each query key (multimap semantics; the order of one key's values is unspecified) into
     /// `out`, reusing its allocations (its previous contents are replaced).
-    pub(crate) fn find_all_into(&self, queries: &[K], out: &mut FindAll<V>) {
+    pub(crate) fn find_all_into(&self, queries: &[K], out: &mut FindAll<V>) -> Result<()> {
         let counts = self.count(queries);
-        out.offsets.clear();
-        answer_room(&mut out.offsets, queries.len() + 1);
-        let mut sum = 0usize;
-        out.offsets.push(0);
-        for &c in &counts {
-            sum += c as usize;
-            out.offsets.push(sum);
-        }
+        let sum = offsets_from_counts(&mut out.offsets, counts.iter().map(|&c| c as usize))?;
         out.values.clear();
         answer_room(&mut out.values, sum);
         out.values.par_extend(
@@ -101,6 +94,7 @@ impl<K: Key, V: Value> HostCsr<K, V> {
                 .flat_map_iter(|&q| self.matches(q).map(|j| self.values[j])),
         );
         debug_assert_eq!(out.values.len(), sum);
+        Ok(())
     }
 
     /// The stored pairs in placement order (vertex by vertex).

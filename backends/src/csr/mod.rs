@@ -170,10 +170,7 @@ impl<K: Key, V: Value> CsrTable<K, V> {
     /// [`CsrTable::find_all`]). On an error, `out`'s contents are unspecified.
     pub fn find_all_into(&self, queries: &[K], out: &mut FindAll<V>) -> Result<()> {
         match &self.store {
-            Store::Host(h) => {
-                h.find_all_into(queries, out);
-                Ok(())
-            }
+            Store::Host(h) => h.find_all_into(queries, out),
             Store::Device(_, d) => d.find_all_into(queries, out),
         }
     }

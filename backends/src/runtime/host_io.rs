@@ -375,9 +375,10 @@ impl<R: HostTransfer> HostLink<'_, R> {
     /// Every value of each host key (multimap lookups; `kb` bytes per key) into `out`, reusing its allocations
     /// (its previous contents are replaced; see [`answer_room`]): per device batch, the keys are copied in
     /// chunks with `count` queued on each as it lands ([`Chunk`]: its `out` is the chunk's `u32` counts); the
-    /// counts' sum is checked to fit 32-bit offsets and their exclusive scan made on the device;
-    /// `gather(keys, n, starts, values, total)` writes each key's values from its start; the offsets (converted
-    /// to `usize` as they leave the staging buffers) and the values (copied byte for byte as they leave them)
+    /// counts' sum (with the earlier batches' values) is checked to fit 32-bit offsets and their exclusive scan
+    /// made on the device; `gather(keys, n, starts, values, total)` writes each key's values from its start; the
+    /// offsets (shifted by the earlier batches' values as they leave the staging buffers) and the values (copied
+    /// byte for byte as they leave them)
     /// are written straight into `out`'s room, with no zero-fill before: the download is their one write.
     /// Leaves `keys + 1` offsets and the values; on an error, `out`'s contents are unspecified.
     pub(crate) fn find_all_into<V: Element>(
@@ -397,6 +398,13 @@ impl<R: HostTransfer> HostLink<'_, R> {
         let fresh = answer_room(&mut out.offsets, n + 1);
         // SAFETY: `out.offsets` is not touched until the prefault is dropped, before the first batch's offsets.
         let mut faulting = fresh.then(|| unsafe { Prefault::start(&mut out.offsets, n + 1) });
+        // Room for one value per key (every key present once, the common lookup) is made and faulted in beside
+        // the offsets' while the keys travel, where the values' total is not known yet: faulted in after the
+        // count, it held up the values' download (a fresh answer's pages cost more than their bytes). A batch
+        // that yields more values grows the room below.
+        let fresh = answer_room(&mut out.values, n);
+        // SAFETY: `out.values` is not touched until the prefault is dropped, before the first batch's values.
+        let mut early_values = fresh.then(|| unsafe { Prefault::start(&mut out.values, n) });
         let mut base = 0usize;
         let mut trace = trace();
         // The counting pass is the keyed pass with `count` per chunk; the rest of each device batch is its finish.
@@ -405,17 +413,20 @@ impl<R: HostTransfer> HostLink<'_, R> {
             trace.lap("keys copied, counts queued");
             let total = total_u64(client, counts, m);
             trace.lap("counts done, total read");
-            if total > u32::MAX as u64 {
+            // The batch's values go after the earlier batches': the answer's offsets are 32-bit too.
+            if base as u64 + total > u32::MAX as u64 {
                 return Err(Error::InvalidConfig(format!(
-                    "find_all of {m} keys yields {total} values; device offsets are 32-bit (at most 2^32 - 1): split the keys"
+                    "find_all of {n} keys yields more than 2^32 - 1 values (at least {}); offsets are 32-bit: split the keys",
+                    base as u64 + total
                 )));
             }
             let total = total as usize;
             let starts = cache.take(client, "find_all starts", (m + 1) * 4);
             exclusive_scan_into(client, counts, m, &starts);
             let vh = cache.take(client, "find_all values", total * vb);
-            // This batch's values go after the previous batches' (the first batch finds `out.values` empty);
-            // fresh room is faulted in while the offsets are scanned and copied out.
+            // This batch's values go after the previous batches' (the first batch finds `out.values` empty, with
+            // the early room); fresh room beyond it is faulted in while the offsets are scanned and copied out.
+            drop(early_values.take());
             let fresh = answer_room(&mut out.values, total);
             // SAFETY: `out.values` is not touched until the prefault is dropped, before the values' download.
             let values_faulting = fresh.then(|| unsafe { Prefault::start(&mut out.values, total) });
@@ -438,7 +449,7 @@ impl<R: HostTransfer> HostLink<'_, R> {
                 &mut |off, piece| {
                     let first = off / 4;
                     let slots = &mut dst[first..first + piece.len() / 4];
-                    convert_offsets(slots, piece, base);
+                    convert_offsets(slots, piece, base as u32);
                 },
             )?;
             trace.lap("offsets copied out, beside the gather");
@@ -462,6 +473,7 @@ impl<R: HostTransfer> HostLink<'_, R> {
         })?;
         trace.report("find_all_into", n);
         drop(faulting);
+        drop(early_values);
         if n == 0 {
             out.offsets.push(0);
             return Ok(());
@@ -523,15 +535,21 @@ fn convert<T: Send>(
         });
 }
 
-/// 32-bit device offsets (little-endian bytes of a downloaded piece) into `usize` ones shifted by `base`, in
-/// parallel: [`convert`] with the width fixed at 4 bytes, a widening add the compiler vectorizes.
-fn convert_offsets(slots: &mut [std::mem::MaybeUninit<usize>], piece: &[u8], base: usize) {
+/// 32-bit device offsets (little-endian bytes of a downloaded piece) shifted by `base` (the values of the earlier
+/// device batches), in parallel: a plain copy for the first batch, else [`convert`] with the width fixed at 4
+/// bytes, an add the compiler vectorizes.
+fn convert_offsets(slots: &mut [std::mem::MaybeUninit<u32>], piece: &[u8], base: u32) {
+    if base == 0 {
+        // The first device batch's offsets are the device's words as they are.
+        par_copy_uninit(uninit_bytes_of_mut(slots), piece);
+        return;
+    }
     slots
         .par_chunks_mut(CONVERT_TASK)
         .zip(piece.par_chunks(4 * CONVERT_TASK))
         .for_each(|(slots, bytes)| {
             for (slot, b) in slots.iter_mut().zip(bytes.chunks_exact(4)) {
-                slot.write(base + u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize);
+                slot.write(base + u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
             }
         });
 }

@@ -53,7 +53,7 @@ pub(crate) fn same_find_all_mut<E: Element, W: Element>(
 
 /// Runs `f` on `out` as the layout's words `W` (a `find_all_into`): in place when the widths match, else on a
 /// temporary whose values are narrowed into `out.values` after (both of `out`'s allocations reused: the
-/// temporary takes `out`'s offsets, which are `usize` whatever the width, and gives them back).
+/// temporary takes `out`'s offsets, which are `u32` whatever the width, and gives them back).
 pub(crate) fn with_find_all_words<E: Element, W: Element>(
     out: &mut FindAll<E>,
     f: impl FnOnce(&mut FindAll<W>) -> hashtile_core::Result<()>,

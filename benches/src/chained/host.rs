@@ -129,7 +129,12 @@ fn calls<K: Key, V: Value>(ctx: &Ctx, backend: Backend, m: usize) -> Result<Vec<
     let (secs, _, got) = timed(runs, || Ok(()), |_| f.count(keys))?;
     out.push(r(&secs, got.iter().all(|&c| c == 1)));
     let (secs, _, got) = timed(runs, || Ok(()), |_| f.find_all(keys))?;
-    let ok = got.offsets.iter().enumerate().all(|(i, &o)| o == i) && got.values == values;
+    let ok = got
+        .offsets
+        .iter()
+        .enumerate()
+        .all(|(i, &o)| o as usize == i)
+        && got.values == values;
     out.push(r(&secs, ok));
     drop(f);
     let (secs, t, erased) = timed(runs, filled, |t| t.erase(keys))?;

@@ -295,7 +295,7 @@ impl<R: HostTransfer, L: KeyLayout> GpuChained<R, L> {
 
     /// Every value of each key: offsets (`keys + 1`) and values, in list order ([`GpuChained::find_all_into`]
     /// into fresh vectors).
-    pub fn find_all(&self, keys: &[L::Key]) -> Result<(Vec<usize>, Vec<L::Value>)> {
+    pub fn find_all(&self, keys: &[L::Key]) -> Result<(Vec<u32>, Vec<L::Value>)> {
         let mut out = FindAll::default();
         self.find_all_into(keys, &mut out)?;
         Ok((out.offsets, out.values))
