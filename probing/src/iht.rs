@@ -29,6 +29,14 @@
 //! absent keys faster than the paper's rule. `num_hashes = 3` ([`SchemeInfo::paper_params`]) is the paper's
 //! two-choice rule, whose probe counts the snapshots compare with the paper.
 //!
+//! **Racing upserts of one key converge under the default walk** (`num_hashes = 2`), as linear probing's do: the
+//! primary's slots fill in order (every claim takes its first empty slot, and nothing empties during a launch),
+//! so a copy that reads the primary at or above `t` saw every slot a racing copy could have claimed below `t`,
+//! and found the key there if one had; past the primary both copies walk one sequence first fit, and a lost
+//! claim re-reads its bucket. Kernels of the device API may then write a key from several lanes at once (the
+//! device_writes test counts 4 copies a key at load 0.9). The two-choice rule (`num_hashes = 3`) picks the less
+//! loaded secondary, and racing copies may pick differently.
+//!
 //! **Find.** Primary, then both secondaries; no early exit on a non-full bucket (paper §5.3). (The argument
 //! above would allow stopping after a primary below `t`; kept paper-faithful so probe counts compare.) A key
 //! can only be in its overflow sequence when its three buckets are full (buckets never empty); a find that

@@ -1,8 +1,9 @@
 //! The device API's writes (issue 30 item 7) from a user kernel, against a `HashMap` oracle on every GPU
 //! present (CI: lavapipe): each lane of one launch carries its own operation (insert-or-assign, a counting
 //! insert-or-apply, erase, contains), every status is checked, and `settle` brings `len` up to date. Schemes whose
-//! racing copies converge (linear probing, double hashing; BCHT and 1CHT written under `NoEvictions`) get keys
-//! repeated across lanes of one launch; the others get distinct keys per launch (the documented precondition).
+//! racing copies converge (linear probing, double hashing, IHT's default walk; BCHT and 1CHT written under
+//! `NoEvictions`) get keys repeated across lanes of one launch; the others (P2BHT, IHT's two-choice rule) get
+//! distinct keys per launch (the documented precondition).
 //! Erases run on stable schemes with packed pairs, as the API allows.
 
 use hashtile::cubecl::prelude::*;
@@ -330,16 +331,21 @@ fn writes_match_oracle<R: HostTransfer, S: ProbingScheme + SchemeInfo, L: KeyLay
     check_finds(&t, &all, &oracle, &name);
 }
 
-/// A user kernel counting keys repeated across its lanes on a cuckoo scheme `S` (BCHT, 1CHT) through
-/// `NoEvictions<S>`: copies of a key meet in one slot (one lane inserts it, the others update), and a key whose
+/// A user kernel counting keys repeated across its lanes on a table of `S`, writing under `W`: a cuckoo scheme
+/// (BCHT, 1CHT) under `NoEvictions<S>`, or a scheme whose racing upserts converge as they are (IHT's default
+/// walk: `W = S`). Copies of a key meet in one slot (one lane inserts it, the others update), and a key whose
 /// candidates were all full fails in every copy, which `settle` hands back; the host then counts those with
 /// `insert_or_apply_device`, and every key holds its sum. The distinct keys fill the table to `load`.
-fn counting_repeats_without_evictions<R: HostTransfer, S: ProbingScheme + SchemeInfo>(
+fn counting_repeats<R: HostTransfer, S: ProbingScheme + SchemeInfo, W: ProbingScheme>(
     opts: GpuOptions,
     bucket: u32,
     load: f64,
 ) {
-    let name = format!("{} B={bucket} under NoEvictions", S::NAME);
+    let name = format!(
+        "{} B={bucket}, writes under {}",
+        S::NAME,
+        std::any::type_name::<W>()
+    );
     let mut t = GpuTable::<R, S, Packed>::new(
         &Default::default(),
         8192 / bucket,
@@ -357,7 +363,7 @@ fn counting_repeats_without_evictions<R: HostTransfer, S: ProbingScheme + Scheme
             lanes.push((APPLY, k, (j as u64 % 5) + r + 1));
         }
     }
-    let (st, lost) = launch_as::<R, S, NoEvictions<S>, Packed, Add>(&mut t, &lanes, false);
+    let (st, lost) = launch_as::<R, S, W, Packed, Add>(&mut t, &lanes, false);
     assert_eq!(lost.untracked, 0, "{name}: the stash holds the failures");
     let mut per_key: HashMap<u64, Vec<u32>> = HashMap::new();
     for (&(_, k, _), &s) in lanes.iter().zip(&st) {
@@ -452,8 +458,11 @@ fn all_schemes<R: HostTransfer>(opts: GpuOptions) {
     writes_match_oracle::<R, hashtile::Cht1, Packed, Add>(opts, 1);
     // Wide values are assigned (a reduction needs packed pairs).
     writes_match_oracle::<R, Iht, Wide, Assign>(opts, 16);
-    counting_repeats_without_evictions::<R, Bcht>(opts, 8, 0.8);
-    counting_repeats_without_evictions::<R, hashtile::Cht1>(opts, 1, 0.5);
+    counting_repeats::<R, Bcht, NoEvictions<Bcht>>(opts, 8, 0.8);
+    counting_repeats::<R, hashtile::Cht1, NoEvictions<hashtile::Cht1>>(opts, 1, 0.5);
+    // IHT's default walk (one secondary sequence, first fit) converges with no adaptor; at load 0.9 some keys
+    // walk past their primary.
+    counting_repeats::<R, Iht, Iht>(opts, 16, 0.9);
 }
 
 #[test]

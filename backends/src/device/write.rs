@@ -12,8 +12,11 @@
 //!
 //! What a launch may do at once:
 //! - Keys written concurrently should be distinct, except on schemes whose racing copies converge
-//!   (`ProbingScheme::UPSERTS_CONVERGE`: linear probing and double hashing): there a key repeated across lanes
-//!   ends in one slot, its values combined by the reduction. First-fit cuckoo schemes (BCHT, 1CHT) converge too
+//!   (`ProbingScheme::UPSERTS_CONVERGE`: linear probing and double hashing; and IHT with its default
+//!   `num_hashes = 2`, whose walk is first fit along one sequence after a primary that only fills: a copy that
+//!   finds the primary at its threshold saw every slot a racing copy could have claimed there): there a key
+//!   repeated across lanes ends in one slot, its values combined by the reduction (IHT's combine by the
+//!   compare-and-swap loop). First-fit cuckoo schemes (BCHT, 1CHT) converge too
 //!   when the kernel writes under `hashtile_probing::NoEvictions<S>` (instantiate the writes with it on a table
 //!   of `S`): nothing moves, and a key whose candidates are all full fails in every copy ([`status::FAILED`],
 //!   stashed; `GpuTable::settle` hands the copies back for the host to apply, for instance by
