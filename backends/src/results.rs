@@ -139,3 +139,28 @@ pub fn bits_from(bits: &mut [u32], n: usize, present: impl Fn(usize) -> bool + S
         *word = x;
     });
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{FindAll, offsets_from_counts};
+
+    #[test]
+    fn offsets_are_running_sums_and_refuse_past_32_bits() {
+        let mut offsets = vec![7, 7, 7];
+        assert_eq!(
+            offsets_from_counts(&mut offsets, [2, 0, 3].into_iter()),
+            Ok(5)
+        );
+        assert_eq!(offsets, [0, 2, 2, 5]);
+        let all = FindAll {
+            offsets,
+            values: vec![1u32, 2, 3, 4, 5],
+        };
+        assert_eq!(all.get(2), Some(&[3, 4, 5][..]));
+        assert_eq!(all.get(3), None);
+        // One value past what 32-bit offsets address: a typed error, not a wrapped offset.
+        let mut offsets = Vec::new();
+        let past = offsets_from_counts(&mut offsets, [u32::MAX as usize, 1].into_iter());
+        assert!(matches!(past, Err(hashtile_core::Error::InvalidConfig(_))));
+    }
+}
