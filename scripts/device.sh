@@ -40,6 +40,8 @@
 #                  find_into)
 #   peers          BGHT, cuCollections and SlabHash built from .device/peers and run at 2^26 (SlabHash 2^24)
 #   ceiling        the GPU's physical ceilings (copies, random bucket reads, compare-and-swap)
+#   kernels        ptxas's registers and spills of every kernel a static, a chained and a CSR row compile
+#                  (CubeCL's generated CUDA, CUBECL_DEBUG_LOG), for the new build and the baseline if carried
 #   vulkan         every GPU test binary on the NVIDIA Vulkan driver; rates of every scheme at 2^24 (one process
 #                  per scheme and load) on Vulkan and CUDA, with the SM clock sampled; base set's Vulkan rows too
 #   ab             the headline rows with the baseline binaries (.device/base.tar.xz) and the new ones
@@ -339,6 +341,54 @@ suite_ceiling() {
   grep -E "^ceiling," "$D/ceiling.txt" | tee "$D/ceiling.csv"
 }
 
+# `kernel_regs BUILD ROW LOG`: every kernel CubeCL compiled in LOG (CUBECL_DEBUG_LOG) into its own .cu file, each
+# compiled by nvcc for the GPU with ptxas's report: one CSV line per kernel (its name and launch mode, registers,
+# spill bytes) into $D/kernels.csv.
+kernel_regs() {
+  local v=$1 row=$2 log=$3 src="$D/src_$1_$2" f name mode line
+  mkdir -p "$src"
+  [ -s "$log" ] || { echo "!! $v $row: no kernel log (kernels cached?)"; return; }
+  awk -v dir="$src" '
+    /^\[START_KERNEL_COMPILATION\]/ { n++; mode = "-"; insrc = 0; next }
+    /^ +mode: [0-9]+,/ && mode == "-" { mode = $2; sub(",", "", mode) }
+    /^```cpp/ { insrc = 1; out = sprintf("%s/k%03d.cu", dir, n); print mode > (out ".mode"); next }
+    /^```/ && insrc { insrc = 0; close(out); next }
+    insrc { print > out }' "$log"
+  arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d .)
+  for f in "$src"/k*.cu; do
+    name=$(grep -o '__launch_bounds__([0-9, ]*) *[A-Za-z_0-9]*' "$f" | head -1 | sed 's/.*) *//')
+    mode=$(cat "$f.mode")
+    line=$(nvcc -arch=sm_"$arch" -cubin -Xptxas -v -o /tmp/k.cubin "$f" 2>&1 | tr '\n' ' ')
+    echo "$v,$row,$(basename "$f" .cu),$name,$mode,$(echo "$line" | sed -n 's/.*Used \([0-9]*\) registers.*/\1/p'),$(echo "$line" | sed -n 's/.* \([0-9]*\) bytes spill stores.*/\1/p'),$(echo "$line" | sed -n 's/.* \([0-9]*\) bytes spill loads.*/\1/p')" >> "$D/kernels.csv"
+  done
+}
+# `kernels`: the registers of every kernel a few rows compile, for the new build and (if carried) the baseline,
+# side by side: a kernel whose registers grew past an occupancy step shows here before it shows in a rate
+# (NOTES.md open problem 23). Each build runs with a cache directory of its own, so that every kernel compiles.
+suite_kernels() {
+  need $B/hashtile-bench || return
+  echo "build,row,kernel_index,kernel,mode,registers,spill_store_bytes,spill_load_bytes" > "$D/kernels.csv"
+  local v dir row log
+  for v in base new; do
+    dir=$B; [ $v = base ] && dir=$A
+    [ -x "$dir/hashtile-bench" ] || continue
+    for row in static chained csr; do
+      log="$D/${v}_$row.log"
+      case $row in
+        static) set -- --log2-keys 20 --runs 1 --scheme bcht --bucket 8 --load 0.8 ;;
+        chained) set -- chained --log2-keys 20 --runs 1 --experiments bulk --loads 0.6 --out-dir "$D/${v}_$row" ;;
+        csr) set -- csr --log2-keys 20 --runs 1 --builds v2 --csv "$D/${v}_$row.csv" ;;
+      esac
+      XDG_CACHE_HOME=$(mktemp -d) CUBECL_DEBUG_LOG="$log" step "${v}_$row" 120 "$dir/hashtile-bench" --backend cuda "$@"
+      kernel_regs $v $row "$log"
+    done
+  done
+  echo "== kernels whose registers differ between the builds (build,row,kernel,mode: registers):"
+  awk -F, 'NR > 1 { k = $2 "," $4 "," $5; r[k, $1] = r[k, $1] " " $6; keys[k] = 1 }
+    END { for (k in keys) if (r[k, "base"] != r[k, "new"] && r[k, "base"] != "") print k ": base" r[k, "base"] ", new" r[k, "new"] }' \
+    "$D/kernels.csv" | sort
+}
+
 suite_vulkan() {
   local t f args hb=$B/hashtile-bench
   if [ -d "$R/.gl" ]; then
@@ -486,6 +536,7 @@ main() {
       bench-sweep) suite_bench_sweep ;;
       peers) suite_peers ;;
       ceiling) suite_ceiling ;;
+      kernels) suite_kernels ;;
       vulkan) suite_vulkan ;;
       ab) suite_ab ;;
       *) echo "!! unknown suite $suite"; echo "$suite: unknown suite" >> "$OUT/failed.txt" ;;
