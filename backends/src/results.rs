@@ -100,14 +100,17 @@ pub(crate) fn offsets_from_counts(
     let mut sum = 0usize;
     for c in counts {
         sum += c;
-        let o = u32::try_from(sum).map_err(|_| {
-            hashtile_core::Error::InvalidConfig(format!(
-                "find_all yields more than 2^32 - 1 values (at least {sum}); offsets are 32-bit: split the keys"
-            ))
-        })?;
+        let o = u32::try_from(sum).map_err(|_| past_32_bit_offsets(sum as u64))?;
         offsets.push(o);
     }
     Ok(sum)
+}
+
+/// The error of a `find_all` whose answer would hold `at_least` values, more than its 32-bit offsets address.
+pub(crate) fn past_32_bit_offsets(at_least: u64) -> hashtile_core::Error {
+    hashtile_core::Error::InvalidConfig(format!(
+        "find_all yields more than 2^32 - 1 values (at least {at_least}); offsets are 32-bit: split the keys"
+    ))
 }
 
 /// `Some(values[i])` where bit `i % 32` of `bits[i / 32]` is set, else `None` (the host API's `find`).

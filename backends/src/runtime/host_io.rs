@@ -24,7 +24,7 @@ use super::scan::{exclusive_scan_into, total_u64};
 use super::trace::Trace;
 use super::transfer::{HostTransfer, par_copy_uninit, sync_device};
 use super::words::{bytes_of, bytes_of_mut, uninit_bytes_of_mut};
-use crate::results::FindAll;
+use crate::results::{FindAll, past_32_bit_offsets};
 use cubecl::prelude::*;
 use cubecl::server::Handle;
 use hashtile_core::element::first_position;
@@ -409,68 +409,73 @@ impl<R: HostTransfer> HostLink<'_, R> {
         let mut trace = trace();
         // The counting pass is the keyed pass with `count` per chunk; the rest of each device batch is its finish.
         // Host time per phase (laps: nothing waits for them; the total and the syncs wait for the device).
-        self.keyed(keys, kb, 4, false, &count, &mut |start, m, kh, counts, _| {
-            trace.lap("keys copied, counts queued");
-            let total = total_u64(client, counts, m);
-            trace.lap("counts done, total read");
-            // The batch's values go after the earlier batches': the answer's offsets are 32-bit too.
-            if base as u64 + total > u32::MAX as u64 {
-                return Err(Error::InvalidConfig(format!(
-                    "find_all of {n} keys yields more than 2^32 - 1 values (at least {}); offsets are 32-bit: split the keys",
-                    base as u64 + total
-                )));
-            }
-            let total = total as usize;
-            let starts = cache.take(client, "find_all starts", (m + 1) * 4);
-            exclusive_scan_into(client, counts, m, &starts);
-            let vh = cache.take(client, "find_all values", total * vb);
-            // This batch's values go after the previous batches' (the first batch finds `out.values` empty, with
-            // the early room); fresh room beyond it is faulted in while the offsets are scanned and copied out.
-            drop(early_values.take());
-            let fresh = answer_room(&mut out.values, total);
-            // SAFETY: `out.values` is not touched until the prefault is dropped, before the values' download.
-            let values_faulting = fresh.then(|| unsafe { Prefault::start(&mut out.values, total) });
-            // The offsets are final once the scan is done: they are copied out while the gather runs (which
-            // only reads them).
-            sync_device(client)?;
-            trace.lap("offsets scanned");
-            if total > 0 {
-                gather(kh, m, &starts, &vh, total);
-            }
-            // The offsets of this batch, shifted by the values of the batches before it (its first offset is
-            // the previous batch's last, written again with the same value; the first batch's is 0).
-            drop(faulting.take());
-            let dst = &mut out.offsets.spare_capacity_mut()[start..start + m + 1];
-            R::download_ready_with(
-                client,
-                self.stager,
-                &starts,
-                (m + 1) * 4,
-                &mut |off, piece| {
-                    let first = off / 4;
-                    let slots = &mut dst[first..first + piece.len() / 4];
-                    convert_offsets(slots, piece, base as u32);
-                },
-            )?;
-            trace.lap("offsets copied out, beside the gather");
-            drop(values_faulting);
-            let dst = &mut out.values.spare_capacity_mut()[..total];
-            R::download_with(client, self.stager, &vh, total * vb, &mut |off, piece| {
-                // Pieces start at multiples of 8 bytes and end at one or at the end: whole values.
-                let first = off / vb;
-                let slots = &mut dst[first..first + piece.len() / vb];
-                par_copy_uninit(uninit_bytes_of_mut(slots), piece);
-            })?;
-            // SAFETY: the download above wrote all `total * vb` bytes of the `total` values after the first
-            // `base` (the device's bytes of a `V` are the host's: `Element` is sealed to `u32` and `u64`,
-            // little-endian on both sides); an error returned before this.
-            unsafe { out.values.set_len(base + total) };
-            trace.lap("values copied out");
-            base += total;
-            cache.give("find_all starts", starts, (m + 1) * 4);
-            cache.give("find_all values", vh, total * vb);
-            Ok(())
-        })?;
+        self.keyed(
+            keys,
+            kb,
+            4,
+            false,
+            &count,
+            &mut |start, m, kh, counts, _| {
+                trace.lap("keys copied, counts queued");
+                let total = total_u64(client, counts, m);
+                trace.lap("counts done, total read");
+                // The batch's values go after the earlier batches': the answer's offsets are 32-bit too.
+                if base as u64 + total > u32::MAX as u64 {
+                    return Err(past_32_bit_offsets(base as u64 + total));
+                }
+                let total = total as usize;
+                let starts = cache.take(client, "find_all starts", (m + 1) * 4);
+                exclusive_scan_into(client, counts, m, &starts);
+                let vh = cache.take(client, "find_all values", total * vb);
+                // This batch's values go after the previous batches' (the first batch finds `out.values` empty, with
+                // the early room); fresh room beyond it is faulted in while the offsets are scanned and copied out.
+                drop(early_values.take());
+                let fresh = answer_room(&mut out.values, total);
+                // SAFETY: `out.values` is not touched until the prefault is dropped, before the values' download.
+                let values_faulting =
+                    fresh.then(|| unsafe { Prefault::start(&mut out.values, total) });
+                // The offsets are final once the scan is done: they are copied out while the gather runs (which
+                // only reads them).
+                sync_device(client)?;
+                trace.lap("offsets scanned");
+                if total > 0 {
+                    gather(kh, m, &starts, &vh, total);
+                }
+                // The offsets of this batch, shifted by the values of the batches before it (its first offset is
+                // the previous batch's last, written again with the same value; the first batch's is 0).
+                drop(faulting.take());
+                let dst = &mut out.offsets.spare_capacity_mut()[start..start + m + 1];
+                R::download_ready_with(
+                    client,
+                    self.stager,
+                    &starts,
+                    (m + 1) * 4,
+                    &mut |off, piece| {
+                        let first = off / 4;
+                        let slots = &mut dst[first..first + piece.len() / 4];
+                        convert_offsets(slots, piece, base as u32);
+                    },
+                )?;
+                trace.lap("offsets copied out, beside the gather");
+                drop(values_faulting);
+                let dst = &mut out.values.spare_capacity_mut()[..total];
+                R::download_with(client, self.stager, &vh, total * vb, &mut |off, piece| {
+                    // Pieces start at multiples of 8 bytes and end at one or at the end: whole values.
+                    let first = off / vb;
+                    let slots = &mut dst[first..first + piece.len() / vb];
+                    par_copy_uninit(uninit_bytes_of_mut(slots), piece);
+                })?;
+                // SAFETY: the download above wrote all `total * vb` bytes of the `total` values after the first
+                // `base` (the device's bytes of a `V` are the host's: `Element` is sealed to `u32` and `u64`,
+                // little-endian on both sides); an error returned before this.
+                unsafe { out.values.set_len(base + total) };
+                trace.lap("values copied out");
+                base += total;
+                cache.give("find_all starts", starts, (m + 1) * 4);
+                cache.give("find_all values", vh, total * vb);
+                Ok(())
+            },
+        )?;
         trace.report("find_all_into", n);
         drop(faulting);
         drop(early_values);
