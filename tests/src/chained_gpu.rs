@@ -442,3 +442,47 @@ pub fn gpu_device_function_from_a_user_kernel<R: hashtile::gpu::transfer::HostTr
         assert_eq!(found[i], want, "key {k}");
     }
 }
+
+/// One launch of multimap inserts with more threads than a GPU holds at once (600 000 pairs, about six copies a
+/// key, into a pool that has to grow): on CUDA it runs the insert entry held to 8 resident cubes per
+/// multiprocessor (`chained_insert_kernel_min_blocks_8`), and its retries after the pool grew run the other.
+/// The table equals the multimap: every key's values (in any order) and its count, and the lists' invariants.
+pub fn gpu_large_insert_launch_matches_the_multimap<R: hashtile::gpu::transfer::HostTransfer>(
+    client: hashtile::cubecl::prelude::ComputeClient<R>,
+) {
+    use hashtile::chained::cpu::CpuChained;
+    use hashtile::cubecl::CubeElement;
+    use hashtile::gpu::chained::GpuChained;
+    let family = hashtile::HashFamily::new(hashtile::DEFAULT_SEED);
+    let mut rng = StdRng::seed_from_u64(78);
+    let n = 600_000usize;
+    let universe = 100_000u32;
+    let keys: Vec<u32> = (0..n).map(|_| rng.random_range(0..universe)).collect();
+    let values: Vec<u32> = (0..n as u32).collect();
+    // A list per 8 pairs and a pool for a quarter of them: the launch finds the pool empty, grows it and retries.
+    let mut t = GpuChained::<R>::new(&client, family, (n / 8) as u32, (n / 60) as u32).unwrap();
+    let kh = client.create_from_slice(u32::as_bytes(&keys));
+    let vh = client.create_from_slice(u32::as_bytes(&values));
+    assert_eq!(t.insert_device(&kh, &vh, n, false).unwrap(), n);
+    let mut oracle: HashMap<u32, Vec<u32>> = HashMap::new();
+    for (k, v) in keys.iter().zip(&values) {
+        oracle.entry(*k).or_default().push(*v);
+    }
+    let (words, bits) = t.download().unwrap();
+    let (buckets, pool) = t.shape_of();
+    let mut cpu = CpuChained::from_packed(family, buckets, pool, &words, &bits).unwrap();
+    assert_eq!(cpu.check().expect("GPU table invariants").live, n);
+    assert_eq!(t.len(), n);
+    let mut asked: Vec<u32> = oracle.keys().copied().collect();
+    asked.extend([universe, universe + 7]);
+    let (offsets, found) = t.find_all(&asked).unwrap();
+    let counts = t.count(&asked).unwrap();
+    for (i, k) in asked.iter().enumerate() {
+        let mut got = found[offsets[i] as usize..offsets[i + 1] as usize].to_vec();
+        got.sort_unstable();
+        let mut want = oracle.get(k).cloned().unwrap_or_default();
+        want.sort_unstable();
+        assert_eq!(got, want, "values of {k}");
+        assert_eq!(counts[i] as usize, want.len(), "count of {k}");
+    }
+}

@@ -438,6 +438,17 @@ fn gpu_mixed_batches_of_distinct_keys_match_the_cpu_table() {
     }
 }
 
+#[cfg(feature = "cuda")]
+#[test]
+fn cuda_gpu_large_insert_launch_matches_the_multimap() {
+    if present(Backend::Cuda) {
+        use hashtile::cubecl::prelude::Runtime;
+        hashtile_tests::chained_gpu::gpu_large_insert_launch_matches_the_multimap(
+            hashtile::cubecl::cuda::CudaRuntime::client(&Default::default()),
+        );
+    }
+}
+
 #[test]
 fn vulkan_gpu_allocator_takes_every_slab_once() {
     if present(Backend::Vulkan) {

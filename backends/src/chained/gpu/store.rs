@@ -583,38 +583,50 @@ impl<R: HostTransfer, L: KeyLayout> GpuChained<R, L> {
         // `aux[q]` (`q < n`), or (GATHER) `out[aux[q]..aux[q + 1]]`, `retry[< m]` and (compact finds)
         // `found_bits[< ceil(m / 32)]`. Slabs are addressed by bucket indices below `buckets` and links below
         // `buckets + pool`. Arguments a mode does not use are never indexed.
+        // Launches of multimap inserts with more threads than the device holds at once take the entry held to
+        // 32 registers a thread (see it): there, the cubes resident per multiprocessor set the rate. A smaller
+        // launch is resident whole either way.
+        macro_rules! launch {
+            ($kernel:ident) => {
+                $kernel::launch_unchecked::<L, R>(
+                    &self.client,
+                    cube_count(l.m.max(1)),
+                    CubeDim::new_1d(CUBE_SIZE),
+                    arg(ops),
+                    ArrayArg::from_raw_parts(l.arrays.keys.clone(), n),
+                    arg(values),
+                    arg(sel),
+                    l.m as u32,
+                    ArrayArg::from_raw_parts(atomic, atomic_len),
+                    ArrayArg::from_raw_parts(plain_h, plain_len),
+                    ArrayArg::from_raw_parts(self.values.clone(), self.value_words()),
+                    ArrayArg::from_raw_parts(self.bitmap.clone(), Self::bitmap_words(self.pool)),
+                    self.pool,
+                    arg(out),
+                    arg(aux),
+                    arg(retry),
+                    arg(counters),
+                    arg(bits),
+                    arg(gate),
+                    l.base as u32,
+                    shape_scalars::<R>(self.shape()),
+                    mode,
+                    l.sel.is_some(),
+                    plain,
+                    l.phase,
+                    self.resident,
+                    self.tile,
+                    l.compact,
+                    l.gate.is_some(),
+                )
+            };
+        }
         unsafe {
-            chained_kernel::launch_unchecked::<L, R>(
-                &self.client,
-                cube_count(l.m.max(1)),
-                CubeDim::new_1d(CUBE_SIZE),
-                arg(ops),
-                ArrayArg::from_raw_parts(l.arrays.keys.clone(), n),
-                arg(values),
-                arg(sel),
-                l.m as u32,
-                ArrayArg::from_raw_parts(atomic, atomic_len),
-                ArrayArg::from_raw_parts(plain_h, plain_len),
-                ArrayArg::from_raw_parts(self.values.clone(), self.value_words()),
-                ArrayArg::from_raw_parts(self.bitmap.clone(), Self::bitmap_words(self.pool)),
-                self.pool,
-                arg(out),
-                arg(aux),
-                arg(retry),
-                arg(counters),
-                arg(bits),
-                arg(gate),
-                l.base as u32,
-                shape_scalars::<R>(self.shape()),
-                mode,
-                l.sel.is_some(),
-                plain,
-                l.phase,
-                self.resident,
-                self.tile,
-                l.compact,
-                l.gate.is_some(),
-            )
+            if mode == op::INSERT && l.m as u64 > self.resident_tiles * self.tile as u64 {
+                launch!(chained_insert_kernel_min_blocks_8)
+            } else {
+                launch!(chained_kernel)
+            }
         }
     }
 }
