@@ -44,15 +44,14 @@ pub trait HostTransfer: Runtime {
         )?;
         Ok(h.remove(0))
     }
-    /// Device buffers holding `srcs` (written into `dsts`, one per source and at least as large, where the
-    /// runtime can write into a buffer: CUDA; else new ones), copied one after the other in chunks of `chunk`
-    /// bytes;
-    /// `landed(source, offset, len, buffer)` is called for each chunk once its bytes are on the device (in
-    /// order), so that a kernel over that chunk can be queued while the next chunks are still being copied
-    /// (CUDA: the copy engine and the kernels overlap; later sources' copies overlap earlier sources' kernels).
     /// `true` when [`HostTransfer::upload_chunked`] copies into the `dsts` it is given (else it returns buffers
     /// of its own, and a caller that needs the bytes in a given buffer copies them there).
     const UPLOADS_INTO_DSTS: bool;
+    /// Device buffers holding `srcs` (written into `dsts`, one per source and at least as large, where the
+    /// runtime can write into a buffer: CUDA; else new ones), copied one after the other in chunks of `chunk`
+    /// bytes; `landed(source, offset, len, buffer)` is called for each chunk once its bytes are on the device (in
+    /// order), so that a kernel over that chunk can be queued while the next chunks are still being copied
+    /// (CUDA: the copy engine and the kernels overlap; later sources' copies overlap earlier sources' kernels).
     fn upload_chunked(
         client: &ComputeClient<Self>,
         stager: &Self::Stager,
