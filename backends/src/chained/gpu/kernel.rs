@@ -208,38 +208,38 @@ chained_entry!(
     /// inserts, erases and finds. Outputs by mode:
     /// - inserts: `counters[0]` counts the operations recorded in `retry` (the pool ran out);
     ///   `counters[COUNTER_STRIDE * (1 + i)]` for `i < NEW_COUNTERS` count new pairs, and (mixed batches)
-    ///   `counters[COUNTER_STRIDE * (1 + NEW_COUNTERS + i)]` erases, each tile adding its counts once, at its end (an atomic per stored pair on few lines took most of the time: 1.40 against 7.2 G keys/s
-    ///   on the H100);
+    ///   `counters[COUNTER_STRIDE * (1 + NEW_COUNTERS + i)]` erases, each tile adding its counts once, at its end
+    ///   (an atomic per stored pair on few lines took most of the time: 1.40 against 7.2 G keys/s on the H100);
     /// - [`op::FIND`] and mixed batches: `out[q]`, a found value, and `aux[q]`, a [`status`];
     /// - [`op::ERASE`], [`op::COUNT`], [`op::ERASE_ALL`]: `aux[q]`, how many; [`op::GATHER`]: see [`op`].
     ///
     /// With `compact` (the host calls' answers, [`op::FIND`], [`op::ERASE`] and [`op::ERASE_ALL`] only), a find
     /// sets bit `t % 32` of `found_bits[t / 32]` for a present key instead of writing a status word (1/32 of the
-    /// read-back, as the static tables' finds), and erases add their counts to the counters' erase lines (one read
-    /// of the counters instead of a word per key). With `gated`, the launch does nothing once `gate[0]` is set (a
-    /// reserved key found in the batch by `first_reserved_kernel`, queued before this launch over every key).
-    /// `base` is the position of `keys[0]` in the host batch: inserts that found the pool empty record `base + q`,
-    /// so that the launches over a batch's chunks share one retry list over the whole batch.
+    /// read-back, as the static tables' finds), and erases add their counts to the counters' erase lines (one
+    /// read of the counters instead of a word per key). With `gated`, the launch does nothing once `gate[0]` is
+    /// set (a reserved key found in the batch by `first_reserved_kernel`, queued before this launch over every
+    /// key). `base` is the position of `keys[0]` in the host batch: inserts that found the pool empty record
+    /// `base + q`, so that the launches over a batch's chunks share one retry list over the whole batch.
     ///
-    /// `phase` splits a mixed batch of a wide table into two launches (see [`chained_tile_op()`]): 1 runs only its
-    /// erases and finds, 2 only its inserts; 0 runs everything.
+    /// `phase` splits a mixed batch of a wide table into two launches (see [`chained_tile_op()`]): 1 runs only
+    /// its erases and finds, 2 only its inserts; 0 runs everything.
     ///
-    /// **Reads.** Finds and counts read `slabs_plain` (the slab array bound without atomics: CubeCL lowers an atomic
-    /// load to an atomic add of zero on CUDA, 16 per slab read). Inserts read it too where `plain` (CUDA binds the
-    /// array twice; Vulkan binds a buffer once): a stale view only costs a failed compare-and-swap, as claims take
-    /// the first empty slot and links are set once. After a lost compare-and-swap, and for every erase, reads are
-    /// coherent (`slabs`). Launches that change nothing bind a dummy as `slabs`; launches on Vulkan that change
-    /// the table bind a dummy as `slabs_plain` (`plain == false`).
+    /// **Reads.** Finds and counts read `slabs_plain` (the slab array bound without atomics: CubeCL lowers an
+    /// atomic load to an atomic add of zero on CUDA, 16 per slab read). Inserts read it too where `plain` (CUDA
+    /// binds the array twice; Vulkan binds a buffer once): a stale view only costs a failed compare-and-swap, as
+    /// claims take the first empty slot and links are set once. After a lost compare-and-swap, and for every
+    /// erase, reads are coherent (`slabs`). Launches that change nothing bind a dummy as `slabs`; launches on
+    /// Vulkan that change the table bind a dummy as `slabs_plain` (`plain == false`).
     chained_kernel
 );
 
 chained_entry!(
-    /// [`chained_kernel`] for launches of multimap inserts ([`op::INSERT`]; `mode` must be that) with more threads
-    /// than the device holds at once, compiled for 8 resident cubes of
-    /// [`CUBE_SIZE`](crate::runtime::launch::CUBE_SIZE) threads per multiprocessor: the name's `_min_blocks_8` asks
-    /// ptxas for it (the CUDA compiler of `vendor/cubecl-cpp`, PATCH.md), which holds the kernel to 32 registers a
-    /// thread. Left to itself ptxas gives it 35, and the register file then holds 6 cubes per multiprocessor (NVIDIA
-    /// allocates registers 8 a thread at a time), three quarters of the threads.
+    /// [`chained_kernel`] for launches of multimap inserts ([`op::INSERT`]; `mode` must be that) with more
+    /// threads than the device holds at once, compiled for 8 resident cubes of
+    /// [`CUBE_SIZE`](crate::runtime::launch::CUBE_SIZE) threads per multiprocessor: the name's `_min_blocks_8`
+    /// asks ptxas for it (the CUDA compiler of `vendor/cubecl-cpp`, PATCH.md), which holds the kernel to 32
+    /// registers a thread. Left to itself ptxas gives it 35, and the register file then holds 6 cubes per
+    /// multiprocessor (NVIDIA allocates registers 8 a thread at a time), three quarters of the threads.
     chained_insert_kernel_min_blocks_8
 );
 
