@@ -27,6 +27,9 @@ struct Row {
     log2_batch: u32,
     /// Median seconds of all batches into the chained table.
     incremental_s: f64,
+    /// Median seconds the host took to queue them (the calls returned, before the wait for the device): near
+    /// `incremental_s`, the host's launches set the rate; well below it, the device's kernels do.
+    queued_s: f64,
     /// Median seconds of every rebuild.
     rebuild_s: f64,
     /// G keys/s: the keys over the incremental time.
@@ -62,7 +65,7 @@ pub(super) fn run<R: HostTransfer>(ctx: &Ctx) -> Result<bool, String> {
     let mut rows = Vec::new();
     for &k in &ctx.a.batches {
         eprintln!("chained: incremental: batches of 2^{k}");
-        let (incremental_s, stats, ok) = incremental::<R>(ctx, &client, &kh, k)?;
+        let (incremental_s, queued_s, stats, ok) = incremental::<R>(ctx, &client, &kh, k)?;
         eprintln!("chained: incremental: BCHT rebuilt after each batch of 2^{k}");
         let (rebuild_s, rebuilt_ok) = rebuilds::<R>(ctx, &kh, &vh, k)?;
         let peer = ctx
@@ -72,6 +75,7 @@ pub(super) fn run<R: HostTransfer>(ctx: &Ctx) -> Result<bool, String> {
         rows.push(Row {
             log2_batch: k,
             incremental_s,
+            queued_s,
             rebuild_s,
             rate: n as f64 / incremental_s / 1e9,
             peer,
@@ -87,12 +91,13 @@ pub(super) fn run<R: HostTransfer>(ctx: &Ctx) -> Result<bool, String> {
         ctx.a.runs
     );
     println!(
-        "{:>6} {:>7} {:>5} {:>5} {:>10} {:>9} {:>10} {:>10} {:>8} {:>5} {:>9} {:>8}  ok",
+        "{:>6} {:>7} {:>5} {:>5} {:>10} {:>9} {:>9} {:>10} {:>10} {:>8} {:>5} {:>9} {:>8}  ok",
         "batch",
         "batches",
         "waits",
         "grows",
         "incr ms",
+        "queued ms",
         "G keys/s",
         "rebuild ms",
         "rebuild G",
@@ -102,7 +107,7 @@ pub(super) fn run<R: HostTransfer>(ctx: &Ctx) -> Result<bool, String> {
         "ours/slab"
     );
     let mut csv = String::from(
-        "backend,log2_keys,log2_batch,batches,waits,grows,incremental_ms,incremental_gkeys_s,rebuild_ms,rebuild_gkeys_s,speedup,peer_gkeys_s,over_peer,checked\n",
+        "backend,log2_keys,log2_batch,batches,waits,grows,incremental_ms,incremental_gkeys_s,rebuild_ms,rebuild_gkeys_s,speedup,peer_gkeys_s,over_peer,checked,queued_ms\n",
     );
     for r in &rows {
         let batches = n >> r.log2_batch;
@@ -110,12 +115,13 @@ pub(super) fn run<R: HostTransfer>(ctx: &Ctx) -> Result<bool, String> {
         let speedup = r.rebuild_s / r.incremental_s;
         let over = r.peer.filter(|&p| p > 0.0).map(|p| r.rate / p);
         println!(
-            "{:>6} {:>7} {:>5} {:>5} {:>10.2} {:>9.3} {:>10.2} {:>10.3} {:>8.1} {:>5} {} {}  {}",
+            "{:>6} {:>7} {:>5} {:>5} {:>10.2} {:>9.2} {:>9.3} {:>10.2} {:>10.3} {:>8.1} {:>5} {} {}  {}",
             format!("2^{}", r.log2_batch),
             batches,
             r.stats.pool_reads,
             r.stats.pool_grows,
             r.incremental_s * 1e3,
+            r.queued_s * 1e3,
             r.rate,
             r.rebuild_s * 1e3,
             rebuild_rate,
@@ -127,7 +133,7 @@ pub(super) fn run<R: HostTransfer>(ctx: &Ctx) -> Result<bool, String> {
         );
         let _ = writeln!(
             csv,
-            "{},{},{},{batches},{},{},{:.3},{:.4},{:.3},{rebuild_rate:.4},{speedup:.2},{},{},{}",
+            "{},{},{},{batches},{},{},{:.3},{:.4},{:.3},{rebuild_rate:.4},{speedup:.2},{},{},{},{:.3}",
             ctx.backend,
             ctx.a.log2_keys,
             r.log2_batch,
@@ -138,23 +144,25 @@ pub(super) fn run<R: HostTransfer>(ctx: &Ctx) -> Result<bool, String> {
             r.rebuild_s * 1e3,
             cell(r.peer, 3),
             cell(over, 3),
-            r.ok
+            r.ok,
+            r.queued_s * 1e3
         );
     }
     println!(
-        "rebuild G = keys / total rebuild time (each batch's rebuild inserts every key so far); speedup = rebuild time / incremental time; waits / grows: batches of the last run that waited for a read of the slabs in use / grew the pool"
+        "rebuild G = keys / total rebuild time (each batch's rebuild inserts every key so far); speedup = rebuild time / incremental time; queued ms: the host's time to queue the batches (near incr ms: its launches set the rate); waits / grows: batches of the last run that waited for a read of the slabs in use / grew the pool"
     );
     common::write_outputs(ctx, "incremental", &csv, &figure(ctx, &rows))?;
     Ok(rows.iter().all(|r| r.ok))
 }
 
-/// The chained table's batches of `2^k` keys: (median seconds, the last run's queue statistics, checked).
+/// The chained table's batches of `2^k` keys: (median seconds, median seconds to queue them, the last run's
+/// queue statistics, checked).
 fn incremental<R: HostTransfer>(
     ctx: &Ctx,
     client: &ComputeClient<R>,
     all_keys: &Handle,
     k: u32,
-) -> Result<(f64, QueueStats, bool), String> {
+) -> Result<(f64, f64, QueueStats, bool), String> {
     let n = ctx.keys.len();
     let batch = 1usize << k;
     let family = HashFamily::new(hashtile::DEFAULT_SEED);
@@ -168,6 +176,7 @@ fn incremental<R: HostTransfer>(
         .map(|(k, v)| (upload(client, k), upload(client, v)))
         .collect();
     let mut secs = Vec::new();
+    let mut queued = Vec::new();
     let mut ok = true;
     let mut stats = QueueStats::default();
     for run in 0..=ctx.a.runs {
@@ -177,12 +186,14 @@ fn incremental<R: HostTransfer>(
         for (kb, vb) in &batches {
             insert_batch(&mut t, kb, vb, batch)?;
         }
+        let queued_s = t0.elapsed().as_secs_f64();
         let len = finish(&mut t)?;
         sync(client)?;
         let dt = t0.elapsed().as_secs_f64();
         ok &= len == n;
         if run > 0 {
             secs.push(dt);
+            queued.push(queued_s);
         }
         stats = t.queue_stats();
         if run == ctx.a.runs {
@@ -191,7 +202,12 @@ fn incremental<R: HostTransfer>(
             ok &= v == ctx.values && f.iter().all(|&f| f == status::FOUND);
         }
     }
-    Ok((n as f64 / rate(n, &secs), stats, ok))
+    Ok((
+        n as f64 / rate(n, &secs),
+        n as f64 / rate(n, &queued),
+        stats,
+        ok,
+    ))
 }
 
 /// The baseline: BCHT rebuilt from scratch after each batch of `2^k` with every key so far: (median total
