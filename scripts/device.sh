@@ -40,7 +40,8 @@
 #                  find_into)
 #   peers          BGHT, cuCollections and SlabHash built from .device/peers and run at 2^26 (SlabHash 2^24)
 #   ceiling        the GPU's physical ceilings (copies, random bucket reads, compare-and-swap)
-#   kernels        ptxas's registers and spills of every kernel a static, a chained and a CSR row compile
+#   kernels        ptxas's registers and spills of every kernel that static rows (BCHT B = 8 and 16 with the count,
+#                  erase and set operations, double hashing B = 4), a chained and a CSR row compile
 #                  (CubeCL's generated CUDA, CUBECL_DEBUG_LOG), for the new build and the baseline if carried
 #   vulkan         every GPU test binary on the NVIDIA Vulkan driver; rates of every scheme at 2^24 (one process
 #                  per scheme and load) on Vulkan and CUDA, with the SM clock sampled; base set's Vulkan rows too
@@ -372,10 +373,12 @@ suite_kernels() {
   for v in base new; do
     dir=$B; [ $v = base ] && dir=$A
     [ -x "$dir/hashtile-bench" ] || continue
-    for row in static chained csr; do
+    for row in static ops double chained csr; do
       log="$D/${v}_$row.log"
       case $row in
         static) set -- --log2-keys 20 --runs 1 --scheme bcht --bucket 8 --load 0.8 ;;
+        ops) set -- --log2-keys 20 --runs 1 --scheme bcht --bucket 16 --load 0.8 --ops-only --ops count,erase,set ;;
+        double) set -- --log2-keys 20 --runs 1 --scheme double --bucket 4 --load 0.8 --ops count,erase ;;
         chained) set -- chained --log2-keys 20 --runs 1 --experiments bulk --loads 0.6 --out-dir "$D/${v}_$row" ;;
         csr) set -- csr --log2-keys 20 --runs 1 --builds v2 --csv "$D/${v}_$row.csv" ;;
       esac
