@@ -2,6 +2,7 @@
 //! [`gpu::GpuTable`]) and their construction (`make_engine`).
 
 mod apply;
+mod carried;
 mod config;
 pub mod cpu;
 pub mod engine;
@@ -17,6 +18,7 @@ use crate::runtime::transfer::PinnedBuffer;
 use crate::select::{Backend, BackendChoice, is_available, resolve, unavailable};
 use crate::table::cpu::CpuTable;
 use crate::table::engine::{Engine, Inserted, refill};
+use carried::Carried;
 pub(crate) use cpu::CpuEngine;
 use cubecl::stream_id::StreamId;
 use hashtile_core::element::first_sentinel;
@@ -197,11 +199,12 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
         // GPU engines check the sentinel during the copy and the capacity from their duplicate pass; otherwise
         // the host scans, and only a batch that could overflow pays for an exact count of its new keys.
         let in_pipeline = self.engine.checks_in_pipeline(keys.len());
-        if !self.admit(keys, values, in_pipeline)? {
+        let Some(carried) = self.admit(keys, values, in_pipeline)? else {
             return Ok(());
-        }
+        };
+        let (keys, values) = carried.before(keys, values);
         let t0 = std::time::Instant::now();
-        let inserted = self.engine.upsert(keys, values)?;
+        let inserted = self.engine.upsert(&keys, &values)?;
         tracing::trace!(
             target: "hashtile",
             phase = "insert: engine",
@@ -247,11 +250,12 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
 
     /// [`HashTable::insert_or_apply`] of the table's keys.
     fn insert_or_apply_keys<F: Reduction>(&mut self, keys: &[K], values: &[V]) -> Result<()> {
-        if !self.admit(keys, values, false)? {
+        let Some(carried) = self.admit(keys, values, false)? else {
             return Ok(());
-        }
+        };
+        let (keys, values) = carried.before(keys, values);
         let t0 = std::time::Instant::now();
-        let inserted = apply::insert_or_apply::<F, S, K, V>(self.engine.as_mut(), keys, values)?;
+        let inserted = apply::insert_or_apply::<F, S, K, V>(self.engine.as_mut(), &keys, &values)?;
         tracing::trace!(
             target: "hashtile",
             phase = "insert_or_apply: engine",
@@ -264,8 +268,14 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
     /// The checks before an insert's engine call, with the table unchanged on an error: equal lengths, no
     /// sentinel key (scanned here unless the engine checks `in_pipeline`), and room for the batch's new keys
     /// (counted exactly only when the batch could overflow; erased slots reclaimed first where their room may
-    /// be needed). `false`: an empty batch, nothing to do.
-    fn admit(&mut self, keys: &[K], values: &[V], in_pipeline: bool) -> Result<bool> {
+    /// be needed). `None`: an empty batch, nothing to do. Else the pairs that growth or the reclaiming rebuild
+    /// could not place again ([`Carried`]): the caller inserts them as the head of its batch.
+    fn admit(
+        &mut self,
+        keys: &[K],
+        values: &[V],
+        in_pipeline: bool,
+    ) -> Result<Option<Carried<K, V>>> {
         if keys.len() != values.len() {
             return Err(Error::LengthMismatch {
                 what: "values",
@@ -286,16 +296,18 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
         }
         if keys.is_empty() {
             self.last_insert = ProbeStats::default();
-            return Ok(false);
+            return Ok(None);
         }
+        let mut carried = Carried(Vec::new());
         if may_grow {
-            self.grow_for(keys)?;
+            carried.keep(self.grow_for(keys))?;
         }
-        // Growth counted the batch's new keys already, and made room for them.
-        let near_full = !in_pipeline && !may_grow && self.len() + keys.len() > self.capacity();
-        if self.marks_crowd(keys.len()) {
-            self.compact_table()?;
-        }
+        // Growth counted the batch's new keys already, and made room for them. The capacity is checked before
+        // erased slots are reclaimed: that rebuild may hand back pairs, which then ride in the batch and must
+        // not meet a refusal (the engine's own check, `in_pipeline`, would come after it).
+        let compact = self.marks_crowd(keys.len());
+        let near_full =
+            (!in_pipeline || compact) && !may_grow && self.len() + keys.len() > self.capacity();
         if near_full {
             let incoming = self.engine.count_new(keys)?;
             if self.len() + incoming > self.capacity() {
@@ -306,7 +318,10 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
                 });
             }
         }
-        Ok(true)
+        if compact {
+            carried.keep(self.compact_table())?;
+        }
+        Ok(Some(carried))
     }
 
     /// The most pairs a table of `capacity` slots holds before growth moves it into a larger one (`usize::MAX`
