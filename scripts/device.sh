@@ -37,7 +37,8 @@
 #                  keys per GPU at load 0.8: device slices (insert_device / find_device over NCCL at exchange steps
 #                  of 2^25, 2^26 and 2^24 keys, with NCCL's all-to-all of the same bytes) and host data (insert /
 #                  find_into / find from Vecs); and one process per GPU (`--ranks`: device slices, insert and
-#                  find_into)
+#                  find_into); and the chained multimap over shards (`--family chained`, host data, 2^24 keys per
+#                  GPU)
 #   peers          BGHT, cuCollections and SlabHash built from .device/peers and run at 2^26 (SlabHash 2^24)
 #   ceiling        the GPU's physical ceilings (copies, random bucket reads, compare-and-swap)
 #   kernels        ptxas's registers and spills of every kernel that static rows (BCHT B = 8 and 16 with the count,
@@ -78,7 +79,7 @@ RUNS=${RUNS:-3}
 t0=$SECONDS
 
 # The GPU test binaries (tests/tests/*.rs that run kernels); scripts/pack.sh packs the same list.
-GPU_TESTS="host_path host_io gpu binned matrix gpu_scan csr chained paged paged_frames paged_stress kernel_cache growth model device_writes key_types mixed sets sharded sharded_ranks"
+GPU_TESTS="host_path host_io gpu binned matrix gpu_scan csr chained paged paged_frames paged_stress kernel_cache growth model device_writes key_types mixed sets sharded sharded_ranks sharded_chained"
 
 [ $# -gt 0 ] || { echo "usage: bash scripts/device.sh SUITE...  (suites: see the header of this file)"; exit 2; }
 # On exit (a signal included): everything under $OUT but summary.txt into $OUT/results.tgz.
@@ -168,6 +169,7 @@ SAN_RUNS=(
   "sets"
   "mixed adversarial bad_batches cuda_apply_device"
   "sharded device_slices a_table_called"
+  "sharded_chained"
   "sharded_ranks ranks_match"
 )
 suite_sanitize() {
@@ -334,6 +336,9 @@ suite_bench_sharded() {
   step sharded 500 $hb sharded --backend cuda --log2-keys 26 --load 0.8 --shards 1,2,4 --runs "$RUNS" \
     --log2-exchange-steps 25,26,24 --ranks --csv "$D/sharded.csv" --plot "$D/sharded.svg"
   grep -E "^cuda," "$D/sharded.txt" | cut -d, -f3,7-20
+  step sharded-chained 300 $hb sharded --family chained --backend cuda --log2-keys 24 --load 0.6 --shards 1,2,4 \
+    --runs "$RUNS" --csv "$D/sharded-chained.csv" --plot "$D/sharded-chained.svg"
+  grep -E "^cuda," "$D/sharded-chained.txt" | cut -d, -f3,7-11
 }
 
 suite_ceiling() {

@@ -72,8 +72,8 @@ pub use paged::protocol::{
 pub use runtime::kernel_cache::{KernelCache, kernel_cache_dir, set_kernel_cache};
 pub use runtime::transfer::PinnedBuffer;
 pub use select::{Backend, BackendChoice, device_count, is_available, resolve};
-pub use sharded::config::{ShardedConfig, Shards};
+pub use sharded::config::{ShardConfig, ShardedConfig, Shards};
 pub use sharded::ranks::{Ranks, Rendezvous};
-pub use sharded::{DevicePhases, ShardedSet, ShardedTable, Transport};
+pub use sharded::{DevicePhases, ShardedChainedTable, ShardedSet, ShardedTable, Transport};
 pub use table::engine::{Engine, Inserted};
 pub use table::{DEFAULT_SEED, HashSet, HashTable, TableConfig, default_bucket_size_of};

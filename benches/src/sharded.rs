@@ -7,8 +7,9 @@
 //! device-data calls (`--device`, on by default there): every device holds its own slice of `2^log2-keys`
 //! keys, `insert_device` and `find_device` against one device's `GpuTable` device-resident `insert_device` /
 //! `find_device`, with the exchange's share of each call against the transport's own all-to-all of the same
-//! bytes measured in the same run (`exchange_ceiling`). CSV, and an SVG plot of speedup against devices with the
-//! ideal line.
+//! bytes measured in the same run (`exchange_ceiling`). `--family chained`: the chained multimap instead, a
+//! [`ShardedChainedTable`] against one device's [`ChainedTable`] (host data: `--load` is its keys per base-slab
+//! slot). CSV, and an SVG plot of speedup against devices with the ideal line.
 
 use crate::checks::{
     available_backend, check_csv_path, check_log2_keys, check_repeats, with_scheme,
@@ -16,7 +17,8 @@ use crate::checks::{
 use crate::common::{distinct_keys, time};
 use crate::plot::{Figure, Panel, Series, XAxis, write_svg};
 use hashtile::{
-    Backend, BackendChoice, HashTable, SchemeInfo, ShardedConfig, ShardedTable, TableConfig,
+    Backend, BackendChoice, ChainedConfig, ChainedTable, HashTable, SchemeInfo,
+    ShardedChainedTable, ShardedConfig, ShardedTable, TableConfig,
 };
 use std::path::PathBuf;
 
@@ -29,6 +31,9 @@ pub struct ShardedArgs {
     /// Probing scheme (as `rates --scheme`).
     #[arg(long, default_value = "bcht")]
     pub scheme: String,
+    /// Family: `static` (a `ShardedTable` of `--scheme`) or `chained` (a `ShardedChainedTable`: host data only).
+    #[arg(long, default_value = "static")]
+    pub family: String,
     /// Keys per shard, as a power of two.
     #[arg(long, default_value_t = 26)]
     pub log2_keys: u32,
@@ -74,6 +79,9 @@ pub fn check(a: ShardedArgs) -> Result<ShardedArgs, String> {
     check_repeats("--runs", a.runs)?;
     check_csv_path(&a.csv)?;
     crate::checks::scheme_name("--scheme", &a.scheme)?;
+    if !["static", "chained"].contains(&a.family.as_str()) {
+        return Err(format!("--family {}: static or chained", a.family));
+    }
     if !(a.load > 0.0 && a.load <= 1.0) {
         return Err(format!("--load {}: must be in (0, 1]", a.load));
     }
@@ -132,6 +140,10 @@ pub fn run(a: &ShardedArgs) -> Result<i32, String> {
         .map(|&k| crate::sharded_device::value_of(k))
         .collect();
     let mut rows: Vec<Row> = Vec::new();
+    if a.family == "chained" {
+        chained_rows(a, backend, devices, per, keys, &values, absent, &mut rows)?;
+        return write(a, backend, "chained", per, &rows);
+    }
     with_scheme!(
         name,
         |S| {
@@ -239,6 +251,21 @@ trait Table {
     fn find(&self, k: &[u32]) -> hashtile::Result<Vec<Option<u32>>>;
 }
 
+/// The calls every table wrapper forwards to the table it holds (`.0`) as they are.
+macro_rules! table_calls {
+    () => {
+        fn insert(&mut self, k: &[u32], v: &[u32]) -> hashtile::Result<()> {
+            self.0.insert(k, v)
+        }
+        fn find_into(&self, k: &[u32], out: &mut [u32]) -> hashtile::Result<()> {
+            self.0.find_into(k, out)
+        }
+        fn find(&self, k: &[u32]) -> hashtile::Result<Vec<Option<u32>>> {
+            self.0.find(k)
+        }
+    };
+}
+
 struct Plain<'a, S: SchemeInfo>(&'a mut HashTable<S, u32, u32>);
 struct Sharded<'a, S: SchemeInfo>(&'a mut ShardedTable<S, u32, u32>);
 
@@ -246,30 +273,85 @@ impl<S: SchemeInfo> Table for Plain<'_, S> {
     fn clear(&mut self) -> hashtile::Result<()> {
         self.0.clear()
     }
-    fn insert(&mut self, k: &[u32], v: &[u32]) -> hashtile::Result<()> {
-        self.0.insert(k, v)
-    }
-    fn find_into(&self, k: &[u32], out: &mut [u32]) -> hashtile::Result<()> {
-        self.0.find_into(k, out)
-    }
-    fn find(&self, k: &[u32]) -> hashtile::Result<Vec<Option<u32>>> {
-        self.0.find(k)
-    }
+    table_calls!();
 }
 
 impl<S: SchemeInfo> Table for Sharded<'_, S> {
     fn clear(&mut self) -> hashtile::Result<()> {
         self.0.clear()
     }
-    fn insert(&mut self, k: &[u32], v: &[u32]) -> hashtile::Result<()> {
-        self.0.insert(k, v)
+    table_calls!();
+}
+
+/// The chained family's rows (`--family chained`): one device's `ChainedTable`, then a `ShardedChainedTable`
+/// of each shard count, host data (the chained family has no device-data path over shards).
+#[allow(clippy::too_many_arguments)]
+fn chained_rows(
+    a: &ShardedArgs,
+    backend: Backend,
+    devices: usize,
+    per: usize,
+    keys: &[u32],
+    values: &[u32],
+    absent: &[u32],
+    rows: &mut Vec<Row>,
+) -> Result<(), String> {
+    let err = |e: hashtile::Error| e.to_string();
+    let one = ChainedConfig::for_keys(per, a.load).backend(BackendChoice::Exactly(backend));
+    let mut t = OneChained(ChainedTable::new(one.clone()).map_err(err)?, one);
+    let (k, v, x) = (&keys[..per], &values[..per], &absent[..per]);
+    measure(a, 0, k, v, x, rows, &mut t)?;
+    drop(t);
+    for &g in &a.shards {
+        if backend != Backend::Cpu && g > devices {
+            eprintln!("sharded: {g} shards skipped ({devices} device(s) here)");
+            continue;
+        }
+        let n = per * g;
+        let table = ChainedConfig::for_keys(n, a.load).backend(BackendChoice::Exactly(backend));
+        let config = if backend == Backend::Cpu {
+            ShardedConfig::new(table).shards(g)
+        } else {
+            ShardedConfig::new(table).devices((0..g).collect::<Vec<_>>())
+        };
+        let mut t = ShardChained(
+            ShardedChainedTable::new(config.clone()).map_err(err)?,
+            config,
+        );
+        measure(a, g, &keys[..n], &values[..n], &absent[..n], rows, &mut t)?;
     }
-    fn find_into(&self, k: &[u32], out: &mut [u32]) -> hashtile::Result<()> {
-        self.0.find_into(k, out)
+    Ok(())
+}
+
+/// One device's chained table and its config: a chained table has no `clear`, so it is made afresh.
+struct OneChained(ChainedTable<u32, u32>, ChainedConfig);
+/// A sharded chained table and its config, made afresh to clear it.
+struct ShardChained(ShardedChainedTable<u32, u32>, ShardedConfig<ChainedConfig>);
+
+impl Table for OneChained {
+    fn clear(&mut self) -> hashtile::Result<()> {
+        // The old table goes first: its memory comes back before the new one's is taken.
+        self.0 = ChainedTable::new(ChainedConfig {
+            buckets: 1,
+            pool_slabs: 32,
+            ..self.1.clone()
+        })?;
+        self.0 = ChainedTable::new(self.1.clone())?;
+        Ok(())
     }
-    fn find(&self, k: &[u32]) -> hashtile::Result<Vec<Option<u32>>> {
-        self.0.find(k)
+    table_calls!();
+}
+
+impl Table for ShardChained {
+    fn clear(&mut self) -> hashtile::Result<()> {
+        let mut tiny = self.1.clone();
+        tiny.table.buckets = 1;
+        tiny.table.pool_slabs = 32;
+        self.0 = ShardedChainedTable::new(tiny)?;
+        self.0 = ShardedChainedTable::new(self.1.clone())?;
+        Ok(())
     }
+    table_calls!();
 }
 
 /// Times `insert`, `find_into` and `find` of one table (`shards` 0: the one-device table) and checks them.
@@ -454,11 +536,11 @@ fn write(
         });
         let fig = Figure {
             caption: format!(
-                "ShardedTable on {backend}: {scheme}, 2^{} keys per shard at load {}",
+                "sharded tables on {backend}: {scheme}, 2^{} keys per shard at load {}",
                 a.log2_keys, a.load
             ),
             x_label: "shards (devices)".into(),
-            y_label: "speedup over one device's HashTable".into(),
+            y_label: "speedup over one device's table".into(),
             x_axis: XAxis::Linear,
             y_range: None,
             cols: 1,

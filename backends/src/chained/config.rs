@@ -38,6 +38,9 @@ pub struct ChainedConfig {
     pub seed: u64,
     /// Where the table lives.
     pub backend: BackendChoice,
+    /// Which device of the backend (ordinal; default 0, ignored on the CPU): a sharded table's shards each take
+    /// their own.
+    pub device: usize,
     /// Keys per device batch of a GPU store's host calls (`None`: the default, 2^26; larger calls run as
     /// consecutive device batches, bounding the device memory of one call), copied in chunks of half that.
     /// Small values are for tests of the batch and chunk boundaries. The CPU store ignores it.
@@ -54,6 +57,7 @@ impl ChainedConfig {
             pool_slabs: buckets.div_ceil(4).max(32),
             seed: hashtile_core::hash::DEFAULT_SEED,
             backend: BackendChoice::Auto,
+            device: 0,
             batch_keys: None,
         }
     }
@@ -61,6 +65,12 @@ impl ChainedConfig {
     /// The same configuration on `backend`.
     pub fn backend(mut self, backend: BackendChoice) -> Self {
         self.backend = backend;
+        self
+    }
+
+    /// The same configuration on device `ordinal` of its backend ([`ChainedConfig::device`]).
+    pub fn device(mut self, ordinal: usize) -> Self {
+        self.device = ordinal;
         self
     }
 

@@ -40,6 +40,7 @@ pub use config::{ChainStats, ChainedConfig, NeedSlab, SLAB_SLOTS};
 use crate::chained::gpu::{DeviceChained, StoreSpec, device_chained, op, status};
 use crate::device::layout::{Packed, Wide};
 use crate::results::{FindAll, offsets_from_counts};
+use crate::runtime::dispatch::{TableStream, table_stream};
 use crate::runtime::host_io::{BatchSizes, check_out_len, first_reserved, reserved_keys};
 use crate::runtime::host_memory::{answer_room, zeroed_answers};
 use crate::runtime::words::{same_options_vec, with_find_all_words, with_words_mut, words_of};
@@ -52,6 +53,8 @@ use std::marker::PhantomData;
 /// A dynamic hash table of `K -> V` by slab-list chaining, on the CPU or a GPU (see the module documentation).
 pub struct ChainedTable<K: Key, V: Value> {
     store: Store,
+    /// The CubeCL stream every call runs on, whichever thread calls (`dispatch::table_stream`, D38).
+    stream: TableStream,
     family: HashFamily,
     _types: PhantomData<(K, V)>,
 }
@@ -134,25 +137,31 @@ impl<K: Key, V: Value> ChainedTable<K, V> {
                 sizes: BatchSizes::from_keys(cfg.batch_keys),
             }
         }
-        let store = match backend {
-            Backend::Cpu => Store::Cpu(CpuChained::new(family, cfg.buckets, cfg.pool_slabs)?),
-            b if narrow => Store::Device(
-                b,
-                Gpu::Packed(device_chained::<u32, Packed>(
+        let stream = table_stream();
+        let store = stream.id().executes(|| -> Result<Store> {
+            Ok(match backend {
+                Backend::Cpu => Store::Cpu(CpuChained::new(family, cfg.buckets, cfg.pool_slabs)?),
+                b if narrow => Store::Device(
                     b,
-                    spec::<K, u32>(&cfg, family),
-                )?),
-            ),
-            b => Store::Device(
-                b,
-                Gpu::Wide(device_chained::<u64, Wide>(
+                    Gpu::Packed(device_chained::<u32, Packed>(
+                        b,
+                        cfg.device,
+                        spec::<K, u32>(&cfg, family),
+                    )?),
+                ),
+                b => Store::Device(
                     b,
-                    spec::<K, u64>(&cfg, family),
-                )?),
-            ),
-        };
+                    Gpu::Wide(device_chained::<u64, Wide>(
+                        b,
+                        cfg.device,
+                        spec::<K, u64>(&cfg, family),
+                    )?),
+                ),
+            })
+        })?;
         Ok(Self {
             store,
+            stream,
             family,
             _types: PhantomData,
         })
@@ -168,10 +177,11 @@ impl<K: Key, V: Value> ChainedTable<K, V> {
 
     /// Live pairs stored.
     pub fn len(&self) -> usize {
-        match &self.store {
+        let stream = self.stream.id();
+        stream.executes(|| match &self.store {
             Store::Cpu(c) => c.len(),
             Store::Device(_, g) => on_gpu!(g, d => d.len()),
-        }
+        })
     }
 
     /// `true` when no pair is stored.
@@ -233,24 +243,28 @@ impl<K: Key, V: Value> ChainedTable<K, V> {
 
     /// Inserts every pair as a further copy (multimap: duplicates are kept).
     pub fn insert(&mut self, keys: &[K], values: &[V]) -> Result<()> {
-        match &mut self.store {
-            Store::Cpu(c) => {
-                Self::pairs_checked(keys, values)?;
-                Self::batch(c, keys.len(), |s, i| {
-                    s.insert(keys[i].widen(), values[i].widen(), false)
-                })?;
+        let stream = self.stream.id();
+        stream.executes(|| {
+            match &mut self.store {
+                Store::Cpu(c) => {
+                    Self::pairs_checked(keys, values)?;
+                    Self::batch(c, keys.len(), |s, i| {
+                        s.insert(keys[i].widen(), values[i].widen(), false)
+                    })?;
+                }
+                Store::Device(_, g) => {
+                    on_gpu!(g, d => d.insert(&words_of(keys), &words_of(values), false))?;
+                }
             }
-            Store::Device(_, g) => {
-                on_gpu!(g, d => d.insert(&words_of(keys), &words_of(values), false))?;
-            }
-        }
-        Ok(())
+            Ok(())
+        })
     }
 
     /// Inserts every pair with unique keys: a stored key's first copy gets the new value. Of one key's pairs in
     /// a batch, one (unspecified) value wins. Returns how many keys were new.
     pub fn replace(&mut self, keys: &[K], values: &[V]) -> Result<usize> {
-        match &mut self.store {
+        let stream = self.stream.id();
+        stream.executes(|| match &mut self.store {
             Store::Cpu(c) => {
                 Self::pairs_checked(keys, values)?;
                 let placed = Self::batch(c, keys.len(), |s, i| {
@@ -261,7 +275,7 @@ impl<K: Key, V: Value> ChainedTable<K, V> {
             Store::Device(_, g) => {
                 on_gpu!(g, d => d.insert(&words_of(keys), &words_of(values), true))
             }
-        }
+        })
     }
 
     /// Erases the first copy of each key (a key given twice erases two copies); returns how many were erased.
@@ -275,18 +289,20 @@ impl<K: Key, V: Value> ChainedTable<K, V> {
     }
 
     fn erase_some(&mut self, keys: &[K], all: bool) -> Result<usize> {
-        match &mut self.store {
+        let stream = self.stream.id();
+        stream.executes(|| match &mut self.store {
             Store::Cpu(c) => {
                 check_keys(keys)?;
                 Ok(keys.par_iter().map(|k| c.erase(k.widen(), all)).sum())
             }
             Store::Device(_, g) => on_gpu!(g, d => d.erase(&words_of(keys), all)),
-        }
+        })
     }
 
     /// The value of each key's first copy.
     pub fn find(&self, keys: &[K]) -> Result<Vec<Option<V>>> {
-        match &self.store {
+        let stream = self.stream.id();
+        stream.executes(|| match &self.store {
             Store::Cpu(c) => {
                 check_keys(keys)?;
                 Ok(keys
@@ -295,27 +311,30 @@ impl<K: Key, V: Value> ChainedTable<K, V> {
                     .collect())
             }
             Store::Device(_, g) => on_gpu!(g, d => Ok(narrowed_options(d.find(&words_of(keys))?))),
-        }
+        })
     }
 
     /// The value of each key's first copy into `out` (as long as `keys`), or [`Value::ABSENT`] (all ones) for an
     /// absent key. On GPUs the values are copied straight into `out` (directly when it is pinned memory), as
     /// `HashTable::find_into` does.
     pub fn find_into(&self, keys: &[K], out: &mut [V]) -> Result<()> {
-        check_out_len(keys.len(), out.len())?;
-        match &self.store {
-            Store::Cpu(c) => {
-                check_keys(keys)?;
-                out.par_iter_mut().zip(keys).for_each(|(o, k)| {
-                    *o = c.find(k.widen()).map_or(V::ABSENT, V::narrow);
-                });
-                Ok(())
+        let stream = self.stream.id();
+        stream.executes(|| {
+            check_out_len(keys.len(), out.len())?;
+            match &self.store {
+                Store::Cpu(c) => {
+                    check_keys(keys)?;
+                    out.par_iter_mut().zip(keys).for_each(|(o, k)| {
+                        *o = c.find(k.widen()).map_or(V::ABSENT, V::narrow);
+                    });
+                    Ok(())
+                }
+                Store::Device(_, g) => on_gpu!(g, d => {
+                    let keys = words_of(keys);
+                    with_words_mut(out, |o| d.find_into(&keys, o))
+                }),
             }
-            Store::Device(_, g) => on_gpu!(g, d => {
-                let keys = words_of(keys);
-                with_words_mut(out, |o| d.find_into(&keys, o))
-            }),
-        }
+        })
     }
 
     /// How many copies of each key are stored.
@@ -327,17 +346,20 @@ impl<K: Key, V: Value> ChainedTable<K, V> {
 
     /// How many copies of each key are stored, into `out` (as long as `keys`; on GPUs copied straight there).
     pub fn count_into(&self, keys: &[K], out: &mut [u32]) -> Result<()> {
-        check_out_len(keys.len(), out.len())?;
-        match &self.store {
-            Store::Cpu(c) => {
-                check_keys(keys)?;
-                out.par_iter_mut()
-                    .zip(keys)
-                    .for_each(|(o, k)| *o = c.count(k.widen()));
-                Ok(())
+        let stream = self.stream.id();
+        stream.executes(|| {
+            check_out_len(keys.len(), out.len())?;
+            match &self.store {
+                Store::Cpu(c) => {
+                    check_keys(keys)?;
+                    out.par_iter_mut()
+                        .zip(keys)
+                        .for_each(|(o, k)| *o = c.count(k.widen()));
+                    Ok(())
+                }
+                Store::Device(_, g) => on_gpu!(g, d => d.count_into(&words_of(keys), out)),
             }
-            Store::Device(_, g) => on_gpu!(g, d => d.count_into(&words_of(keys), out)),
-        }
+        })
     }
 
     /// Every value of each key: `values[offsets[i]..offsets[i + 1]]` are key `i`'s, in list order
@@ -354,92 +376,98 @@ impl<K: Key, V: Value> ChainedTable<K, V> {
     /// previous call has touched already (the first touch of fresh memory costs most of a large
     /// [`ChainedTable::find_all`]). On an error, `out`'s contents are unspecified.
     pub fn find_all_into(&self, keys: &[K], out: &mut FindAll<V>) -> Result<()> {
-        let c = match &self.store {
-            Store::Cpu(c) => {
-                check_keys(keys)?;
-                c
-            }
-            Store::Device(_, g) => {
-                return on_gpu!(g, d => {
-                    let keys = words_of(keys);
-                    with_find_all_words(out, |o| d.find_all_into(&keys, o))
-                });
-            }
-        };
-        let per: Vec<Vec<u64>> = keys
-            .par_iter()
-            .map(|k| {
-                let mut v = Vec::new();
-                c.find_all(k.widen(), &mut v);
-                v
-            })
-            .collect();
-        let sum = offsets_from_counts(&mut out.offsets, per.iter().map(Vec::len))?;
-        out.values.clear();
-        answer_room(&mut out.values, sum);
-        out.values.par_extend(
-            per.par_iter()
-                .flat_map_iter(|v| v.iter().map(|&w| V::narrow(w))),
-        );
-        Ok(())
+        let stream = self.stream.id();
+        stream.executes(|| {
+            let c = match &self.store {
+                Store::Cpu(c) => {
+                    check_keys(keys)?;
+                    c
+                }
+                Store::Device(_, g) => {
+                    return on_gpu!(g, d => {
+                        let keys = words_of(keys);
+                        with_find_all_words(out, |o| d.find_all_into(&keys, o))
+                    });
+                }
+            };
+            let per: Vec<Vec<u64>> = keys
+                .par_iter()
+                .map(|k| {
+                    let mut v = Vec::new();
+                    c.find_all(k.widen(), &mut v);
+                    v
+                })
+                .collect();
+            let sum = offsets_from_counts(&mut out.offsets, per.iter().map(Vec::len))?;
+            out.values.clear();
+            answer_room(&mut out.values, sum);
+            out.values.par_extend(
+                per.par_iter()
+                    .flat_map_iter(|v| v.iter().map(|&w| V::narrow(w))),
+            );
+            Ok(())
+        })
     }
 
     /// Runs a mixed batch (on a GPU: one launch, so one warp may mix inserts, erases and finds): operations on
     /// distinct keys commute; operations on one key run in an unspecified order, each seeing the table as some
     /// order of them leaves it, and never corrupt it.
     pub fn apply(&mut self, ops: &[Op<K, V>]) -> Result<Vec<Outcome<V>>> {
-        check_keys(&ops.iter().map(|o| o.key()).collect::<Vec<_>>())?;
-        if let Store::Device(_, g) = &mut self.store {
-            let mut codes = Vec::with_capacity(ops.len());
-            let mut keys = Vec::with_capacity(ops.len());
-            let mut values = Vec::with_capacity(ops.len());
-            for o in ops {
-                let (c, k, v) = match *o {
-                    Op::Insert(k, v) => (op::INSERT, k, v),
-                    Op::Replace(k, v) => (op::REPLACE, k, v),
-                    Op::Erase(k) => (op::ERASE, k, V::default()),
-                    Op::Find(k) => (op::FIND, k, V::default()),
-                };
-                codes.push(c);
-                keys.push(k);
-                values.push(v);
-            }
-            let answers: Vec<(u64, u32)> = on_gpu!(g, d => d
-                .apply(&codes, &words_of(&keys), &words_of(&values))?
-                .into_iter()
-                .map(|(v, s)| (v.widen(), s))
-                .collect());
-            return answers
-                .into_iter()
-                .map(|(v, s)| match s {
-                    status::INSERTED => Ok(Outcome::Inserted),
-                    status::UPDATED => Ok(Outcome::Updated),
-                    status::ERASED => Ok(Outcome::Erased),
-                    status::FOUND => Ok(Outcome::Found(V::narrow(v))),
-                    status::NOT_FOUND => Ok(Outcome::NotFound),
-                    s => Err(Error::Device(format!("a mixed batch reported status {s}"))),
-                })
-                .collect();
-        }
-        let c = self.cpu().expect("the CPU store");
-        Self::batch(c, ops.len(), |s, i| {
-            Ok(match ops[i] {
-                Op::Insert(k, v) => {
-                    s.insert(k.widen(), v.widen(), false)?;
-                    Outcome::Inserted
+        let stream = self.stream.id();
+        stream.executes(|| {
+            check_keys(&ops.iter().map(|o| o.key()).collect::<Vec<_>>())?;
+            if let Store::Device(_, g) = &mut self.store {
+                let mut codes = Vec::with_capacity(ops.len());
+                let mut keys = Vec::with_capacity(ops.len());
+                let mut values = Vec::with_capacity(ops.len());
+                for o in ops {
+                    let (c, k, v) = match *o {
+                        Op::Insert(k, v) => (op::INSERT, k, v),
+                        Op::Replace(k, v) => (op::REPLACE, k, v),
+                        Op::Erase(k) => (op::ERASE, k, V::default()),
+                        Op::Find(k) => (op::FIND, k, V::default()),
+                    };
+                    codes.push(c);
+                    keys.push(k);
+                    values.push(v);
                 }
-                Op::Replace(k, v) => match s.insert(k.widen(), v.widen(), true)? {
-                    Placed::Inserted => Outcome::Inserted,
-                    Placed::Updated => Outcome::Updated,
-                },
-                Op::Erase(k) => match s.erase(k.widen(), false) {
-                    0 => Outcome::NotFound,
-                    _ => Outcome::Erased,
-                },
-                Op::Find(k) => match s.find(k.widen()) {
-                    Some(v) => Outcome::Found(V::narrow(v)),
-                    None => Outcome::NotFound,
-                },
+                let answers: Vec<(u64, u32)> = on_gpu!(g, d => d
+                    .apply(&codes, &words_of(&keys), &words_of(&values))?
+                    .into_iter()
+                    .map(|(v, s)| (v.widen(), s))
+                    .collect());
+                return answers
+                    .into_iter()
+                    .map(|(v, s)| match s {
+                        status::INSERTED => Ok(Outcome::Inserted),
+                        status::UPDATED => Ok(Outcome::Updated),
+                        status::ERASED => Ok(Outcome::Erased),
+                        status::FOUND => Ok(Outcome::Found(V::narrow(v))),
+                        status::NOT_FOUND => Ok(Outcome::NotFound),
+                        s => Err(Error::Device(format!("a mixed batch reported status {s}"))),
+                    })
+                    .collect();
+            }
+            let c = self.cpu().expect("the CPU store");
+            Self::batch(c, ops.len(), |s, i| {
+                Ok(match ops[i] {
+                    Op::Insert(k, v) => {
+                        s.insert(k.widen(), v.widen(), false)?;
+                        Outcome::Inserted
+                    }
+                    Op::Replace(k, v) => match s.insert(k.widen(), v.widen(), true)? {
+                        Placed::Inserted => Outcome::Inserted,
+                        Placed::Updated => Outcome::Updated,
+                    },
+                    Op::Erase(k) => match s.erase(k.widen(), false) {
+                        0 => Outcome::NotFound,
+                        _ => Outcome::Erased,
+                    },
+                    Op::Find(k) => match s.find(k.widen()) {
+                        Some(v) => Outcome::Found(V::narrow(v)),
+                        None => Outcome::NotFound,
+                    },
+                })
             })
         })
     }
@@ -447,10 +475,11 @@ impl<K: Key, V: Value> ChainedTable<K, V> {
     /// Compacts every list into its fewest slabs (dropping tombstones) and returns the freed slabs to the
     /// allocator; returns how many were freed.
     pub fn flush(&mut self) -> Result<usize> {
-        match &mut self.store {
+        let stream = self.stream.id();
+        stream.executes(|| match &mut self.store {
             Store::Cpu(c) => Ok(c.flush()),
             Store::Device(_, g) => on_gpu!(g, d => d.flush()),
-        }
+        })
     }
 
     /// A GPU store read back as a CPU store (the same slabs, links and pool bitmap).
@@ -462,35 +491,41 @@ impl<K: Key, V: Value> ChainedTable<K, V> {
 
     /// Every stored pair (list by list).
     pub fn pairs(&self) -> Result<Vec<(K, V)>> {
-        let pairs = match &self.store {
-            Store::Cpu(c) => c.pairs(),
-            Store::Device(_, g) => Self::read_back(g, self.family)?.pairs(),
-        };
-        Ok(pairs
-            .into_iter()
-            .map(|(k, v)| (K::narrow(k), V::narrow(v)))
-            .collect())
+        let stream = self.stream.id();
+        stream.executes(|| {
+            let pairs = match &self.store {
+                Store::Cpu(c) => c.pairs(),
+                Store::Device(_, g) => Self::read_back(g, self.family)?.pairs(),
+            };
+            Ok(pairs
+                .into_iter()
+                .map(|(k, v)| (K::narrow(k), V::narrow(v)))
+                .collect())
+        })
     }
 
     /// Checks the table's invariants (see [`cpu::CpuChained::check`]; a GPU table is read back first) and
     /// returns what it holds; `Err` says which invariant broke. For tests and debugging: it reads every slab.
     pub fn check(&mut self) -> std::result::Result<ChainStats, String> {
-        let family = self.family;
-        match &mut self.store {
-            Store::Cpu(c) => c.check(),
-            Store::Device(_, g) => {
-                let mut c = Self::read_back(g, family).map_err(|e| e.to_string())?;
-                let stats = c.check()?;
-                let len = on_gpu!(g, d => d.len());
-                if stats.live != len {
-                    return Err(format!(
-                        "the GPU store counts {len} pairs, its slabs hold {}",
-                        stats.live
-                    ));
+        let stream = self.stream.id();
+        stream.executes(|| {
+            let family = self.family;
+            match &mut self.store {
+                Store::Cpu(c) => c.check(),
+                Store::Device(_, g) => {
+                    let mut c = Self::read_back(g, family).map_err(|e| e.to_string())?;
+                    let stats = c.check()?;
+                    let len = on_gpu!(g, d => d.len());
+                    if stats.live != len {
+                        return Err(format!(
+                            "the GPU store counts {len} pairs, its slabs hold {}",
+                            stats.live
+                        ));
+                    }
+                    Ok(stats)
                 }
-                Ok(stats)
             }
-        }
+        })
     }
 
     /// Live pairs over the slots of every slab in use (base slabs and pool slabs in lists): SlabHash's memory

@@ -2,6 +2,7 @@
 
 use super::ranks::Ranks;
 use super::route::MAX_SHARDS;
+use crate::chained::ChainedConfig;
 use crate::select::{Backend, BackendChoice, device_count, resolve};
 use crate::table::TableConfig;
 use hashtile_core::{Error, Result};
@@ -20,10 +21,12 @@ pub enum Shards {
     Count(usize),
 }
 
-/// How to build a sharded table: the whole table's [`TableConfig`] (backend, capacity or keys and load, scheme
-/// settings, growth, reserved key) and where its shards go. Each shard gets the whole table's capacity divided
-/// by the shard count plus room for the keys' uneven spread over shards (four standard deviations), so a table
-/// made by `TableConfig::for_keys(n, load)` takes `n` random keys at about `load` in every shard.
+/// How to build a sharded table: the whole table's config (a [`TableConfig`]: backend, capacity or keys and load,
+/// scheme settings, growth, reserved key; a [`ChainedConfig`] for a
+/// [`ShardedChainedTable`](super::ShardedChainedTable)) and where its shards go. Each shard gets the whole table's
+/// size divided by the shard count plus room for the keys' uneven spread over shards (four standard deviations,
+/// [`ShardConfig`]), so a table made by `TableConfig::for_keys(n, load)` takes `n` random keys at about `load` in
+/// every shard.
 ///
 /// ```
 /// use hashtile_backends::{Backend, BackendChoice, ShardedConfig, TableConfig};
@@ -35,9 +38,9 @@ pub enum Shards {
 /// # Ok::<(), hashtile_core::Error>(())
 /// ```
 #[derive(Debug, Clone, PartialEq)]
-pub struct ShardedConfig {
+pub struct ShardedConfig<C = TableConfig> {
     /// The whole table (its `device` is ignored: [`ShardedConfig::shards`] places the shards).
-    pub table: TableConfig,
+    pub table: C,
     /// Where the shards go (default: one per device).
     pub shards: Shards,
     /// Seed of the route hash that picks a key's shard (independent of the shards' hash families).
@@ -70,9 +73,64 @@ pub const PART_ALIGN: usize = 32;
 /// The route seed of a sharded table unless the user gives one.
 pub const DEFAULT_ROUTE_SEED: u64 = 0x5348_4152_4445_4421;
 
-impl ShardedConfig {
+/// A family's table config as the shards of a sharded table take it: the whole table's, divided among them.
+pub trait ShardConfig: Clone {
+    /// The backend the whole table asks for.
+    fn backend_choice(&self) -> BackendChoice;
+    /// The config of one of `shards` shards, on device `device` of `backend`: the whole table's size divided by
+    /// the shard count, plus room for the keys' spread over shards ([`spread_room`]).
+    fn shard(&self, shards: usize, device: usize, backend: Backend) -> Self;
+}
+
+/// Room a shard of `per` expected keys (or slots) takes beyond them among `shards`: four standard deviations of
+/// its share of random keys and 64, none for one shard.
+pub fn spread_room(per: usize, shards: usize) -> usize {
+    if shards > 1 {
+        4 * (per as f64).sqrt().ceil() as usize + 64
+    } else {
+        0
+    }
+}
+
+impl ShardConfig for TableConfig {
+    fn backend_choice(&self) -> BackendChoice {
+        self.backend
+    }
+
+    fn shard(&self, shards: usize, device: usize, backend: Backend) -> Self {
+        let per = self.capacity.div_ceil(shards);
+        TableConfig {
+            backend: BackendChoice::Exactly(backend),
+            capacity: per + spread_room(per, shards),
+            device,
+            ..self.clone()
+        }
+    }
+}
+
+impl ShardConfig for ChainedConfig {
+    fn backend_choice(&self) -> BackendChoice {
+        self.backend
+    }
+
+    /// The lists and the pool's first slabs divided (a list's expected length is the whole table's).
+    fn shard(&self, shards: usize, device: usize, backend: Backend) -> Self {
+        let buckets = (self.buckets as usize).div_ceil(shards);
+        let pool = (self.pool_slabs as usize).div_ceil(shards);
+        let room = |n: usize| (n + spread_room(n, shards)).min(u32::MAX as usize) as u32;
+        ChainedConfig {
+            buckets: room(buckets),
+            pool_slabs: room(pool),
+            backend: BackendChoice::Exactly(backend),
+            device,
+            ..self.clone()
+        }
+    }
+}
+
+impl<C: ShardConfig> ShardedConfig<C> {
     /// A sharded table of `table`'s size and settings, one shard per device of its backend.
-    pub fn new(table: TableConfig) -> Self {
+    pub fn new(table: C) -> Self {
         Self {
             table,
             shards: Shards::AllDevices,
@@ -125,7 +183,7 @@ impl ShardedConfig {
 
     /// The backend the shards run on (`Auto` resolved).
     pub fn backend(&self) -> Backend {
-        resolve(self.table.backend)
+        resolve(self.table.backend_choice())
     }
 
     /// The device of each shard this process holds (with ranks, its own shard's), checked: at least one shard
@@ -174,20 +232,8 @@ impl ShardedConfig {
         Ok(devices)
     }
 
-    /// The table config of each of `shards` shards: the whole table's divided, with room for the spread.
-    pub(crate) fn shard_table(&self, shards: usize, device: usize) -> TableConfig {
-        let t = &self.table;
-        let per = t.capacity.div_ceil(shards);
-        let spread = if shards > 1 {
-            4 * (per as f64).sqrt().ceil() as usize + 64
-        } else {
-            0
-        };
-        TableConfig {
-            backend: BackendChoice::Exactly(self.backend()),
-            capacity: per + spread,
-            device,
-            ..t.clone()
-        }
+    /// The table config of each of `shards` shards ([`ShardConfig::shard`]).
+    pub(crate) fn shard_table(&self, shards: usize, device: usize) -> C {
+        self.table.shard(shards, device, self.backend())
     }
 }

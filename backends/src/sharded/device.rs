@@ -143,7 +143,7 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
             start_step(&ex, &beside, &mut phases)?;
             trace.lap("exchange queued");
             // Each shard's find is queued and waited for on a thread of its own, as its inserts are.
-            super::run_each_ref(&self.shards, |h, shard| {
+            super::shard_threads::run_each_ref(&self.shards, |h, shard| {
                 let n = steps.recv_len(h, s);
                 if n == 0 {
                     return Ok(());
@@ -196,7 +196,7 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
         (values, flags): (&[Handle], &[Handle]),
         (out, found): (&[Handle], &[Handle]),
     ) -> Result<()> {
-        super::run_each_ref(&self.shards, |g, shard| {
+        super::shard_threads::run_each_ref(&self.shards, |g, shard| {
             let (client, n) = (&clients[g], lens[g]);
             let words = steps.send_words(g).max(1);
             shard.stream().executes(|| {

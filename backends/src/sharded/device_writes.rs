@@ -221,7 +221,7 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
             };
             start_step(&ex, &next, &mut phases)?;
             trace.lap("next step queued");
-            let results = super::run_each(&mut self.shards, |h, shard| {
+            let results = super::shard_threads::run_each(&mut self.shards, |h, shard| {
                 let n = steps.recv_len(h, s);
                 if n == 0 {
                     return Ok(T::default());

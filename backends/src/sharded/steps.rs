@@ -143,36 +143,39 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
         let entries: Vec<u32> = (self.route.entries.iter().enumerate())
             .map(|(e, &shard)| ((e % steps) * shards) as u32 + shard)
             .collect();
-        let counted = super::run_each_ref(&self.shards, |g, shard| -> Result<(Handle, Vec<u32>)> {
-            let (client, n) = (&clients[g], lens[g]);
-            shard.stream().executes(|| {
-                let entries_h = client.create_from_slice(u32::as_bytes(&entries));
-                let counts = client.empty(width * 4);
-                fill_u32(client, &counts, width, 0);
-                if n > 0 {
-                    let stand_in = client.empty(4);
-                    // SAFETY: the kernel guards each position against the slice's length `n`; the mask is
-                    // not read unmasked.
-                    unsafe {
-                        route_count_kernel::launch_unchecked::<Packed, ByRoute, R>(
-                            client,
-                            cube_count(n.div_ceil(TILE) * CUBE),
-                            CubeDim::new_1d(CUBE_SIZE),
-                            ArrayArg::from_raw_parts(keys[g].clone(), n),
-                            ArrayArg::from_raw_parts(stand_in, 1),
-                            ArrayArg::from_raw_parts(entries_h.clone(), entries.len()),
-                            ArrayArg::from_raw_parts(counts.clone(), width),
-                            seed,
-                            super::route::ROUTE_BITS,
-                            false,
-                            width as u32,
-                        )
+        let counted = super::shard_threads::run_each_ref(
+            &self.shards,
+            |g, shard| -> Result<(Handle, Vec<u32>)> {
+                let (client, n) = (&clients[g], lens[g]);
+                shard.stream().executes(|| {
+                    let entries_h = client.create_from_slice(u32::as_bytes(&entries));
+                    let counts = client.empty(width * 4);
+                    fill_u32(client, &counts, width, 0);
+                    if n > 0 {
+                        let stand_in = client.empty(4);
+                        // SAFETY: the kernel guards each position against the slice's length `n`; the mask is
+                        // not read unmasked.
+                        unsafe {
+                            route_count_kernel::launch_unchecked::<Packed, ByRoute, R>(
+                                client,
+                                cube_count(n.div_ceil(TILE) * CUBE),
+                                CubeDim::new_1d(CUBE_SIZE),
+                                ArrayArg::from_raw_parts(keys[g].clone(), n),
+                                ArrayArg::from_raw_parts(stand_in, 1),
+                                ArrayArg::from_raw_parts(entries_h.clone(), entries.len()),
+                                ArrayArg::from_raw_parts(counts.clone(), width),
+                                seed,
+                                super::route::ROUTE_BITS,
+                                false,
+                                width as u32,
+                            )
+                        }
                     }
-                }
-                let c = u32::from_bytes(&client.read_one_unchecked(counts)).to_vec();
-                Ok((entries_h, c))
-            })
-        })
+                    let c = u32::from_bytes(&client.read_one_unchecked(counts)).to_vec();
+                    Ok((entries_h, c))
+                })
+            },
+        )
         .into_iter()
         .collect::<Result<Vec<_>>>()?;
         let (entries_hs, rows): (Vec<Handle>, Vec<Vec<u32>>) = counted.into_iter().unzip();
@@ -198,7 +201,7 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
         let recv_base: Vec<Vec<usize>> = (0..self.shards.len())
             .map(|h| bases(plans.iter().map(|p| p.recv_len(base + h))))
             .collect();
-        let routed = super::run_each_ref(
+        let routed = super::shard_threads::run_each_ref(
             &self.shards,
             |g, shard| -> Result<(Handle, Handle, Option<Handle>)> {
                 let (client, n, entries_h) = (&clients[g], lens[g], &entries_hs[g]);

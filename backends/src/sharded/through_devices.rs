@@ -30,7 +30,7 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
         let lens: Vec<usize> = (0..self.shards.len())
             .map(|g| data.len().saturating_sub(g * share).min(share))
             .collect();
-        let handles = super::run_each_ref(&self.shards, |g, shard| {
+        let handles = super::shard_threads::run_each_ref(&self.shards, |g, shard| {
             let part = &data[(g * share).min(data.len())..][..lens[g]];
             let t = gpu::<R, S, K, V>(shard)?;
             shard
@@ -148,7 +148,7 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
                 .collect();
             handles
                 .into_iter()
-                .map(super::join_thread)
+                .map(super::shard_threads::join_thread)
                 .collect::<Result<Vec<()>>>()
         })?;
         Ok(())

@@ -79,9 +79,11 @@ pub(crate) struct StoreSpec<W> {
     pub(crate) sizes: BatchSizes,
 }
 
-/// An empty GPU store of layout `L` on `backend` (checked available and not the CPU by the caller).
+/// An empty GPU store of layout `L` on device `device` of `backend` (checked available and not the CPU by the
+/// caller).
 pub(crate) fn device_chained<W: hashtile_core::Element, L: KeyLayout<Key = W, Value = W>>(
     backend: crate::select::Backend,
+    device: usize,
     spec: StoreSpec<W>,
 ) -> Result<Box<dyn DeviceChained<W>>> {
     struct Make<W, L>(StoreSpec<W>, std::marker::PhantomData<L>);
@@ -97,5 +99,9 @@ pub(crate) fn device_chained<W: hashtile_core::Element, L: KeyLayout<Key = W, Va
             Ok(Box::new(table))
         }
     }
-    crate::runtime::dispatch::on_backend(backend, Make::<W, L>(spec, std::marker::PhantomData))
+    crate::runtime::dispatch::on_device(
+        backend,
+        device,
+        Make::<W, L>(spec, std::marker::PhantomData),
+    )
 }

@@ -1,0 +1,386 @@
+//! [`ShardedChainedTable`]: a chained multimap ([`ChainedTable`]) over shards, as [`ShardedTable`] is a static
+//! map over them. A key's copies all live in the shard its route hash picks (`route`), so every operation on
+//! a key is its shard's own: a host batch is partitioned by shard (one parallel pass, the caller's order kept
+//! within each part), each shard runs its part on a thread of its own (each GPU over its own link, on its
+//! table's own stream), and the answers come back in the caller's order. `find_all`'s answers, a run of values
+//! per key, are joined by their counts: the offsets are made in the caller's order, then each key's run is
+//! copied from its shard's answer.
+//!
+//! [`ShardedTable`]: super::ShardedTable
+
+use super::config::ShardedConfig;
+use super::route::{Partition, ShardRoute};
+use super::shard_threads::{merge_failures, run_each, run_each_ref};
+use crate::chained::{ChainStats, ChainedConfig, ChainedTable, Op, Outcome};
+use crate::results::{FindAll, offsets_from_counts};
+use crate::runtime::disjoint::DisjointWrites;
+use crate::runtime::host_io::{check_len, check_out_len, first_reserved, reserved_keys};
+use crate::runtime::host_memory::answer_room;
+use crate::select::Backend;
+use hashtile_core::{Error, Key, Result, Value};
+use rayon::prelude::*;
+
+/// Keys per task when `find_all`'s runs are copied into the answer.
+const JOIN_CHUNK: usize = 1 << 14;
+
+/// A multimap `K -> V` by slab-list chaining, spread over shards: one [`ChainedTable`] per device of the backend
+/// by default (see [`ShardedConfig`]; [`ShardedConfig::shards`] puts several side by side on one device or the
+/// CPU). Every call takes host data and answers in the caller's order, with a [`ChainedTable`]'s semantics:
+/// duplicates are kept, `replace` keeps keys unique, `erase` takes one copy per key given.
+///
+/// ```
+/// use hashtile_backends::chained::ChainedConfig;
+/// use hashtile_backends::{Backend, BackendChoice, ShardedChainedTable, ShardedConfig};
+/// let config = ShardedConfig::new(
+///     ChainedConfig::for_keys(1000, 0.6).backend(BackendChoice::Exactly(Backend::Cpu)),
+/// )
+/// .shards(3);
+/// let mut t: ShardedChainedTable<u32, u32> = ShardedChainedTable::new(config)?;
+/// t.insert(&[1, 1, 2, 3], &[10, 11, 20, 30])?;
+/// assert_eq!(t.count(&[1, 2, 9])?, vec![2, 1, 0]);
+/// let all = t.find_all(&[9, 1])?;
+/// assert_eq!(all.get(0), Some(&[][..]));
+/// let mut ones = all.get(1).unwrap().to_vec();
+/// ones.sort();
+/// assert_eq!(ones, vec![10, 11]);
+/// assert_eq!(t.erase_all(&[1])?, 2);
+/// assert_eq!(t.len(), 2);
+/// # Ok::<(), hashtile_core::Error>(())
+/// ```
+pub struct ShardedChainedTable<K: Key, V: Value> {
+    shards: Vec<ChainedTable<K, V>>,
+    devices: Vec<usize>,
+    route: ShardRoute,
+    backend: Backend,
+}
+
+/// `src` cut into the shards' parts (`p`'s), each in the caller's order.
+fn parts_of<T: Copy + Send + Sync>(p: &Partition, src: &[T]) -> Vec<Vec<T>> {
+    let Some(&fill) = src.first() else {
+        return p.lens().iter().map(|_| Vec::new()).collect();
+    };
+    let mut parts: Vec<Vec<T>> = p.lens().iter().map(|&n| vec![fill; n]).collect();
+    let mut views: Vec<&mut [T]> = parts.iter_mut().map(|v| &mut v[..]).collect();
+    p.split(src, &mut views);
+    parts
+}
+
+impl<K: Key, V: Value> ShardedChainedTable<K, V> {
+    /// An empty table: one [`ChainedTable`] per shard on its device, each with the whole table's lists and first
+    /// pool slabs divided by the shard count (and room for the keys' spread). Errors are [`ChainedTable::new`]'s
+    /// and [`ShardedConfig::shard_devices`]'; a table over ranks is not available yet ([`Error::InvalidConfig`]).
+    pub fn new(config: ShardedConfig<ChainedConfig>) -> Result<Self> {
+        if config.ranks.is_some() {
+            return Err(Error::InvalidConfig(
+                "a sharded chained table over ranks is not available yet; one process holds every shard"
+                    .into(),
+            ));
+        }
+        let devices = config.shard_devices()?;
+        let shards = devices
+            .iter()
+            .map(|&d| ChainedTable::new(config.shard_table(devices.len(), d)))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Self {
+            route: ShardRoute::new(config.route_seed, shards.len()),
+            backend: config.backend(),
+            shards,
+            devices,
+        })
+    }
+
+    /// The backend every shard runs on.
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    /// Shards.
+    pub fn shard_count(&self) -> usize {
+        self.shards.len()
+    }
+
+    /// Shard `i` (`i < shard_count()`).
+    pub fn shard(&self, i: usize) -> &ChainedTable<K, V> {
+        &self.shards[i]
+    }
+
+    /// The device ordinal of each shard.
+    pub fn devices(&self) -> &[usize] {
+        &self.devices
+    }
+
+    /// The shard that holds `key`'s copies.
+    pub fn shard_of(&self, key: K) -> usize {
+        self.route.shard_of(key.widen())
+    }
+
+    /// Live pairs over all shards.
+    pub fn len(&self) -> usize {
+        self.shards.iter().map(ChainedTable::len).sum()
+    }
+
+    /// `true` when no shard holds a pair.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The batch's keys checked whole before any shard changes: a reserved key is a typed error naming its
+    /// index in the batch.
+    fn check_keys(keys: &[K]) -> Result<()> {
+        match first_reserved(&reserved_keys::<K>(), keys) {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// Runs `work` on every shard with its part of `keys` (and of `values`), one thread each; the results in
+    /// shard order, errors naming keys by their index in the batch.
+    fn on_parts<T: Send>(
+        &mut self,
+        keys: &[K],
+        values: Option<&[V]>,
+        work: impl Fn(&mut ChainedTable<K, V>, &[K], &[V]) -> Result<T> + Sync,
+    ) -> Result<(Partition, Vec<T>)> {
+        let p = Partition::new(&self.route, keys);
+        let ks = parts_of(&p, keys);
+        let vs = values.map(|v| parts_of(&p, v));
+        let results = run_each(&mut self.shards, |i, s| {
+            work(s, &ks[i], vs.as_ref().map_or(&[][..], |v| &v[i][..]))
+        });
+        let out = merge_failures(&p, results)?;
+        Ok((p, out))
+    }
+
+    /// [`ShardedChainedTable::on_parts`] for calls that read the shards only.
+    fn on_parts_ref<T: Send>(
+        &self,
+        keys: &[K],
+        work: impl Fn(&ChainedTable<K, V>, &[K]) -> Result<T> + Sync,
+    ) -> Result<(Partition, Vec<T>)> {
+        let p = Partition::new(&self.route, keys);
+        let ks = parts_of(&p, keys);
+        let results = run_each_ref(&self.shards, |i, s| work(s, &ks[i]));
+        let out = merge_failures(&p, results)?;
+        Ok((p, out))
+    }
+
+    /// Inserts every pair as a further copy ([`ChainedTable::insert`]). [`Error::LengthMismatch`] and a reserved
+    /// key ([`Error::SentinelKey`], [`Error::TombstoneKey`]: its batch index) leave every shard unchanged.
+    pub fn insert(&mut self, keys: &[K], values: &[V]) -> Result<()> {
+        if let [one] = &mut self.shards[..] {
+            // One shard: the caller's batch is its part.
+            return one.insert(keys, values);
+        }
+        check_len("values", values.len(), keys.len())?;
+        Self::check_keys(keys)?;
+        if keys.is_empty() {
+            return Ok(());
+        }
+        self.on_parts(keys, Some(values), |s, k, v| s.insert(k, v))
+            .map(|_| ())
+    }
+
+    /// Inserts every pair with unique keys ([`ChainedTable::replace`]): a stored key's first copy gets the new
+    /// value. Returns how many keys were new. Errors as [`ShardedChainedTable::insert`].
+    pub fn replace(&mut self, keys: &[K], values: &[V]) -> Result<usize> {
+        if let [one] = &mut self.shards[..] {
+            return one.replace(keys, values);
+        }
+        check_len("values", values.len(), keys.len())?;
+        Self::check_keys(keys)?;
+        if keys.is_empty() {
+            return Ok(0);
+        }
+        let (_, new) = self.on_parts(keys, Some(values), |s, k, v| s.replace(k, v))?;
+        Ok(new.into_iter().sum())
+    }
+
+    /// Erases the first copy of each key (a key given twice erases two copies); returns how many were erased.
+    pub fn erase(&mut self, keys: &[K]) -> Result<usize> {
+        self.erase_some(keys, false)
+    }
+
+    /// Erases every copy of each key; returns how many were erased.
+    pub fn erase_all(&mut self, keys: &[K]) -> Result<usize> {
+        self.erase_some(keys, true)
+    }
+
+    fn erase_some(&mut self, keys: &[K], all: bool) -> Result<usize> {
+        if let [one] = &mut self.shards[..] {
+            return if all {
+                one.erase_all(keys)
+            } else {
+                one.erase(keys)
+            };
+        }
+        Self::check_keys(keys)?;
+        if keys.is_empty() {
+            return Ok(0);
+        }
+        let (_, erased) = self.on_parts(keys, None, |s, k, _| match all {
+            true => s.erase_all(k),
+            false => s.erase(k),
+        })?;
+        Ok(erased.into_iter().sum())
+    }
+
+    /// The value of each key's first copy.
+    pub fn find(&self, keys: &[K]) -> Result<Vec<Option<V>>> {
+        if let [one] = &self.shards[..] {
+            return one.find(keys);
+        }
+        Self::check_keys(keys)?;
+        let (p, answers) = self.on_parts_ref(keys, |s, k| s.find(k))?;
+        let mut out = vec![None; keys.len()];
+        p.join(&mut out, |s, j| answers[s][j]);
+        Ok(out)
+    }
+
+    /// The value of each key's first copy into `out` (as long as `keys`), or [`Value::ABSENT`] for an absent key.
+    pub fn find_into(&self, keys: &[K], out: &mut [V]) -> Result<()> {
+        if let [one] = &self.shards[..] {
+            return one.find_into(keys, out);
+        }
+        check_out_len(keys.len(), out.len())?;
+        Self::check_keys(keys)?;
+        let (p, answers) = self.on_parts_ref(keys, |s, k| {
+            let mut o = vec![V::ABSENT; k.len()];
+            s.find_into(k, &mut o)?;
+            Ok(o)
+        })?;
+        p.join(out, |s, j| answers[s][j]);
+        Ok(())
+    }
+
+    /// How many copies of each key are stored.
+    pub fn count(&self, keys: &[K]) -> Result<Vec<u32>> {
+        let mut out = vec![0u32; keys.len()];
+        self.count_into(keys, &mut out)?;
+        Ok(out)
+    }
+
+    /// How many copies of each key are stored, into `out` (as long as `keys`).
+    pub fn count_into(&self, keys: &[K], out: &mut [u32]) -> Result<()> {
+        if let [one] = &self.shards[..] {
+            return one.count_into(keys, out);
+        }
+        check_out_len(keys.len(), out.len())?;
+        Self::check_keys(keys)?;
+        let (p, answers) = self.on_parts_ref(keys, |s, k| s.count(k))?;
+        p.join(out, |s, j| answers[s][j]);
+        Ok(())
+    }
+
+    /// Every value of each key, in its list's order ([`ChainedTable::find_all`]).
+    pub fn find_all(&self, keys: &[K]) -> Result<FindAll<V>> {
+        let mut out = FindAll::default();
+        self.find_all_into(keys, &mut out)?;
+        Ok(out)
+    }
+
+    /// Every value of each key into `out`, reusing its allocations ([`ChainedTable::find_all_into`]): each shard
+    /// answers its part, and the runs are joined in the caller's order. More than `u32::MAX` values in all is
+    /// a typed error (the offsets are 32-bit). On an error, `out`'s contents are unspecified.
+    pub fn find_all_into(&self, keys: &[K], out: &mut FindAll<V>) -> Result<()> {
+        if let [one] = &self.shards[..] {
+            return one.find_all_into(keys, out);
+        }
+        Self::check_keys(keys)?;
+        let (p, answers) = self.on_parts_ref(keys, |s, k| s.find_all(k))?;
+        // Each key's shard and position in that shard's answer, in the caller's order.
+        let mut at = vec![(0u32, 0u32); keys.len()];
+        p.join(&mut at, |s, j| (s as u32, j as u32));
+        let run = |&(s, j): &(u32, u32)| {
+            let o = &answers[s as usize].offsets;
+            (o[j as usize] as usize, o[j as usize + 1] as usize)
+        };
+        let total = offsets_from_counts(
+            &mut out.offsets,
+            at.iter().map(|a| {
+                let (from, to) = run(a);
+                to - from
+            }),
+        )?;
+        out.values.clear();
+        answer_room(&mut out.values, total);
+        let offsets = &out.offsets;
+        let writer = DisjointWrites::new(&mut out.values.spare_capacity_mut()[..total]);
+        at.par_chunks(JOIN_CHUNK)
+            .enumerate()
+            .for_each(|(c, chunk)| {
+                for (i, a) in chunk.iter().enumerate() {
+                    let (from, to) = run(a);
+                    let dst = offsets[c * JOIN_CHUNK + i] as usize;
+                    for (k, v) in answers[a.0 as usize].values[from..to].iter().enumerate() {
+                        // SAFETY: key `i`'s run `offsets[i]..offsets[i + 1]` is written by its chunk alone.
+                        unsafe { writer.write(dst + k, std::mem::MaybeUninit::new(*v)) };
+                    }
+                }
+            });
+        // SAFETY: the runs cover `0..total` (the offsets are their running sums), every value written above.
+        unsafe { out.values.set_len(total) };
+        Ok(())
+    }
+
+    /// A mixed batch ([`ChainedTable::apply`]): each shard runs its operations; one outcome per operation, in
+    /// batch order. Operations on distinct keys commute; those on one key (all in one shard) run as a
+    /// [`ChainedTable`] runs them.
+    pub fn apply(&mut self, ops: &[Op<K, V>]) -> Result<Vec<Outcome<V>>> {
+        if let [one] = &mut self.shards[..] {
+            return one.apply(ops);
+        }
+        let keys: Vec<K> = ops.par_iter().map(|o| o.key()).collect();
+        Self::check_keys(&keys)?;
+        if ops.is_empty() {
+            return Ok(Vec::new());
+        }
+        let p = Partition::new(&self.route, &keys);
+        let parts = parts_of(&p, ops);
+        let results = run_each(&mut self.shards, |i, s| s.apply(&parts[i]));
+        let outcomes = merge_failures(&p, results)?;
+        let mut out = vec![Outcome::NotFound; ops.len()];
+        p.join(&mut out, |s, j| outcomes[s][j]);
+        Ok(out)
+    }
+
+    /// Compacts every shard's lists ([`ChainedTable::flush`]); returns how many slabs were freed.
+    pub fn flush(&mut self) -> Result<usize> {
+        let freed = run_each(&mut self.shards, |_, s| s.flush());
+        Ok(freed.into_iter().collect::<Result<Vec<_>>>()?.iter().sum())
+    }
+
+    /// Every stored pair (shard by shard).
+    pub fn pairs(&self) -> Result<Vec<(K, V)>> {
+        let mut all = Vec::with_capacity(self.len());
+        for s in &self.shards {
+            all.extend(s.pairs()?);
+        }
+        Ok(all)
+    }
+
+    /// Checks every shard's invariants ([`ChainedTable::check`]) and that each holds only the keys routed to it,
+    /// and returns what they hold together; `Err` says which shard and invariant broke. For tests and debugging:
+    /// it reads every slab.
+    pub fn check(&mut self) -> std::result::Result<ChainStats, String> {
+        let mut all = ChainStats::default();
+        for i in 0..self.shards.len() {
+            let s = self.shards[i]
+                .check()
+                .map_err(|e| format!("shard {i}: {e}"))?;
+            let pairs = self.shards[i].pairs().map_err(|e| e.to_string())?;
+            if let Some((k, _)) = pairs.iter().find(|(k, _)| self.shard_of(*k) != i) {
+                return Err(format!(
+                    "shard {i} holds key {k}, routed to shard {}",
+                    self.shard_of(*k)
+                ));
+            }
+            all.buckets += s.buckets;
+            all.live += s.live;
+            all.tombstones += s.tombstones;
+            all.list_slabs += s.list_slabs;
+            all.free_slabs += s.free_slabs;
+            all.pool_slabs += s.pool_slabs;
+        }
+        Ok(all)
+    }
+}
