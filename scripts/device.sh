@@ -79,7 +79,7 @@ RUNS=${RUNS:-3}
 t0=$SECONDS
 
 # The GPU test binaries (tests/tests/*.rs that run kernels); scripts/pack.sh packs the same list.
-GPU_TESTS="host_path host_io gpu binned matrix gpu_scan csr chained paged paged_frames paged_stress kernel_cache growth model device_writes key_types mixed sets sharded sharded_ranks sharded_chained"
+GPU_TESTS="host_path host_io gpu binned matrix gpu_scan csr chained paged paged_frames paged_stress kernel_cache growth model device_writes key_types mixed sets sharded sharded_ranks sharded_chained sharded_csr"
 
 [ $# -gt 0 ] || { echo "usage: bash scripts/device.sh SUITE...  (suites: see the header of this file)"; exit 2; }
 # On exit (a signal included): everything under $OUT but summary.txt into $OUT/results.tgz.
@@ -170,6 +170,7 @@ SAN_RUNS=(
   "mixed adversarial bad_batches cuda_apply_device"
   "sharded device_slices a_table_called"
   "sharded_chained"
+  "sharded_csr"
   "sharded_ranks ranks_match"
 )
 suite_sanitize() {

@@ -33,9 +33,10 @@ pub use hashtile_backends::paged::{
 pub use hashtile_backends::results::{FindAll, Op, Outcome};
 pub use hashtile_backends::{
     Backend, BackendChoice, DEFAULT_SEED, DevicePhases, Engine, HashSet, HashTable, KernelCache,
-    PinnedBuffer, Ranks, Rendezvous, ShardConfig, ShardedChainedTable, ShardedConfig, ShardedSet,
-    ShardedTable, Shards, TableConfig, Transport, chained, cpu, csr, default_bucket_size_of,
-    device_count, gpu, is_available, kernel_cache_dir, paged, resolve, set_kernel_cache, sharded,
+    PinnedBuffer, Ranks, Rendezvous, ShardConfig, ShardedChainedTable, ShardedConfig,
+    ShardedCsrJoin, ShardedCsrTable, ShardedSet, ShardedTable, Shards, TableConfig, Transport,
+    chained, cpu, csr, default_bucket_size_of, device_count, gpu, is_available, kernel_cache_dir,
+    paged, resolve, set_kernel_cache, sharded,
 };
 pub use hashtile_core::scheme::{ProbingScheme, SchemeInfo, SchemeParams};
 pub use hashtile_core::{

@@ -74,6 +74,9 @@ pub use runtime::transfer::PinnedBuffer;
 pub use select::{Backend, BackendChoice, device_count, is_available, resolve};
 pub use sharded::config::{ShardConfig, ShardedConfig, Shards};
 pub use sharded::ranks::{Ranks, Rendezvous};
-pub use sharded::{DevicePhases, ShardedChainedTable, ShardedSet, ShardedTable, Transport};
+pub use sharded::{
+    DevicePhases, ShardedChainedTable, ShardedCsrJoin, ShardedCsrTable, ShardedSet, ShardedTable,
+    Transport,
+};
 pub use table::engine::{Engine, Inserted};
 pub use table::{DEFAULT_SEED, HashSet, HashTable, TableConfig, default_bucket_size_of};

@@ -6,6 +6,7 @@ use hashtile::{
     Backend, BackendChoice, CsrBuild, CsrConfig, CsrJoin, CsrTable, Error, JoinMethod, Key, Value,
 };
 use hashtile_tests::backends::present;
+use hashtile_tests::joins::nested_loop_join;
 use rand::{Rng, SeedableRng, rngs::StdRng};
 use std::collections::HashMap;
 
@@ -42,15 +43,7 @@ fn check_lookups<K: Key, V: Value + Ord>(cfg: &CsrConfig, keys: &[K], values: &[
 
 /// Checks both join methods against a nested-loop join.
 fn check_join<K: Key>(cfg: &CsrConfig, left: &[K], right: &[K]) {
-    let mut want: Vec<(u32, u32)> = Vec::new();
-    for (i, l) in left.iter().enumerate() {
-        for (j, r) in right.iter().enumerate() {
-            if l == r {
-                want.push((i as u32, j as u32));
-            }
-        }
-    }
-    want.sort();
+    let want = nested_loop_join(left, right);
     for method in [JoinMethod::Probe, JoinMethod::Intersect] {
         let join = CsrJoin::plan(cfg, left, right, method).unwrap();
         if let BackendChoice::Exactly(b) = cfg.backend {

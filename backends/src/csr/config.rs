@@ -15,6 +15,9 @@ pub struct CsrConfig {
     pub seed: u64,
     /// Where the table lives (`Auto`: a GPU when one is there, as for `HashTable`); joins run there too.
     pub backend: BackendChoice,
+    /// Which device of the backend (ordinal; default 0, ignored on the CPU): a sharded table's shards each take
+    /// their own.
+    pub device: usize,
     /// How a device builds the table ([`CsrBuild`]). The CPU build sorts instead; every method stores the same
     /// multimap.
     pub build: CsrBuild,
@@ -77,6 +80,7 @@ impl Default for CsrConfig {
             range_factor: 1.0,
             seed: hashtile_core::hash::DEFAULT_SEED,
             backend: BackendChoice::Auto,
+            device: 0,
             build: CsrBuild::default(),
             lookup_tile: 0,
             batch_keys: None,
@@ -88,6 +92,16 @@ impl CsrConfig {
     /// This configuration with exactly `vertices` vertices.
     pub fn vertices(mut self, vertices: u32) -> Self {
         self.vertices = Some(vertices);
+        self
+    }
+    /// This configuration on `backend` ([`CsrConfig::backend`]).
+    pub fn backend(mut self, backend: BackendChoice) -> Self {
+        self.backend = backend;
+        self
+    }
+    /// This configuration on device `ordinal` of its backend ([`CsrConfig::device`]).
+    pub fn device(mut self, ordinal: usize) -> Self {
+        self.device = ordinal;
         self
     }
     /// This configuration with device batches of `keys` keys (see [`CsrConfig::batch_keys`]).
@@ -151,6 +165,7 @@ impl CsrConfig {
     ) -> Result<DeviceCsrParams> {
         self.check_knobs()?;
         Ok(DeviceCsrParams {
+            device: self.device,
             family,
             vertices,
             build: self.build,
@@ -196,6 +211,8 @@ pub enum JoinMethod {
 /// What a device CSR call needs besides its data: the hash, the range, the build and the lookup tile.
 #[derive(Debug, Clone, Copy)]
 pub struct DeviceCsrParams {
+    /// The device ordinal of the backend.
+    pub device: usize,
     /// The hash family (function 0 picks a key's vertex).
     pub family: HashFamily,
     /// The hash range.

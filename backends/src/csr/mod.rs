@@ -41,6 +41,7 @@ pub mod cpu;
 pub mod gpu;
 
 use crate::results::FindAll;
+use crate::runtime::dispatch::{TableStream, table_stream};
 use crate::runtime::host_io::check_out_len;
 use crate::runtime::host_memory::zeroed_answers;
 pub use config::{CsrBuild, CsrConfig, DeviceCsrParams, JoinMethod, check_lookup_tile};
@@ -59,6 +60,9 @@ pub struct CsrTable<K: Key, V: Value> {
     vertices: u32,
     len: usize,
     store: Store<K, V>,
+    /// The CubeCL stream every call runs on, whichever thread calls (`dispatch::table_stream`, NOTES.md D38),
+    /// shared by the table's clones.
+    stream: Arc<TableStream>,
 }
 
 /// Where a table's pairs live.
@@ -92,23 +96,27 @@ impl<K: Key, V: Value> CsrTable<K, V> {
         let vertices = cfg.vertices_for(keys.len())?;
         cfg.check_knobs()?;
         let family = HashFamily::new(cfg.seed);
-        let store = match cfg.backend_for()? {
-            Backend::Cpu => Store::Host(HostCsr::build(family, vertices, keys, values)),
-            b => Store::Device(
-                b,
-                crate::csr::gpu::device_csr(
+        let stream = table_stream();
+        let store = stream.id().executes(|| -> Result<Store<K, V>> {
+            Ok(match cfg.backend_for()? {
+                Backend::Cpu => Store::Host(HostCsr::build(family, vertices, keys, values)),
+                b => Store::Device(
                     b,
-                    cfg.device_params(family, vertices)?,
-                    keys,
-                    values,
-                    cfg.batch_keys,
-                )?,
-            ),
-        };
+                    crate::csr::gpu::device_csr(
+                        b,
+                        cfg.device_params(family, vertices)?,
+                        keys,
+                        values,
+                        cfg.batch_keys,
+                    )?,
+                ),
+            })
+        })?;
         Ok(Self {
             vertices,
             len: keys.len(),
             store,
+            stream: Arc::new(stream),
         })
     }
 
@@ -151,7 +159,7 @@ impl<K: Key, V: Value> CsrTable<K, V> {
                 h.count_into(queries, out);
                 Ok(())
             }
-            Store::Device(_, d) => d.count_into(queries, out),
+            Store::Device(_, d) => self.stream.id().executes(|| d.count_into(queries, out)),
         }
     }
 
@@ -171,7 +179,7 @@ impl<K: Key, V: Value> CsrTable<K, V> {
     pub fn find_all_into(&self, queries: &[K], out: &mut FindAll<V>) -> Result<()> {
         match &self.store {
             Store::Host(h) => h.find_all_into(queries, out),
-            Store::Device(_, d) => d.find_all_into(queries, out),
+            Store::Device(_, d) => self.stream.id().executes(|| d.find_all_into(queries, out)),
         }
     }
 
@@ -180,7 +188,7 @@ impl<K: Key, V: Value> CsrTable<K, V> {
     pub fn pairs(&self) -> Result<Vec<(K, V)>> {
         match &self.store {
             Store::Host(h) => Ok(h.pairs()),
-            Store::Device(_, d) => d.pairs(),
+            Store::Device(_, d) => self.stream.id().executes(|| d.pairs()),
         }
     }
 }
@@ -194,6 +202,8 @@ pub struct CsrJoin<K: Key> {
     store: JoinStore<K>,
     /// Number of matching pairs.
     pairs: usize,
+    /// The stream the join's device work runs on (as [`CsrTable`]'s), shared by its clones.
+    stream: Arc<TableStream>,
 }
 
 /// Where a planned join lives.
@@ -225,12 +235,16 @@ impl<K: Key> CsrJoin<K> {
         cfg.check_knobs()?;
         let family = HashFamily::new(cfg.seed);
         let backend = cfg.backend_for()?;
+        let stream = Arc::new(table_stream());
         if backend != Backend::Cpu {
             let params = cfg.device_params(family, vertices)?;
-            let d = crate::csr::gpu::join::device_join(backend, params, left, right, method)?;
+            let d = stream.id().executes(|| {
+                crate::csr::gpu::join::device_join(backend, params, left, right, method)
+            })?;
             return Ok(Self {
                 pairs: d.len(),
                 store: JoinStore::Device(backend, d),
+                stream,
             });
         }
         let positions = |n: usize| (0..n as u32).collect::<Vec<u32>>();
@@ -259,6 +273,7 @@ impl<K: Key> CsrJoin<K> {
                 right: right_table,
             })),
             pairs,
+            stream,
         })
     }
 
@@ -297,7 +312,10 @@ impl<K: Key> CsrJoin<K> {
                 h.write_into(left_out, right_out);
                 Ok(())
             }
-            JoinStore::Device(_, d) => d.write_into(left_out, right_out),
+            JoinStore::Device(_, d) => self
+                .stream
+                .id()
+                .executes(|| d.write_into(left_out, right_out)),
         }
     }
 }

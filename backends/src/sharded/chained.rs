@@ -9,19 +9,15 @@
 //! [`ShardedTable`]: super::ShardedTable
 
 use super::config::ShardedConfig;
-use super::route::{Partition, ShardRoute};
-use super::shard_threads::{merge_failures, run_each, run_each_ref};
+use super::route::Partition;
+use super::shard_set::{ShardSet, shard_accessors};
+use super::shard_threads::{merge_failures, run_each};
 use crate::chained::{ChainStats, ChainedConfig, ChainedTable, Op, Outcome};
-use crate::results::{FindAll, offsets_from_counts};
-use crate::runtime::disjoint::DisjointWrites;
-use crate::runtime::host_io::{check_len, check_out_len, first_reserved, reserved_keys};
-use crate::runtime::host_memory::answer_room;
+use crate::results::FindAll;
+use crate::runtime::host_io::{check_len, first_reserved, reserved_keys};
 use crate::select::Backend;
 use hashtile_core::{Error, Key, Result, Value};
 use rayon::prelude::*;
-
-/// Keys per task when `find_all`'s runs are copied into the answer.
-const JOIN_CHUNK: usize = 1 << 14;
 
 /// A multimap `K -> V` by slab-list chaining, spread over shards: one [`ChainedTable`] per device of the backend
 /// by default (see [`ShardedConfig`]; [`ShardedConfig::shards`] puts several side by side on one device or the
@@ -48,21 +44,7 @@ const JOIN_CHUNK: usize = 1 << 14;
 /// # Ok::<(), hashtile_core::Error>(())
 /// ```
 pub struct ShardedChainedTable<K: Key, V: Value> {
-    shards: Vec<ChainedTable<K, V>>,
-    devices: Vec<usize>,
-    route: ShardRoute,
-    backend: Backend,
-}
-
-/// `src` cut into the shards' parts (`p`'s), each in the caller's order.
-fn parts_of<T: Copy + Send + Sync>(p: &Partition, src: &[T]) -> Vec<Vec<T>> {
-    let Some(&fill) = src.first() else {
-        return p.lens().iter().map(|_| Vec::new()).collect();
-    };
-    let mut parts: Vec<Vec<T>> = p.lens().iter().map(|&n| vec![fill; n]).collect();
-    let mut views: Vec<&mut [T]> = parts.iter_mut().map(|v| &mut v[..]).collect();
-    p.split(src, &mut views);
-    parts
+    set: ShardSet<ChainedTable<K, V>>,
 }
 
 impl<K: Key, V: Value> ShardedChainedTable<K, V> {
@@ -82,47 +64,11 @@ impl<K: Key, V: Value> ShardedChainedTable<K, V> {
             .map(|&d| ChainedTable::new(config.shard_table(devices.len(), d)))
             .collect::<Result<Vec<_>>>()?;
         Ok(Self {
-            route: ShardRoute::new(config.route_seed, shards.len()),
-            backend: config.backend(),
-            shards,
-            devices,
+            set: ShardSet::new(shards, devices, config.route_seed, config.backend()),
         })
     }
 
-    /// The backend every shard runs on.
-    pub fn backend(&self) -> Backend {
-        self.backend
-    }
-
-    /// Shards.
-    pub fn shard_count(&self) -> usize {
-        self.shards.len()
-    }
-
-    /// Shard `i` (`i < shard_count()`).
-    pub fn shard(&self, i: usize) -> &ChainedTable<K, V> {
-        &self.shards[i]
-    }
-
-    /// The device ordinal of each shard.
-    pub fn devices(&self) -> &[usize] {
-        &self.devices
-    }
-
-    /// The shard that holds `key`'s copies.
-    pub fn shard_of(&self, key: K) -> usize {
-        self.route.shard_of(key.widen())
-    }
-
-    /// Live pairs over all shards.
-    pub fn len(&self) -> usize {
-        self.shards.iter().map(ChainedTable::len).sum()
-    }
-
-    /// `true` when no shard holds a pair.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
+    shard_accessors!(ChainedTable<K, V>, "copies");
 
     /// The batch's keys checked whole before any shard changes: a reserved key is a typed error naming its
     /// index in the batch.
@@ -133,41 +79,10 @@ impl<K: Key, V: Value> ShardedChainedTable<K, V> {
         }
     }
 
-    /// Runs `work` on every shard with its part of `keys` (and of `values`), one thread each; the results in
-    /// shard order, errors naming keys by their index in the batch.
-    fn on_parts<T: Send>(
-        &mut self,
-        keys: &[K],
-        values: Option<&[V]>,
-        work: impl Fn(&mut ChainedTable<K, V>, &[K], &[V]) -> Result<T> + Sync,
-    ) -> Result<(Partition, Vec<T>)> {
-        let p = Partition::new(&self.route, keys);
-        let ks = parts_of(&p, keys);
-        let vs = values.map(|v| parts_of(&p, v));
-        let results = run_each(&mut self.shards, |i, s| {
-            work(s, &ks[i], vs.as_ref().map_or(&[][..], |v| &v[i][..]))
-        });
-        let out = merge_failures(&p, results)?;
-        Ok((p, out))
-    }
-
-    /// [`ShardedChainedTable::on_parts`] for calls that read the shards only.
-    fn on_parts_ref<T: Send>(
-        &self,
-        keys: &[K],
-        work: impl Fn(&ChainedTable<K, V>, &[K]) -> Result<T> + Sync,
-    ) -> Result<(Partition, Vec<T>)> {
-        let p = Partition::new(&self.route, keys);
-        let ks = parts_of(&p, keys);
-        let results = run_each_ref(&self.shards, |i, s| work(s, &ks[i]));
-        let out = merge_failures(&p, results)?;
-        Ok((p, out))
-    }
-
     /// Inserts every pair as a further copy ([`ChainedTable::insert`]). [`Error::LengthMismatch`] and a reserved
     /// key ([`Error::SentinelKey`], [`Error::TombstoneKey`]: its batch index) leave every shard unchanged.
     pub fn insert(&mut self, keys: &[K], values: &[V]) -> Result<()> {
-        if let [one] = &mut self.shards[..] {
+        if let Some(one) = self.set.only_mut() {
             // One shard: the caller's batch is its part.
             return one.insert(keys, values);
         }
@@ -176,14 +91,15 @@ impl<K: Key, V: Value> ShardedChainedTable<K, V> {
         if keys.is_empty() {
             return Ok(());
         }
-        self.on_parts(keys, Some(values), |s, k, v| s.insert(k, v))
+        self.set
+            .on_parts(keys, Some(values), |s, k, v| s.insert(k, v))
             .map(|_| ())
     }
 
     /// Inserts every pair with unique keys ([`ChainedTable::replace`]): a stored key's first copy gets the new
     /// value. Returns how many keys were new. Errors as [`ShardedChainedTable::insert`].
     pub fn replace(&mut self, keys: &[K], values: &[V]) -> Result<usize> {
-        if let [one] = &mut self.shards[..] {
+        if let Some(one) = self.set.only_mut() {
             return one.replace(keys, values);
         }
         check_len("values", values.len(), keys.len())?;
@@ -191,7 +107,9 @@ impl<K: Key, V: Value> ShardedChainedTable<K, V> {
         if keys.is_empty() {
             return Ok(0);
         }
-        let (_, new) = self.on_parts(keys, Some(values), |s, k, v| s.replace(k, v))?;
+        let (_, new) = self
+            .set
+            .on_parts(keys, Some(values), |s, k, v| s.replace(k, v))?;
         Ok(new.into_iter().sum())
     }
 
@@ -206,7 +124,7 @@ impl<K: Key, V: Value> ShardedChainedTable<K, V> {
     }
 
     fn erase_some(&mut self, keys: &[K], all: bool) -> Result<usize> {
-        if let [one] = &mut self.shards[..] {
+        if let Some(one) = self.set.only_mut() {
             return if all {
                 one.erase_all(keys)
             } else {
@@ -217,7 +135,7 @@ impl<K: Key, V: Value> ShardedChainedTable<K, V> {
         if keys.is_empty() {
             return Ok(0);
         }
-        let (_, erased) = self.on_parts(keys, None, |s, k, _| match all {
+        let (_, erased) = self.set.on_parts(keys, None::<&[V]>, |s, k, _| match all {
             true => s.erase_all(k),
             false => s.erase(k),
         })?;
@@ -226,30 +144,26 @@ impl<K: Key, V: Value> ShardedChainedTable<K, V> {
 
     /// The value of each key's first copy.
     pub fn find(&self, keys: &[K]) -> Result<Vec<Option<V>>> {
-        if let [one] = &self.shards[..] {
+        if let Some(one) = self.set.only() {
             return one.find(keys);
         }
         Self::check_keys(keys)?;
-        let (p, answers) = self.on_parts_ref(keys, |s, k| s.find(k))?;
         let mut out = vec![None; keys.len()];
-        p.join(&mut out, |s, j| answers[s][j]);
+        self.set.answers_into(keys, &mut out, |s, k| s.find(k))?;
         Ok(out)
     }
 
     /// The value of each key's first copy into `out` (as long as `keys`), or [`Value::ABSENT`] for an absent key.
     pub fn find_into(&self, keys: &[K], out: &mut [V]) -> Result<()> {
-        if let [one] = &self.shards[..] {
+        if let Some(one) = self.set.only() {
             return one.find_into(keys, out);
         }
-        check_out_len(keys.len(), out.len())?;
         Self::check_keys(keys)?;
-        let (p, answers) = self.on_parts_ref(keys, |s, k| {
+        self.set.answers_into(keys, out, |s, k| {
             let mut o = vec![V::ABSENT; k.len()];
             s.find_into(k, &mut o)?;
             Ok(o)
-        })?;
-        p.join(out, |s, j| answers[s][j]);
-        Ok(())
+        })
     }
 
     /// How many copies of each key are stored.
@@ -261,14 +175,11 @@ impl<K: Key, V: Value> ShardedChainedTable<K, V> {
 
     /// How many copies of each key are stored, into `out` (as long as `keys`).
     pub fn count_into(&self, keys: &[K], out: &mut [u32]) -> Result<()> {
-        if let [one] = &self.shards[..] {
+        if let Some(one) = self.set.only() {
             return one.count_into(keys, out);
         }
-        check_out_len(keys.len(), out.len())?;
         Self::check_keys(keys)?;
-        let (p, answers) = self.on_parts_ref(keys, |s, k| s.count(k))?;
-        p.join(out, |s, j| answers[s][j]);
-        Ok(())
+        self.set.answers_into(keys, out, |s, k| s.count(k))
     }
 
     /// Every value of each key, in its list's order ([`ChainedTable::find_all`]).
@@ -282,51 +193,18 @@ impl<K: Key, V: Value> ShardedChainedTable<K, V> {
     /// answers its part, and the runs are joined in the caller's order. More than `u32::MAX` values in all is
     /// a typed error (the offsets are 32-bit). On an error, `out`'s contents are unspecified.
     pub fn find_all_into(&self, keys: &[K], out: &mut FindAll<V>) -> Result<()> {
-        if let [one] = &self.shards[..] {
+        if let Some(one) = self.set.only() {
             return one.find_all_into(keys, out);
         }
         Self::check_keys(keys)?;
-        let (p, answers) = self.on_parts_ref(keys, |s, k| s.find_all(k))?;
-        // Each key's shard and position in that shard's answer, in the caller's order.
-        let mut at = vec![(0u32, 0u32); keys.len()];
-        p.join(&mut at, |s, j| (s as u32, j as u32));
-        let run = |&(s, j): &(u32, u32)| {
-            let o = &answers[s as usize].offsets;
-            (o[j as usize] as usize, o[j as usize + 1] as usize)
-        };
-        let total = offsets_from_counts(
-            &mut out.offsets,
-            at.iter().map(|a| {
-                let (from, to) = run(a);
-                to - from
-            }),
-        )?;
-        out.values.clear();
-        answer_room(&mut out.values, total);
-        let offsets = &out.offsets;
-        let writer = DisjointWrites::new(&mut out.values.spare_capacity_mut()[..total]);
-        at.par_chunks(JOIN_CHUNK)
-            .enumerate()
-            .for_each(|(c, chunk)| {
-                for (i, a) in chunk.iter().enumerate() {
-                    let (from, to) = run(a);
-                    let dst = offsets[c * JOIN_CHUNK + i] as usize;
-                    for (k, v) in answers[a.0 as usize].values[from..to].iter().enumerate() {
-                        // SAFETY: key `i`'s run `offsets[i]..offsets[i + 1]` is written by its chunk alone.
-                        unsafe { writer.write(dst + k, std::mem::MaybeUninit::new(*v)) };
-                    }
-                }
-            });
-        // SAFETY: the runs cover `0..total` (the offsets are their running sums), every value written above.
-        unsafe { out.values.set_len(total) };
-        Ok(())
+        self.set.runs_into(keys, out, |s, k| s.find_all(k))
     }
 
     /// A mixed batch ([`ChainedTable::apply`]): each shard runs its operations; one outcome per operation, in
     /// batch order. Operations on distinct keys commute; those on one key (all in one shard) run as a
     /// [`ChainedTable`] runs them.
     pub fn apply(&mut self, ops: &[Op<K, V>]) -> Result<Vec<Outcome<V>>> {
-        if let [one] = &mut self.shards[..] {
+        if let Some(one) = self.set.only_mut() {
             return one.apply(ops);
         }
         let keys: Vec<K> = ops.par_iter().map(|o| o.key()).collect();
@@ -334,9 +212,9 @@ impl<K: Key, V: Value> ShardedChainedTable<K, V> {
         if ops.is_empty() {
             return Ok(Vec::new());
         }
-        let p = Partition::new(&self.route, &keys);
-        let parts = parts_of(&p, ops);
-        let results = run_each(&mut self.shards, |i, s| s.apply(&parts[i]));
+        let p = Partition::new(&self.set.route, &keys);
+        let parts = p.parts(ops);
+        let results = run_each(&mut self.set.shards, |i, s| s.apply(&parts[i]));
         let outcomes = merge_failures(&p, results)?;
         let mut out = vec![Outcome::NotFound; ops.len()];
         p.join(&mut out, |s, j| outcomes[s][j]);
@@ -345,17 +223,8 @@ impl<K: Key, V: Value> ShardedChainedTable<K, V> {
 
     /// Compacts every shard's lists ([`ChainedTable::flush`]); returns how many slabs were freed.
     pub fn flush(&mut self) -> Result<usize> {
-        let freed = run_each(&mut self.shards, |_, s| s.flush());
+        let freed = run_each(&mut self.set.shards, |_, s| s.flush());
         Ok(freed.into_iter().collect::<Result<Vec<_>>>()?.iter().sum())
-    }
-
-    /// Every stored pair (shard by shard).
-    pub fn pairs(&self) -> Result<Vec<(K, V)>> {
-        let mut all = Vec::with_capacity(self.len());
-        for s in &self.shards {
-            all.extend(s.pairs()?);
-        }
-        Ok(all)
     }
 
     /// Checks every shard's invariants ([`ChainedTable::check`]) and that each holds only the keys routed to it,
@@ -363,11 +232,11 @@ impl<K: Key, V: Value> ShardedChainedTable<K, V> {
     /// it reads every slab.
     pub fn check(&mut self) -> std::result::Result<ChainStats, String> {
         let mut all = ChainStats::default();
-        for i in 0..self.shards.len() {
-            let s = self.shards[i]
+        for i in 0..self.set.shards.len() {
+            let s = self.set.shards[i]
                 .check()
                 .map_err(|e| format!("shard {i}: {e}"))?;
-            let pairs = self.shards[i].pairs().map_err(|e| e.to_string())?;
+            let pairs = self.set.shards[i].pairs().map_err(|e| e.to_string())?;
             if let Some((k, _)) = pairs.iter().find(|(k, _)| self.shard_of(*k) != i) {
                 return Err(format!(
                     "shard {i} holds key {k}, routed to shard {}",

@@ -3,6 +3,7 @@
 use super::ranks::Ranks;
 use super::route::MAX_SHARDS;
 use crate::chained::ChainedConfig;
+use crate::csr::CsrConfig;
 use crate::select::{Backend, BackendChoice, device_count, resolve};
 use crate::table::TableConfig;
 use hashtile_core::{Error, Result};
@@ -121,6 +122,26 @@ impl ShardConfig for ChainedConfig {
         ChainedConfig {
             buckets: room(buckets),
             pool_slabs: room(pool),
+            backend: BackendChoice::Exactly(backend),
+            device,
+            ..self.clone()
+        }
+    }
+}
+
+impl ShardConfig for CsrConfig {
+    fn backend_choice(&self) -> BackendChoice {
+        self.backend
+    }
+
+    /// A fixed vertex count divided (a shard's `range_factor` applies to its own part of the keys).
+    fn shard(&self, shards: usize, device: usize, backend: Backend) -> Self {
+        let vertices = self.vertices.map(|v| {
+            let per = (v as usize).div_ceil(shards);
+            (per + spread_room(per, shards)).min(u32::MAX as usize) as u32
+        });
+        CsrConfig {
+            vertices,
             backend: BackendChoice::Exactly(backend),
             device,
             ..self.clone()

@@ -10,6 +10,7 @@
 
 mod chained;
 pub mod config;
+mod csr;
 pub mod device;
 mod device_writes;
 mod exchange;
@@ -19,6 +20,7 @@ mod plan;
 pub mod ranks;
 pub(crate) mod route;
 mod set;
+mod shard_set;
 mod shard_threads;
 mod steps;
 mod through_devices;
@@ -45,6 +47,7 @@ pub use device::{DevicePhases, Transport};
 #[cfg(feature = "cuda")]
 type Cuda = cubecl::cuda::CudaRuntime;
 pub use chained::ShardedChainedTable;
+pub use csr::{ShardedCsrJoin, ShardedCsrTable};
 pub use route::MAX_SHARDS;
 pub use set::ShardedSet;
 

@@ -11,10 +11,13 @@
 //! its start in the shard's part, so that splitting a batch into parts and joining the parts' answers back in
 //! the caller's order are each one parallel pass with no sort and no index vector.
 
+use crate::results::{FindAll, offsets_from_counts};
 use crate::runtime::disjoint::DisjointWrites;
-use hashtile_core::Key;
+use crate::runtime::host_memory::answer_room;
 use hashtile_core::hash::route_hash;
+use hashtile_core::{Key, Result};
 use rayon::prelude::*;
+use std::mem::MaybeUninit;
 
 /// Keys per chunk of a partition's passes.
 const CHUNK: usize = 1 << 16;
@@ -150,6 +153,59 @@ impl Partition {
                     at[s] += 1;
                 }
             });
+    }
+
+    /// `src` (one element per key of the batch) cut into the shards' parts, each in batch order.
+    pub fn parts<T: Copy + Send + Sync>(&self, src: &[T]) -> Vec<Vec<T>> {
+        let Some(&fill) = src.first() else {
+            return self.lens.iter().map(|_| Vec::new()).collect();
+        };
+        let mut parts: Vec<Vec<T>> = self.lens.iter().map(|&n| vec![fill; n]).collect();
+        let mut views: Vec<&mut [T]> = parts.iter_mut().map(|v| &mut v[..]).collect();
+        self.split(src, &mut views);
+        parts
+    }
+
+    /// Joins the shards' multimap answers (`answers[s]`: shard `s`'s part, a run of values per key) into
+    /// `out` in batch order, reusing its allocations: the offsets are made from the runs' lengths in batch
+    /// order, then each key's run is copied from its shard's answer. More than `u32::MAX` values in all is a
+    /// typed error (the offsets are 32-bit).
+    pub fn join_runs<V: Copy + Send + Sync>(
+        &self,
+        answers: &[FindAll<V>],
+        out: &mut FindAll<V>,
+    ) -> Result<()> {
+        // Each key's shard and position in that shard's answer, in batch order.
+        let mut at = vec![(0u32, 0u32); self.shard.len()];
+        self.join(&mut at, |s, j| (s as u32, j as u32));
+        let run = |&(s, j): &(u32, u32)| {
+            let o = &answers[s as usize].offsets;
+            (o[j as usize] as usize, o[j as usize + 1] as usize)
+        };
+        let total = offsets_from_counts(
+            &mut out.offsets,
+            at.iter().map(|a| {
+                let (from, to) = run(a);
+                to - from
+            }),
+        )?;
+        out.values.clear();
+        answer_room(&mut out.values, total);
+        let offsets = &out.offsets;
+        let writer = DisjointWrites::new(&mut out.values.spare_capacity_mut()[..total]);
+        at.par_chunks(CHUNK).enumerate().for_each(|(c, chunk)| {
+            for (i, a) in chunk.iter().enumerate() {
+                let (from, to) = run(a);
+                let dst = offsets[c * CHUNK + i] as usize;
+                for (k, v) in answers[a.0 as usize].values[from..to].iter().enumerate() {
+                    // SAFETY: key `i`'s run `offsets[i]..offsets[i + 1]` is written by its chunk alone.
+                    unsafe { writer.write(dst + k, MaybeUninit::new(*v)) };
+                }
+            }
+        });
+        // SAFETY: the runs cover `0..total` (the offsets are their running sums), every value written above.
+        unsafe { out.values.set_len(total) };
+        Ok(())
     }
 
     /// The batch index of shard `s`'s `j`-th key (for errors that name a key by its index).

@@ -134,6 +134,7 @@ fn on<R: HostTransfer>(
     drop(table);
     for &tile in &a.tiles {
         let params = DeviceCsrParams {
+            device: 0,
             family,
             vertices,
             build,

@@ -14,7 +14,7 @@
 use super::lookup::LookupMode;
 use super::{CsrKey, GpuCsr, checked_total, words};
 use crate::csr::config::{DeviceCsrParams, JoinMethod};
-use crate::runtime::dispatch::{OnRuntime, on_backend, shared_stager};
+use crate::runtime::dispatch::{OnRuntime, on_device, shared_stager};
 use crate::runtime::host_io::upload;
 use crate::runtime::launch::{CUBE_SIZE, cube_count};
 use crate::runtime::scan::{exclusive_scan, squared_steps_u64};
@@ -555,8 +555,9 @@ pub(crate) fn device_join<K: Key>(
             }
         }
     }
-    on_backend(
+    on_device(
         backend,
+        p.device,
         Plan {
             p,
             left,

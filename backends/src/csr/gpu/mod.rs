@@ -11,7 +11,7 @@ pub mod lookup;
 
 use crate::csr::config::{CsrBuild, DeviceCsrParams, check_lookup_tile};
 use crate::results::FindAll;
-use crate::runtime::dispatch::{OnRuntime, on_backend, shared_stager};
+use crate::runtime::dispatch::{OnRuntime, on_device, shared_stager};
 use crate::runtime::host_io::{BatchSizes, DeviceCache, HostLink, check_out_len};
 use crate::runtime::host_memory::zeroed_answers;
 use crate::runtime::launch::{CUBE_SIZE, cube_count, fill_u32};
@@ -729,11 +729,12 @@ pub(crate) fn device_csr<K: Key, V: Value>(
             }
         }
     }
+    let p_device = p.device;
     let work = Build {
         p,
         keys,
         values,
         batch_keys,
     };
-    on_backend(backend, work)
+    on_device(backend, p_device, work)
 }
