@@ -37,8 +37,8 @@
 #                  keys per GPU at load 0.8: device slices (insert_device / find_device over NCCL at exchange steps
 #                  of 2^25, 2^26 and 2^24 keys, with NCCL's all-to-all of the same bytes) and host data (insert /
 #                  find_into / find from Vecs); and one process per GPU (`--ranks`: device slices, insert and
-#                  find_into); and the chained multimap over shards (`--family chained`, host data, 2^24 keys per
-#                  GPU)
+#                  find_into); and the chained multimap and the CSR table over shards (`--family chained|csr`,
+#                  host data, 2^24 keys per GPU)
 #   peers          BGHT, cuCollections and SlabHash built from .device/peers and run at 2^26 (SlabHash 2^24)
 #   ceiling        the GPU's physical ceilings (copies, random bucket reads, compare-and-swap)
 #   kernels        ptxas's registers and spills of every kernel that static rows (BCHT B = 8 and 16 with the count,
@@ -340,6 +340,9 @@ suite_bench_sharded() {
   step sharded-chained 300 $hb sharded --family chained --backend cuda --log2-keys 24 --load 0.6 --shards 1,2,4 \
     --runs "$RUNS" --csv "$D/sharded-chained.csv" --plot "$D/sharded-chained.svg"
   grep -E "^cuda," "$D/sharded-chained.txt" | cut -d, -f3,7-11
+  step sharded-csr 300 $hb sharded --family csr --backend cuda --log2-keys 24 --load 0.8 --shards 1,2,4 \
+    --runs "$RUNS" --csv "$D/sharded-csr.csv" --plot "$D/sharded-csr.svg"
+  grep -E "^cuda," "$D/sharded-csr.txt" | cut -d, -f3,7-11
 }
 
 suite_ceiling() {

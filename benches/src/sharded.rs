@@ -9,7 +9,9 @@
 //! `find_device`, with the exchange's share of each call against the transport's own all-to-all of the same
 //! bytes measured in the same run (`exchange_ceiling`). `--family chained`: the chained multimap instead, a
 //! [`ShardedChainedTable`] against one device's [`ChainedTable`] (host data: `--load` is its keys per base-slab
-//! slot). CSV, and an SVG plot of speedup against devices with the ideal line.
+//! slot). `--family csr`: a [`ShardedCsrTable`] against one device's [`CsrTable`] (host data: `build`, `count`
+//! and `find_all`; `--load` is the keys per vertex). CSV, and an SVG plot of speedup against devices with the
+//! ideal line.
 
 use crate::checks::{
     available_backend, check_csv_path, check_log2_keys, check_repeats, with_scheme,
@@ -17,8 +19,8 @@ use crate::checks::{
 use crate::common::{distinct_keys, time};
 use crate::plot::{Figure, Panel, Series, XAxis, write_svg};
 use hashtile::{
-    Backend, BackendChoice, ChainedConfig, ChainedTable, HashTable, SchemeInfo,
-    ShardedChainedTable, ShardedConfig, ShardedTable, TableConfig,
+    Backend, BackendChoice, ChainedConfig, ChainedTable, CsrConfig, CsrTable, FindAll, HashTable,
+    SchemeInfo, ShardedChainedTable, ShardedConfig, ShardedCsrTable, ShardedTable, TableConfig,
 };
 use std::path::PathBuf;
 
@@ -31,7 +33,8 @@ pub struct ShardedArgs {
     /// Probing scheme (as `rates --scheme`).
     #[arg(long, default_value = "bcht")]
     pub scheme: String,
-    /// Family: `static` (a `ShardedTable` of `--scheme`) or `chained` (a `ShardedChainedTable`: host data only).
+    /// Family: `static` (a `ShardedTable` of `--scheme`), `chained` (a `ShardedChainedTable`) or `csr` (a
+    /// `ShardedCsrTable`); the last two take host data only.
     #[arg(long, default_value = "static")]
     pub family: String,
     /// Keys per shard, as a power of two.
@@ -79,8 +82,8 @@ pub fn check(a: ShardedArgs) -> Result<ShardedArgs, String> {
     check_repeats("--runs", a.runs)?;
     check_csv_path(&a.csv)?;
     crate::checks::scheme_name("--scheme", &a.scheme)?;
-    if !["static", "chained"].contains(&a.family.as_str()) {
-        return Err(format!("--family {}: static or chained", a.family));
+    if !["static", "chained", "csr"].contains(&a.family.as_str()) {
+        return Err(format!("--family {}: static, chained or csr", a.family));
     }
     if !(a.load > 0.0 && a.load <= 1.0) {
         return Err(format!("--load {}: must be in (0, 1]", a.load));
@@ -143,6 +146,10 @@ pub fn run(a: &ShardedArgs) -> Result<i32, String> {
     if a.family == "chained" {
         chained_rows(a, backend, devices, per, keys, &values, absent, &mut rows)?;
         return write(a, backend, "chained", per, &rows);
+    }
+    if a.family == "csr" {
+        csr_rows(a, backend, devices, per, keys, &values, &mut rows)?;
+        return write(a, backend, "csr", per, &rows);
     }
     with_scheme!(
         name,
@@ -354,6 +361,144 @@ impl Table for ShardChained {
     table_calls!();
 }
 
+/// The CSR family's rows (`--family csr`): one device's `CsrTable`, then a `ShardedCsrTable` of each shard count:
+/// the build from `Vec`s, `count` and `find_all` of every stored key (host data).
+fn csr_rows(
+    a: &ShardedArgs,
+    backend: Backend,
+    devices: usize,
+    per: usize,
+    keys: &[u32],
+    values: &[u32],
+    rows: &mut Vec<Row>,
+) -> Result<(), String> {
+    let csr = CsrConfig::default()
+        .range_factor(1.0 / a.load)
+        .backend(BackendChoice::Exactly(backend));
+    let mut one = OneCsr(None, csr.clone());
+    measure_csr(a, 0, &keys[..per], &values[..per], rows, &mut one)?;
+    drop(one);
+    for &g in &a.shards {
+        if backend != Backend::Cpu && g > devices {
+            eprintln!("sharded: {g} shards skipped ({devices} device(s) here)");
+            continue;
+        }
+        let n = per * g;
+        let config = if backend == Backend::Cpu {
+            ShardedConfig::new(csr.clone()).shards(g)
+        } else {
+            ShardedConfig::new(csr.clone()).devices((0..g).collect::<Vec<_>>())
+        };
+        let mut t = ShardCsr(None, config);
+        measure_csr(a, g, &keys[..n], &values[..n], rows, &mut t)?;
+    }
+    Ok(())
+}
+
+/// The calls `--family csr` times, on either kind of CSR table (built by `build`, kept for the lookups).
+trait CsrCalls {
+    fn build(&mut self, k: &[u32], v: &[u32]) -> hashtile::Result<()>;
+    fn count(&self, k: &[u32]) -> hashtile::Result<Vec<u32>>;
+    fn find_all(&self, k: &[u32]) -> hashtile::Result<FindAll<u32>>;
+}
+
+/// One device's CSR table (once built) and its config.
+struct OneCsr(Option<CsrTable<u32, u32>>, CsrConfig);
+/// A sharded CSR table (once built) and its config.
+struct ShardCsr(Option<ShardedCsrTable<u32, u32>>, ShardedConfig<CsrConfig>);
+
+/// The table a lookup reads: built by a `build` before.
+fn built<T>(t: &Option<T>) -> hashtile::Result<&T> {
+    t.as_ref()
+        .ok_or_else(|| hashtile::Error::InvalidConfig("looked up before the build".into()))
+}
+
+impl CsrCalls for OneCsr {
+    fn build(&mut self, k: &[u32], v: &[u32]) -> hashtile::Result<()> {
+        // The old table goes first: its memory comes back before the new one's is taken.
+        self.0 = None;
+        self.0 = Some(CsrTable::build(&self.1, k, v)?);
+        Ok(())
+    }
+    fn count(&self, k: &[u32]) -> hashtile::Result<Vec<u32>> {
+        built(&self.0)?.count(k)
+    }
+    fn find_all(&self, k: &[u32]) -> hashtile::Result<FindAll<u32>> {
+        built(&self.0)?.find_all(k)
+    }
+}
+
+impl CsrCalls for ShardCsr {
+    fn build(&mut self, k: &[u32], v: &[u32]) -> hashtile::Result<()> {
+        self.0 = None;
+        self.0 = Some(ShardedCsrTable::build(&self.1, k, v)?);
+        Ok(())
+    }
+    fn count(&self, k: &[u32]) -> hashtile::Result<Vec<u32>> {
+        built(&self.0)?.count(k)
+    }
+    fn find_all(&self, k: &[u32]) -> hashtile::Result<FindAll<u32>> {
+        built(&self.0)?.find_all(k)
+    }
+}
+
+/// Times the build, `count` and `find_all` of one CSR table (`shards` 0: the one-device table) and checks them
+/// (the keys are distinct: one value each).
+fn measure_csr(
+    a: &ShardedArgs,
+    shards: usize,
+    keys: &[u32],
+    values: &[u32],
+    rows: &mut Vec<Row>,
+    t: &mut dyn CsrCalls,
+) -> Result<(), String> {
+    let n = keys.len();
+    let err = |e: hashtile::Error| format!("{shards} shard(s): {e}");
+    let cell = std::cell::RefCell::new(&mut *t);
+    let (rate, _) = time(
+        a.runs,
+        n,
+        || Ok(()),
+        || cell.borrow_mut().build(keys, values),
+        |_| true,
+    )
+    .map_err(err)?;
+    let t = cell.into_inner();
+    let mut push = |call: &'static str, rate: f64, correct: bool| {
+        eprintln!(
+            "sharded: {shards} shard(s) (0: one device): csr {call} {rate:.0} M keys/s, correct {correct}"
+        );
+        rows.push(Row {
+            shards,
+            input: "host",
+            call,
+            rate,
+            correct,
+            ..Row::default()
+        });
+    };
+    push("build", rate, true);
+    let (rate, ok) = time(
+        a.runs,
+        n,
+        || Ok(()),
+        || t.count(keys),
+        |c| c.iter().all(|&c| c == 1),
+    )
+    .map_err(err)?;
+    push("count", rate, ok);
+    let (rate, ok) = time(
+        a.runs,
+        n,
+        || Ok(()),
+        || t.find_all(keys),
+        |f| f.values == values,
+    )
+    .map_err(err)?;
+    push("find_all", rate, ok);
+    Ok(())
+}
+
 /// Times `insert`, `find_into` and `find` of one table (`shards` 0: the one-device table) and checks them.
 fn measure(
     a: &ShardedArgs,
@@ -491,6 +636,9 @@ fn write(
     std::fs::write(&a.csv, lines.join("\n") + "\n").map_err(|e| format!("{}: {e}", a.csv))?;
     if let Some(path) = &a.plot {
         let calls = [
+            ("host", "build"),
+            ("host", "count"),
+            ("host", "find_all"),
             ("host", "insert"),
             ("host", "find_into"),
             ("host", "find"),
