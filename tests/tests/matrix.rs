@@ -742,17 +742,67 @@ fn carried_pairs_on(backend: Backend) {
     assert_matches_oracle(&t, &oracle, &keys, &format!("{backend}, after insert"));
 }
 
+/// The same through growth: a batch that takes the table past its maximum load moves the stored pairs into a
+/// larger table first, and the pairs that move cannot place ride in the batch (`insert_or_apply`, then
+/// `insert`), with the values the batch gives them.
+fn carried_through_growth_on(backend: Backend) {
+    if !present(backend) {
+        return;
+    }
+    let n = 1500usize;
+    let cfg = TableConfig::for_keys(n, 0.6)
+        .bucket_size(1)
+        .max_rebuilds(0)
+        .growth(0.6)
+        .backend(BackendChoice::Exactly(backend));
+    let mut t: HashTable<hashtile::P2bht, u32, u64> = HashTable::new(cfg).unwrap();
+    let keys: Vec<u32> = (0..8 * n as u32)
+        .map(|i| hashtile::hash::fmix32(i ^ 0x9a0))
+        .collect();
+    let mut oracle = HashMap::new();
+    let first: Vec<u64> = (0..n as u64).map(|i| i << 32 | 3).collect();
+    insert_tracked(&mut t, &mut oracle, &keys[..n], &first);
+    let capacity = t.capacity();
+    // Every stored key again and as many new ones: past the maximum load, so the table grows first.
+    let (k, v): (Vec<u32>, Vec<u64>) = (0..2 * n)
+        .map(|i| (keys[i], (i as u64 + 5).wrapping_mul(0x9e37_79b9_7f4a_7c15)))
+        .unzip();
+    apply_tracked::<Add, _, _, _>(
+        &mut t,
+        &mut oracle,
+        (&k, &v),
+        u64::wrapping_add,
+        &format!("carried through growth on {backend}: add"),
+    );
+    assert!(t.capacity() > capacity, "{backend}: the table grew");
+    assert_matches_oracle(&t, &oracle, &keys, &format!("{backend}, grown by add"));
+    let capacity = t.capacity();
+    let k: Vec<u32> = keys[..5 * n].to_vec();
+    let v: Vec<u64> = k.iter().map(|&k| u64::from(k) ^ 0xa5).collect();
+    insert_tracked(&mut t, &mut oracle, &k, &v);
+    assert!(t.capacity() > capacity, "{backend}: the table grew again");
+    assert_eq!(
+        t.len(),
+        oracle.len(),
+        "{backend}: len after the grown insert"
+    );
+    assert_matches_oracle(&t, &oracle, &keys, &format!("{backend}, grown by insert"));
+}
+
 #[test]
 fn carried_pairs() {
     carried_pairs_on(Backend::Cpu);
+    carried_through_growth_on(Backend::Cpu);
 }
 
 #[test]
 fn vulkan_carried_pairs() {
     carried_pairs_on(Backend::Vulkan);
+    carried_through_growth_on(Backend::Vulkan);
 }
 
 #[test]
 fn cuda_carried_pairs() {
     carried_pairs_on(Backend::Cuda);
+    carried_through_growth_on(Backend::Cuda);
 }
