@@ -96,8 +96,9 @@ macro_rules! on_gpu {
 }
 
 /// The first key of `keys` that a chained table reserves (`reserved_keys`), as a typed error (a host scan with all cores: the
-/// CPU store's calls and mixed batches; a GPU store checks its calls' keys on the device as they land).
-fn check_keys<K: Key>(keys: &[K]) -> Result<()> {
+/// CPU store's calls and mixed batches, and a sharded table's batches before any shard changes; a GPU store
+/// checks its calls' keys on the device as they land).
+pub(crate) fn check_keys<K: Key>(keys: &[K]) -> Result<()> {
     match first_reserved(&reserved_keys::<K>(), keys) {
         Some(e) => Err(e),
         None => Ok(()),

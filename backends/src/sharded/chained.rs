@@ -9,12 +9,12 @@
 //! [`ShardedTable`]: super::ShardedTable
 
 use super::config::ShardedConfig;
-use super::route::Partition;
+use super::route::{Partition, ShardRoute};
 use super::shard_set::{ShardSet, shard_accessors};
 use super::shard_threads::{merge_failures, run_each};
-use crate::chained::{ChainStats, ChainedConfig, ChainedTable, Op, Outcome};
+use crate::chained::{ChainStats, ChainedConfig, ChainedTable, Op, Outcome, check_keys};
 use crate::results::FindAll;
-use crate::runtime::host_io::{check_len, first_reserved, reserved_keys};
+use crate::runtime::host_io::check_len;
 use crate::select::Backend;
 use hashtile_core::{Error, Key, Result, Value};
 use rayon::prelude::*;
@@ -64,20 +64,16 @@ impl<K: Key, V: Value> ShardedChainedTable<K, V> {
             .map(|&d| ChainedTable::new(config.shard_table(devices.len(), d)))
             .collect::<Result<Vec<_>>>()?;
         Ok(Self {
-            set: ShardSet::new(shards, devices, config.route_seed, config.backend()),
+            set: ShardSet::new(
+                shards,
+                ShardRoute::new(config.route_seed, devices.len()),
+                devices,
+                config.backend(),
+            ),
         })
     }
 
     shard_accessors!(ChainedTable<K, V>, "copies");
-
-    /// The batch's keys checked whole before any shard changes: a reserved key is a typed error naming its
-    /// index in the batch.
-    fn check_keys(keys: &[K]) -> Result<()> {
-        match first_reserved(&reserved_keys::<K>(), keys) {
-            Some(e) => Err(e),
-            None => Ok(()),
-        }
-    }
 
     /// Inserts every pair as a further copy ([`ChainedTable::insert`]). [`Error::LengthMismatch`] and a reserved
     /// key ([`Error::SentinelKey`], [`Error::TombstoneKey`]: its batch index) leave every shard unchanged.
@@ -87,7 +83,7 @@ impl<K: Key, V: Value> ShardedChainedTable<K, V> {
             return one.insert(keys, values);
         }
         check_len("values", values.len(), keys.len())?;
-        Self::check_keys(keys)?;
+        check_keys(keys)?;
         if keys.is_empty() {
             return Ok(());
         }
@@ -103,7 +99,7 @@ impl<K: Key, V: Value> ShardedChainedTable<K, V> {
             return one.replace(keys, values);
         }
         check_len("values", values.len(), keys.len())?;
-        Self::check_keys(keys)?;
+        check_keys(keys)?;
         if keys.is_empty() {
             return Ok(0);
         }
@@ -131,7 +127,7 @@ impl<K: Key, V: Value> ShardedChainedTable<K, V> {
                 one.erase(keys)
             };
         }
-        Self::check_keys(keys)?;
+        check_keys(keys)?;
         if keys.is_empty() {
             return Ok(0);
         }
@@ -147,7 +143,7 @@ impl<K: Key, V: Value> ShardedChainedTable<K, V> {
         if let Some(one) = self.set.only() {
             return one.find(keys);
         }
-        Self::check_keys(keys)?;
+        check_keys(keys)?;
         let mut out = vec![None; keys.len()];
         self.set.answers_into(keys, &mut out, |s, k| s.find(k))?;
         Ok(out)
@@ -158,7 +154,7 @@ impl<K: Key, V: Value> ShardedChainedTable<K, V> {
         if let Some(one) = self.set.only() {
             return one.find_into(keys, out);
         }
-        Self::check_keys(keys)?;
+        check_keys(keys)?;
         self.set.answers_into(keys, out, |s, k| {
             let mut o = vec![V::ABSENT; k.len()];
             s.find_into(k, &mut o)?;
@@ -178,7 +174,7 @@ impl<K: Key, V: Value> ShardedChainedTable<K, V> {
         if let Some(one) = self.set.only() {
             return one.count_into(keys, out);
         }
-        Self::check_keys(keys)?;
+        check_keys(keys)?;
         self.set.answers_into(keys, out, |s, k| s.count(k))
     }
 
@@ -196,7 +192,7 @@ impl<K: Key, V: Value> ShardedChainedTable<K, V> {
         if let Some(one) = self.set.only() {
             return one.find_all_into(keys, out);
         }
-        Self::check_keys(keys)?;
+        check_keys(keys)?;
         self.set.runs_into(keys, out, |s, k| s.find_all(k))
     }
 
@@ -208,7 +204,7 @@ impl<K: Key, V: Value> ShardedChainedTable<K, V> {
             return one.apply(ops);
         }
         let keys: Vec<K> = ops.par_iter().map(|o| o.key()).collect();
-        Self::check_keys(&keys)?;
+        check_keys(&keys)?;
         if ops.is_empty() {
             return Ok(Vec::new());
         }

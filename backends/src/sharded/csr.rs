@@ -74,7 +74,7 @@ impl<K: Key, V: Value> ShardedCsrTable<K, V> {
             merge_failures(&p, built)?
         };
         Ok(Self {
-            set: ShardSet::new(shards, devices, config.route_seed, config.backend()),
+            set: ShardSet::new(shards, route, devices, config.backend()),
         })
     }
 

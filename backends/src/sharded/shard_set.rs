@@ -19,17 +19,18 @@ pub(super) struct ShardSet<T> {
 }
 
 impl<T> ShardSet<T> {
-    /// `shards` on `devices` (one each, in order), keys routed under `route_seed`.
+    /// `shards` (one per shard of `route`) on `devices` (one each, in order).
     pub(super) fn new(
         shards: Vec<T>,
+        route: ShardRoute,
         devices: Vec<usize>,
-        route_seed: u64,
         backend: Backend,
     ) -> Self {
+        debug_assert_eq!(route.shards, shards.len(), "one shard per route entry");
         Self {
-            route: ShardRoute::new(route_seed, shards.len()),
             shards,
             devices,
+            route,
             backend,
         }
     }
