@@ -20,7 +20,8 @@ use crate::common::{distinct_keys, time};
 use crate::plot::{Figure, Panel, Series, XAxis, write_svg};
 use hashtile::{
     Backend, BackendChoice, ChainedConfig, ChainedTable, CsrConfig, CsrTable, FindAll, HashTable,
-    SchemeInfo, ShardedChainedTable, ShardedConfig, ShardedCsrTable, ShardedTable, TableConfig,
+    SchemeInfo, ShardConfig, ShardedChainedTable, ShardedConfig, ShardedCsrTable, ShardedTable,
+    TableConfig,
 };
 use std::path::PathBuf;
 
@@ -218,19 +219,11 @@ pub fn run(a: &ShardedArgs) -> Result<i32, String> {
                 &mut Plain(&mut t),
             )?;
             drop(t);
-            for &g in &a.shards {
-                if backend != Backend::Cpu && g > devices {
-                    eprintln!("sharded: {g} shards skipped ({devices} device(s) here)");
-                    continue;
-                }
+            for g in shard_counts(a, backend, devices) {
                 let n = per * g;
                 let table =
                     TableConfig::for_keys(n, a.load).backend(BackendChoice::Exactly(backend));
-                let config = if backend == Backend::Cpu {
-                    ShardedConfig::new(table).shards(g)
-                } else {
-                    ShardedConfig::new(table).devices((0..g).collect::<Vec<_>>())
-                };
+                let config = spread(table, backend, g);
                 let mut t: ShardedTable<S, u32, u32> =
                     ShardedTable::new(config).map_err(|e| e.to_string())?;
                 t.warm_up().map_err(|e| e.to_string())?;
@@ -248,6 +241,27 @@ pub fn run(a: &ShardedArgs) -> Result<i32, String> {
         },
         |other| Err(format!("--scheme {other}: unknown"))
     )
+}
+
+/// The shard counts measured: `--shards`, less those past the GPUs present (each said).
+fn shard_counts(a: &ShardedArgs, backend: Backend, devices: usize) -> Vec<usize> {
+    let (ok, past): (Vec<usize>, Vec<usize>) = a
+        .shards
+        .iter()
+        .partition(|&&g| backend == Backend::Cpu || g <= devices);
+    for g in past {
+        eprintln!("sharded: {g} shards skipped ({devices} device(s) here)");
+    }
+    ok
+}
+
+/// `table` spread over `g` shards: side by side on the CPU backend, one per GPU `0..g` elsewhere.
+fn spread<C: ShardConfig>(table: C, backend: Backend, g: usize) -> ShardedConfig<C> {
+    if backend == Backend::Cpu {
+        ShardedConfig::new(table).shards(g)
+    } else {
+        ShardedConfig::new(table).devices((0..g).collect::<Vec<_>>())
+    }
 }
 
 /// The calls the mode times, on either kind of table.
@@ -309,18 +323,10 @@ fn chained_rows(
     let (k, v, x) = (&keys[..per], &values[..per], &absent[..per]);
     measure(a, 0, k, v, x, rows, &mut t)?;
     drop(t);
-    for &g in &a.shards {
-        if backend != Backend::Cpu && g > devices {
-            eprintln!("sharded: {g} shards skipped ({devices} device(s) here)");
-            continue;
-        }
+    for g in shard_counts(a, backend, devices) {
         let n = per * g;
         let table = ChainedConfig::for_keys(n, a.load).backend(BackendChoice::Exactly(backend));
-        let config = if backend == Backend::Cpu {
-            ShardedConfig::new(table).shards(g)
-        } else {
-            ShardedConfig::new(table).devices((0..g).collect::<Vec<_>>())
-        };
+        let config = spread(table, backend, g);
         let mut t = ShardChained(
             ShardedChainedTable::new(config.clone()).map_err(err)?,
             config,
@@ -335,14 +341,19 @@ struct OneChained(ChainedTable<u32, u32>, ChainedConfig);
 /// A sharded chained table and its config, made afresh to clear it.
 struct ShardChained(ShardedChainedTable<u32, u32>, ShardedConfig<ChainedConfig>);
 
+/// The smallest chained table of `c`'s settings: made in a table's place to free its memory before the table is
+/// made afresh (a chained table has no `clear`).
+fn placeholder(c: &ChainedConfig) -> ChainedConfig {
+    ChainedConfig {
+        buckets: 1,
+        pool_slabs: 32,
+        ..c.clone()
+    }
+}
+
 impl Table for OneChained {
     fn clear(&mut self) -> hashtile::Result<()> {
-        // The old table goes first: its memory comes back before the new one's is taken.
-        self.0 = ChainedTable::new(ChainedConfig {
-            buckets: 1,
-            pool_slabs: 32,
-            ..self.1.clone()
-        })?;
+        self.0 = ChainedTable::new(placeholder(&self.1))?;
         self.0 = ChainedTable::new(self.1.clone())?;
         Ok(())
     }
@@ -351,10 +362,10 @@ impl Table for OneChained {
 
 impl Table for ShardChained {
     fn clear(&mut self) -> hashtile::Result<()> {
-        let mut tiny = self.1.clone();
-        tiny.table.buckets = 1;
-        tiny.table.pool_slabs = 32;
-        self.0 = ShardedChainedTable::new(tiny)?;
+        self.0 = ShardedChainedTable::new(ShardedConfig {
+            table: placeholder(&self.1.table),
+            ..self.1.clone()
+        })?;
         self.0 = ShardedChainedTable::new(self.1.clone())?;
         Ok(())
     }
@@ -378,17 +389,9 @@ fn csr_rows(
     let mut one = OneCsr(None, csr.clone());
     measure_csr(a, 0, &keys[..per], &values[..per], rows, &mut one)?;
     drop(one);
-    for &g in &a.shards {
-        if backend != Backend::Cpu && g > devices {
-            eprintln!("sharded: {g} shards skipped ({devices} device(s) here)");
-            continue;
-        }
+    for g in shard_counts(a, backend, devices) {
         let n = per * g;
-        let config = if backend == Backend::Cpu {
-            ShardedConfig::new(csr.clone()).shards(g)
-        } else {
-            ShardedConfig::new(csr.clone()).devices((0..g).collect::<Vec<_>>())
-        };
+        let config = spread(csr.clone(), backend, g);
         let mut t = ShardCsr(None, config);
         measure_csr(a, g, &keys[..n], &values[..n], rows, &mut t)?;
     }
@@ -413,34 +416,28 @@ fn built<T>(t: &Option<T>) -> hashtile::Result<&T> {
         .ok_or_else(|| hashtile::Error::InvalidConfig("looked up before the build".into()))
 }
 
-impl CsrCalls for OneCsr {
-    fn build(&mut self, k: &[u32], v: &[u32]) -> hashtile::Result<()> {
-        // The old table goes first: its memory comes back before the new one's is taken.
-        self.0 = None;
-        self.0 = Some(CsrTable::build(&self.1, k, v)?);
-        Ok(())
-    }
-    fn count(&self, k: &[u32]) -> hashtile::Result<Vec<u32>> {
-        built(&self.0)?.count(k)
-    }
-    fn find_all(&self, k: &[u32]) -> hashtile::Result<FindAll<u32>> {
-        built(&self.0)?.find_all(k)
-    }
+/// `CsrCalls` of a wrapper whose `.0` is a table of type `$table` once built from its config `.1`.
+macro_rules! csr_calls {
+    ($wrapper:ty, $table:ident) => {
+        impl CsrCalls for $wrapper {
+            fn build(&mut self, k: &[u32], v: &[u32]) -> hashtile::Result<()> {
+                // The old table goes first: its memory comes back before the new one's is taken.
+                self.0 = None;
+                self.0 = Some($table::build(&self.1, k, v)?);
+                Ok(())
+            }
+            fn count(&self, k: &[u32]) -> hashtile::Result<Vec<u32>> {
+                built(&self.0)?.count(k)
+            }
+            fn find_all(&self, k: &[u32]) -> hashtile::Result<FindAll<u32>> {
+                built(&self.0)?.find_all(k)
+            }
+        }
+    };
 }
 
-impl CsrCalls for ShardCsr {
-    fn build(&mut self, k: &[u32], v: &[u32]) -> hashtile::Result<()> {
-        self.0 = None;
-        self.0 = Some(ShardedCsrTable::build(&self.1, k, v)?);
-        Ok(())
-    }
-    fn count(&self, k: &[u32]) -> hashtile::Result<Vec<u32>> {
-        built(&self.0)?.count(k)
-    }
-    fn find_all(&self, k: &[u32]) -> hashtile::Result<FindAll<u32>> {
-        built(&self.0)?.find_all(k)
-    }
-}
+csr_calls!(OneCsr, CsrTable);
+csr_calls!(ShardCsr, ShardedCsrTable);
 
 /// Times the build, `count` and `find_all` of one CSR table (`shards` 0: the one-device table) and checks them
 /// (the keys are distinct: one value each).
