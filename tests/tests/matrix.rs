@@ -687,6 +687,33 @@ fn double_hashing_bucket_counts() {
     }
 }
 
+/// A P2BHT table of `cfg`'s size and growth on `backend`, with one-slot buckets and no re-seeded rebuilds (so
+/// that its rebuilds lose pairs), holding the first `n` of `spread * n` keys (mixed with `salt`; values
+/// `i << 32 | tag`); the keys and the oracle.
+fn lossy_p2bht(
+    cfg: TableConfig,
+    backend: Backend,
+    n: usize,
+    (spread, salt, tag): (u32, u32, u64),
+) -> (
+    HashTable<hashtile::P2bht, u32, u64>,
+    Vec<u32>,
+    HashMap<u32, u64>,
+) {
+    let cfg = cfg
+        .bucket_size(1)
+        .max_rebuilds(0)
+        .backend(BackendChoice::Exactly(backend));
+    let mut t: HashTable<hashtile::P2bht, u32, u64> = HashTable::new(cfg).unwrap();
+    let keys: Vec<u32> = (0..spread * n as u32)
+        .map(|i| hashtile::hash::fmix32(i ^ salt))
+        .collect();
+    let mut oracle = HashMap::new();
+    let first: Vec<u64> = (0..n as u64).map(|i| i << 32 | tag).collect();
+    insert_tracked(&mut t, &mut oracle, &keys[..n], &first);
+    (t, keys, oracle)
+}
+
 /// A rebuild before an insert (erased slots reclaimed, or growth) that cannot place every stored pair hands
 /// those pairs to the insert, at the head of its batch: the call's `BuildFailed` then names exactly the pairs
 /// not stored, with the values the batch gave them (combined with the stored ones for `insert_or_apply`), and
@@ -698,17 +725,8 @@ fn carried_pairs_on(backend: Backend) {
         return;
     }
     let n = 2000usize;
-    let cfg = TableConfig::for_keys(n, 0.7)
-        .bucket_size(1)
-        .max_rebuilds(0)
-        .backend(BackendChoice::Exactly(backend));
-    let mut t: HashTable<hashtile::P2bht, u32, u64> = HashTable::new(cfg).unwrap();
-    let keys: Vec<u32> = (0..2 * n as u32)
-        .map(|i| hashtile::hash::fmix32(i ^ 0xca1))
-        .collect();
-    let mut oracle = HashMap::new();
-    let first: Vec<u64> = (0..n as u64).map(|i| i << 32 | 7).collect();
-    insert_tracked(&mut t, &mut oracle, &keys[..n], &first);
+    let (mut t, keys, mut oracle) =
+        lossy_p2bht(TableConfig::for_keys(n, 0.7), backend, n, (2, 0xca1, 7));
     let erase_round = |t: &mut HashTable<hashtile::P2bht, u32, u64>,
                        oracle: &mut HashMap<u32, u64>,
                        round: usize| {
@@ -750,18 +768,8 @@ fn carried_through_growth_on(backend: Backend) {
         return;
     }
     let n = 1500usize;
-    let cfg = TableConfig::for_keys(n, 0.6)
-        .bucket_size(1)
-        .max_rebuilds(0)
-        .growth(0.6)
-        .backend(BackendChoice::Exactly(backend));
-    let mut t: HashTable<hashtile::P2bht, u32, u64> = HashTable::new(cfg).unwrap();
-    let keys: Vec<u32> = (0..8 * n as u32)
-        .map(|i| hashtile::hash::fmix32(i ^ 0x9a0))
-        .collect();
-    let mut oracle = HashMap::new();
-    let first: Vec<u64> = (0..n as u64).map(|i| i << 32 | 3).collect();
-    insert_tracked(&mut t, &mut oracle, &keys[..n], &first);
+    let cfg = TableConfig::for_keys(n, 0.6).growth(0.6);
+    let (mut t, keys, mut oracle) = lossy_p2bht(cfg, backend, n, (8, 0x9a0, 3));
     let capacity = t.capacity();
     // Every stored key again and as many new ones: past the maximum load, so the table grows first.
     let (k, v): (Vec<u32>, Vec<u64>) = (0..2 * n)
