@@ -493,6 +493,13 @@ pub trait SchemeInfo: ProbingScheme {
     }
     /// Checks a configuration; `Err` explains what is wrong.
     fn validate(bucket_size: u32, params: &SchemeParams) -> Result<(), String>;
+    /// Whether racing upserts of one key converge on one slot under `params`: [`ProbingScheme::UPSERTS_CONVERGE`]
+    /// (which holds for every parameter set) unless the scheme's rule depends on its parameters. IHT's default
+    /// walk converges and its two-choice rule does not. Host calls choose by this (a GPU table's insert-or-apply
+    /// then combines a batch's copies in the table itself); kernels' compile-time paths by the constant.
+    fn upserts_converge(_params: &SchemeParams) -> bool {
+        Self::UPSERTS_CONVERGE
+    }
     /// The parameters a table of `num_buckets` buckets runs with: `params` as given, unless the scheme bounds
     /// them by the table (a walk along a probe sequence reads each bucket at most once, so that an absent key
     /// of a table filled to its last slot ends instead of circling).

@@ -231,6 +231,11 @@ impl ProbingScheme for Iht {
 impl SchemeInfo for Iht {
     const NAME: &'static str = "iht";
 
+    /// The default walk (`num_hashes = 2`) converges (module docs); the two-choice rule does not.
+    fn upserts_converge(params: &SchemeParams) -> bool {
+        params.num_hashes == 2
+    }
+
     fn default_params(bucket_size: u32) -> SchemeParams {
         // One secondary sequence (BGHT's code): at or past BGHT's IHT in every measured cell, where the paper's
         // two-choice rule inserts at 0.87-0.89x and finds absent keys at 0.82-0.91x (NOTES.md D11).

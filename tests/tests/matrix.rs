@@ -511,7 +511,9 @@ hashtile::for_each_instance!(gpu_oracle_test);
 
 /// IHT with one secondary sequence (`num_hashes = 2`, BGHT's code) on `backend`: builds at a load where the
 /// paper's two-choice rule (`num_hashes = 3`) stops, keeps every pair through updates, answers absent keys (the
-/// early exit at a primary below the threshold), and stores each key at one of its candidate buckets.
+/// early exit at a primary below the threshold), and stores each key at one of its candidate buckets. Both rules
+/// count a batch of keys repeated 16 times (`insert_or_apply::<Add>`): this one in the table (its racing upserts
+/// converge), the paper's with the batch's duplicates settled first.
 fn iht_one_sequence_on(b: u32, backend: Backend) {
     if !present(backend) {
         return;
@@ -539,6 +541,38 @@ fn iht_one_sequence_on(b: u32, backend: Backend) {
     );
     assert_eq!(t.len(), n, "iht h=2 B={b} on {backend}: len");
     assert_matches_oracle(&t, &oracle, &keys, &format!("iht h=2 B={b} on {backend}"));
+    // Counting: 1000 stored keys and 24 new ones, 16 copies each in one batch, every copy added.
+    let counted: Vec<u32> = (0..16 * 1024)
+        .map(|i| match i % 1024 {
+            j if j < 1000 => keys[(j * 7919) % n],
+            j => keys[n + j],
+        })
+        .collect();
+    let ones = vec![1u32; counted.len()];
+    let what = format!("iht h=2 B={b} on {backend}: count");
+    apply_tracked::<Add, _, _, _>(
+        &mut t,
+        &mut oracle,
+        (&counted, &ones),
+        u64::wrapping_add,
+        &what,
+    );
+    assert_matches_oracle(&t, &oracle, &keys, &what);
+    let cfg = TableConfig::for_keys(4096, 0.8)
+        .bucket_size(b)
+        .params(<hashtile::Iht as SchemeInfo>::paper_params(b))
+        .backend(BackendChoice::Exactly(backend));
+    let mut paper: HashTable<hashtile::Iht, u32, u32> = HashTable::new(cfg).unwrap();
+    let mut paper_oracle = HashMap::new();
+    let what = format!("iht h=3 B={b} on {backend}: count");
+    apply_tracked::<Add, _, _, _>(
+        &mut paper,
+        &mut paper_oracle,
+        (&counted, &ones),
+        u64::wrapping_add,
+        &what,
+    );
+    assert_matches_oracle(&paper, &paper_oracle, &keys, &what);
 }
 
 /// BCHT's upsert places a pair in the first of its buckets with room (reusing the duplicate check's reads):

@@ -129,7 +129,7 @@ pub(crate) fn make_child<S: SchemeInfo, K: Key, V: Value>(
         Backend::Cpu => Box::new(CpuChild::new(cpu_engine::<S>(config, shape, family)?)),
         backend => crate::table::gpu::build::build::<S, _>(
             backend,
-            gpu_spec::<K, V>(config, shape, family),
+            gpu_spec::<S, K, V>(config, shape, family),
             AsChild::<K, V>::default(),
         )?,
     })

@@ -788,7 +788,7 @@ pub(crate) fn make_engine<S: SchemeInfo, K: Key, V: Value>(
     Ok(match shape.backend {
         Backend::Cpu => Box::new(cpu_engine::<S>(config, shape, family)?),
         backend => {
-            let spec = gpu_spec::<K, V>(config, shape, family);
+            let spec = gpu_spec::<S, K, V>(config, shape, family);
             crate::table::gpu::build::build::<S, _>(
                 backend,
                 spec,
@@ -821,7 +821,7 @@ pub(crate) fn cpu_engine<S: SchemeInfo>(
 }
 
 /// What a GPU table of `shape` under `family` is built from, with `config`'s settings for `K -> V`.
-pub(crate) fn gpu_spec<K: Key, V: Value>(
+pub(crate) fn gpu_spec<S: SchemeInfo, K: Key, V: Value>(
     config: &TableConfig,
     shape: EngineShape,
     family: HashFamily,
@@ -837,5 +837,6 @@ pub(crate) fn gpu_spec<K: Key, V: Value>(
         batch_keys: config.batch_keys,
         share_stager: shape.share_stager,
         device: config.device,
+        upserts_converge: S::upserts_converge(&shape.params),
     }
 }

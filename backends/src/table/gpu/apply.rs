@@ -2,9 +2,11 @@
 //! (`hashtile_core::reduce`), from device data ([`GpuTable::insert_or_apply_device`]) or host data (in device
 //! batches, through [`crate::HashTable::insert_or_apply`]). Three ways, by what the scheme and layout allow:
 //!
-//! - **In the table** (packed pairs of a scheme whose racing upserts converge, `ProbingScheme::UPSERTS_CONVERGE`:
-//!   linear probing, double hashing): one insert launch with upserts on, updates combining the stored value by
-//!   compare-and-swap of the pair; a key's copies meet in its one slot.
+//! - **In the table** (packed pairs of a scheme whose racing upserts converge under the table's parameters,
+//!   `SchemeInfo::upserts_converge`: linear probing, double hashing, IHT's default walk): one insert launch with
+//!   upserts on, updates combining the stored value by compare-and-swap of the pair; a key's copies meet in its
+//!   one slot. (The atomic folds of the built-in reductions need the scheme's constant,
+//!   `ProbingScheme::UPSERTS_CONVERGE`: IHT combines by the compare-and-swap loop.)
 //! - **In the table without evictions** (packed pairs of a first-fit cuckoo scheme, `ProbingScheme::FIRST_FIT`:
 //!   BCHT, 1CHT): the same launch under `NoEvictions`, which turns the scheme's evictions into failures so that
 //!   nothing moves and copies meet as above; the keys it fails (every candidate full) go through duplicates
@@ -103,12 +105,12 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
             return Ok(Unplaced::default());
         }
         // `Assign` keeps the batch's last value, an order racing copies do not keep: it settles duplicates first.
-        let in_table = S::UPSERTS_CONVERGE || S::FIRST_FIT;
+        let in_table = self.upserts_converge || S::FIRST_FIT;
         if L::MOVES_PAIRS && in_table && self.options.use_cas && F::KIND != kind::ASSIGN {
             if !scanned {
                 self.check_sentinel(keys, n)?;
             }
-            return if S::UPSERTS_CONVERGE {
+            return if self.upserts_converge {
                 self.apply_in_table::<F>(keys, values, n)
             } else {
                 self.apply_unmoved::<F>(keys, values, n)
@@ -162,10 +164,11 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
     }
 
     /// Insert-or-apply of a batch in the table itself, for packed pairs of a scheme whose racing upserts of one
-    /// key converge on one slot (`ProbingScheme::UPSERTS_CONVERGE`: linear probing, double hashing): one insert
-    /// launch with upserts on, whose updates combine the stored value with the lane's by a compare-and-swap of
-    /// the pair (cuCollections' way). A key's copies meet in its slot: the first claims it, the others
-    /// re-read and combine: one pass over the batch, whose keys the caller has checked for the sentinel.
+    /// key converge on one slot (`upserts_converge`: linear probing, double hashing, IHT's default walk): one
+    /// insert launch with upserts on, whose updates combine the stored value with the lane's by a
+    /// compare-and-swap of the pair (cuCollections' way). A key's copies meet in its slot: the first claims it,
+    /// the others re-read and combine: one pass over the batch, whose keys the caller has checked for the
+    /// sentinel.
     fn apply_in_table<F: Reduce>(
         &mut self,
         keys: &Handle,

@@ -40,6 +40,9 @@ pub struct GpuSpec {
     pub share_stager: bool,
     /// Which of the backend's devices holds the table.
     pub device: usize,
+    /// Racing upserts of one key converge on one slot under `params` (`SchemeInfo::upserts_converge`): the
+    /// table's insert-or-apply then combines a batch's copies in the table.
+    pub upserts_converge: bool,
 }
 
 /// What [`build`] does with the table it made: the table's type depends on the runtime and the layout, so the
@@ -140,5 +143,6 @@ fn table<R: HostTransfer, S: ProbingScheme, L: KeyLayout>(
     )?;
     t.set_count_probes(spec.count_probes);
     t.set_batch_keys(spec.batch_keys);
+    t.upserts_converge = spec.upserts_converge;
     Ok(t)
 }

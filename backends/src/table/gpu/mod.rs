@@ -62,7 +62,7 @@ use crate::runtime::transfer::HostTransfer;
 use crate::table::engine::Engine;
 use cubecl::prelude::*;
 use cubecl::server::Handle;
-use hashtile_core::scheme::{ProbingScheme, SchemeParams};
+use hashtile_core::scheme::{ProbingScheme, SchemeInfo, SchemeParams};
 use hashtile_core::tile::EMPTY_WORD;
 use hashtile_core::{Error, HashFamily, ProbeStats, Result};
 use kernels::{ADDED_COUNTERS, INSERT_COUNTERS};
@@ -100,6 +100,8 @@ pub struct GpuTable<R: HostTransfer, S: ProbingScheme, L: KeyLayout = Packed> {
     pub(crate) family: HashFamily,
     pub(crate) params: SchemeParams,
     pub(crate) options: GpuOptions,
+    /// Racing upserts of one key converge on one slot under `params` (`SchemeInfo::upserts_converge`).
+    pub(crate) upserts_converge: bool,
     pub(crate) len: usize,
     /// The stash: receives the pairs an insert gives up on (`L::STASH_WORDS` each). Allocated once with the table
     /// (allocating a batch-sized buffer per insert cost more than the insert kernel itself), `stash_len` pairs.
@@ -176,8 +178,11 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
         family: HashFamily,
         params: SchemeParams,
         options: GpuOptions,
-    ) -> Result<Self> {
-        Self::build(
+    ) -> Result<Self>
+    where
+        S: SchemeInfo,
+    {
+        let mut t = Self::build(
             crate::runtime::kernel_cache::client::<R>(device),
             num_buckets,
             bucket_size,
@@ -185,7 +190,9 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
             params,
             options,
             false,
-        )
+        )?;
+        t.upserts_converge = S::upserts_converge(&params);
+        Ok(t)
     }
 
     /// [`GpuTable::new`], copying through the process's shared stager instead of a stream and staging ring
@@ -197,8 +204,11 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
         family: HashFamily,
         params: SchemeParams,
         options: GpuOptions,
-    ) -> Result<Self> {
-        Self::build(
+    ) -> Result<Self>
+    where
+        S: SchemeInfo,
+    {
+        let mut t = Self::build(
             crate::runtime::kernel_cache::client::<R>(device),
             num_buckets,
             bucket_size,
@@ -206,7 +216,9 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
             params,
             options,
             true,
-        )
+        )?;
+        t.upserts_converge = S::upserts_converge(&params);
+        Ok(t)
     }
 
     /// [`GpuTable::new`] on `client`, with a stager of its own or the process's shared one.
@@ -261,6 +273,7 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
             family,
             params,
             options,
+            upserts_converge: S::UPSERTS_CONVERGE,
             len: 0,
             stash,
             stash_len,
