@@ -418,30 +418,33 @@ fn erase_device_matches_oracle<R: hashtile::gpu::transfer::HostTransfer>(backend
         .take(2 * n)
         .collect();
     let values: Vec<u32> = keys.iter().map(|k| k.rotate_left(3)).collect();
-    let mut t = GpuTable::<R, hashtile::LinearProbing>::new(
-        &Default::default(),
-        (n as f64 / 0.8 / 4.0).ceil() as u32,
-        4,
-        HashFamily::new(5),
-        hashtile::LinearProbing::default_params(4),
-        opts,
-    )
-    .unwrap();
-    let (kh, vh) = (t.upload(&keys[..n]), t.upload(&values[..n]));
-    assert!(t.insert_device(&kh, &vh, n).unwrap().pairs.is_empty());
     // Every third stored key, twice, with absent keys and the sentinel.
     let mut batch: Vec<u32> = keys[..n].iter().step_by(3).copied().collect();
     batch.extend_from_slice(&batch.clone());
     batch.extend_from_slice(&keys[n..n + 100]);
     batch.push(u32::MAX);
     let gone: std::collections::HashSet<u32> = keys[..n].iter().step_by(3).copied().collect();
-    let bh = t.upload(&batch);
-    assert_eq!(t.erase_device(&bh, batch.len()).unwrap(), gone.len());
-    assert_eq!(t.len(), n - gone.len());
-    let got = t.find_keys(&keys).unwrap();
-    for (i, (k, g)) in keys.iter().zip(got).enumerate() {
-        let want = (i < n && !gone.contains(k)).then_some(values[i]);
-        assert_eq!(g, want, "key {k}");
+    // Four-lane tiles on the driver, and one-lane tiles walking alone (`device::lane`).
+    for (bucket, load) in [(4u32, 0.8), (1, 0.6)] {
+        let mut t = GpuTable::<R, hashtile::LinearProbing>::new(
+            &Default::default(),
+            (n as f64 / load / bucket as f64).ceil() as u32,
+            bucket,
+            HashFamily::new(5),
+            hashtile::LinearProbing::default_params(bucket),
+            opts,
+        )
+        .unwrap();
+        let (kh, vh) = (t.upload(&keys[..n]), t.upload(&values[..n]));
+        assert!(t.insert_device(&kh, &vh, n).unwrap().pairs.is_empty());
+        let bh = t.upload(&batch);
+        assert_eq!(t.erase_device(&bh, batch.len()).unwrap(), gone.len());
+        assert_eq!(t.len(), n - gone.len());
+        let got = t.find_keys(&keys).unwrap();
+        for (i, (k, g)) in keys.iter().zip(got).enumerate() {
+            let want = (i < n && !gone.contains(k)).then_some(values[i]);
+            assert_eq!(g, want, "B={bucket}: key {k}");
+        }
     }
     // Wide pairs have no key word to spare for a mark.
     let mut c = GpuTable::<R, hashtile::Iht, hashtile::gpu::Wide>::new(
@@ -453,6 +456,7 @@ fn erase_device_matches_oracle<R: hashtile::gpu::transfer::HostTransfer>(backend
         opts,
     )
     .unwrap();
+    let bh = c.upload(&batch);
     assert!(matches!(
         c.erase_device(&bh, batch.len()),
         Err(hashtile::Error::InvalidConfig(_))
@@ -544,6 +548,9 @@ fn insert_device_repeats_every_scheme<R: hashtile::gpu::transfer::HostTransfer>(
     insert_device_repeats::<R, hashtile::Cht1>(backend, 1);
     insert_device_repeats::<R, hashtile::LinearProbing>(backend, 4);
     insert_device_repeats::<R, hashtile::DoubleHashing>(backend, 8);
+    // One-lane tiles walk alone (`device::lane`): racing copies meet there too.
+    insert_device_repeats::<R, hashtile::LinearProbing>(backend, 1);
+    insert_device_repeats::<R, hashtile::DoubleHashing>(backend, 1);
 }
 
 #[test]

@@ -8,6 +8,7 @@
 pub mod counters;
 pub mod driver;
 pub mod find;
+pub mod lane;
 pub mod layout;
 pub mod operation;
 pub mod probe;

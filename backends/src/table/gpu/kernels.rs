@@ -5,13 +5,14 @@
 use crate::device::counters::{ADDED_AT, PROBES_AT, RECLAIMED_AT, RETRIES_AT, count_spread};
 use crate::device::driver::{LaneOp, op, reads, store_inserted_value, tile_drive};
 use crate::device::find::tile_find;
+use crate::device::lane::{lane_insert, lane_walks};
 use crate::device::layout::KeyLayout;
 use crate::device::probe::probe_bucket;
 use crate::device::shape::{ShapeScalars, TableMeta, meta_of};
 /// The presence bits of finds live with the host-I/O layer that reads them (every family's finds set them).
 pub use crate::runtime::host_io::store_found_bits;
 use cubecl::prelude::*;
-use hashtile_core::reduce::Reduce;
+use hashtile_core::reduce::{Reduce, kind};
 use hashtile_core::scheme::ProbingScheme;
 use hashtile_core::tile::tile_lane;
 
@@ -200,32 +201,54 @@ pub(crate) fn insert_core<S: ProbingScheme, L: KeyLayout, F: Reduce>(
         at: 0u32,
     };
     let read_mode = comptime!(reads::for_writes(plain_reads));
-    let a = tile_drive::<S, L, F>(
-        table,
-        table_plain,
-        table_values,
-        table_halves,
-        counters,
-        0u32,
-        failed,
-        counters,
-        comptime!(INSERT_COUNTERS as u32),
-        &mut no_out,
-        meta,
-        frames,
-        lane,
-        op::INSERT,
-        bucket_size,
-        tile_width,
-        read_mode,
-        use_cas,
-        count_probes,
-        false,
-        framed,
-        false,
-        halves_bound,
-        reclaim,
+    // One-lane tiles walk on their own (`device::lane`): launches that take erased slots or combine values
+    // stay on the driver.
+    let alone = comptime!(
+        lane_walks::<S, L>(tile_width, use_cas, framed) && !reclaim && F::KIND == kind::ASSIGN
     );
+    let a = if comptime!(alone) {
+        lane_insert::<S, L>(
+            table,
+            table_plain,
+            failed,
+            counters,
+            meta,
+            frames,
+            pending,
+            my_key,
+            my_val,
+            bucket_size,
+            read_mode,
+            count_probes,
+        )
+    } else {
+        tile_drive::<S, L, F>(
+            table,
+            table_plain,
+            table_values,
+            table_halves,
+            counters,
+            0u32,
+            failed,
+            counters,
+            comptime!(INSERT_COUNTERS as u32),
+            &mut no_out,
+            meta,
+            frames,
+            lane,
+            op::INSERT,
+            bucket_size,
+            tile_width,
+            read_mode,
+            use_cas,
+            count_probes,
+            false,
+            framed,
+            false,
+            halves_bound,
+            reclaim,
+        )
+    };
     store_inserted_value::<L>(table_values, a, pending, my_val);
     // Tile totals, counted once per tile (its lane 0), one atomic per plane.
     let first = tl.lane == 0u32;
