@@ -156,7 +156,8 @@ impl<K: Key, V: Value> ShardedChainedTable<K, V> {
         }
         check_keys(keys)?;
         self.set.answers_into(keys, out, |s, k| {
-            let mut o = vec![V::ABSENT; k.len()];
+            // The find writes every position: a zeroed allocation (calloc) costs no stores of its own.
+            let mut o = vec![V::default(); k.len()];
             s.find_into(k, &mut o)?;
             Ok(o)
         })

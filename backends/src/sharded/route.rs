@@ -155,14 +155,27 @@ impl Partition {
             });
     }
 
-    /// `src` (one element per key of the batch) cut into the shards' parts, each in batch order.
+    /// `src` (one element per key of the batch) cut into the shards' parts, each in batch order. The parts'
+    /// memory is first written by the parallel split itself (a serial fill of each part first cost more than
+    /// the split: at 2^24 keys a shard, 64 MB of stores and page faults per part on one thread).
     pub fn parts<T: Copy + Send + Sync>(&self, src: &[T]) -> Vec<Vec<T>> {
-        let Some(&fill) = src.first() else {
-            return self.lens.iter().map(|_| Vec::new()).collect();
-        };
-        let mut parts: Vec<Vec<T>> = self.lens.iter().map(|&n| vec![fill; n]).collect();
-        let mut views: Vec<&mut [T]> = parts.iter_mut().map(|v| &mut v[..]).collect();
-        self.split(src, &mut views);
+        let mut parts: Vec<Vec<T>> = self.lens.iter().map(|&n| Vec::with_capacity(n)).collect();
+        {
+            let mut views: Vec<&mut [MaybeUninit<T>]> = parts
+                .iter_mut()
+                .zip(&self.lens)
+                .map(|(v, &n)| &mut v.spare_capacity_mut()[..n])
+                .collect();
+            // SAFETY: `MaybeUninit<T>` has `T`'s layout, and any `T` is a valid `MaybeUninit<T>`.
+            let src: &[MaybeUninit<T>] =
+                unsafe { std::slice::from_raw_parts(src.as_ptr().cast(), src.len()) };
+            self.split(src, &mut views);
+        }
+        for (v, &n) in parts.iter_mut().zip(&self.lens) {
+            // SAFETY: the split wrote every position below the part's length (the lengths are the counts of
+            // the batch's keys per shard, and each key's element goes to one position of its shard's part).
+            unsafe { v.set_len(n) };
+        }
         parts
     }
 

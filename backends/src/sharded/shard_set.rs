@@ -8,6 +8,7 @@ use crate::results::FindAll;
 use crate::runtime::host_io::check_out_len;
 use crate::select::Backend;
 use hashtile_core::{Key, Result};
+use std::time::Instant;
 
 /// A family's shards (`T`: one family table each) and how keys are routed to them.
 pub(super) struct ShardSet<T> {
@@ -66,12 +67,16 @@ impl<T: Send> ShardSet<T> {
         values: Option<&[V]>,
         work: impl Fn(&mut T, &[K], &[V]) -> Result<U> + Sync,
     ) -> Result<(Partition, Vec<U>)> {
+        let t0 = Instant::now();
         let p = Partition::new(&self.route, keys);
         let ks = p.parts(keys);
         let vs = values.map(|v| p.parts(v));
+        traced("partition", t0);
+        let t0 = Instant::now();
         let results = run_each(&mut self.shards, |i, s| {
             work(s, &ks[i], vs.as_ref().map_or(&[][..], |v| &v[i][..]))
         });
+        traced("shards' calls", t0);
         let out = merge_failures(&p, results)?;
         Ok((p, out))
     }
@@ -84,9 +89,13 @@ impl<T: Sync> ShardSet<T> {
         keys: &[K],
         work: impl Fn(&T, &[K]) -> Result<U> + Sync,
     ) -> Result<(Partition, Vec<U>)> {
+        let t0 = Instant::now();
         let p = Partition::new(&self.route, keys);
         let ks = p.parts(keys);
+        traced("partition", t0);
+        let t0 = Instant::now();
         let results = run_each_ref(&self.shards, |i, s| work(s, &ks[i]));
+        traced("shards' calls", t0);
         let out = merge_failures(&p, results)?;
         Ok((p, out))
     }
@@ -100,7 +109,9 @@ impl<T: Sync> ShardSet<T> {
     ) -> Result<()> {
         check_out_len(keys.len(), out.len())?;
         let (p, answers) = self.on_parts_ref(keys, ask)?;
+        let t0 = Instant::now();
         p.join(out, |s, j| answers[s][j]);
+        traced("answers joined", t0);
         Ok(())
     }
 
@@ -113,8 +124,16 @@ impl<T: Sync> ShardSet<T> {
         ask: impl Fn(&T, &[K]) -> Result<FindAll<V>> + Sync,
     ) -> Result<()> {
         let (p, answers) = self.on_parts_ref(keys, ask)?;
-        p.join_runs(&answers, out)
+        let t0 = Instant::now();
+        let joined = p.join_runs(&answers, out);
+        traced("runs joined", t0);
+        joined
     }
+}
+
+/// A phase of a sharded call and its time, as a `tracing` event (target `hashtile`, level TRACE).
+fn traced(phase: &str, since: Instant) {
+    tracing::trace!(target: "hashtile", phase = %format!("sharded: {phase}"), ms = since.elapsed().as_secs_f64() * 1e3);
 }
 
 /// The accessors of a sharded family's table whose shards are `set: ShardSet<$shard>` (a family table of
