@@ -1,6 +1,6 @@
 //! The static tables' launchable kernels: bulk insert and bulk find, each the tile driver
-//! (`crate::device::driver`) over a batch, written once for every key layout (`crate::device::layout`), with
-//! their counters and presence outputs.
+//! (`crate::device::driver`; inserts of one-lane tiles: their lanes' own walks, `crate::device::lane`) over a
+//! batch, written once for every key layout (`crate::device::layout`), with their counters and presence outputs.
 
 use crate::device::counters::{ADDED_AT, PROBES_AT, RECLAIMED_AT, RETRIES_AT, count_spread};
 use crate::device::driver::{LaneOp, op, reads, store_inserted_value, tile_drive};
@@ -138,7 +138,8 @@ pub fn fold_insert_kernel<S: ProbingScheme, L: KeyLayout, F: Reduce>(
 }
 
 /// The body of [`insert_kernel`]: the tile driver ([`tile_drive`] with [`op::INSERT`], the table's upsert
-/// rule) over the selected positions, then the counters. With `framed`, the slot arrays hold many tables of
+/// rule; for one-lane tiles that [`lane_walks`] admits, [`lane_insert`]) over the selected positions, then the
+/// counters. With `framed`, the slot arrays hold many tables of
 /// `meta`'s shape (slot frames) and each lane's pair goes to table `child`, whose seeds and first bucket are
 /// that table's descriptor in `frames`: the tile carries the child with the pair, and a pair an eviction
 /// displaces stays in the same table. `counters` then has a failure counter per table after the
