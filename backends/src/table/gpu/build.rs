@@ -140,9 +140,9 @@ fn table<R: HostTransfer, S: ProbingScheme, L: KeyLayout>(
         spec.params,
         options,
         spec.share_stager,
+        spec.upserts_converge,
     )?;
     t.set_count_probes(spec.count_probes);
     t.set_batch_keys(spec.batch_keys);
-    t.upserts_converge = spec.upserts_converge;
     Ok(t)
 }

@@ -182,7 +182,7 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
     where
         S: SchemeInfo,
     {
-        let mut t = Self::build(
+        Self::build(
             crate::runtime::kernel_cache::client::<R>(device),
             num_buckets,
             bucket_size,
@@ -190,9 +190,8 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
             params,
             options,
             false,
-        )?;
-        t.upserts_converge = S::upserts_converge(&params);
-        Ok(t)
+            S::upserts_converge(&params),
+        )
     }
 
     /// [`GpuTable::new`], copying through the process's shared stager instead of a stream and staging ring
@@ -208,7 +207,7 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
     where
         S: SchemeInfo,
     {
-        let mut t = Self::build(
+        Self::build(
             crate::runtime::kernel_cache::client::<R>(device),
             num_buckets,
             bucket_size,
@@ -216,12 +215,14 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
             params,
             options,
             true,
-        )?;
-        t.upserts_converge = S::upserts_converge(&params);
-        Ok(t)
+            S::upserts_converge(&params),
+        )
     }
 
-    /// [`GpuTable::new`] on `client`, with a stager of its own or the process's shared one.
+    /// [`GpuTable::new`] on `client`, with a stager of its own or the process's shared one. `upserts_converge`:
+    /// the scheme's [`SchemeInfo::upserts_converge`] under `params` (the callers hold the scheme's information;
+    /// kernels need only [`ProbingScheme`]).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn build(
         client: ComputeClient<R>,
         num_buckets: u32,
@@ -230,6 +231,7 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
         params: SchemeParams,
         options: GpuOptions,
         share_stager: bool,
+        upserts_converge: bool,
     ) -> Result<Self> {
         if !L::MOVES_PAIRS && !options.use_cas {
             return Err(Error::InvalidConfig(format!(
@@ -273,7 +275,7 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
             family,
             params,
             options,
-            upserts_converge: S::UPSERTS_CONVERGE,
+            upserts_converge,
             len: 0,
             stash,
             stash_len,
@@ -449,6 +451,7 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
             self.params,
             self.options,
             true,
+            self.upserts_converge,
         )?;
         t.count_probes = self.count_probes;
         t.batch = self.batch;
