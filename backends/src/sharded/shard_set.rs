@@ -6,9 +6,9 @@ use super::route::{Partition, ShardRoute};
 use super::shard_threads::{merge_failures, run_each, run_each_ref};
 use crate::results::FindAll;
 use crate::runtime::host_io::check_out_len;
+use crate::runtime::trace::Trace;
 use crate::select::Backend;
 use hashtile_core::{Key, Result};
-use std::time::Instant;
 
 /// A family's shards (`T`: one family table each) and how keys are routed to them.
 pub(super) struct ShardSet<T> {
@@ -67,35 +67,34 @@ impl<T: Send> ShardSet<T> {
         values: Option<&[V]>,
         work: impl Fn(&mut T, &[K], &[V]) -> Result<U> + Sync,
     ) -> Result<(Partition, Vec<U>)> {
-        let t0 = Instant::now();
+        let mut trace = Trace::new("sharded");
         let p = Partition::new(&self.route, keys);
         let ks = p.parts(keys);
         let vs = values.map(|v| p.parts(v));
-        traced("partition", t0);
-        let t0 = Instant::now();
+        trace.lap("partition");
         let results = run_each(&mut self.shards, |i, s| {
             work(s, &ks[i], vs.as_ref().map_or(&[][..], |v| &v[i][..]))
         });
-        traced("shards' calls", t0);
+        trace.lap("shards");
+        trace.report("parts", keys.len());
         let out = merge_failures(&p, results)?;
         Ok((p, out))
     }
 }
 
 impl<T: Sync> ShardSet<T> {
-    /// [`ShardSet::on_parts`] for calls that read the shards only.
-    pub(super) fn on_parts_ref<K: Key, U: Send>(
+    /// [`ShardSet::on_parts`] for calls that read the shards only, its phases laps of `trace`.
+    fn on_parts_ref<K: Key, U: Send>(
         &self,
         keys: &[K],
         work: impl Fn(&T, &[K]) -> Result<U> + Sync,
+        trace: &mut Trace,
     ) -> Result<(Partition, Vec<U>)> {
-        let t0 = Instant::now();
         let p = Partition::new(&self.route, keys);
         let ks = p.parts(keys);
-        traced("partition", t0);
-        let t0 = Instant::now();
+        trace.lap("partition");
         let results = run_each_ref(&self.shards, |i, s| work(s, &ks[i]));
-        traced("shards' calls", t0);
+        trace.lap("shards");
         let out = merge_failures(&p, results)?;
         Ok((p, out))
     }
@@ -108,10 +107,11 @@ impl<T: Sync> ShardSet<T> {
         ask: impl Fn(&T, &[K]) -> Result<Vec<A>> + Sync,
     ) -> Result<()> {
         check_out_len(keys.len(), out.len())?;
-        let (p, answers) = self.on_parts_ref(keys, ask)?;
-        let t0 = Instant::now();
+        let mut trace = Trace::new("sharded");
+        let (p, answers) = self.on_parts_ref(keys, ask, &mut trace)?;
         p.join(out, |s, j| answers[s][j]);
-        traced("answers joined", t0);
+        trace.lap("join");
+        trace.report("answers", keys.len());
         Ok(())
     }
 
@@ -123,17 +123,13 @@ impl<T: Sync> ShardSet<T> {
         out: &mut FindAll<V>,
         ask: impl Fn(&T, &[K]) -> Result<FindAll<V>> + Sync,
     ) -> Result<()> {
-        let (p, answers) = self.on_parts_ref(keys, ask)?;
-        let t0 = Instant::now();
-        let joined = p.join_runs(&answers, out);
-        traced("runs joined", t0);
-        joined
+        let mut trace = Trace::new("sharded");
+        let (p, answers) = self.on_parts_ref(keys, ask, &mut trace)?;
+        p.join_runs(&answers, out)?;
+        trace.lap("join");
+        trace.report("runs", keys.len());
+        Ok(())
     }
-}
-
-/// A phase of a sharded call and its time, as a `tracing` event (target `hashtile`, level TRACE).
-fn traced(phase: &str, since: Instant) {
-    tracing::trace!(target: "hashtile", phase = %format!("sharded: {phase}"), ms = since.elapsed().as_secs_f64() * 1e3);
 }
 
 /// The accessors of a sharded family's table whose shards are `set: ShardSet<$shard>` (a family table of

@@ -18,18 +18,10 @@ pub(super) fn run_each<X: Send, T: Send>(
         let handles: Vec<_> = items
             .iter_mut()
             .enumerate()
-            .map(|(i, x)| sc.spawn(move || timed(i, || work(i, x))))
+            .map(|(i, x)| sc.spawn(move || work(i, x)))
             .collect();
         handles.into_iter().map(join_thread).collect()
     })
-}
-
-/// `work` for shard `i`, its time a `tracing` event (target `hashtile`, level TRACE).
-fn timed<T>(i: usize, work: impl FnOnce() -> T) -> T {
-    let t0 = std::time::Instant::now();
-    let out = work();
-    tracing::trace!(target: "hashtile", phase = "sharded: one shard's call", shard = i, ms = t0.elapsed().as_secs_f64() * 1e3);
-    out
 }
 
 /// [`run_each`] for work that reads its shard only.
@@ -45,7 +37,7 @@ pub(super) fn run_each_ref<X: Sync, T: Send>(
         let handles: Vec<_> = items
             .iter()
             .enumerate()
-            .map(|(i, x)| sc.spawn(move || timed(i, || work(i, x))))
+            .map(|(i, x)| sc.spawn(move || work(i, x)))
             .collect();
         handles.into_iter().map(join_thread).collect()
     })
