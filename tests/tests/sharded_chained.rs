@@ -361,3 +361,41 @@ fn ranks_are_refused() {
         Err(Error::InvalidConfig(_))
     ));
 }
+
+#[test]
+fn stored_all_ones_values_are_found_and_staging_is_kept_across_batch_sizes() {
+    for backend in present_backends() {
+        for shards in [Shards::Count(2), Shards::Count(3)] {
+            let what = format!("{backend} {shards:?}");
+            let mut t: ShardedChainedTable<u32, u32> =
+                ShardedChainedTable::new(config(backend, 40_000, shards)).unwrap();
+            let mut o = Multi::new();
+            // A large batch, then a small one, then a large one again: each call's parts are the first keys of
+            // buffers that an earlier, larger call filled further.
+            for (round, n) in [20_000u32, 300, 9_000, 1].into_iter().enumerate() {
+                let base = round as u32 * 50_000;
+                let keys: Vec<u32> = (base..base + n).map(key).collect();
+                // Every third value is the all-ones word, which only presence bits tell from an absent key.
+                let values: Vec<u32> = (0..n)
+                    .map(|i| if i % 3 == 0 { u32::MAX } else { i })
+                    .collect();
+                t.insert(&keys, &values).unwrap();
+                for (k, v) in keys.iter().zip(&values) {
+                    o.entry(*k).or_default().push(*v);
+                }
+                let probe: Vec<u32> = (base.saturating_sub(500)..base + n + 500)
+                    .map(key)
+                    .collect();
+                let found = t.find(&probe).unwrap();
+                for (k, f) in probe.iter().zip(&found) {
+                    assert_eq!(
+                        *f,
+                        o.get(k).map(|v| v[0]),
+                        "{what} round {round}: find of {k}"
+                    );
+                }
+                agrees(&mut t, &o, &probe, &format!("{what} round {round}"));
+            }
+        }
+    }
+}

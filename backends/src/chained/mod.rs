@@ -42,7 +42,7 @@ use crate::device::layout::{Packed, Wide};
 use crate::results::{FindAll, offsets_from_counts};
 use crate::runtime::dispatch::{TableStream, table_stream};
 use crate::runtime::host_io::{BatchSizes, check_out_len, first_reserved, reserved_keys};
-use crate::runtime::host_memory::{answer_room, zeroed_answers};
+use crate::runtime::host_memory::{PinnedBuffer, answer_room, zeroed_answers};
 use crate::runtime::words::{same_options_vec, with_find_all_words, with_words_mut, words_of};
 use crate::select::{Backend, BackendChoice};
 use cpu::{CpuChained, Placed};
@@ -336,6 +336,67 @@ impl<K: Key, V: Value> ChainedTable<K, V> {
                 }),
             }
         })
+    }
+
+    /// [`ChainedTable::find_into`] with presence bits: bit `i % 32` of `found[i / 32]` set for present keys
+    /// (`keys.len().div_ceil(32)` words), so that a stored all-ones value reads as present (the sharded table's
+    /// `find`, whose `Option`s are made from its shards' values and bits).
+    pub(crate) fn find_bits_into(
+        &self,
+        keys: &[K],
+        out: &mut [V],
+        found: &mut [u32],
+    ) -> Result<()> {
+        let stream = self.stream.id();
+        stream.executes(|| {
+            check_out_len(keys.len(), out.len())?;
+            check_out_len(keys.len().div_ceil(32), found.len())?;
+            match &self.store {
+                Store::Cpu(c) => {
+                    check_keys(keys)?;
+                    (out.par_chunks_mut(32).zip(found.par_iter_mut()))
+                        .zip(keys.par_chunks(32))
+                        .for_each(|((out, word), keys)| {
+                            *word = 0;
+                            for (i, (o, k)) in out.iter_mut().zip(keys).enumerate() {
+                                let v = c.find(k.widen());
+                                *word |= u32::from(v.is_some()) << i;
+                                *o = v.map_or(V::ABSENT, V::narrow);
+                            }
+                        });
+                    Ok(())
+                }
+                Store::Device(_, g) => on_gpu!(g, d => {
+                    let keys = words_of(keys);
+                    with_words_mut(out, |o| d.find_bits_into(&keys, o, found))
+                }),
+            }
+        })
+    }
+
+    /// A host buffer of `n` elements in page-locked memory on the table's device when its backend has it
+    /// (CUDA), else ordinary memory: the table's host calls move it at the full bus rate, as
+    /// [`HashTable::pinned_buffer`](crate::HashTable::pinned_buffer)'s.
+    ///
+    /// ```
+    /// use hashtile_backends::chained::{ChainedConfig, ChainedTable};
+    /// use hashtile_backends::{Backend, BackendChoice};
+    /// let cfg = ChainedConfig::for_keys(100, 0.6).backend(BackendChoice::Exactly(Backend::Cpu));
+    /// let mut t: ChainedTable<u32, u32> = ChainedTable::new(cfg)?;
+    /// let mut keys = t.pinned_buffer::<u32>(2);
+    /// keys.copy_from_slice(&[4, 5]);
+    /// t.insert(&keys, &[40, 50])?;
+    /// let mut out = t.pinned_buffer::<u32>(2);
+    /// t.find_into(&keys, &mut out)?;
+    /// assert_eq!(&out[..], &[40, 50]);
+    /// # Ok::<(), hashtile_core::Error>(())
+    /// ```
+    pub fn pinned_buffer<E: Element>(&self, n: usize) -> PinnedBuffer<E> {
+        let alloc = match &self.store {
+            Store::Cpu(_) => None,
+            Store::Device(_, g) => on_gpu!(g, d => d.alloc_pinned(n * size_of::<E>())),
+        };
+        PinnedBuffer::from_alloc(alloc, n)
     }
 
     /// How many copies of each key are stored.

@@ -43,14 +43,14 @@ pub mod gpu;
 use crate::results::FindAll;
 use crate::runtime::dispatch::{TableStream, table_stream};
 use crate::runtime::host_io::check_out_len;
-use crate::runtime::host_memory::zeroed_answers;
+use crate::runtime::host_memory::{PinnedBuffer, zeroed_answers};
 pub use config::{CsrBuild, CsrConfig, DeviceCsrParams, JoinMethod, check_lookup_tile};
 use cpu::{HostCsr, HostJoin, intersect_vertex};
 
 use crate::csr::gpu::DeviceCsr;
 use crate::csr::gpu::join::DeviceJoin;
 use crate::select::Backend;
-use hashtile_core::{Error, HashFamily, Key, Result, Value};
+use hashtile_core::{Element, Error, HashFamily, Key, Result, Value};
 use rayon::prelude::*;
 use std::sync::Arc;
 
@@ -181,6 +181,30 @@ impl<K: Key, V: Value> CsrTable<K, V> {
             Store::Host(h) => h.find_all_into(queries, out),
             Store::Device(_, d) => self.stream.id().executes(|| d.find_all_into(queries, out)),
         }
+    }
+
+    /// A host buffer of `n` elements in page-locked memory on the table's device when its backend has it
+    /// (CUDA), else ordinary memory: the table's lookups move it at the full bus rate, as
+    /// [`HashTable::pinned_buffer`](crate::HashTable::pinned_buffer)'s.
+    ///
+    /// ```
+    /// use hashtile_backends::csr::{CsrConfig, CsrTable};
+    /// use hashtile_backends::{Backend, BackendChoice};
+    /// let cfg = CsrConfig::default().backend(BackendChoice::Exactly(Backend::Cpu));
+    /// let t: CsrTable<u32, u32> = CsrTable::build(&cfg, &[7, 7, 3], &[70, 71, 30])?;
+    /// let mut queries = t.pinned_buffer::<u32>(2);
+    /// queries.copy_from_slice(&[7, 9]);
+    /// let mut counts = t.pinned_buffer::<u32>(2);
+    /// t.count_into(&queries, &mut counts)?;
+    /// assert_eq!(&counts[..], &[2, 0]);
+    /// # Ok::<(), hashtile_core::Error>(())
+    /// ```
+    pub fn pinned_buffer<E: Element>(&self, n: usize) -> PinnedBuffer<E> {
+        let alloc = match &self.store {
+            Store::Host(_) => None,
+            Store::Device(_, d) => d.alloc_pinned(n * size_of::<E>()),
+        };
+        PinnedBuffer::from_alloc(alloc, n)
     }
 
     /// The stored pairs (CPU: in placement order, vertex by vertex; GPU: by vertex, in an unspecified order

@@ -1,8 +1,10 @@
 //! [`ShardedChainedTable`]: a chained multimap ([`ChainedTable`]) over shards, as [`ShardedTable`] is a static
 //! map over them. A key's copies all live in the shard its route hash picks (`route`), so every operation on
-//! a key is its shard's own: a host batch is partitioned by shard (one parallel pass, the caller's order kept
-//! within each part), each shard runs its part on a thread of its own (each GPU over its own link, on its
-//! table's own stream), and the answers come back in the caller's order. `find_all`'s answers, a run of values
+//! a key is its shard's own: a host batch is partitioned by shard straight into each shard's kept staging
+//! buffers (`sharded::staging`: page-locked on CUDA; one parallel pass, the caller's order kept within each
+//! part), each shard runs its part on a thread of its own (each GPU over its own link at the pinned rate, on
+//! its table's own stream) with its answers written into those buffers, and the answers are joined in the
+//! caller's order. `find_all`'s answers, a run of values
 //! per key, are joined by their counts: the offsets are made in the caller's order, then each key's run is
 //! copied from its shard's answer.
 //!
@@ -44,7 +46,7 @@ use rayon::prelude::*;
 /// # Ok::<(), hashtile_core::Error>(())
 /// ```
 pub struct ShardedChainedTable<K: Key, V: Value> {
-    set: ShardSet<ChainedTable<K, V>>,
+    set: ShardSet<ChainedTable<K, V>, K, V>,
 }
 
 impl<K: Key, V: Value> ShardedChainedTable<K, V> {
@@ -103,9 +105,7 @@ impl<K: Key, V: Value> ShardedChainedTable<K, V> {
         if keys.is_empty() {
             return Ok(0);
         }
-        let (_, new) = self
-            .set
-            .on_parts(keys, Some(values), |s, k, v| s.replace(k, v))?;
+        let new = (self.set).on_parts(keys, Some(values), |s, k, v| s.replace(k, v))?;
         Ok(new.into_iter().sum())
     }
 
@@ -131,7 +131,7 @@ impl<K: Key, V: Value> ShardedChainedTable<K, V> {
         if keys.is_empty() {
             return Ok(0);
         }
-        let (_, erased) = self.set.on_parts(keys, None::<&[V]>, |s, k, _| match all {
+        let erased = self.set.on_parts(keys, None, |s, k, _| match all {
             true => s.erase_all(k),
             false => s.erase(k),
         })?;
@@ -145,7 +145,9 @@ impl<K: Key, V: Value> ShardedChainedTable<K, V> {
         }
         check_keys(keys)?;
         let mut out = vec![None; keys.len()];
-        self.set.answers_into(keys, &mut out, |s, k| s.find(k))?;
+        (self.set).options_into(keys, &mut out, |s, k, v, found| {
+            s.find_bits_into(k, v, found)
+        })?;
         Ok(out)
     }
 
@@ -155,12 +157,7 @@ impl<K: Key, V: Value> ShardedChainedTable<K, V> {
             return one.find_into(keys, out);
         }
         check_keys(keys)?;
-        self.set.answers_into(keys, out, |s, k| {
-            // The find writes every position: a zeroed allocation (calloc) costs no stores of its own.
-            let mut o = vec![V::default(); k.len()];
-            s.find_into(k, &mut o)?;
-            Ok(o)
-        })
+        self.set.values_into(keys, out, |s, k, o| s.find_into(k, o))
     }
 
     /// How many copies of each key are stored.
@@ -176,7 +173,8 @@ impl<K: Key, V: Value> ShardedChainedTable<K, V> {
             return one.count_into(keys, out);
         }
         check_keys(keys)?;
-        self.set.answers_into(keys, out, |s, k| s.count(k))
+        self.set
+            .counts_into(keys, out, |s, k, o| s.count_into(k, o))
     }
 
     /// Every value of each key, in its list's order ([`ChainedTable::find_all`]).
@@ -194,7 +192,8 @@ impl<K: Key, V: Value> ShardedChainedTable<K, V> {
             return one.find_all_into(keys, out);
         }
         check_keys(keys)?;
-        self.set.runs_into(keys, out, |s, k| s.find_all(k))
+        self.set
+            .runs_into(keys, out, |s, k, o| s.find_all_into(k, o))
     }
 
     /// A mixed batch ([`ChainedTable::apply`]): each shard runs its operations; one outcome per operation, in

@@ -45,7 +45,7 @@ fn refuse_ranks(config: &ShardedConfig<CsrConfig>) -> Result<()> {
 /// # Ok::<(), hashtile_core::Error>(())
 /// ```
 pub struct ShardedCsrTable<K: Key, V: Value> {
-    set: ShardSet<CsrTable<K, V>>,
+    set: ShardSet<CsrTable<K, V>, K, V>,
 }
 
 impl<K: Key, V: Value> ShardedCsrTable<K, V> {
@@ -92,7 +92,8 @@ impl<K: Key, V: Value> ShardedCsrTable<K, V> {
         if let Some(one) = self.set.only() {
             return one.count_into(queries, out);
         }
-        self.set.answers_into(queries, out, |s, q| s.count(q))
+        self.set
+            .counts_into(queries, out, |s, q, o| s.count_into(q, o))
     }
 
     /// Every value of each query key ([`CsrTable::find_all`]).
@@ -109,7 +110,8 @@ impl<K: Key, V: Value> ShardedCsrTable<K, V> {
         if let Some(one) = self.set.only() {
             return one.find_all_into(queries, out);
         }
-        self.set.runs_into(queries, out, |s, q| s.find_all(q))
+        self.set
+            .runs_into(queries, out, |s, q, o| s.find_all_into(q, o))
     }
 }
 

@@ -22,12 +22,12 @@ pub(crate) mod route;
 mod set;
 mod shard_set;
 mod shard_threads;
+mod staging;
 mod steps;
 mod through_devices;
 
 use crate::results::{Op, Outcome, present};
 use crate::runtime::host_io::check_len;
-use crate::runtime::host_memory::PinnedBuffer;
 use crate::runtime::trace::Trace;
 use crate::select::Backend;
 use crate::table::HashTable;
@@ -39,6 +39,7 @@ use hashtile_core::{Error, Key, Result, Value};
 use rayon::prelude::*;
 use route::{Partition, ShardRoute};
 use shard_threads::{merge_failures, run_each, run_each_ref};
+use staging::{Part, Room, Stages};
 use std::sync::Mutex;
 
 pub use device::{DevicePhases, Transport};
@@ -107,7 +108,7 @@ pub struct ShardedTable<S: SchemeInfo, K: Key, V: Value> {
     step: usize,
     backend: Backend,
     /// Each shard's staging buffers for its part of a batch (page-locked on CUDA), kept between calls.
-    scratch: Vec<Mutex<Scratch<K, V>>>,
+    stages: Stages<K, V>,
     /// NCCL between the shards' GPUs, made at the first device-data call (`device`).
     #[cfg(feature = "cuda")]
     nccl: std::sync::OnceLock<Option<std::sync::Arc<nccl::Nccl>>>,
@@ -116,35 +117,6 @@ pub struct ShardedTable<S: SchemeInfo, K: Key, V: Value> {
     exchange_lock: Mutex<()>,
     /// Where the last device-data call's time went.
     device_phases: Mutex<device::DevicePhases>,
-}
-
-/// A shard's part of a batch: its keys, and its values in or its answers out.
-struct Scratch<K: Key, V: Value> {
-    keys: PinnedBuffer<K>,
-    values: PinnedBuffer<V>,
-    found: Vec<u32>,
-}
-
-impl<K: Key, V: Value> Scratch<K, V> {
-    fn empty<S: SchemeInfo>(shard: &HashTable<S, K, V>) -> Self {
-        Self {
-            keys: shard.pinned_buffer(0),
-            values: shard.pinned_buffer(0),
-            found: Vec::new(),
-        }
-    }
-
-    /// Room for `n` keys and `n` values or answers: page-locked memory is slow to allocate, so buffers grow by
-    /// at least a quarter and are kept.
-    fn reserve<S: SchemeInfo>(&mut self, shard: &HashTable<S, K, V>, n: usize) {
-        let grown = n + n / 4;
-        if self.keys.len() < n {
-            self.keys = shard.pinned_buffer(grown);
-        }
-        if self.values.len() < n {
-            self.values = shard.pinned_buffer(grown);
-        }
-    }
 }
 
 impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
@@ -166,10 +138,7 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
             .iter()
             .map(|&d| HashTable::build(config.shard_table(world, d), keys_only))
             .collect::<Result<Vec<_>>>()?;
-        let scratch = shards
-            .iter()
-            .map(|s| Mutex::new(Scratch::empty(s)))
-            .collect();
+        let stages = Stages::new(&shards);
         let table = Self {
             shards,
             ranks: config.ranks.clone(),
@@ -178,7 +147,7 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
             route: ShardRoute::new(config.route_seed, world),
             step,
             backend,
-            scratch,
+            stages,
             #[cfg(feature = "cuda")]
             nccl: std::sync::OnceLock::new(),
             exchange_lock: Mutex::new(()),
@@ -272,7 +241,7 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
         let mut trace = Trace::new("sharded");
         let p = Partition::new(&self.route, keys);
         trace.lap("partition");
-        self.split(&p, keys, Some(values));
+        (self.stages).split(&self.shards, &p, keys, Some(values), Room::Values);
         trace.lap("split");
         self.check_room(&p)?;
         let results = self.on_shards(&p, |shard, part| shard.insert(part.keys, part.values));
@@ -294,7 +263,7 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
             return self.insert_or_apply_host::<F, Cuda>(keys, values);
         }
         let p = Partition::new(&self.route, keys);
-        self.split(&p, keys, Some(values));
+        (self.stages).split(&self.shards, &p, keys, Some(values), Room::Values);
         self.check_room(&p)?;
         let results = self.on_shards(&p, |shard, part| {
             shard.insert_or_apply::<F>(part.keys, part.values)
@@ -314,7 +283,7 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
             return self.erase_host::<Cuda>(keys);
         }
         let p = Partition::new(&self.route, keys);
-        self.split(&p, keys, None);
+        (self.stages).split(&self.shards, &p, keys, None, Room::Keys);
         let results = self.on_shards(&p, |shard, part| shard.erase(part.keys));
         Ok(merge_failures(&p, results)?.into_iter().sum())
     }
@@ -473,29 +442,6 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
         merge_failures(p, results).map(|_| ())
     }
 
-    /// Copies the batch's keys (and values) into each shard's staging buffers.
-    fn split(&self, p: &Partition, keys: &[K], values: Option<&[V]>) {
-        let mut guards: Vec<_> = self
-            .scratch
-            .iter()
-            .zip(&self.shards)
-            .zip(p.lens())
-            .map(|((m, shard), &n)| {
-                let mut g = m.lock().unwrap_or_else(|e| e.into_inner());
-                g.reserve(shard, n);
-                g
-            })
-            .collect();
-        {
-            let mut parts: Vec<&mut [K]> = guards.iter_mut().map(|g| &mut g.keys[..]).collect();
-            p.split(keys, &mut parts);
-        }
-        if let Some(values) = values {
-            let mut parts: Vec<&mut [V]> = guards.iter_mut().map(|g| &mut g.values[..]).collect();
-            p.split(values, &mut parts);
-        }
-    }
-
     /// Looks the batch up on every shard and writes `f(value, found)` of each key in batch order.
     fn find_with<U: Send>(
         &self,
@@ -506,20 +452,18 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
         let mut trace = Trace::new("sharded");
         let p = Partition::new(&self.route, keys);
         trace.lap("partition");
-        self.split(&p, keys, None);
+        (self.stages).split(&self.shards, &p, keys, None, Room::Values);
         trace.lap("split");
         let results = self.on_shards_ref(&p, |shard, part| {
             shard.find_bits_into(part.keys, part.values, part.found)
         });
         merge_failures(&p, results)?;
         trace.lap("shards");
-        let guards: Vec<_> = self
-            .scratch
-            .iter()
-            .map(|m| m.lock().unwrap_or_else(|e| e.into_inner()))
+        let guards = self.stages.lock_all();
+        let values: Vec<&[V]> = (guards.iter().zip(p.lens()))
+            .map(|(g, &n)| g.values(n))
             .collect();
-        let values: Vec<&[V]> = guards.iter().map(|g| &g.values[..]).collect();
-        let found: Vec<&[u32]> = guards.iter().map(|g| &g.found[..]).collect();
+        let found: Vec<&[u32]> = guards.iter().map(|g| g.found()).collect();
         p.join(out, |s, j| f(values[s][j], present(found[s], j)));
         trace.lap("join");
         trace.report("find", keys.len());
@@ -532,10 +476,9 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
         p: &Partition,
         work: impl Fn(&mut HashTable<S, K, V>, Part<'_, K, V>) -> Result<T> + Sync,
     ) -> Vec<Result<T>> {
-        let scratch = &self.scratch;
+        let stages = &self.stages;
         run_each(&mut self.shards, |i, shard| {
-            let mut g = scratch[i].lock().unwrap_or_else(|e| e.into_inner());
-            work(shard, Part::of(&mut g, p.lens()[i]))
+            work(shard, stages.lock(i).part(p.lens()[i]))
         })
     }
 
@@ -546,29 +489,7 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
         work: impl Fn(&HashTable<S, K, V>, Part<'_, K, V>) -> Result<T> + Sync,
     ) -> Vec<Result<T>> {
         run_each_ref(&self.shards, |i, shard| {
-            let mut g = self.scratch[i].lock().unwrap_or_else(|e| e.into_inner());
-            work(shard, Part::of(&mut g, p.lens()[i]))
+            work(shard, self.stages.lock(i).part(p.lens()[i]))
         })
-    }
-}
-
-/// A shard's part of a batch, in its staging buffers.
-struct Part<'a, K, V> {
-    keys: &'a [K],
-    values: &'a mut [V],
-    found: &'a mut [u32],
-}
-
-impl<'a, K: Key, V: Value> Part<'a, K, V> {
-    /// The first `n` of `s`'s buffers (reserved for `n` by the split).
-    fn of(s: &'a mut Scratch<K, V>, n: usize) -> Self {
-        if s.found.len() < n.div_ceil(32) {
-            s.found.resize(n.div_ceil(32), 0);
-        }
-        Self {
-            keys: &s.keys[..n],
-            values: &mut s.values[..n],
-            found: &mut s.found[..n.div_ceil(32)],
-        }
     }
 }

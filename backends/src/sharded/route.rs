@@ -185,7 +185,7 @@ impl Partition {
     /// typed error (the offsets are 32-bit).
     pub fn join_runs<V: Copy + Send + Sync>(
         &self,
-        answers: &[FindAll<V>],
+        answers: &[&FindAll<V>],
         out: &mut FindAll<V>,
     ) -> Result<()> {
         // Each key's shard and position in that shard's answer, in batch order.

@@ -4,22 +4,25 @@
 
 use super::route::{Partition, ShardRoute};
 use super::shard_threads::{merge_failures, run_each, run_each_ref};
-use crate::results::FindAll;
+use super::staging::{Part, Pinned, Room, Stages};
+use crate::results::{FindAll, present};
 use crate::runtime::host_io::check_out_len;
 use crate::runtime::trace::Trace;
 use crate::select::Backend;
-use hashtile_core::{Key, Result};
+use hashtile_core::{Key, Result, Value};
 
-/// A family's shards (`T`: one family table each) and how keys are routed to them.
-pub(super) struct ShardSet<T> {
+/// A family's shards (`T`: one family table of `K -> V` each), how keys are routed to them, and each shard's
+/// staging buffers for its part of a host batch.
+pub(super) struct ShardSet<T, K: Key, V: Value> {
     pub(super) shards: Vec<T>,
     /// The device ordinal of each shard.
     pub(super) devices: Vec<usize>,
     pub(super) route: ShardRoute,
     pub(super) backend: Backend,
+    stages: Stages<K, V>,
 }
 
-impl<T> ShardSet<T> {
+impl<T: Pinned, K: Key, V: Value> ShardSet<T, K, V> {
     /// `shards` (one per shard of `route`) on `devices` (one each, in order).
     pub(super) fn new(
         shards: Vec<T>,
@@ -29,6 +32,7 @@ impl<T> ShardSet<T> {
     ) -> Self {
         debug_assert_eq!(route.shards, shards.len(), "one shard per route entry");
         Self {
+            stages: Stages::new(&shards),
             shards,
             devices,
             route,
@@ -37,7 +41,7 @@ impl<T> ShardSet<T> {
     }
 
     /// The shard that holds `key`.
-    pub(super) fn shard_of<K: Key>(&self, key: K) -> usize {
+    pub(super) fn shard_of(&self, key: K) -> usize {
         self.route.shard_of(key.widen())
     }
 
@@ -56,75 +60,166 @@ impl<T> ShardSet<T> {
             _ => None,
         }
     }
+
+    /// The partition of `keys`, staged into each shard's buffers with `values` (if given) and `room`.
+    fn stage(&self, keys: &[K], values: Option<&[V]>, room: Room, trace: &mut Trace) -> Partition {
+        let p = Partition::new(&self.route, keys);
+        trace.lap("partition");
+        self.stages.split(&self.shards, &p, keys, values, room);
+        trace.lap("split");
+        p
+    }
 }
 
-impl<T: Send> ShardSet<T> {
-    /// Runs `work` on every shard with its part of `keys` (and of `values`: empty parts without them), one
-    /// thread each; the partition and the results in shard order, errors naming keys by their batch index.
-    pub(super) fn on_parts<K: Key, V: Copy + Send + Sync, U: Send>(
+impl<T: Pinned + Send, K: Key, V: Value> ShardSet<T, K, V> {
+    /// Runs `work` on every shard with its part of `keys` (and of `values`: empty parts without them), staged
+    /// in its buffers, one thread each; the results in shard order, errors naming keys by their batch index.
+    pub(super) fn on_parts<U: Send>(
         &mut self,
         keys: &[K],
         values: Option<&[V]>,
         work: impl Fn(&mut T, &[K], &[V]) -> Result<U> + Sync,
-    ) -> Result<(Partition, Vec<U>)> {
+    ) -> Result<Vec<U>> {
         let mut trace = Trace::new("sharded");
-        let p = Partition::new(&self.route, keys);
-        let ks = p.parts(keys);
-        let vs = values.map(|v| p.parts(v));
-        trace.lap("partition");
+        let room = if values.is_some() {
+            Room::Values
+        } else {
+            Room::Keys
+        };
+        let p = self.stage(keys, values, room, &mut trace);
+        let stages = &self.stages;
         let results = run_each(&mut self.shards, |i, s| {
-            work(s, &ks[i], vs.as_ref().map_or(&[][..], |v| &v[i][..]))
+            let mut staged = stages.lock(i);
+            let part = staged.part(p.lens()[i]);
+            let v = if values.is_some() {
+                &part.values[..]
+            } else {
+                &[]
+            };
+            work(s, part.keys, v)
         });
         trace.lap("shards");
         trace.report("parts", keys.len());
-        let out = merge_failures(&p, results)?;
-        Ok((p, out))
+        merge_failures(&p, results)
     }
 }
 
-impl<T: Sync> ShardSet<T> {
-    /// [`ShardSet::on_parts`] for calls that read the shards only, its phases laps of `trace`.
-    fn on_parts_ref<K: Key, U: Send>(
+impl<T: Pinned + Sync, K: Key, V: Value> ShardSet<T, K, V> {
+    /// Runs `ask` on every shard with its staged part (`room` reserved), one thread each, reading the shards
+    /// only; the partition, for the join.
+    fn ask_parts(
         &self,
         keys: &[K],
-        work: impl Fn(&T, &[K]) -> Result<U> + Sync,
+        room: Room,
+        ask: impl Fn(&T, Part<'_, K, V>) -> Result<()> + Sync,
         trace: &mut Trace,
-    ) -> Result<(Partition, Vec<U>)> {
-        let p = Partition::new(&self.route, keys);
-        let ks = p.parts(keys);
-        trace.lap("partition");
-        let results = run_each_ref(&self.shards, |i, s| work(s, &ks[i]));
+    ) -> Result<Partition> {
+        let p = self.stage(keys, None, room, trace);
+        let results = run_each_ref(&self.shards, |i, s| {
+            ask(s, self.stages.lock(i).part(p.lens()[i]))
+        });
         trace.lap("shards");
-        let out = merge_failures(&p, results)?;
-        Ok((p, out))
+        merge_failures(&p, results)?;
+        Ok(p)
     }
 
-    /// One answer per key into `out` (as long as `keys`), in batch order: each shard answers its part by `ask`.
-    pub(super) fn answers_into<K: Key, A: Copy + Send + Sync>(
+    /// A value per key into `out` (as long as `keys`), in batch order: each shard writes its part's answers
+    /// into its staging buffer by `ask(shard, keys, answers)`.
+    pub(super) fn values_into(
         &self,
         keys: &[K],
-        out: &mut [A],
-        ask: impl Fn(&T, &[K]) -> Result<Vec<A>> + Sync,
+        out: &mut [V],
+        ask: impl Fn(&T, &[K], &mut [V]) -> Result<()> + Sync,
     ) -> Result<()> {
         check_out_len(keys.len(), out.len())?;
         let mut trace = Trace::new("sharded");
-        let (p, answers) = self.on_parts_ref(keys, ask, &mut trace)?;
+        let p = self.ask_parts(
+            keys,
+            Room::Values,
+            |s, part| ask(s, part.keys, part.values),
+            &mut trace,
+        )?;
+        let guards = self.stages.lock_all();
+        let answers: Vec<&[V]> = (guards.iter().zip(p.lens()))
+            .map(|(g, &n)| g.values(n))
+            .collect();
         p.join(out, |s, j| answers[s][j]);
         trace.lap("join");
-        trace.report("answers", keys.len());
+        trace.report("values", keys.len());
         Ok(())
     }
 
-    /// A run of values per key into `out` (a multimap's `find_all`), in batch order: each shard answers its part
-    /// by `ask`, and the runs are joined by their counts ([`Partition::join_runs`]).
-    pub(super) fn runs_into<K: Key, V: Copy + Send + Sync>(
+    /// `Some(value)` per present key into `out` (as long as `keys`), in batch order: each shard writes its
+    /// part's values and presence bits into its staging buffers by `ask(shard, keys, values, bits)`.
+    pub(super) fn options_into(
+        &self,
+        keys: &[K],
+        out: &mut [Option<V>],
+        ask: impl Fn(&T, &[K], &mut [V], &mut [u32]) -> Result<()> + Sync,
+    ) -> Result<()> {
+        check_out_len(keys.len(), out.len())?;
+        let mut trace = Trace::new("sharded");
+        let p = self.ask_parts(
+            keys,
+            Room::Values,
+            |s, part| ask(s, part.keys, part.values, part.found),
+            &mut trace,
+        )?;
+        let guards = self.stages.lock_all();
+        let values: Vec<&[V]> = (guards.iter().zip(p.lens()))
+            .map(|(g, &n)| g.values(n))
+            .collect();
+        let found: Vec<&[u32]> = guards.iter().map(|g| g.found()).collect();
+        p.join(out, |s, j| present(found[s], j).then_some(values[s][j]));
+        trace.lap("join");
+        trace.report("options", keys.len());
+        Ok(())
+    }
+
+    /// A count per key into `out` (as long as `keys`), in batch order: each shard writes its part's counts
+    /// into its staging buffer by `ask(shard, keys, counts)`.
+    pub(super) fn counts_into(
+        &self,
+        keys: &[K],
+        out: &mut [u32],
+        ask: impl Fn(&T, &[K], &mut [u32]) -> Result<()> + Sync,
+    ) -> Result<()> {
+        check_out_len(keys.len(), out.len())?;
+        let mut trace = Trace::new("sharded");
+        let p = self.ask_parts(
+            keys,
+            Room::Counts,
+            |s, part| ask(s, part.keys, part.counts),
+            &mut trace,
+        )?;
+        let guards = self.stages.lock_all();
+        let answers: Vec<&[u32]> = (guards.iter().zip(p.lens()))
+            .map(|(g, &n)| g.counts(n))
+            .collect();
+        p.join(out, |s, j| answers[s][j]);
+        trace.lap("join");
+        trace.report("counts", keys.len());
+        Ok(())
+    }
+
+    /// A run of values per key into `out` (a multimap's `find_all`), in batch order: each shard answers its
+    /// part into its kept answer by `ask(shard, keys, answer)`, and the runs are joined by their counts
+    /// ([`Partition::join_runs`]).
+    pub(super) fn runs_into(
         &self,
         keys: &[K],
         out: &mut FindAll<V>,
-        ask: impl Fn(&T, &[K]) -> Result<FindAll<V>> + Sync,
+        ask: impl Fn(&T, &[K], &mut FindAll<V>) -> Result<()> + Sync,
     ) -> Result<()> {
         let mut trace = Trace::new("sharded");
-        let (p, answers) = self.on_parts_ref(keys, ask, &mut trace)?;
+        let p = self.ask_parts(
+            keys,
+            Room::Keys,
+            |s, part| ask(s, part.keys, part.runs),
+            &mut trace,
+        )?;
+        let guards = self.stages.lock_all();
+        let answers: Vec<&FindAll<V>> = guards.iter().map(|g| g.runs()).collect();
         p.join_runs(&answers, out)?;
         trace.lap("join");
         trace.report("runs", keys.len());
@@ -132,7 +227,7 @@ impl<T: Sync> ShardSet<T> {
     }
 }
 
-/// The accessors of a sharded family's table whose shards are `set: ShardSet<$shard>` (a family table of
+/// The accessors of a sharded family's table whose shards are `set: ShardSet<$shard, K, V>` (a family table of
 /// `K -> V` with `len` and `pairs`); `$held` names what a shard holds of a key, for the docs.
 macro_rules! shard_accessors {
     ($shard:ty, $held:literal) => {

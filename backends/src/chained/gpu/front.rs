@@ -5,6 +5,7 @@ use super::store::*;
 use crate::device::layout::KeyLayout;
 use crate::results::FindAll;
 use crate::runtime::host_io::BatchSizes;
+use crate::runtime::host_memory::PinnedAlloc;
 use crate::runtime::transfer::HostTransfer;
 use cubecl::prelude::*;
 use hashtile_core::{HashFamily, Result};
@@ -19,6 +20,7 @@ pub(crate) trait DeviceChained<W>: Send + Sync {
     fn erase(&mut self, keys: &[W], all: bool) -> Result<usize>;
     fn find(&self, keys: &[W]) -> Result<Vec<Option<W>>>;
     fn find_into(&self, keys: &[W], out: &mut [W]) -> Result<()>;
+    fn find_bits_into(&self, keys: &[W], out: &mut [W], found: &mut [u32]) -> Result<()>;
     fn count_into(&self, keys: &[W], out: &mut [u32]) -> Result<()>;
     fn find_all_into(&self, keys: &[W], out: &mut FindAll<W>) -> Result<()>;
     fn apply(&mut self, ops: &[u32], keys: &[W], values: &[W]) -> Result<Vec<(W, u32)>>;
@@ -26,6 +28,8 @@ pub(crate) trait DeviceChained<W>: Send + Sync {
     fn len(&self) -> usize;
     fn download(&self) -> Result<Slabs>;
     fn shape_of(&self) -> (u32, u32);
+    /// Page-locked host memory on the store's device (its stager's), `None` where the runtime has none.
+    fn alloc_pinned(&self, bytes: usize) -> Option<PinnedAlloc>;
 }
 
 impl<R: HostTransfer, W: hashtile_core::Element, L: KeyLayout<Key = W, Value = W>> DeviceChained<W>
@@ -42,6 +46,9 @@ impl<R: HostTransfer, W: hashtile_core::Element, L: KeyLayout<Key = W, Value = W
     }
     fn find_into(&self, keys: &[W], out: &mut [W]) -> Result<()> {
         GpuChained::find_into(self, keys, out)
+    }
+    fn find_bits_into(&self, keys: &[W], out: &mut [W], found: &mut [u32]) -> Result<()> {
+        GpuChained::find_bits_into(self, keys, out, found)
     }
     fn count_into(&self, keys: &[W], out: &mut [u32]) -> Result<()> {
         GpuChained::count_into(self, keys, out)
@@ -64,6 +71,9 @@ impl<R: HostTransfer, W: hashtile_core::Element, L: KeyLayout<Key = W, Value = W
     }
     fn shape_of(&self) -> (u32, u32) {
         GpuChained::shape_of(self)
+    }
+    fn alloc_pinned(&self, bytes: usize) -> Option<PinnedAlloc> {
+        R::alloc_pinned(&self.stager, bytes)
     }
 }
 

@@ -258,7 +258,24 @@ impl<R: HostTransfer, L: KeyLayout> GpuChained<R, L> {
     /// key: the values are copied straight into `out` (directly when it is pinned memory).
     pub fn find_into(&self, keys: &[L::Key], out: &mut [L::Value]) -> Result<()> {
         check_out_len(keys.len(), out.len())?;
-        self.map_guarded(keys, bytes_of_mut(out), |g, c| self.find_chunk(g, c))
+        self.map_guarded(keys, bytes_of_mut(out), None, |g, c| self.find_chunk(g, c))
+    }
+
+    /// [`GpuChained::find_into`] with presence bits: bit `i % 32` of `found[i / 32]` set for present keys
+    /// (`keys.len().div_ceil(32)` words, cleared first), so that a stored all-ones value reads as present (a
+    /// sharded table's `find`, whose `Option`s are made from both).
+    pub fn find_bits_into(
+        &self,
+        keys: &[L::Key],
+        out: &mut [L::Value],
+        found: &mut [u32],
+    ) -> Result<()> {
+        check_out_len(keys.len(), out.len())?;
+        check_out_len(keys.len().div_ceil(32), found.len())?;
+        found.fill(0);
+        self.map_guarded(keys, bytes_of_mut(out), Some(found), |g, c| {
+            self.find_chunk(g, c)
+        })
     }
 
     /// How many copies of each key are stored.
@@ -271,7 +288,7 @@ impl<R: HostTransfer, L: KeyLayout> GpuChained<R, L> {
     /// How many copies of each key are stored, into `out` (as long as `keys`), copied straight there.
     pub fn count_into(&self, keys: &[L::Key], out: &mut [u32]) -> Result<()> {
         check_out_len(keys.len(), out.len())?;
-        self.map_guarded(keys, bytes_of_mut(out), |g, c| self.count_chunk(g, c))
+        self.map_guarded(keys, bytes_of_mut(out), None, |g, c| self.count_chunk(g, c))
     }
 
     /// The layer's keyed pass over `keys` into `out` (one answer per key), with the keys checked against the
@@ -280,6 +297,7 @@ impl<R: HostTransfer, L: KeyLayout> GpuChained<R, L> {
         &self,
         keys: &[L::Key],
         out: &mut [u8],
+        found: Option<&mut [u32]>,
         launch: impl Fn(&Option<KeyGuard<L::Key>>, &Chunk),
     ) -> Result<()> {
         if keys.is_empty() {
@@ -287,7 +305,7 @@ impl<R: HostTransfer, L: KeyLayout> GpuChained<R, L> {
         }
         let guard = self.guard(keys, self.sizes.find)?;
         self.link()
-            .map_keys(bytes_of(keys), size_of::<L::Key>(), out, None, |c| {
+            .map_keys(bytes_of(keys), size_of::<L::Key>(), out, found, |c| {
                 launch(&guard, &c)
             })?;
         self.guarded(&guard, keys)

@@ -13,7 +13,7 @@ use crate::csr::config::{CsrBuild, DeviceCsrParams, check_lookup_tile};
 use crate::results::FindAll;
 use crate::runtime::dispatch::{OnRuntime, on_device, shared_stager};
 use crate::runtime::host_io::{BatchSizes, DeviceCache, HostLink, check_out_len};
-use crate::runtime::host_memory::zeroed_answers;
+use crate::runtime::host_memory::{PinnedAlloc, zeroed_answers};
 use crate::runtime::launch::{CUBE_SIZE, cube_count, fill_u32};
 use crate::runtime::scan::{exclusive_scan, total_u64};
 use crate::runtime::transfer::HostTransfer;
@@ -656,6 +656,8 @@ pub trait DeviceCsr<K: Key, V: Value>: Send + Sync {
     fn find_all_into(&self, queries: &[K], out: &mut FindAll<V>) -> Result<()>;
     /// [`GpuCsr::pairs`].
     fn pairs(&self) -> Result<Vec<(K, V)>>;
+    /// Page-locked host memory on the table's device (its stager's), `None` where the runtime has none.
+    fn alloc_pinned(&self, bytes: usize) -> Option<PinnedAlloc>;
 }
 
 /// `s` as the device table's words (the table was built for the caller's widths).
@@ -681,6 +683,9 @@ impl<R: HostTransfer, CK: CsrKey, CV: CsrValue, K: Key, V: Value> DeviceCsr<K, V
             .into_iter()
             .map(|(k, v)| (K::narrow(k.widen()), V::narrow(v.widen())))
             .collect())
+    }
+    fn alloc_pinned(&self, bytes: usize) -> Option<PinnedAlloc> {
+        R::alloc_pinned(&self.stager, bytes)
     }
 }
 

@@ -1,0 +1,184 @@
+//! Each shard's staging buffers for its part of a host batch ([`Stages`]), kept between calls and page-locked
+//! on CUDA (made on the shard's own device, [`Pinned`]): a batch is partitioned straight into them, each shard's
+//! part then crosses its GPU's link at the full bus rate, and its answers come back into them before they are
+//! joined in the caller's order. Fresh per-shard vectors instead cost each call page faults on every part and
+//! a copy from pageable memory per shard (the families over shards ran at 0.08-0.39x of one device that way,
+//! NOTES.md open problem 20). Every sharded family stages its host batches here.
+
+use super::route::Partition;
+use crate::chained::ChainedTable;
+use crate::csr::CsrTable;
+use crate::results::FindAll;
+use crate::runtime::host_memory::PinnedBuffer;
+use crate::table::HashTable;
+use hashtile_core::scheme::SchemeInfo;
+use hashtile_core::{Element, Key, Value};
+use std::sync::{Mutex, MutexGuard};
+
+/// A shard's table, which makes page-locked host buffers on its own device (ordinary memory where its backend
+/// has none).
+pub(super) trait Pinned {
+    /// `n` elements, page-locked where the backend can.
+    fn pinned<E: Element>(&self, n: usize) -> PinnedBuffer<E>;
+}
+
+impl<S: SchemeInfo, K: Key, V: Value> Pinned for HashTable<S, K, V> {
+    fn pinned<E: Element>(&self, n: usize) -> PinnedBuffer<E> {
+        self.pinned_buffer(n)
+    }
+}
+
+impl<K: Key, V: Value> Pinned for ChainedTable<K, V> {
+    fn pinned<E: Element>(&self, n: usize) -> PinnedBuffer<E> {
+        self.pinned_buffer(n)
+    }
+}
+
+impl<K: Key, V: Value> Pinned for CsrTable<K, V> {
+    fn pinned<E: Element>(&self, n: usize) -> PinnedBuffer<E> {
+        self.pinned_buffer(n)
+    }
+}
+
+/// What a call needs staged besides the keys.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Room {
+    /// The keys alone (erases).
+    Keys,
+    /// A value per key: the batch's values in, or a find's values out.
+    Values,
+    /// A `u32` answer per key (counts).
+    Counts,
+}
+
+/// A shard's staging buffers: its part's keys, its values in or answers out, and the answers' other forms.
+pub(super) struct Staging<K: Key, V: Value> {
+    keys: PinnedBuffer<K>,
+    values: PinnedBuffer<V>,
+    counts: PinnedBuffer<u32>,
+    /// Presence bits of a find's values, a word per 32 keys.
+    found: Vec<u32>,
+    /// A multimap's answers, whose vectors are reused call after call.
+    runs: FindAll<V>,
+}
+
+/// A shard's part of a batch in its staging buffers: the first `n` of each that the call reserved (buffers it
+/// did not ask for may be shorter).
+pub(super) struct Part<'a, K, V> {
+    pub keys: &'a [K],
+    pub values: &'a mut [V],
+    pub counts: &'a mut [u32],
+    pub found: &'a mut [u32],
+    pub runs: &'a mut FindAll<V>,
+}
+
+/// Grows `buf` to at least `n` elements from `shard`'s page-locked memory: that memory is slow to allocate (and
+/// is filled once when made), so a buffer grows by at least a quarter and is kept.
+fn reserve<T: Pinned, E: Element>(buf: &mut PinnedBuffer<E>, shard: &T, n: usize) {
+    if buf.len() < n {
+        *buf = shard.pinned(n + n / 4);
+    }
+}
+
+impl<K: Key, V: Value> Staging<K, V> {
+    fn empty<T: Pinned>(shard: &T) -> Self {
+        Self {
+            keys: shard.pinned(0),
+            values: shard.pinned(0),
+            counts: shard.pinned(0),
+            found: Vec::new(),
+            runs: FindAll::default(),
+        }
+    }
+
+    /// The part of `n` keys the split left here.
+    pub fn part(&mut self, n: usize) -> Part<'_, K, V> {
+        let words = n.div_ceil(32);
+        if self.found.len() < words {
+            self.found.resize(words, 0);
+        }
+        let (v, c) = (n.min(self.values.len()), n.min(self.counts.len()));
+        Part {
+            keys: &self.keys[..n],
+            values: &mut self.values[..v],
+            counts: &mut self.counts[..c],
+            found: &mut self.found[..words],
+            runs: &mut self.runs,
+        }
+    }
+
+    /// The answers of a part of `n` keys, read after the shards have written them.
+    pub fn values(&self, n: usize) -> &[V] {
+        &self.values[..n]
+    }
+
+    /// [`Staging::values`]' presence bits.
+    pub fn found(&self) -> &[u32] {
+        &self.found
+    }
+
+    /// [`Staging::values`] for counts.
+    pub fn counts(&self, n: usize) -> &[u32] {
+        &self.counts[..n]
+    }
+
+    /// A multimap part's answers.
+    pub fn runs(&self) -> &FindAll<V> {
+        &self.runs
+    }
+}
+
+/// Every shard's staging buffers (one lock each: `&self` calls may come from several threads).
+pub(super) struct Stages<K: Key, V: Value>(Vec<Mutex<Staging<K, V>>>);
+
+impl<K: Key, V: Value> Stages<K, V> {
+    /// Empty buffers for each of `shards`.
+    pub fn new<T: Pinned>(shards: &[T]) -> Self {
+        Self(
+            shards
+                .iter()
+                .map(|s| Mutex::new(Staging::empty(s)))
+                .collect(),
+        )
+    }
+
+    /// Shard `i`'s buffers.
+    pub fn lock(&self, i: usize) -> MutexGuard<'_, Staging<K, V>> {
+        self.0[i].lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Every shard's buffers, in shard order.
+    pub fn lock_all(&self) -> Vec<MutexGuard<'_, Staging<K, V>>> {
+        (0..self.0.len()).map(|i| self.lock(i)).collect()
+    }
+
+    /// Copies the batch's keys (and `values`, if given) into each shard's buffers by the partition `p`,
+    /// growing them (on each shard's own device) to hold its part and what `room` asks for.
+    pub fn split<T: Pinned>(
+        &self,
+        shards: &[T],
+        p: &Partition,
+        keys: &[K],
+        values: Option<&[V]>,
+        room: Room,
+    ) {
+        let mut guards = self.lock_all();
+        for ((g, shard), &n) in guards.iter_mut().zip(shards).zip(p.lens()) {
+            reserve(&mut g.keys, shard, n);
+            match room {
+                Room::Keys => {}
+                Room::Values => reserve(&mut g.values, shard, n),
+                Room::Counts => reserve(&mut g.counts, shard, n),
+            }
+        }
+        {
+            let mut parts: Vec<&mut [K]> = guards.iter_mut().map(|g| &mut g.keys[..]).collect();
+            p.split(keys, &mut parts);
+        }
+        if let Some(values) = values {
+            debug_assert_eq!(room, Room::Values, "values are staged in their room");
+            let mut parts: Vec<&mut [V]> = guards.iter_mut().map(|g| &mut g.values[..]).collect();
+            p.split(values, &mut parts);
+        }
+    }
+}
