@@ -23,7 +23,7 @@ use hashtile_core::scheme::{NO_PAIR, ProbingScheme, action, blank_state};
 use hashtile_core::tile::{EMPTY_WORD, cas_slot, slot_address, slot_word, tile_lane};
 
 /// Whether a launch of inserts with tiles `tile_width` lanes wide runs its lanes' walks as plain per-thread
-/// loops ([`lane_insert`]) rather than on the tile driver: one-lane tiles of a stable
+/// loops ([`lane_insert()`]) rather than on the tile driver: one-lane tiles of a stable
 /// scheme without chains or paired reads, packed pairs, claims by compare-and-swap, one table (not framed).
 pub const fn lane_walks<S: ProbingScheme, L: KeyLayout>(
     tile_width: u32,

@@ -234,7 +234,7 @@ chained_entry!(
 );
 
 chained_entry!(
-    /// [`chained_kernel`] for launches of multimap inserts ([`op::INSERT`]; `mode` must be that) with more
+    /// [`chained_kernel()`] for launches of multimap inserts ([`op::INSERT`]; `mode` must be that) with more
     /// threads than the device holds at once, compiled for 8 resident cubes of
     /// [`CUBE_SIZE`](crate::runtime::launch::CUBE_SIZE) threads per multiprocessor: the name's `_min_blocks_8`
     /// asks ptxas for it (the CUDA compiler of `vendor/cubecl-cpp`, PATCH.md), which holds the kernel to 32
