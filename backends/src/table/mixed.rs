@@ -21,6 +21,8 @@
 use super::HashTable;
 use crate::results::{Op, Outcome};
 use crate::runtime::disjoint::DisjointWrites;
+use crate::runtime::trace::Trace;
+use hashtile_core::element::first_position;
 use hashtile_core::scheme::SchemeInfo;
 use hashtile_core::{Error, Key, Result, Value};
 use rayon::prelude::*;
@@ -40,15 +42,15 @@ pub(crate) struct Resolved<K, V> {
     pub new_keys: usize,
 }
 
-/// A batch grouped by key: its `(key, operation index)` pairs sorted (so each key's operations are a run, in
-/// batch order), and where each key's run starts.
+/// A batch grouped by key: its `(key, operation index)` pairs grouped so that each key's operations are a run,
+/// in batch order, and where each key's run starts.
 pub(crate) struct Groups<K> {
     order: Vec<(K, u32)>,
     starts: Vec<usize>,
 }
 
 impl<K: Key> Groups<K> {
-    /// The batch's distinct keys, in key order.
+    /// The batch's distinct keys, in group order (by bin, then key order within a bin).
     pub(crate) fn keys(&self) -> Vec<K> {
         self.starts.par_iter().map(|&s| self.order[s].0).collect()
     }
@@ -60,14 +62,77 @@ impl<K: Key> Groups<K> {
     }
 }
 
-/// Groups the batch by key (a parallel sort of `(key, index)` pairs).
+/// Pairs per bin that the grouping aims at: a bin's `(key, index)` pairs (8 or 16 bytes each) are sorted within
+/// the per-core caches.
+const BIN_PAIRS: usize = 1 << 14;
+
+/// Groups the batch by key: the `(key, index)` pairs are scattered into bins by bits of a multiplicative hash
+/// of the key (one counting pass and one stable scatter, both in parallel blocks, so a bin keeps batch order
+/// and all of a key's pairs share a bin), then every bin is sorted on its own, in parallel. A parallel sort of
+/// the whole batch instead moves every pair through memory once per merge level.
 pub(crate) fn group<K: Key, V: Value>(ops: &[Op<K, V>]) -> Groups<K> {
-    let mut order: Vec<(K, u32)> = ops
-        .par_iter()
-        .enumerate()
-        .map(|(i, o)| (o.key(), i as u32))
+    let n = ops.len();
+    let bits = (n / BIN_PAIRS)
+        .max(1)
+        .next_power_of_two()
+        .trailing_zeros()
+        .min(12);
+    let bin_of = |k: K| -> usize {
+        match bits {
+            0 => 0,
+            b => (k.widen().wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - b)) as usize,
+        }
+    };
+    let bins = 1usize << bits;
+    // Blocks of the batch, a few per thread: each counts its pairs per bin, then scatters them.
+    let block = n.div_ceil(rayon::current_num_threads() * 4).max(1 << 12);
+    let counts: Vec<Vec<u32>> = ops
+        .par_chunks(block)
+        .map(|c| {
+            let mut count = vec![0u32; bins];
+            for o in c {
+                count[bin_of(o.key())] += 1;
+            }
+            count
+        })
         .collect();
-    order.par_sort_unstable();
+    // `at[b * blocks + c]`: where block `c`'s pairs of bin `b` start; bin `b` starts at `at[b * blocks]`.
+    let blocks = counts.len();
+    let mut at = vec![0usize; bins * blocks + 1];
+    let mut sum = 0;
+    for b in 0..bins {
+        for (c, count) in counts.iter().enumerate() {
+            at[b * blocks + c] = sum;
+            sum += count[b] as usize;
+        }
+    }
+    at[bins * blocks] = sum;
+    let mut order: Vec<(K, u32)> = vec![(K::default(), 0); n];
+    {
+        let out = DisjointWrites::new(&mut order);
+        let (out, at) = (&out, &at);
+        ops.par_chunks(block).enumerate().for_each(|(c, chunk)| {
+            let mut next: Vec<usize> = (0..bins).map(|b| at[b * blocks + c]).collect();
+            for (j, o) in chunk.iter().enumerate() {
+                let k = o.key();
+                let b = bin_of(k);
+                // SAFETY: block `c`'s pairs of bin `b` go to `at[b][c]..` up to its count, which no other
+                // block's pairs of any bin take.
+                unsafe { out.write(next[b], (k, (c * block + j) as u32)) };
+                next[b] += 1;
+            }
+        });
+    }
+    // Each bin sorted on its own: its pairs are in batch order already, so a key's run stays in it.
+    let mut rest = &mut order[..];
+    let mut parts = Vec::with_capacity(bins);
+    for b in 0..bins {
+        let len = at[(b + 1) * blocks] - at[b * blocks];
+        let (part, tail) = rest.split_at_mut(len);
+        parts.push(part);
+        rest = tail;
+    }
+    parts.into_par_iter().for_each(|p| p.sort_unstable());
     let starts = (0..order.len())
         .into_par_iter()
         .filter(|&j| j == 0 || order[j].0 != order[j - 1].0)
@@ -182,29 +247,22 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
     pub fn apply(&mut self, ops: &[Op<K, V>]) -> Result<Vec<Outcome<V>>> {
         let stream = self.stream.id();
         stream.executes(|| {
-            if let Some(index) = ops
-                .iter()
-                .position(|o| matches!(o, Op::Insert(k, _) | Op::Replace(k, _) if self.swap.key(*k).is_sentinel()))
-            {
+            if let Some(index) = first_position(ops, |o| {
+                matches!(o, Op::Insert(k, _) | Op::Replace(k, _) if self.swap.key(*k).is_sentinel())
+            }) {
                 return Err(Error::SentinelKey { index });
             }
             if ops.is_empty() {
                 return Ok(Vec::new());
             }
-            let t0 = std::time::Instant::now();
+            let mut trace = Trace::new("apply");
             let groups = group(ops);
             let distinct = groups.keys();
+            trace.lap("group");
             let (before, _) = self.engine.find_options(&self.swap.keys(&distinct))?;
+            trace.lap("find");
             let r = resolve(ops, &groups, &before);
-            tracing::trace!(
-                target: "hashtile",
-                phase = "apply: resolve",
-                ops = ops.len(),
-                keys = distinct.len(),
-                erase = r.erase.len(),
-                write = r.write_keys.len(),
-                ms = t0.elapsed().as_secs_f64() * 1e3
-            );
+            trace.lap("resolve");
             let after = self.len() - r.erase.len() + r.new_keys;
             if self.config.growth.is_none() && after > self.capacity() {
                 return Err(Error::CapacityExceeded {
@@ -222,9 +280,12 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
                     )));
                 }
             }
+            trace.lap("erase");
             if !r.write_keys.is_empty() {
                 self.insert(&r.write_keys, &r.write_values)?;
             }
+            trace.lap("insert");
+            trace.report("apply", ops.len());
             Ok(r.outcomes)
         })
     }
@@ -266,6 +327,46 @@ mod tests {
             (r.write_keys, r.write_values, r.new_keys),
             (vec![5], vec![2], 0)
         );
+    }
+
+    /// Every key's group holds exactly its operations, in batch order, and each key has one group: over batches
+    /// large enough for many bins, with few distinct keys (long runs), all keys equal, and all distinct.
+    #[test]
+    fn groups_match_a_map_of_each_keys_indices_at_every_size() {
+        use std::collections::HashMap;
+        let mix = |i: u64| {
+            (i ^ 0x51ed)
+                .wrapping_mul(0xD6E8_FEB8_6659_FD93)
+                .rotate_left(29)
+        };
+        for (n, distinct) in [
+            (0usize, 1u64),
+            (1, 1),
+            (5000, 7),
+            (1 << 16, 1),
+            (1 << 17, 1000),
+            (300_001, 1 << 40),
+        ] {
+            let ops: Vec<Op<u64, u64>> = (0..n as u64)
+                .map(|i| match i % 3 {
+                    0 => Op::Find(mix(i) % distinct),
+                    1 => Op::Insert(mix(i) % distinct, i),
+                    _ => Op::Erase(mix(i) % distinct),
+                })
+                .collect();
+            let mut want: HashMap<u64, Vec<u32>> = HashMap::new();
+            for (i, o) in ops.iter().enumerate() {
+                want.entry(o.key()).or_default().push(i as u32);
+            }
+            let groups = group(&ops);
+            let keys = groups.keys();
+            assert_eq!(keys.len(), want.len(), "n {n}: one group per key");
+            for (g, k) in keys.iter().enumerate() {
+                let run: Vec<u32> = groups.run(g).iter().map(|p| p.1).collect();
+                assert!(groups.run(g).iter().all(|p| p.0 == *k), "n {n}: group {g}");
+                assert_eq!(Some(&run), want.get(k), "n {n}: key {k}'s operations");
+            }
+        }
     }
 
     #[test]
