@@ -691,3 +691,67 @@ fn prefetch_matches_paging_in_turn() {
         sequences::prefetch_matches_paging_in_turn::<u64, u64>(backend, Replacement::Lru, 72);
     }
 }
+
+/// Runs `f` on `t` on a new thread, and hands `t` back with `f`'s result.
+fn on_new_thread<T: Send + 'static, R: Send + 'static>(
+    mut t: T,
+    f: impl FnOnce(&mut T) -> R + Send + 'static,
+) -> (T, R) {
+    std::thread::spawn(move || {
+        let r = f(&mut t);
+        (t, r)
+    })
+    .join()
+    .unwrap()
+}
+
+/// A paged table moved to a new thread for every call (its children swapping on every batch) agrees with the
+/// oracle: every call runs on the table's own stream, whichever thread makes it (NOTES.md D38).
+#[test]
+fn calls_from_new_threads() {
+    for backend in BACKENDS {
+        if !present(backend) {
+            continue;
+        }
+        for placement in PLACEMENTS {
+            let what = format!("{backend} {placement:?}");
+            let cfg = PagedConfig::with_child_slots(512)
+                .backend(BackendChoice::Exactly(backend))
+                .placement(placement)
+                .budget(DeviceBudget::Children(1));
+            let (_, made) = on_new_thread((), move |_| PagedTable::new(cfg).unwrap());
+            let mut t: PagedTable<Bcht, u32, u32> = made;
+            let mut oracle = HashMap::new();
+            let mut rng = StdRng::seed_from_u64(41);
+            for round in 0..6u32 {
+                let keys: Vec<u32> = (0..700).map(|_| rng.random_range(0..5000)).collect();
+                let values: Vec<u32> = keys.iter().map(|k| k ^ round).collect();
+                for (&k, &v) in keys.iter().zip(&values) {
+                    oracle.insert(k, v);
+                }
+                let (back, inserted) = on_new_thread(t, move |t| t.insert(&keys, &values));
+                t = back;
+                inserted.unwrap();
+                let gone: Vec<u32> = (0..100).map(|_| rng.random_range(0..5000)).collect();
+                let expect_erased = gone.iter().filter(|k| oracle.remove(*k).is_some()).count();
+                let (back, erased) = on_new_thread(t, move |t| t.erase(&gone));
+                t = back;
+                assert_eq!(
+                    erased.unwrap(),
+                    expect_erased,
+                    "{what} round {round}: erase"
+                );
+                let q: Vec<u32> = oracle.keys().copied().chain(5000..5100).collect();
+                let (back, found) = on_new_thread(t, {
+                    let q = q.clone();
+                    move |t| t.find(&q)
+                });
+                t = back;
+                for (k, f) in q.iter().zip(found.unwrap()) {
+                    assert_eq!(f, oracle.get(k).copied(), "{what} round {round}: find {k}");
+                }
+                assert_eq!(t.len(), oracle.len(), "{what} round {round}: len");
+            }
+        }
+    }
+}

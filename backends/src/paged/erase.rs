@@ -13,36 +13,40 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
     /// Stable children of 32-bit keys mark the slots erased in place (tombstones); other children that held
     /// some of the keys are rebuilt without them under their own family (confined to them).
     pub fn erase(&mut self, keys: &[K]) -> Result<usize> {
-        // The sentinel is never stored (and an erased packed slot holds it): it is skipped.
-        let keys = without_sentinel(keys);
-        let keys = &keys[..];
-        let mut failed = Vec::new();
-        let mut erased = 0;
-        match self.config.placement {
-            Placement::HashRouted => {
-                let part = self.route(keys, &[], false);
-                let n = self.children.len();
-                for c in self.visit_order((0..n).filter(|&c| !part.range(c).is_empty())) {
-                    erased += self
-                        .erase_from(c, &part.keys[part.range(c)], &mut failed)?
-                        .0;
-                }
-                self.scratch = Some(part);
-            }
-            Placement::ArrivalOrder => {
-                let mut k: Vec<K> = keys.to_vec();
-                let wanted: Vec<usize> = self.occupied().collect();
-                for c in self.visit_order(wanted.into_iter()) {
-                    if k.is_empty() {
-                        break;
+        // On the table's own stream, whichever thread calls (NOTES.md D38).
+        let stream = self.stream.id();
+        stream.executes(|| {
+            // The sentinel is never stored (and an erased packed slot holds it): it is skipped.
+            let keys = without_sentinel(keys);
+            let keys = &keys[..];
+            let mut failed = Vec::new();
+            let mut erased = 0;
+            match self.config.placement {
+                Placement::HashRouted => {
+                    let part = self.route(keys, &[], false);
+                    let n = self.children.len();
+                    for c in self.visit_order((0..n).filter(|&c| !part.range(c).is_empty())) {
+                        erased += self
+                            .erase_from(c, &part.keys[part.range(c)], &mut failed)?
+                            .0;
                     }
-                    let (n, rest) = self.erase_from(c, &k, &mut failed)?;
-                    erased += n;
-                    k = rest;
+                    self.scratch = Some(part);
+                }
+                Placement::ArrivalOrder => {
+                    let mut k: Vec<K> = keys.to_vec();
+                    let wanted: Vec<usize> = self.occupied().collect();
+                    for c in self.visit_order(wanted.into_iter()) {
+                        if k.is_empty() {
+                            break;
+                        }
+                        let (n, rest) = self.erase_from(c, &k, &mut failed)?;
+                        erased += n;
+                        k = rest;
+                    }
                 }
             }
-        }
-        self.settled(erased, failed)
+            self.settled(erased, failed)
+        })
     }
 
     /// Erases from child `c` the keys it holds; returns how many pairs went and the keys it did not hold.

@@ -14,37 +14,47 @@ use rayon::prelude::*;
 impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
     /// Looks keys up: `Some(value)` if present, `None` if absent.
     pub fn find(&mut self, keys: &[K]) -> Result<Vec<Option<V>>> {
-        let mut out = vec![V::default(); keys.len()];
-        let mut bits = vec![0u32; keys.len().div_ceil(32)];
-        self.lookup(keys, &mut out, &mut bits, true)?;
-        Ok(options_from_bits(&out, &bits))
+        // On the table's own stream, whichever thread calls (NOTES.md D38).
+        let stream = self.stream.id();
+        stream.executes(|| {
+            let mut out = vec![V::default(); keys.len()];
+            let mut bits = vec![0u32; keys.len().div_ceil(32)];
+            self.lookup(keys, &mut out, &mut bits, true)?;
+            Ok(options_from_bits(&out, &bits))
+        })
     }
 
     /// Looks keys up into `out`: the value, or [`Value::ABSENT`] (all ones) for absent keys.
     pub fn find_into(&mut self, keys: &[K], out: &mut [V]) -> Result<()> {
-        if out.len() != keys.len() {
-            return Err(Error::LengthMismatch {
-                what: "out",
-                got: out.len(),
-                expected: keys.len(),
-            });
-        }
-        // The presence bits go to a buffer kept between calls (fresh pages cost a fault each), and are not
-        // cleared: every path that uses them writes each word first (the router's copy out, `bits_from`), and
-        // `find_into` never reads them (zeroing them cost 1.4 ms, 4%, of a 2^26.8-key find on the H100 host).
-        let words = keys.len().div_ceil(32);
-        let mut bits = std::mem::take(&mut self.bits);
-        if bits.len() < words {
-            bits.resize(words, 0);
-        }
-        let done = self.lookup(keys, out, &mut bits[..words], false);
-        self.bits = bits;
-        done
+        // On the table's own stream, whichever thread calls (NOTES.md D38).
+        let stream = self.stream.id();
+        stream.executes(|| {
+            if out.len() != keys.len() {
+                return Err(Error::LengthMismatch {
+                    what: "out",
+                    got: out.len(),
+                    expected: keys.len(),
+                });
+            }
+            // The presence bits go to a buffer kept between calls (fresh pages cost a fault each), and are not
+            // cleared: every path that uses them writes each word first (the router's copy out, `bits_from`), and
+            // `find_into` never reads them (zeroing them cost 1.4 ms, 4%, of a 2^26.8-key find on the H100 host).
+            let words = keys.len().div_ceil(32);
+            let mut bits = std::mem::take(&mut self.bits);
+            if bits.len() < words {
+                bits.resize(words, 0);
+            }
+            let done = self.lookup(keys, out, &mut bits[..words], false);
+            self.bits = bits;
+            done
+        })
     }
 
     /// `true` for each key that is present.
     pub fn contains(&mut self, keys: &[K]) -> Result<Vec<bool>> {
-        Ok(self.find(keys)?.into_iter().map(|o| o.is_some()).collect())
+        // On the table's own stream, whichever thread calls (NOTES.md D38).
+        let stream = self.stream.id();
+        stream.executes(|| Ok(self.find(keys)?.into_iter().map(|o| o.is_some()).collect()))
     }
 
     /// Finds into `out` (ABSENT where absent) and, with `need_bits`, presence bits into `bits` (else `bits`

@@ -181,20 +181,24 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
     /// exposed to refresh a child and to measure a confined rebuild). Out-of-range `c` is
     /// [`Error::InvalidConfig`]; pairs the rebuild cannot place are returned in [`Error::BuildFailed`].
     pub fn rebuild_child(&mut self, c: usize) -> Result<()> {
-        if c >= self.children.len() {
-            return Err(Error::InvalidConfig(format!(
-                "child {c} does not exist (the table has {})",
-                self.children.len()
-            )));
-        }
-        self.admit(c, &[])?;
-        let family = self.children[c].family().reseeded();
-        self.residency.stats.rebuilds += 1;
-        let Rebuilt { lost, .. } = self.children[c].rebuild_split(family, None)?;
-        let mut pending: Pairs<K, V> = self.meta[c].stash.drain().collect();
-        pending.extend(lost);
-        let mut failed = Vec::new();
-        self.place_unplaced(c, pending, &mut failed)?;
-        self.settled((), failed)
+        // On the table's own stream, whichever thread calls (NOTES.md D38).
+        let stream = self.stream.id();
+        stream.executes(|| {
+            if c >= self.children.len() {
+                return Err(Error::InvalidConfig(format!(
+                    "child {c} does not exist (the table has {})",
+                    self.children.len()
+                )));
+            }
+            self.admit(c, &[])?;
+            let family = self.children[c].family().reseeded();
+            self.residency.stats.rebuilds += 1;
+            let Rebuilt { lost, .. } = self.children[c].rebuild_split(family, None)?;
+            let mut pending: Pairs<K, V> = self.meta[c].stash.drain().collect();
+            pending.extend(lost);
+            let mut failed = Vec::new();
+            self.place_unplaced(c, pending, &mut failed)?;
+            self.settled((), failed)
+        })
     }
 }

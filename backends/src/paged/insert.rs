@@ -22,52 +22,56 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
     /// unchanged. [`Error::BuildFailed`] returns the pairs that no rebuild or growth could place; every other
     /// pair is stored.
     pub fn insert(&mut self, keys: &[K], values: &[V]) -> Result<()> {
-        if keys.len() != values.len() {
-            return Err(Error::LengthMismatch {
-                what: "values",
-                got: values.len(),
-                expected: keys.len(),
-            });
-        }
-        // A batch that one device-routed call takes is checked for the sentinel by the device during its copy
-        // (`Router::checks_sentinel`); any other batch is scanned here first, so that a refused batch leaves
-        // the table unchanged.
-        if !self.router_checks(keys.len())
-            && let Some(index) = first_sentinel(keys)
-        {
-            return Err(Error::SentinelKey { index });
-        }
-        if let Some(m) = self.config.max_children {
-            let most = m * self.limit();
-            if self.len() + keys.len() > most {
-                return Err(Error::CapacityExceeded {
-                    len: self.len(),
-                    incoming: keys.len(),
-                    capacity: most,
+        // On the table's own stream, whichever thread calls (NOTES.md D38).
+        let stream = self.stream.id();
+        stream.executes(|| {
+            if keys.len() != values.len() {
+                return Err(Error::LengthMismatch {
+                    what: "values",
+                    got: values.len(),
+                    expected: keys.len(),
                 });
             }
-        }
-        if keys.is_empty() {
-            return Ok(());
-        }
-        let mut failed = Vec::new();
-        match self.config.placement {
-            Placement::HashRouted => self.insert_routed(keys, values, &mut failed)?,
-            Placement::ArrivalOrder => {
-                self.insert_arrival(keys.to_vec(), values.to_vec(), &mut failed)?
+            // A batch that one device-routed call takes is checked for the sentinel by the device during its copy
+            // (`Router::checks_sentinel`); any other batch is scanned here first, so that a refused batch leaves
+            // the table unchanged.
+            if !self.router_checks(keys.len())
+                && let Some(index) = first_sentinel(keys)
+            {
+                return Err(Error::SentinelKey { index });
             }
-        }
-        if !failed.is_empty() {
-            // A pair given up on may have a later occurrence that was stored after all (in a child with room):
-            // report each key once, and only keys the table does not hold.
-            let (k, v): Batch<K, V> = failed.into_iter().unzip();
-            let mut out = vec![V::default(); k.len()];
-            let mut bits = vec![0u32; k.len().div_ceil(32)];
-            self.lookup(&k, &mut out, &mut bits, true)?;
-            let (_, (k, v)) = split_by_bits(k, v, &bits);
-            failed = last_occurrences(k, v);
-        }
-        self.settled((), failed)
+            if let Some(m) = self.config.max_children {
+                let most = m * self.limit();
+                if self.len() + keys.len() > most {
+                    return Err(Error::CapacityExceeded {
+                        len: self.len(),
+                        incoming: keys.len(),
+                        capacity: most,
+                    });
+                }
+            }
+            if keys.is_empty() {
+                return Ok(());
+            }
+            let mut failed = Vec::new();
+            match self.config.placement {
+                Placement::HashRouted => self.insert_routed(keys, values, &mut failed)?,
+                Placement::ArrivalOrder => {
+                    self.insert_arrival(keys.to_vec(), values.to_vec(), &mut failed)?
+                }
+            }
+            if !failed.is_empty() {
+                // A pair given up on may have a later occurrence that was stored after all (in a child with room):
+                // report each key once, and only keys the table does not hold.
+                let (k, v): Batch<K, V> = failed.into_iter().unzip();
+                let mut out = vec![V::default(); k.len()];
+                let mut bits = vec![0u32; k.len().div_ceil(32)];
+                self.lookup(&k, &mut out, &mut bits, true)?;
+                let (_, (k, v)) = split_by_bits(k, v, &bits);
+                failed = last_occurrences(k, v);
+            }
+            self.settled((), failed)
+        })
     }
 
     /// Hash-routed insert: partition by child, then each child's part (resident children first).

@@ -77,6 +77,7 @@ pub(crate) mod route;
 use crate::paged::cpu::CpuChild;
 use crate::paged::gpu::child::AsChild;
 use crate::paged::protocol::{PagedChild, Router, SlotFrames};
+use crate::runtime::dispatch::{TableStream, table_stream};
 use crate::select::unavailable;
 use crate::select::{Backend, BackendChoice, is_available, resolve};
 use crate::table::{EngineShape, TableConfig, cpu_engine, default_bucket_size_of, gpu_spec};
@@ -115,6 +116,9 @@ pub struct PagedTable<S: SchemeInfo, K: Key, V: Value> {
     bits: Vec<u32>,
     /// The slot frames the resident children share (GPU, hash-routed: `frames`).
     frames: Option<SlotFrames>,
+    /// The CubeCL stream every call runs on, whichever thread calls (`dispatch::table_stream`, NOTES.md D38):
+    /// the children's buffers are made and used there.
+    stream: TableStream,
     _scheme: PhantomData<S>,
 }
 
@@ -214,9 +218,11 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
             routing: false,
             bits: Vec::new(),
             frames: None,
+            stream: table_stream(),
             _scheme: PhantomData,
         };
-        t.start()?;
+        let stream = t.stream.id();
+        stream.executes(|| t.start())?;
         Ok(t)
     }
 
@@ -407,24 +413,32 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
 
     /// Every stored pair (order unspecified). Pages every child in, in turn.
     pub fn pairs(&mut self) -> Result<Vec<(K, V)>> {
-        let mut all = Vec::with_capacity(self.len());
-        let wanted: Vec<usize> = self.occupied().collect();
-        for c in self.visit_order(wanted.into_iter()) {
-            if !self.children[c].is_empty() {
-                self.admit(c, &[])?;
-                all.extend(self.children[c].pairs()?);
+        // On the table's own stream, whichever thread calls (NOTES.md D38).
+        let stream = self.stream.id();
+        stream.executes(|| {
+            let mut all = Vec::with_capacity(self.len());
+            let wanted: Vec<usize> = self.occupied().collect();
+            for c in self.visit_order(wanted.into_iter()) {
+                if !self.children[c].is_empty() {
+                    self.admit(c, &[])?;
+                    all.extend(self.children[c].pairs()?);
+                }
+                all.extend(self.meta[c].stash.iter().map(|(&k, &v)| (k, v)));
             }
-            all.extend(self.meta[c].stash.iter().map(|(&k, &v)| (k, v)));
-        }
-        Ok(all)
+            Ok(all)
+        })
     }
 
     /// Removes every pair: the table goes back to its initial children (the paging counters stay).
     pub fn clear(&mut self) -> Result<()> {
-        self.children.clear();
-        self.meta.clear();
-        self.frames = None;
-        self.residency.forget_all();
-        self.start()
+        // On the table's own stream, whichever thread calls (NOTES.md D38).
+        let stream = self.stream.id();
+        stream.executes(|| {
+            self.children.clear();
+            self.meta.clear();
+            self.frames = None;
+            self.residency.forget_all();
+            self.start()
+        })
     }
 }
