@@ -39,7 +39,7 @@ use hashtile_core::{Error, Key, Result, Value};
 use rayon::prelude::*;
 use route::{Partition, ShardRoute};
 use shard_threads::{merge_failures, run_each, run_each_ref};
-use staging::{Part, Room, Stages};
+use staging::{Part, Room, Stages, Staging};
 use std::sync::Mutex;
 
 pub use device::{DevicePhases, Transport};
@@ -460,11 +460,10 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
         merge_failures(&p, results)?;
         trace.lap("shards");
         let guards = self.stages.lock_all();
-        let values: Vec<&[V]> = (guards.iter().zip(p.lens()))
-            .map(|(g, &n)| g.values(n))
-            .collect();
-        let found: Vec<&[u32]> = guards.iter().map(|g| g.found()).collect();
-        p.join(out, |s, j| f(values[s][j], present(found[s], j)));
+        let staged: Vec<&Staging<K, V>> = guards.iter().map(|g| &**g).collect();
+        p.join(out, |s, j| {
+            f(staged[s].value(j), present(staged[s].found(), j))
+        });
         trace.lap("join");
         trace.report("find", keys.len());
         Ok(())

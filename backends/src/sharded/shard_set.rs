@@ -4,7 +4,7 @@
 
 use super::route::{Partition, ShardRoute};
 use super::shard_threads::{merge_failures, run_each, run_each_ref};
-use super::staging::{Part, Pinned, Room, Stages};
+use super::staging::{Part, Pinned, Room, Stages, Staging};
 use crate::results::{FindAll, present};
 use crate::runtime::host_io::check_out_len;
 use crate::runtime::trace::Trace;
@@ -123,6 +123,26 @@ impl<T: Pinned + Sync, K: Key, V: Value> ShardSet<T, K, V> {
         Ok(p)
     }
 
+    /// An answer per key into `out` (as long as `keys`), in batch order: each shard writes its part's answers
+    /// into its staging buffers (`room`) by `ask`, and key `i`, its shard's `j`-th, gets `answer(staging, j)`.
+    fn join_into<A: Send>(
+        &self,
+        (keys, out): (&[K], &mut [A]),
+        (call, room): (&'static str, Room),
+        ask: impl Fn(&T, Part<'_, K, V>) -> Result<()> + Sync,
+        answer: impl Fn(&Staging<K, V>, usize) -> A + Sync,
+    ) -> Result<()> {
+        check_out_len(keys.len(), out.len())?;
+        let mut trace = Trace::new("sharded");
+        let p = self.ask_parts(keys, room, ask, &mut trace)?;
+        let guards = self.stages.lock_all();
+        let staged: Vec<&Staging<K, V>> = guards.iter().map(|g| &**g).collect();
+        p.join(out, |s, j| answer(staged[s], j));
+        trace.lap("join");
+        trace.report(call, keys.len());
+        Ok(())
+    }
+
     /// A value per key into `out` (as long as `keys`), in batch order: each shard writes its part's answers
     /// into its staging buffer by `ask(shard, keys, answers)`.
     pub(super) fn values_into(
@@ -131,22 +151,12 @@ impl<T: Pinned + Sync, K: Key, V: Value> ShardSet<T, K, V> {
         out: &mut [V],
         ask: impl Fn(&T, &[K], &mut [V]) -> Result<()> + Sync,
     ) -> Result<()> {
-        check_out_len(keys.len(), out.len())?;
-        let mut trace = Trace::new("sharded");
-        let p = self.ask_parts(
-            keys,
-            Room::Values,
+        self.join_into(
+            (keys, out),
+            ("values", Room::Values),
             |s, part| ask(s, part.keys, part.values),
-            &mut trace,
-        )?;
-        let guards = self.stages.lock_all();
-        let answers: Vec<&[V]> = (guards.iter().zip(p.lens()))
-            .map(|(g, &n)| g.values(n))
-            .collect();
-        p.join(out, |s, j| answers[s][j]);
-        trace.lap("join");
-        trace.report("values", keys.len());
-        Ok(())
+            |g, j| g.value(j),
+        )
     }
 
     /// `Some(value)` per present key into `out` (as long as `keys`), in batch order: each shard writes its
@@ -157,23 +167,12 @@ impl<T: Pinned + Sync, K: Key, V: Value> ShardSet<T, K, V> {
         out: &mut [Option<V>],
         ask: impl Fn(&T, &[K], &mut [V], &mut [u32]) -> Result<()> + Sync,
     ) -> Result<()> {
-        check_out_len(keys.len(), out.len())?;
-        let mut trace = Trace::new("sharded");
-        let p = self.ask_parts(
-            keys,
-            Room::Values,
+        self.join_into(
+            (keys, out),
+            ("options", Room::Values),
             |s, part| ask(s, part.keys, part.values, part.found),
-            &mut trace,
-        )?;
-        let guards = self.stages.lock_all();
-        let values: Vec<&[V]> = (guards.iter().zip(p.lens()))
-            .map(|(g, &n)| g.values(n))
-            .collect();
-        let found: Vec<&[u32]> = guards.iter().map(|g| g.found()).collect();
-        p.join(out, |s, j| present(found[s], j).then_some(values[s][j]));
-        trace.lap("join");
-        trace.report("options", keys.len());
-        Ok(())
+            |g, j| present(g.found(), j).then(|| g.value(j)),
+        )
     }
 
     /// A count per key into `out` (as long as `keys`), in batch order: each shard writes its part's counts
@@ -184,22 +183,12 @@ impl<T: Pinned + Sync, K: Key, V: Value> ShardSet<T, K, V> {
         out: &mut [u32],
         ask: impl Fn(&T, &[K], &mut [u32]) -> Result<()> + Sync,
     ) -> Result<()> {
-        check_out_len(keys.len(), out.len())?;
-        let mut trace = Trace::new("sharded");
-        let p = self.ask_parts(
-            keys,
-            Room::Counts,
+        self.join_into(
+            (keys, out),
+            ("counts", Room::Counts),
             |s, part| ask(s, part.keys, part.counts),
-            &mut trace,
-        )?;
-        let guards = self.stages.lock_all();
-        let answers: Vec<&[u32]> = (guards.iter().zip(p.lens()))
-            .map(|(g, &n)| g.counts(n))
-            .collect();
-        p.join(out, |s, j| answers[s][j]);
-        trace.lap("join");
-        trace.report("counts", keys.len());
-        Ok(())
+            |g, j| g.count(j),
+        )
     }
 
     /// A run of values per key into `out` (a multimap's `find_all`), in batch order: each shard answers its

@@ -107,19 +107,19 @@ impl<K: Key, V: Value> Staging<K, V> {
         }
     }
 
-    /// The answers of a part of `n` keys, read after the shards have written them.
-    pub fn values(&self, n: usize) -> &[V] {
-        &self.values[..n]
+    /// The `j`-th value answer of the part, read after its shard has written it.
+    pub fn value(&self, j: usize) -> V {
+        self.values[j]
     }
 
-    /// [`Staging::values`]' presence bits.
+    /// The part's presence bits (with [`Staging::value`]).
     pub fn found(&self) -> &[u32] {
         &self.found
     }
 
-    /// [`Staging::values`] for counts.
-    pub fn counts(&self, n: usize) -> &[u32] {
-        &self.counts[..n]
+    /// The `j`-th count answer of the part.
+    pub fn count(&self, j: usize) -> u32 {
+        self.counts[j]
     }
 
     /// A multimap part's answers.
