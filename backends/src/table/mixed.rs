@@ -42,129 +42,232 @@ pub(crate) struct Resolved<K, V> {
     pub new_keys: usize,
 }
 
-/// A batch grouped by key: its `(key, operation index)` pairs grouped so that each key's operations are a run,
-/// in batch order, and where each key's run starts.
-pub(crate) struct Groups<K> {
-    order: Vec<(K, u32)>,
-    starts: Vec<usize>,
+/// Operations per bin that the grouping aims at: a bin's operations, its groups' table and their states stay
+/// within the per-core caches while it is grouped and resolved.
+const BIN_OPS: usize = 1 << 14;
+
+/// A batch grouped by key, every pass over it in streams (a batch of millions touched at random indices spends
+/// its time waiting for memory):
+///
+/// 1. the operations are scattered into bins by bits of a multiplicative hash of their key, by blocks of the
+///    batch in parallel, each block's operations of a bin in a run of their own, so a bin keeps batch order and
+///    all of a key's operations share a bin;
+/// 2. each bin (in parallel) numbers its distinct keys in order of first occurrence through a small hash table
+///    of its own: the batch's distinct keys are the bins' in turn;
+/// 3. `resolve` walks each bin's operations in order with its keys' states, and writes the outcomes back into
+///    batch order block by block, reading each block's runs as the scatter wrote them.
+pub(crate) struct Groups<K, V> {
+    /// The operations by bin.
+    ops: Vec<Op<K, V>>,
+    /// Each binned operation's group: its key's index among its bin's distinct keys.
+    group: Vec<u32>,
+    /// The distinct keys, bin after bin.
+    keys: Vec<K>,
+    /// Bin `b`'s distinct keys are `keys[key_at[b]..key_at[b + 1]]`.
+    key_at: Vec<usize>,
+    scatter: Scatter,
 }
 
-impl<K: Key> Groups<K> {
-    /// The batch's distinct keys, in group order (by bin, then key order within a bin).
-    pub(crate) fn keys(&self) -> Vec<K> {
-        self.starts.par_iter().map(|&s| self.order[s].0).collect()
+/// Where the scatter put each block's operations of each bin.
+struct Scatter {
+    bits: u32,
+    /// Operations per block (the last block may be shorter).
+    block: usize,
+    blocks: usize,
+    /// `at[b * blocks + c]`: where block `c`'s operations of bin `b` start; bin `b` starts at `at[b * blocks]`
+    /// and the last entry is the batch's length.
+    at: Vec<usize>,
+}
+
+impl Scatter {
+    fn bins(&self) -> usize {
+        1 << self.bits
     }
 
-    /// Operation indices of group `g`, in batch order.
-    fn run(&self, g: usize) -> &[(K, u32)] {
-        let end = self.starts.get(g + 1).copied().unwrap_or(self.order.len());
-        &self.order[self.starts[g]..end]
+    /// The bin of `k` (the top `bits` of a multiplicative hash).
+    fn bin_of<K: Key>(&self, k: K) -> usize {
+        match self.bits {
+            0 => 0,
+            b => (k.widen().wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - b)) as usize,
+        }
+    }
+
+    /// Bin `b`'s range of the binned order.
+    fn bin(&self, b: usize) -> std::ops::Range<usize> {
+        self.at[b * self.blocks]..self.at[(b + 1) * self.blocks]
+    }
+
+    /// Block `c`'s cursors: where its operations of each bin start.
+    fn cursors(&self, c: usize) -> Vec<usize> {
+        (0..self.bins())
+            .map(|b| self.at[b * self.blocks + c])
+            .collect()
+    }
+
+    /// `x` cut into the bins' ranges of the binned order.
+    fn bins_of<'a, T>(&self, mut x: &'a mut [T]) -> Vec<&'a mut [T]> {
+        let mut parts = Vec::with_capacity(self.bins());
+        for b in 0..self.bins() {
+            let (part, rest) = x.split_at_mut(self.bin(b).len());
+            parts.push(part);
+            x = rest;
+        }
+        parts
     }
 }
 
-/// Pairs per bin that the grouping aims at: a bin's `(key, index)` pairs (8 or 16 bytes each) are sorted within
-/// the per-core caches.
-const BIN_PAIRS: usize = 1 << 14;
+impl<K: Key, V: Value> Groups<K, V> {
+    /// The batch's distinct keys (bin after bin, each bin's in order of first occurrence).
+    pub(crate) fn keys(&self) -> &[K] {
+        &self.keys
+    }
+}
 
-/// Groups the batch by key: the `(key, index)` pairs are scattered into bins by bits of a multiplicative hash
-/// of the key (one counting pass and one stable scatter, both in parallel blocks, so a bin keeps batch order
-/// and all of a key's pairs share a bin), then every bin is sorted on its own, in parallel. A parallel sort of
-/// the whole batch instead moves every pair through memory once per merge level.
-pub(crate) fn group<K: Key, V: Value>(ops: &[Op<K, V>]) -> Groups<K> {
+/// Numbers the distinct keys of one bin's operations in order of first occurrence: each operation's number into
+/// `group`, the keys returned. The bin's table of numbers, keyed by a second multiplicative hash, doubles as keys
+/// arrive, so a bin of one key repeated keeps a small table.
+fn number_keys<K: Key, V: Value>(ops: &[Op<K, V>], group: &mut [u32]) -> Vec<K> {
+    let mut keys: Vec<K> = Vec::new();
+    let mut bits = 6u32;
+    let mut slots = vec![u32::MAX; 1 << bits];
+    let slot_of =
+        |k: K, bits: u32| (k.widen().wrapping_mul(0xD6E8_FEB8_6659_FD93) >> (64 - bits)) as usize;
+    for (o, g) in ops.iter().zip(group.iter_mut()) {
+        let k = o.key();
+        let mask = (1usize << bits) - 1;
+        let mut s = slot_of(k, bits);
+        loop {
+            match slots[s] {
+                u32::MAX => {
+                    slots[s] = keys.len() as u32;
+                    *g = keys.len() as u32;
+                    keys.push(k);
+                    break;
+                }
+                id if keys[id as usize] == k => {
+                    *g = id;
+                    break;
+                }
+                _ => s = (s + 1) & mask,
+            }
+        }
+        if keys.len() * 2 > slots.len() {
+            bits += 1;
+            slots = vec![u32::MAX; 1 << bits];
+            let mask = (1usize << bits) - 1;
+            for (id, &k) in keys.iter().enumerate() {
+                let mut s = slot_of(k, bits);
+                while slots[s] != u32::MAX {
+                    s = (s + 1) & mask;
+                }
+                slots[s] = id as u32;
+            }
+        }
+    }
+    keys
+}
+
+/// Groups the batch by key (see [`Groups`]).
+pub(crate) fn group<K: Key, V: Value>(ops: &[Op<K, V>]) -> Groups<K, V> {
     let n = ops.len();
-    let bits = (n / BIN_PAIRS)
+    let bits = (n / BIN_OPS)
         .max(1)
         .next_power_of_two()
         .trailing_zeros()
         .min(12);
-    let bin_of = |k: K| -> usize {
-        match bits {
-            0 => 0,
-            b => (k.widen().wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - b)) as usize,
-        }
-    };
-    let bins = 1usize << bits;
-    // Blocks of the batch, a few per thread: each counts its pairs per bin, then scatters them.
     let block = n.div_ceil(rayon::current_num_threads() * 4).max(1 << 12);
+    let mut scatter = Scatter {
+        bits,
+        block,
+        blocks: n.div_ceil(block),
+        at: Vec::new(),
+    };
+    let bins = scatter.bins();
     let counts: Vec<Vec<u32>> = ops
         .par_chunks(block)
         .map(|c| {
             let mut count = vec![0u32; bins];
             for o in c {
-                count[bin_of(o.key())] += 1;
+                count[scatter.bin_of(o.key())] += 1;
             }
             count
         })
         .collect();
-    // `at[b * blocks + c]`: where block `c`'s pairs of bin `b` start; bin `b` starts at `at[b * blocks]`.
-    let blocks = counts.len();
-    let mut at = vec![0usize; bins * blocks + 1];
+    let blocks = scatter.blocks;
+    scatter.at = vec![0; bins * blocks + 1];
     let mut sum = 0;
     for b in 0..bins {
         for (c, count) in counts.iter().enumerate() {
-            at[b * blocks + c] = sum;
+            scatter.at[b * blocks + c] = sum;
             sum += count[b] as usize;
         }
     }
-    at[bins * blocks] = sum;
-    let mut order: Vec<(K, u32)> = vec![(K::default(), 0); n];
+    scatter.at[bins * blocks] = sum;
+    let mut binned: Vec<Op<K, V>> = vec![Op::Find(K::default()); n];
     {
-        let out = DisjointWrites::new(&mut order);
-        let (out, at) = (&out, &at);
+        let out = DisjointWrites::new(&mut binned);
+        let (out, scatter) = (&out, &scatter);
         ops.par_chunks(block).enumerate().for_each(|(c, chunk)| {
-            let mut next: Vec<usize> = (0..bins).map(|b| at[b * blocks + c]).collect();
-            for (j, o) in chunk.iter().enumerate() {
-                let k = o.key();
-                let b = bin_of(k);
-                // SAFETY: block `c`'s pairs of bin `b` go to `at[b][c]..` up to its count, which no other
-                // block's pairs of any bin take.
-                unsafe { out.write(next[b], (k, (c * block + j) as u32)) };
+            let mut next = scatter.cursors(c);
+            for o in chunk {
+                let b = scatter.bin_of(o.key());
+                // SAFETY: block `c`'s operations of bin `b` go to `at[b][c]..` up to its count, which no other
+                // block's operations of any bin take.
+                unsafe { out.write(next[b], *o) };
                 next[b] += 1;
             }
         });
     }
-    // Each bin sorted on its own: its pairs are in batch order already, so a key's run stays in it.
-    let mut rest = &mut order[..];
-    let mut parts = Vec::with_capacity(bins);
-    for b in 0..bins {
-        let len = at[(b + 1) * blocks] - at[b * blocks];
-        let (part, tail) = rest.split_at_mut(len);
-        parts.push(part);
-        rest = tail;
-    }
-    parts.into_par_iter().for_each(|p| p.sort_unstable());
-    let starts = (0..order.len())
-        .into_par_iter()
-        .filter(|&j| j == 0 || order[j].0 != order[j - 1].0)
+    let mut group = vec![0u32; n];
+    let per_bin: Vec<Vec<K>> = (scatter.bins_of(&mut group).into_par_iter().enumerate())
+        .map(|(b, g)| number_keys(&binned[scatter.bin(b)], g))
         .collect();
-    Groups { order, starts }
+    let mut key_at = Vec::with_capacity(bins + 1);
+    key_at.push(0);
+    for k in &per_bin {
+        key_at.push(key_at.last().copied().unwrap_or(0) + k.len());
+    }
+    let keys = per_bin.into_par_iter().flatten().collect();
+    Groups {
+        ops: binned,
+        group,
+        keys,
+        key_at,
+        scatter,
+    }
 }
 
-/// What one key's operations leave: nothing to write, an erase, or a write of its final value (`true`: a new
-/// key).
+/// What one key's operations leave that changes the table: an erase, or a write of its final value (`true`: a
+/// new key).
 #[derive(Clone, Copy)]
 enum Net<V> {
-    Keep,
     Erase,
     Write(V, bool),
 }
 
-/// Runs each key's operations in batch order from `before` (the stored value of each of the groups' keys, in
-/// key order), the groups in parallel.
+/// Runs each key's operations in batch order from `before` (the stored value of each of [`Groups::keys`], in
+/// that order), the bins in parallel; the outcomes go back into batch order (`ops`, the batch the groups were
+/// made from).
 pub(crate) fn resolve<K: Key, V: Value>(
     ops: &[Op<K, V>],
-    groups: &Groups<K>,
+    groups: &Groups<K, V>,
     before: &[Option<V>],
 ) -> Resolved<K, V> {
-    let mut outcomes = vec![Outcome::NotFound; ops.len()];
-    let out = DisjointWrites::new(&mut outcomes);
-    let out = &out;
-    let nets: Vec<Net<V>> = (0..groups.starts.len())
-        .into_par_iter()
-        .map(|g| {
-            let mut s = before[g];
-            for &(_, i) in groups.run(g) {
-                let o = match ops[i as usize] {
+    let sc = &groups.scatter;
+    let mut binned_out = vec![Outcome::NotFound; ops.len()];
+    let nets: Vec<Vec<(K, Net<V>)>> = (sc.bins_of(&mut binned_out).into_par_iter().enumerate())
+        .map(|(b, out)| {
+            let keys = &groups.keys[groups.key_at[b]..groups.key_at[b + 1]];
+            let was = &before[groups.key_at[b]..groups.key_at[b + 1]];
+            let mut state = was.to_vec();
+            let range = sc.bin(b);
+            for ((o, &g), slot) in groups.ops[range.clone()]
+                .iter()
+                .zip(&groups.group[range])
+                .zip(out.iter_mut())
+            {
+                let s = &mut state[g as usize];
+                *slot = match *o {
                     Op::Insert(_, v) | Op::Replace(_, v) => match s.replace(v) {
                         Some(_) => Outcome::Updated,
                         None => Outcome::Inserted,
@@ -175,34 +278,43 @@ pub(crate) fn resolve<K: Key, V: Value>(
                     },
                     Op::Find(_) => s.map_or(Outcome::NotFound, Outcome::Found),
                 };
-                // SAFETY: no other group holds operation `i` (every operation is in exactly one group).
-                unsafe { out.write(i as usize, o) };
             }
-            match (before[g], s) {
-                (Some(_), None) => Net::Erase,
-                (b, Some(v)) if b != Some(v) => Net::Write(v, b.is_none()),
-                _ => Net::Keep,
-            }
+            (keys.iter().zip(was).zip(&state))
+                .filter_map(|((&k, &w), &s)| match (w, s) {
+                    (Some(_), None) => Some((k, Net::Erase)),
+                    (w, Some(v)) if w != Some(v) => Some((k, Net::Write(v, w.is_none()))),
+                    _ => None,
+                })
+                .collect()
         })
         .collect();
-    let key = |g: usize| groups.order[groups.starts[g]].0;
-    let erase = nets
-        .par_iter()
-        .enumerate()
+    // The outcomes back in batch order: block by block, each block's runs read in the order the scatter wrote.
+    let mut outcomes = vec![Outcome::NotFound; ops.len()];
+    (outcomes
+        .par_chunks_mut(sc.block)
+        .zip(ops.par_chunks(sc.block)))
+    .enumerate()
+    .for_each(|(c, (out, chunk))| {
+        let mut next = sc.cursors(c);
+        for (slot, o) in out.iter_mut().zip(chunk) {
+            let b = sc.bin_of(o.key());
+            *slot = binned_out[next[b]];
+            next[b] += 1;
+        }
+    });
+    let nets: Vec<(K, Net<V>)> = nets.into_iter().flatten().collect();
+    let erase = (nets.par_iter())
         .filter(|(_, n)| matches!(n, Net::Erase))
-        .map(|(g, _)| key(g))
+        .map(|&(k, _)| k)
         .collect();
-    let (write_keys, write_values): (Vec<K>, Vec<V>) = nets
-        .par_iter()
-        .enumerate()
-        .filter_map(|(g, n)| match *n {
-            Net::Write(v, _) => Some((key(g), v)),
+    let (write_keys, write_values): (Vec<K>, Vec<V>) = (nets.par_iter())
+        .filter_map(|&(k, n)| match n {
+            Net::Write(v, _) => Some((k, v)),
             _ => None,
         })
         .unzip();
-    let new_keys = nets
-        .par_iter()
-        .filter(|n| matches!(n, Net::Write(_, true)))
+    let new_keys = (nets.par_iter())
+        .filter(|(_, n)| matches!(n, Net::Write(_, true)))
         .count();
     Resolved {
         outcomes,
@@ -257,9 +369,8 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
             }
             let mut trace = Trace::new("apply");
             let groups = group(ops);
-            let distinct = groups.keys();
             trace.lap("group");
-            let (before, _) = self.engine.find_options(&self.swap.keys(&distinct))?;
+            let (before, _) = self.engine.find_options(&self.swap.keys(groups.keys()))?;
             trace.lap("find");
             let r = resolve(ops, &groups, &before);
             trace.lap("resolve");
@@ -305,12 +416,9 @@ mod tests {
             Op::Find(5),
         ];
         let groups = group(&ops);
-        assert_eq!(groups.keys(), vec![3, 5]);
-        assert_eq!(
-            groups.run(1).iter().map(|p| p.1).collect::<Vec<_>>(),
-            vec![0, 2, 3, 4]
-        );
-        let r = resolve(&ops, &groups, &[Some(9), Some(7)]);
+        // One bin: its keys in order of first occurrence.
+        assert_eq!(groups.keys(), &[5, 3]);
+        let r = resolve(&ops, &groups, &[Some(7), Some(9)]);
         assert_eq!(
             r.outcomes,
             vec![
@@ -329,11 +437,12 @@ mod tests {
         );
     }
 
-    /// Every key's group holds exactly its operations, in batch order, and each key has one group: over batches
-    /// large enough for many bins, with few distinct keys (long runs), all keys equal, and all distinct.
+    /// Grouping and resolving agree with running the batch one operation after another on a `HashMap`: every
+    /// outcome, and the keys to erase and to write, over batches large enough for many bins and blocks, with few
+    /// distinct keys (long runs), all keys equal, and all distinct.
     #[test]
-    fn groups_match_a_map_of_each_keys_indices_at_every_size() {
-        use std::collections::HashMap;
+    fn resolve_matches_a_sequential_map_at_every_size() {
+        use std::collections::{HashMap, HashSet};
         let mix = |i: u64| {
             (i ^ 0x51ed)
                 .wrapping_mul(0xD6E8_FEB8_6659_FD93)
@@ -348,24 +457,73 @@ mod tests {
             (300_001, 1 << 40),
         ] {
             let ops: Vec<Op<u64, u64>> = (0..n as u64)
-                .map(|i| match i % 3 {
+                .map(|i| match mix(i ^ 0xabc) % 4 {
                     0 => Op::Find(mix(i) % distinct),
-                    1 => Op::Insert(mix(i) % distinct, i),
+                    1 => Op::Insert(mix(i) % distinct, i % 5),
+                    2 => Op::Replace(mix(i) % distinct, i % 3),
                     _ => Op::Erase(mix(i) % distinct),
                 })
                 .collect();
-            let mut want: HashMap<u64, Vec<u32>> = HashMap::new();
-            for (i, o) in ops.iter().enumerate() {
-                want.entry(o.key()).or_default().push(i as u32);
-            }
+            // Half the keys are stored before the batch, with a value that some operations write again.
+            let stored_before = |k: u64| (mix(k) % 2 == 0).then_some(k % 4);
             let groups = group(&ops);
             let keys = groups.keys();
-            assert_eq!(keys.len(), want.len(), "n {n}: one group per key");
-            for (g, k) in keys.iter().enumerate() {
-                let run: Vec<u32> = groups.run(g).iter().map(|p| p.1).collect();
-                assert!(groups.run(g).iter().all(|p| p.0 == *k), "n {n}: group {g}");
-                assert_eq!(Some(&run), want.get(k), "n {n}: key {k}'s operations");
+            assert_eq!(
+                keys.iter().collect::<HashSet<_>>().len(),
+                keys.len(),
+                "n {n}: a key is in one group"
+            );
+            let before: Vec<Option<u64>> = keys.iter().map(|&k| stored_before(k)).collect();
+            let r = resolve(&ops, &groups, &before);
+            let mut map: HashMap<u64, Option<u64>> =
+                keys.iter().map(|&k| (k, stored_before(k))).collect();
+            assert_eq!(
+                map.len(),
+                ops.iter().map(|o| o.key()).collect::<HashSet<_>>().len()
+            );
+            for (i, o) in ops.iter().enumerate() {
+                let s = map.get_mut(&o.key()).expect("every key grouped");
+                let want = match *o {
+                    Op::Insert(_, v) | Op::Replace(_, v) => match s.replace(v) {
+                        Some(_) => Outcome::Updated,
+                        None => Outcome::Inserted,
+                    },
+                    Op::Erase(_) => match s.take() {
+                        Some(_) => Outcome::Erased,
+                        None => Outcome::NotFound,
+                    },
+                    Op::Find(_) => s.map_or(Outcome::NotFound, Outcome::Found),
+                };
+                assert_eq!(r.outcomes[i], want, "n {n}: operation {i}");
             }
+            let erase: HashSet<u64> = (map.iter())
+                .filter(|(k, s)| stored_before(**k).is_some() && s.is_none())
+                .map(|(k, _)| *k)
+                .collect();
+            let writes: HashMap<u64, u64> = (map.iter())
+                .filter_map(|(&k, &s)| s.filter(|&v| stored_before(k) != Some(v)).map(|v| (k, v)))
+                .collect();
+            let new = writes
+                .keys()
+                .filter(|&&k| stored_before(k).is_none())
+                .count();
+            assert_eq!(
+                r.erase.iter().copied().collect::<HashSet<_>>(),
+                erase,
+                "n {n}: erase"
+            );
+            assert_eq!(r.erase.len(), erase.len(), "n {n}: each erase once");
+            let got: HashMap<u64, u64> = r
+                .write_keys
+                .iter()
+                .copied()
+                .zip(r.write_values.iter().copied())
+                .collect();
+            assert_eq!(
+                (got, r.write_keys.len(), r.new_keys),
+                (writes.clone(), writes.len(), new),
+                "n {n}"
+            );
         }
     }
 
