@@ -334,7 +334,7 @@ impl<S: SchemeInfo, K: Key, V: Value> HashTable<S, K, V> {
     ///
     /// The batch is resolved on the host against one lookup of its distinct keys, then written as one erase
     /// and one insert of distinct keys (the module docs say why not one launch of mixed operations): the cost
-    /// is a find, an erase and an insert of the keys that change, plus a sort of the batch's keys on the host.
+    /// is a find, an erase and an insert of the keys that change, plus a grouping of the batch by key on the host.
     ///
     /// Errors: an `Insert` or `Replace` of the sentinel key is [`Error::SentinelKey`] (its index in `ops`);
     /// a batch whose new keys would not fit a table without growth is [`Error::CapacityExceeded`]; both leave
