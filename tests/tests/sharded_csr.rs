@@ -254,3 +254,48 @@ fn ranks_are_refused() {
         Err(Error::InvalidConfig(_))
     ));
 }
+
+/// Lookups of one table in batches of falling and rising sizes: each call's parts are the first queries of
+/// staging buffers that an earlier, larger call filled further (`sharded::staging`), so stale answers must not
+/// leak into a later call's.
+#[test]
+fn staging_is_kept_across_batch_sizes() {
+    for backend in present_backends() {
+        for shards in [Shards::Count(2), Shards::Count(3)] {
+            let what = format!("{backend} {shards:?}");
+            let cfg = config(backend, CsrConfig::default(), shards);
+            let keys: Vec<u32> = random_keys(30_000, 9_000, 5);
+            let values: Vec<u32> = (0..keys.len() as u32).collect();
+            let t = ShardedCsrTable::build(&cfg, &keys, &values).unwrap();
+            let mut oracle: HashMap<u32, Vec<u32>> = HashMap::new();
+            for (&k, &v) in keys.iter().zip(&values) {
+                oracle.entry(k).or_default().push(v);
+            }
+            let mut all = hashtile::FindAll::default();
+            for (round, n) in [20_000usize, 7, 4_000, 1, 12_000].into_iter().enumerate() {
+                // Stored keys and keys never stored, mixed.
+                let queries: Vec<u32> = (0..n)
+                    .map(|i| match i % 3 {
+                        0 => keys[(i * 7 + round) % keys.len()],
+                        _ => random_keys::<u32>(1, u64::MAX, (i + round * 100_000) as u64)[0],
+                    })
+                    .collect();
+                let counts = t.count(&queries).unwrap();
+                t.find_all_into(&queries, &mut all).unwrap();
+                assert_eq!(all.len(), n, "{what} round {round}: find_all answers");
+                for (i, q) in queries.iter().enumerate() {
+                    let mut want = oracle.get(q).cloned().unwrap_or_default();
+                    want.sort_unstable();
+                    let mut got = all.get(i).unwrap().to_vec();
+                    got.sort_unstable();
+                    assert_eq!(
+                        counts[i] as usize,
+                        want.len(),
+                        "{what} round {round}: count {i}"
+                    );
+                    assert_eq!(got, want, "{what} round {round}: find_all {i}");
+                }
+            }
+        }
+    }
+}
