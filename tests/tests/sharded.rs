@@ -657,3 +657,49 @@ fn sets_match_the_oracle() {
         }
     }
 }
+
+/// Finds from several threads at once on one table (`&self` calls): each call holds its shards' staging buffers
+/// from its split to its join, so no call's parts or answers are overwritten by another's.
+#[test]
+fn concurrent_finds_from_several_threads() {
+    for backend in present_backends() {
+        let mut t: ShardedTable<Bcht, u32, u32> =
+            ShardedTable::new(config(backend, 40_000, Shards::Count(3))).unwrap();
+        let keys: Vec<u32> = (0..20_000u64).map(key::<u32>).collect();
+        let values: Vec<u32> = keys.iter().map(|k| k.wrapping_mul(3)).collect();
+        t.insert(&keys, &values).unwrap();
+        let t = &t;
+        std::thread::scope(|sc| {
+            for th in 0..4usize {
+                let keys = &keys;
+                sc.spawn(move || {
+                    for round in 0..6usize {
+                        // Each thread's batches differ in size and keys, absent keys among them.
+                        let n = 500 + (th * 3000 + round * 1700) % 9000;
+                        let q: Vec<u32> = (0..n)
+                            .map(|i| match i % 4 {
+                                0 => key::<u32>(1_000_000 + (th * n + i) as u64),
+                                _ => keys[(i * 13 + th * 101 + round) % keys.len()],
+                            })
+                            .collect();
+                        let found = t.find(&q).unwrap();
+                        let mut into = vec![0u32; n];
+                        t.find_into(&q, &mut into).unwrap();
+                        for (i, k) in q.iter().enumerate() {
+                            let want = (i % 4 != 0).then(|| k.wrapping_mul(3));
+                            assert_eq!(
+                                found[i], want,
+                                "{backend} thread {th} round {round}: find {i}"
+                            );
+                            assert_eq!(
+                                into[i],
+                                want.unwrap_or(u32::MAX),
+                                "{backend}: find_into {i}"
+                            );
+                        }
+                    }
+                });
+            }
+        });
+    }
+}

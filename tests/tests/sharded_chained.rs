@@ -399,3 +399,60 @@ fn stored_all_ones_values_are_found_and_staging_is_kept_across_batch_sizes() {
         }
     }
 }
+
+/// Lookups from several threads at once on one table (`&self` calls: finds, counts, `find_all`): each call holds
+/// its shards' staging buffers from its split to its join.
+#[test]
+fn concurrent_lookups_from_several_threads() {
+    for backend in present_backends() {
+        let mut t: ShardedChainedTable<u32, u32> =
+            ShardedChainedTable::new(config(backend, 40_000, Shards::Count(3))).unwrap();
+        let keys: Vec<u32> = (0..15_000u32).map(key).collect();
+        // Every key twice: values `k` and `k ^ 1`.
+        let twice: Vec<u32> = keys.iter().chain(&keys).copied().collect();
+        let values: Vec<u32> = (keys.iter().copied())
+            .chain(keys.iter().map(|k| k ^ 1))
+            .collect();
+        t.insert(&twice, &values).unwrap();
+        let t = &t;
+        std::thread::scope(|sc| {
+            for th in 0..4usize {
+                let keys = &keys;
+                sc.spawn(move || {
+                    for round in 0..5usize {
+                        let n = 400 + (th * 2500 + round * 1300) % 7000;
+                        let q: Vec<u32> = (0..n)
+                            .map(|i| match i % 3 {
+                                // Never stored: the stored keys' top bit is clear (`key`).
+                                0 => (key((th * n + i) as u32) | 0x8000_0000) & !3,
+                                _ => keys[(i * 7 + th * 31 + round) % keys.len()],
+                            })
+                            .collect();
+                        let counts = t.count(&q).unwrap();
+                        let found = t.find(&q).unwrap();
+                        let all = t.find_all(&q).unwrap();
+                        for (i, k) in q.iter().enumerate() {
+                            let present = i % 3 != 0;
+                            let what = format!("{backend} thread {th} round {round}: query {i}");
+                            assert_eq!(counts[i], if present { 2 } else { 0 }, "{what}: count");
+                            match found[i] {
+                                Some(v) => {
+                                    assert!(present && (v == *k || v == k ^ 1), "{what}: find")
+                                }
+                                None => assert!(!present, "{what}: find missed"),
+                            }
+                            let want = if present { vec![k ^ 1, *k] } else { vec![] };
+                            let mut want = want;
+                            want.sort_unstable();
+                            assert_eq!(
+                                sorted(all.get(i).unwrap().to_vec()),
+                                want,
+                                "{what}: find_all"
+                            );
+                        }
+                    }
+                });
+            }
+        });
+    }
+}

@@ -38,8 +38,8 @@ use hashtile_core::scheme::SchemeInfo;
 use hashtile_core::{Error, Key, Result, Value};
 use rayon::prelude::*;
 use route::{Partition, ShardRoute};
-use shard_threads::{merge_failures, run_each, run_each_ref};
-use staging::{Part, Room, Stages, Staging};
+use shard_threads::{merge_failures, run_each};
+use staging::{Room, Staged, Stages, Staging, on_staged, on_staged_ref};
 use std::sync::Mutex;
 
 pub use device::{DevicePhases, Transport};
@@ -241,10 +241,12 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
         let mut trace = Trace::new("sharded");
         let p = Partition::new(&self.route, keys);
         trace.lap("partition");
-        (self.stages).split(&self.shards, &p, keys, Some(values), Room::Values);
+        let mut staged = (self.stages).split(&self.shards, &p, keys, Some(values), Room::Values);
         trace.lap("split");
-        self.check_room(&p)?;
-        let results = self.on_shards(&p, |shard, part| shard.insert(part.keys, part.values));
+        check_room(&self.shards, &mut staged, &p)?;
+        let results = on_staged(&mut self.shards, &mut staged, &p, |shard, part| {
+            shard.insert(part.keys, part.values)
+        });
         trace.lap("shards");
         trace.report("insert", keys.len());
         merge_failures(&p, results).map(|_| ())
@@ -263,9 +265,9 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
             return self.insert_or_apply_host::<F, Cuda>(keys, values);
         }
         let p = Partition::new(&self.route, keys);
-        (self.stages).split(&self.shards, &p, keys, Some(values), Room::Values);
-        self.check_room(&p)?;
-        let results = self.on_shards(&p, |shard, part| {
+        let mut staged = (self.stages).split(&self.shards, &p, keys, Some(values), Room::Values);
+        check_room(&self.shards, &mut staged, &p)?;
+        let results = on_staged(&mut self.shards, &mut staged, &p, |shard, part| {
             shard.insert_or_apply::<F>(part.keys, part.values)
         });
         merge_failures(&p, results).map(|_| ())
@@ -283,8 +285,10 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
             return self.erase_host::<Cuda>(keys);
         }
         let p = Partition::new(&self.route, keys);
-        (self.stages).split(&self.shards, &p, keys, None, Room::Keys);
-        let results = self.on_shards(&p, |shard, part| shard.erase(part.keys));
+        let mut staged = (self.stages).split(&self.shards, &p, keys, None, Room::Keys);
+        let results = on_staged(&mut self.shards, &mut staged, &p, |shard, part| {
+            shard.erase(part.keys)
+        });
         Ok(merge_failures(&p, results)?.into_iter().sum())
     }
 
@@ -435,13 +439,6 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
         }
     }
 
-    /// [`Error::CapacityExceeded`] when a shard's part would overflow it (counted exactly only for a part that
-    /// could), before any shard changes.
-    fn check_room(&self, p: &Partition) -> Result<()> {
-        let results = self.on_shards_ref(p, |shard, part| shard.check_room(part.keys));
-        merge_failures(p, results).map(|_| ())
-    }
-
     /// Looks the batch up on every shard and writes `f(value, found)` of each key in batch order.
     fn find_with<U: Send>(
         &self,
@@ -452,14 +449,13 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
         let mut trace = Trace::new("sharded");
         let p = Partition::new(&self.route, keys);
         trace.lap("partition");
-        (self.stages).split(&self.shards, &p, keys, None, Room::Values);
+        let mut guards = (self.stages).split(&self.shards, &p, keys, None, Room::Values);
         trace.lap("split");
-        let results = self.on_shards_ref(&p, |shard, part| {
+        let results = on_staged_ref(&self.shards, &mut guards, &p, |shard, part| {
             shard.find_bits_into(part.keys, part.values, part.found)
         });
         merge_failures(&p, results)?;
         trace.lap("shards");
-        let guards = self.stages.lock_all();
         let staged: Vec<&Staging<K, V>> = guards.iter().map(|g| &**g).collect();
         p.join(out, |s, j| {
             f(staged[s].value(j), present(staged[s].found(), j))
@@ -468,27 +464,15 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
         trace.report("find", keys.len());
         Ok(())
     }
+}
 
-    /// Runs `work` on every shard with a part (its staging buffers, sized to the part), one thread each.
-    fn on_shards<T: Send>(
-        &mut self,
-        p: &Partition,
-        work: impl Fn(&mut HashTable<S, K, V>, Part<'_, K, V>) -> Result<T> + Sync,
-    ) -> Vec<Result<T>> {
-        let stages = &self.stages;
-        run_each(&mut self.shards, |i, shard| {
-            work(shard, stages.lock(i).part(p.lens()[i]))
-        })
-    }
-
-    /// [`ShardedTable::on_shards`] for calls that read the shards only.
-    fn on_shards_ref<T: Send>(
-        &self,
-        p: &Partition,
-        work: impl Fn(&HashTable<S, K, V>, Part<'_, K, V>) -> Result<T> + Sync,
-    ) -> Vec<Result<T>> {
-        run_each_ref(&self.shards, |i, shard| {
-            work(shard, self.stages.lock(i).part(p.lens()[i]))
-        })
-    }
+/// [`Error::CapacityExceeded`] when a shard's staged part would overflow it (counted exactly only for a part that
+/// could), before any shard changes.
+fn check_room<S: SchemeInfo, K: Key, V: Value>(
+    shards: &[HashTable<S, K, V>],
+    staged: &mut [Staged<'_, K, V>],
+    p: &Partition,
+) -> Result<()> {
+    let results = on_staged_ref(shards, staged, p, |shard, part| shard.check_room(part.keys));
+    merge_failures(p, results).map(|_| ())
 }

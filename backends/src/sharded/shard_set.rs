@@ -3,8 +3,8 @@
 //! (`shard_accessors!`). The chained and CSR families over shards are thin containers over it.
 
 use super::route::{Partition, ShardRoute};
-use super::shard_threads::{merge_failures, run_each, run_each_ref};
-use super::staging::{Part, Pinned, Room, Stages, Staging};
+use super::shard_threads::merge_failures;
+use super::staging::{Part, Pinned, Room, Staged, Stages, Staging, on_staged, on_staged_ref};
 use crate::results::{FindAll, present};
 use crate::runtime::host_io::check_out_len;
 use crate::runtime::trace::Trace;
@@ -61,13 +61,20 @@ impl<T: Pinned, K: Key, V: Value> ShardSet<T, K, V> {
         }
     }
 
-    /// The partition of `keys`, staged into each shard's buffers with `values` (if given) and `room`.
-    fn stage(&self, keys: &[K], values: Option<&[V]>, room: Room, trace: &mut Trace) -> Partition {
+    /// The partition of `keys`, staged into each shard's buffers with `values` (if given) and `room`, and the
+    /// buffers, held for the call.
+    fn stage(
+        &self,
+        keys: &[K],
+        values: Option<&[V]>,
+        room: Room,
+        trace: &mut Trace,
+    ) -> (Partition, Vec<Staged<'_, K, V>>) {
         let p = Partition::new(&self.route, keys);
         trace.lap("partition");
-        self.stages.split(&self.shards, &p, keys, values, room);
+        let staged = self.stages.split(&self.shards, &p, keys, values, room);
         trace.lap("split");
-        p
+        (p, staged)
     }
 }
 
@@ -86,11 +93,11 @@ impl<T: Pinned + Send, K: Key, V: Value> ShardSet<T, K, V> {
         } else {
             Room::Keys
         };
-        let p = self.stage(keys, values, room, &mut trace);
-        let stages = &self.stages;
-        let results = run_each(&mut self.shards, |i, s| {
-            let mut staged = stages.lock(i);
-            let part = staged.part(p.lens()[i]);
+        let p = Partition::new(&self.route, keys);
+        trace.lap("partition");
+        let mut staged = (self.stages).split(&self.shards, &p, keys, values, room);
+        trace.lap("split");
+        let results = on_staged(&mut self.shards, &mut staged, &p, |s, part| {
             let v = if values.is_some() {
                 &part.values[..]
             } else {
@@ -106,21 +113,19 @@ impl<T: Pinned + Send, K: Key, V: Value> ShardSet<T, K, V> {
 
 impl<T: Pinned + Sync, K: Key, V: Value> ShardSet<T, K, V> {
     /// Runs `ask` on every shard with its staged part (`room` reserved), one thread each, reading the shards
-    /// only; the partition, for the join.
+    /// only; the partition and the staged answers, held for the join.
     fn ask_parts(
         &self,
         keys: &[K],
         room: Room,
         ask: impl Fn(&T, Part<'_, K, V>) -> Result<()> + Sync,
         trace: &mut Trace,
-    ) -> Result<Partition> {
-        let p = self.stage(keys, None, room, trace);
-        let results = run_each_ref(&self.shards, |i, s| {
-            ask(s, self.stages.lock(i).part(p.lens()[i]))
-        });
+    ) -> Result<(Partition, Vec<Staged<'_, K, V>>)> {
+        let (p, mut staged) = self.stage(keys, None, room, trace);
+        let results = on_staged_ref(&self.shards, &mut staged, &p, ask);
         trace.lap("shards");
         merge_failures(&p, results)?;
-        Ok(p)
+        Ok((p, staged))
     }
 
     /// An answer per key into `out` (as long as `keys`), in batch order: each shard writes its part's answers
@@ -134,8 +139,7 @@ impl<T: Pinned + Sync, K: Key, V: Value> ShardSet<T, K, V> {
     ) -> Result<()> {
         check_out_len(keys.len(), out.len())?;
         let mut trace = Trace::new("sharded");
-        let p = self.ask_parts(keys, room, ask, &mut trace)?;
-        let guards = self.stages.lock_all();
+        let (p, guards) = self.ask_parts(keys, room, ask, &mut trace)?;
         let staged: Vec<&Staging<K, V>> = guards.iter().map(|g| &**g).collect();
         p.join(out, |s, j| answer(staged[s], j));
         trace.lap("join");
@@ -201,13 +205,12 @@ impl<T: Pinned + Sync, K: Key, V: Value> ShardSet<T, K, V> {
         ask: impl Fn(&T, &[K], &mut FindAll<V>) -> Result<()> + Sync,
     ) -> Result<()> {
         let mut trace = Trace::new("sharded");
-        let p = self.ask_parts(
+        let (p, guards) = self.ask_parts(
             keys,
             Room::Keys,
             |s, part| ask(s, part.keys, part.runs),
             &mut trace,
         )?;
-        let guards = self.stages.lock_all();
         let answers: Vec<&FindAll<V>> = guards.iter().map(|g| g.runs()).collect();
         p.join_runs(&answers, out)?;
         trace.lap("join");

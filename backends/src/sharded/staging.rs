@@ -6,13 +6,14 @@
 //! NOTES.md open problem 20). Every sharded family stages its host batches here.
 
 use super::route::Partition;
+use super::shard_threads::run_each;
 use crate::chained::ChainedTable;
 use crate::csr::CsrTable;
 use crate::results::FindAll;
 use crate::runtime::host_memory::PinnedBuffer;
 use crate::table::HashTable;
 use hashtile_core::scheme::SchemeInfo;
-use hashtile_core::{Element, Key, Value};
+use hashtile_core::{Element, Key, Result, Value};
 use std::sync::{Mutex, MutexGuard};
 
 /// A shard's table, which makes page-locked host buffers on its own device (ordinary memory where its backend
@@ -142,18 +143,10 @@ impl<K: Key, V: Value> Stages<K, V> {
         )
     }
 
-    /// Shard `i`'s buffers.
-    pub fn lock(&self, i: usize) -> MutexGuard<'_, Staging<K, V>> {
-        self.0[i].lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Every shard's buffers, in shard order.
-    pub fn lock_all(&self) -> Vec<MutexGuard<'_, Staging<K, V>>> {
-        (0..self.0.len()).map(|i| self.lock(i)).collect()
-    }
-
     /// Copies the batch's keys (and `values`, if given) into each shard's buffers by the partition `p`,
-    /// growing them (on each shard's own device) to hold its part and what `room` asks for.
+    /// growing them (on each shard's own device) to hold its part and what `room` asks for. The buffers stay
+    /// locked for the call (the guards, in shard order): calls through `&self` (finds) may come from several
+    /// threads, and one's split must not overwrite another's parts before it has read its answers.
     pub fn split<T: Pinned>(
         &self,
         shards: &[T],
@@ -161,8 +154,10 @@ impl<K: Key, V: Value> Stages<K, V> {
         keys: &[K],
         values: Option<&[V]>,
         room: Room,
-    ) {
-        let mut guards = self.lock_all();
+    ) -> Vec<Staged<'_, K, V>> {
+        let mut guards: Vec<Staged<'_, K, V>> = (self.0.iter())
+            .map(|m| m.lock().unwrap_or_else(|e| e.into_inner()))
+            .collect();
         for ((g, shard), &n) in guards.iter_mut().zip(shards).zip(p.lens()) {
             reserve(&mut g.keys, shard, n);
             match room {
@@ -180,5 +175,41 @@ impl<K: Key, V: Value> Stages<K, V> {
             let mut parts: Vec<&mut [V]> = guards.iter_mut().map(|g| &mut g.values[..]).collect();
             p.split(values, &mut parts);
         }
+        guards
     }
+}
+
+/// A shard's staging buffers, held for one call.
+pub(super) type Staged<'a, K, V> = MutexGuard<'a, Staging<K, V>>;
+
+/// Runs `work` on each shard with its staged part (`p`'s lengths), one thread each; results in shard order.
+pub(super) fn on_staged<T: Send, K: Key, V: Value, U: Send>(
+    shards: &mut [T],
+    staged: &mut [Staged<'_, K, V>],
+    p: &Partition,
+    work: impl Fn(&mut T, Part<'_, K, V>) -> Result<U> + Sync,
+) -> Vec<Result<U>> {
+    let mut items: Vec<(&mut T, &mut Staging<K, V>)> = shards
+        .iter_mut()
+        .zip(staged.iter_mut().map(|g| &mut **g))
+        .collect();
+    run_each(&mut items, |i, (shard, st)| {
+        work(shard, st.part(p.lens()[i]))
+    })
+}
+
+/// [`on_staged`] for work that reads its shard only.
+pub(super) fn on_staged_ref<T: Sync, K: Key, V: Value, U: Send>(
+    shards: &[T],
+    staged: &mut [Staged<'_, K, V>],
+    p: &Partition,
+    work: impl Fn(&T, Part<'_, K, V>) -> Result<U> + Sync,
+) -> Vec<Result<U>> {
+    let mut items: Vec<(&T, &mut Staging<K, V>)> = shards
+        .iter()
+        .zip(staged.iter_mut().map(|g| &mut **g))
+        .collect();
+    run_each(&mut items, |i, (shard, st)| {
+        work(shard, st.part(p.lens()[i]))
+    })
 }
