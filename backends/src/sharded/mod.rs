@@ -39,7 +39,7 @@ use hashtile_core::{Error, Key, Result, Value};
 use rayon::prelude::*;
 use route::{Partition, ShardRoute};
 use shard_threads::{merge_failures, run_each};
-use staging::{Room, Staged, Stages, Staging, on_staged, on_staged_ref};
+use staging::{Room, Stages, Staging, on_staged, on_staged_ref};
 use std::sync::Mutex;
 
 pub use device::{DevicePhases, Transport};
@@ -456,7 +456,7 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
         });
         merge_failures(&p, results)?;
         trace.lap("shards");
-        let staged: Vec<&Staging<K, V>> = guards.iter().map(|g| &**g).collect();
+        let staged: &[Staging<K, V>] = &guards;
         p.join(out, |s, j| {
             f(staged[s].value(j), present(staged[s].found(), j))
         });
@@ -470,7 +470,7 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
 /// could), before any shard changes.
 fn check_room<S: SchemeInfo, K: Key, V: Value>(
     shards: &[HashTable<S, K, V>],
-    staged: &mut [Staged<'_, K, V>],
+    staged: &mut [Staging<K, V>],
     p: &Partition,
 ) -> Result<()> {
     let results = on_staged_ref(shards, staged, p, |shard, part| shard.check_room(part.keys));

@@ -69,7 +69,7 @@ impl<T: Pinned, K: Key, V: Value> ShardSet<T, K, V> {
         values: Option<&[V]>,
         room: Room,
         trace: &mut Trace,
-    ) -> (Partition, Vec<Staged<'_, K, V>>) {
+    ) -> (Partition, Staged<'_, K, V>) {
         let p = Partition::new(&self.route, keys);
         trace.lap("partition");
         let staged = self.stages.split(&self.shards, &p, keys, values, room);
@@ -120,7 +120,7 @@ impl<T: Pinned + Sync, K: Key, V: Value> ShardSet<T, K, V> {
         room: Room,
         ask: impl Fn(&T, Part<'_, K, V>) -> Result<()> + Sync,
         trace: &mut Trace,
-    ) -> Result<(Partition, Vec<Staged<'_, K, V>>)> {
+    ) -> Result<(Partition, Staged<'_, K, V>)> {
         let (p, mut staged) = self.stage(keys, None, room, trace);
         let results = on_staged_ref(&self.shards, &mut staged, &p, ask);
         trace.lap("shards");
@@ -140,8 +140,8 @@ impl<T: Pinned + Sync, K: Key, V: Value> ShardSet<T, K, V> {
         check_out_len(keys.len(), out.len())?;
         let mut trace = Trace::new("sharded");
         let (p, guards) = self.ask_parts(keys, room, ask, &mut trace)?;
-        let staged: Vec<&Staging<K, V>> = guards.iter().map(|g| &**g).collect();
-        p.join(out, |s, j| answer(staged[s], j));
+        let staged: &[Staging<K, V>] = &guards;
+        p.join(out, |s, j| answer(&staged[s], j));
         trace.lap("join");
         trace.report(call, keys.len());
         Ok(())

@@ -14,7 +14,7 @@ use crate::runtime::host_memory::PinnedBuffer;
 use crate::table::HashTable;
 use hashtile_core::scheme::SchemeInfo;
 use hashtile_core::{Element, Key, Result, Value};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::Mutex;
 
 /// A shard's table, which makes page-locked host buffers on its own device (ordinary memory where its backend
 /// has none).
@@ -129,24 +129,56 @@ impl<K: Key, V: Value> Staging<K, V> {
     }
 }
 
-/// Every shard's staging buffers (one lock each: `&self` calls may come from several threads).
-pub(super) struct Stages<K: Key, V: Value>(Vec<Mutex<Staging<K, V>>>);
+/// Every shard's staging buffers, a set of them per call in flight: a call takes a set for itself from the
+/// pool (a new, empty one when every set is in use: `&self` calls, finds, may come from several threads at
+/// once) and gives it back when it is done, so one call's split never overwrites another's parts, and calls
+/// from several threads still overlap. The pool keeps every set it has made (as many as calls were ever in
+/// flight at once).
+pub(super) struct Stages<K: Key, V: Value>(Mutex<Vec<Vec<Staging<K, V>>>>);
+
+/// A call's set of staging buffers (one per shard, in shard order), back to its pool when dropped.
+pub(super) struct Staged<'a, K: Key, V: Value> {
+    set: Vec<Staging<K, V>>,
+    pool: &'a Stages<K, V>,
+}
+
+impl<K: Key, V: Value> std::ops::Deref for Staged<'_, K, V> {
+    type Target = [Staging<K, V>];
+    fn deref(&self) -> &Self::Target {
+        &self.set
+    }
+}
+
+impl<K: Key, V: Value> std::ops::DerefMut for Staged<'_, K, V> {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.set
+    }
+}
+
+impl<K: Key, V: Value> Drop for Staged<'_, K, V> {
+    fn drop(&mut self) {
+        let set = std::mem::take(&mut self.set);
+        self.pool.sets().push(set);
+    }
+}
 
 impl<K: Key, V: Value> Stages<K, V> {
-    /// Empty buffers for each of `shards`.
+    /// A pool of one set of empty buffers for `shards`.
     pub fn new<T: Pinned>(shards: &[T]) -> Self {
-        Self(
-            shards
-                .iter()
-                .map(|s| Mutex::new(Staging::empty(s)))
-                .collect(),
-        )
+        Self(Mutex::new(vec![Self::set_for(shards)]))
     }
 
-    /// Copies the batch's keys (and `values`, if given) into each shard's buffers by the partition `p`,
-    /// growing them (on each shard's own device) to hold its part and what `room` asks for. The buffers stay
-    /// locked for the call (the guards, in shard order): calls through `&self` (finds) may come from several
-    /// threads, and one's split must not overwrite another's parts before it has read its answers.
+    fn set_for<T: Pinned>(shards: &[T]) -> Vec<Staging<K, V>> {
+        shards.iter().map(Staging::empty).collect()
+    }
+
+    fn sets(&self) -> std::sync::MutexGuard<'_, Vec<Vec<Staging<K, V>>>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Takes a set of buffers for one call and copies the batch's keys (and `values`, if given) into each
+    /// shard's by the partition `p`, growing them (on each shard's own device) to hold its part and what
+    /// `room` asks for. The set is the call's until the returned guard drops.
     pub fn split<T: Pinned>(
         &self,
         shards: &[T],
@@ -154,11 +186,13 @@ impl<K: Key, V: Value> Stages<K, V> {
         keys: &[K],
         values: Option<&[V]>,
         room: Room,
-    ) -> Vec<Staged<'_, K, V>> {
-        let mut guards: Vec<Staged<'_, K, V>> = (self.0.iter())
-            .map(|m| m.lock().unwrap_or_else(|e| e.into_inner()))
-            .collect();
-        for ((g, shard), &n) in guards.iter_mut().zip(shards).zip(p.lens()) {
+    ) -> Staged<'_, K, V> {
+        let taken = self.sets().pop();
+        let mut staged = Staged {
+            set: taken.unwrap_or_else(|| Self::set_for(shards)),
+            pool: self,
+        };
+        for ((g, shard), &n) in staged.iter_mut().zip(shards).zip(p.lens()) {
             reserve(&mut g.keys, shard, n);
             match room {
                 Room::Keys => {}
@@ -167,32 +201,26 @@ impl<K: Key, V: Value> Stages<K, V> {
             }
         }
         {
-            let mut parts: Vec<&mut [K]> = guards.iter_mut().map(|g| &mut g.keys[..]).collect();
+            let mut parts: Vec<&mut [K]> = staged.iter_mut().map(|g| &mut g.keys[..]).collect();
             p.split(keys, &mut parts);
         }
         if let Some(values) = values {
             debug_assert_eq!(room, Room::Values, "values are staged in their room");
-            let mut parts: Vec<&mut [V]> = guards.iter_mut().map(|g| &mut g.values[..]).collect();
+            let mut parts: Vec<&mut [V]> = staged.iter_mut().map(|g| &mut g.values[..]).collect();
             p.split(values, &mut parts);
         }
-        guards
+        staged
     }
 }
-
-/// A shard's staging buffers, held for one call.
-pub(super) type Staged<'a, K, V> = MutexGuard<'a, Staging<K, V>>;
 
 /// Runs `work` on each shard with its staged part (`p`'s lengths), one thread each; results in shard order.
 pub(super) fn on_staged<T: Send, K: Key, V: Value, U: Send>(
     shards: &mut [T],
-    staged: &mut [Staged<'_, K, V>],
+    staged: &mut [Staging<K, V>],
     p: &Partition,
     work: impl Fn(&mut T, Part<'_, K, V>) -> Result<U> + Sync,
 ) -> Vec<Result<U>> {
-    let mut items: Vec<(&mut T, &mut Staging<K, V>)> = shards
-        .iter_mut()
-        .zip(staged.iter_mut().map(|g| &mut **g))
-        .collect();
+    let mut items: Vec<(&mut T, &mut Staging<K, V>)> = shards.iter_mut().zip(staged).collect();
     run_each(&mut items, |i, (shard, st)| {
         work(shard, st.part(p.lens()[i]))
     })
@@ -201,14 +229,11 @@ pub(super) fn on_staged<T: Send, K: Key, V: Value, U: Send>(
 /// [`on_staged`] for work that reads its shard only.
 pub(super) fn on_staged_ref<T: Sync, K: Key, V: Value, U: Send>(
     shards: &[T],
-    staged: &mut [Staged<'_, K, V>],
+    staged: &mut [Staging<K, V>],
     p: &Partition,
     work: impl Fn(&T, Part<'_, K, V>) -> Result<U> + Sync,
 ) -> Vec<Result<U>> {
-    let mut items: Vec<(&T, &mut Staging<K, V>)> = shards
-        .iter()
-        .zip(staged.iter_mut().map(|g| &mut **g))
-        .collect();
+    let mut items: Vec<(&T, &mut Staging<K, V>)> = shards.iter().zip(staged).collect();
     run_each(&mut items, |i, (shard, st)| {
         work(shard, st.part(p.lens()[i]))
     })
