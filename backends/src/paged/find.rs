@@ -52,9 +52,8 @@ impl<S: SchemeInfo, K: Key, V: Value> PagedTable<S, K, V> {
 
     /// `true` for each key that is present.
     pub fn contains(&mut self, keys: &[K]) -> Result<Vec<bool>> {
-        // On the table's own stream, whichever thread calls (NOTES.md D38).
-        let stream = self.stream.id();
-        stream.executes(|| Ok(self.find(keys)?.into_iter().map(|o| o.is_some()).collect()))
+        // `find` runs on the table's own stream.
+        Ok(self.find(keys)?.into_iter().map(|o| o.is_some()).collect())
     }
 
     /// Finds into `out` (ABSENT where absent) and, with `need_bits`, presence bits into `bits` (else `bits`

@@ -239,10 +239,13 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
             return self.insert_host::<Cuda>(keys, values);
         }
         let mut trace = Trace::new("sharded");
-        let p = Partition::new(&self.route, keys);
-        trace.lap("partition");
-        let mut staged = (self.stages).split(&self.shards, &p, keys, Some(values), Room::Values);
-        trace.lap("split");
+        let (p, mut staged) = (self.stages).stage(
+            &self.shards,
+            &self.route,
+            (keys, Some(values)),
+            Room::Values,
+            &mut trace,
+        );
         check_room(&self.shards, &mut staged, &p)?;
         let results = on_staged(&mut self.shards, &mut staged, &p, |shard, part| {
             shard.insert(part.keys, part.values)
@@ -264,12 +267,20 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
         if self.ranks.is_some() {
             return self.insert_or_apply_host::<F, Cuda>(keys, values);
         }
-        let p = Partition::new(&self.route, keys);
-        let mut staged = (self.stages).split(&self.shards, &p, keys, Some(values), Room::Values);
+        let mut trace = Trace::new("sharded");
+        let (p, mut staged) = (self.stages).stage(
+            &self.shards,
+            &self.route,
+            (keys, Some(values)),
+            Room::Values,
+            &mut trace,
+        );
         check_room(&self.shards, &mut staged, &p)?;
         let results = on_staged(&mut self.shards, &mut staged, &p, |shard, part| {
             shard.insert_or_apply::<F>(part.keys, part.values)
         });
+        trace.lap("shards");
+        trace.report("insert_or_apply", keys.len());
         merge_failures(&p, results).map(|_| ())
     }
 
@@ -284,11 +295,19 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
             self.check_keys(keys)?;
             return self.erase_host::<Cuda>(keys);
         }
-        let p = Partition::new(&self.route, keys);
-        let mut staged = (self.stages).split(&self.shards, &p, keys, None, Room::Keys);
+        let mut trace = Trace::new("sharded");
+        let (p, mut staged) = (self.stages).stage(
+            &self.shards,
+            &self.route,
+            (keys, None),
+            Room::Keys,
+            &mut trace,
+        );
         let results = on_staged(&mut self.shards, &mut staged, &p, |shard, part| {
             shard.erase(part.keys)
         });
+        trace.lap("shards");
+        trace.report("erase", keys.len());
         Ok(merge_failures(&p, results)?.into_iter().sum())
     }
 
@@ -447,10 +466,13 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
         f: impl Fn(V, bool) -> U + Sync,
     ) -> Result<()> {
         let mut trace = Trace::new("sharded");
-        let p = Partition::new(&self.route, keys);
-        trace.lap("partition");
-        let mut guards = (self.stages).split(&self.shards, &p, keys, None, Room::Values);
-        trace.lap("split");
+        let (p, mut guards) = (self.stages).stage(
+            &self.shards,
+            &self.route,
+            (keys, None),
+            Room::Values,
+            &mut trace,
+        );
         let results = on_staged_ref(&self.shards, &mut guards, &p, |shard, part| {
             shard.find_bits_into(part.keys, part.values, part.found)
         });

@@ -60,22 +60,6 @@ impl<T: Pinned, K: Key, V: Value> ShardSet<T, K, V> {
             _ => None,
         }
     }
-
-    /// The partition of `keys`, staged into each shard's buffers with `values` (if given) and `room`, and the
-    /// buffers, held for the call.
-    fn stage(
-        &self,
-        keys: &[K],
-        values: Option<&[V]>,
-        room: Room,
-        trace: &mut Trace,
-    ) -> (Partition, Staged<'_, K, V>) {
-        let p = Partition::new(&self.route, keys);
-        trace.lap("partition");
-        let staged = self.stages.split(&self.shards, &p, keys, values, room);
-        trace.lap("split");
-        (p, staged)
-    }
 }
 
 impl<T: Pinned + Send, K: Key, V: Value> ShardSet<T, K, V> {
@@ -93,10 +77,8 @@ impl<T: Pinned + Send, K: Key, V: Value> ShardSet<T, K, V> {
         } else {
             Room::Keys
         };
-        let p = Partition::new(&self.route, keys);
-        trace.lap("partition");
-        let mut staged = (self.stages).split(&self.shards, &p, keys, values, room);
-        trace.lap("split");
+        let (p, mut staged) =
+            (self.stages).stage(&self.shards, &self.route, (keys, values), room, &mut trace);
         let results = on_staged(&mut self.shards, &mut staged, &p, |s, part| {
             let v = if values.is_some() {
                 &part.values[..]
@@ -121,7 +103,8 @@ impl<T: Pinned + Sync, K: Key, V: Value> ShardSet<T, K, V> {
         ask: impl Fn(&T, Part<'_, K, V>) -> Result<()> + Sync,
         trace: &mut Trace,
     ) -> Result<(Partition, Staged<'_, K, V>)> {
-        let (p, mut staged) = self.stage(keys, None, room, trace);
+        let (p, mut staged) =
+            (self.stages).stage(&self.shards, &self.route, (keys, None), room, trace);
         let results = on_staged_ref(&self.shards, &mut staged, &p, ask);
         trace.lap("shards");
         merge_failures(&p, results)?;

@@ -5,12 +5,13 @@
 //! a copy from pageable memory per shard (the families over shards ran at 0.08-0.39x of one device that way,
 //! NOTES.md open problem 20). Every sharded family stages its host batches here.
 
-use super::route::Partition;
+use super::route::{Partition, ShardRoute};
 use super::shard_threads::run_each;
 use crate::chained::ChainedTable;
 use crate::csr::CsrTable;
 use crate::results::FindAll;
 use crate::runtime::host_memory::PinnedBuffer;
+use crate::runtime::trace::Trace;
 use crate::table::HashTable;
 use hashtile_core::scheme::SchemeInfo;
 use hashtile_core::{Element, Key, Result, Value};
@@ -176,10 +177,28 @@ impl<K: Key, V: Value> Stages<K, V> {
         self.0.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Partitions `keys` by `route` and stages the batch in a set of buffers taken for the call
+    /// ([`Stages::split`]): the partition, and the set, the call's until the guard drops. The phases are laps
+    /// of `trace`.
+    pub fn stage<T: Pinned>(
+        &self,
+        shards: &[T],
+        route: &ShardRoute,
+        (keys, values): (&[K], Option<&[V]>),
+        room: Room,
+        trace: &mut Trace,
+    ) -> (Partition, Staged<'_, K, V>) {
+        let p = Partition::new(route, keys);
+        trace.lap("partition");
+        let staged = self.split(shards, &p, keys, values, room);
+        trace.lap("split");
+        (p, staged)
+    }
+
     /// Takes a set of buffers for one call and copies the batch's keys (and `values`, if given) into each
     /// shard's by the partition `p`, growing them (on each shard's own device) to hold its part and what
     /// `room` asks for. The set is the call's until the returned guard drops.
-    pub fn split<T: Pinned>(
+    fn split<T: Pinned>(
         &self,
         shards: &[T],
         p: &Partition,
