@@ -4,7 +4,9 @@
 #   bash scripts/device.sh SUITE...        (on the GPU machine, from the repository root)
 #
 # Before the call, here: build (`cargo build --release --workspace --all-targets`), then
-# `bash scripts/pack.sh` (-> .device/bins.tar.xz); for `peers`, `ceiling` and `bench-chained` also
+# `bash scripts/pack.sh` (-> .device/bins.tar.xz; every test binary packed is past a call's 64 MiB, so a call
+# carries a part: `bash scripts/pack.sh --as tests-a --tests "matrix gpu ..."`, run with BINS=.device/tests-a.tar.xz;
+# the test binaries a part leaves out are skipped with a note); for `peers`, `ceiling` and `bench-chained` also
 # `cp -r ../shared/peers .device/peers`; for `ab` also a baseline set (`bash scripts/pack.sh --as base ...`,
 # -> .device/base.tar.xz); for `vulkan` the loader packages in .gl/ (docs/PERFORMANCE.md, "Vulkan").
 # Carry [".device"] (and ".gl" for `vulkan`).
@@ -52,7 +54,8 @@
 # `bench-paged-big`, `bench-sweep`, `vulkan` and `ab` each want a call of their own; `bench-static peers` and
 # `bench-host ceiling` fit together.
 #
-# Environment: OUT (result folder, default /tmp/out), RUNS (timed runs of the rate rows, default 3),
+# Environment: BINS and BASE (the archives, default .device/bins.tar.xz and .device/base.tar.xz), OUT (result
+# folder, default /tmp/out), RUNS (timed runs of the rate rows, default 3),
 # ROUNDS and AB_ROWS for `ab` (default 2 rounds, base first then new first, of: static host chained csr paged;
 # one round of host-data rows swings 0.5-4x on the lent machines; give each call a part of the rows, e.g.
 # AB_ROWS="static chained", to stay under the call's time limit), SAN_TOOLS for `sanitize`
@@ -70,6 +73,8 @@ export PATH=/usr/local/cuda/bin:$PATH
 # NVLink multicast stays off on the shared machines (KINDS.md), though the exchange's sends and receives never
 # use it.
 export NCCL_NVLS_ENABLE=0
+# Snapshot tests find their snapshots under this tree (the binaries name the build machine's path); never write.
+export INSTA_WORKSPACE_ROOT=$R INSTA_UPDATE=no
 nccl=$(find /usr/lib /usr/local /opt -name 'libnccl.so*' 2>/dev/null | head -1)
 if [ -n "$nccl" ]; then
   mkdir -p /tmp/nccl && ln -sf "$nccl" /tmp/nccl/libnccl.so && export LD_LIBRARY_PATH=/tmp/nccl:$LD_LIBRARY_PATH
@@ -90,6 +95,11 @@ finish() {
     mv /tmp/results.tgz .
 }
 trap finish EXIT
+
+carried() { # test binary: false, with a note, when the carried set is a part that leaves it out
+  [ -z "${PACKED:-}" ] || [[ " $PACKED " == *" $1 "* ]] && return 0
+  echo "-- $1: not in this call's part ($PACKED)"; return 1
+}
 
 need() { # file...: stop the suite when a carried file is missing
   local f
@@ -141,6 +151,7 @@ merge() {
 suite_tests() {
   local t args
   for t in $GPU_TESTS; do
+    carried $t || continue
     need $B/$t || continue
     case $t in
       gpu|matrix) args=(--test-threads 1) ;;
@@ -180,6 +191,7 @@ suite_sanitize() {
       set -- $r; bin=$1; shift
       # SAN_BINS (space separated) keeps the rows of those binaries only.
       [ -z "${SAN_BINS:-}" ] || [[ " $SAN_BINS " == *" $bin "* ]] || continue
+      carried $bin || continue
       need $B/$bin || continue
       # NCCL's own kernels (their shared-memory protocol reads as races) and the API errors it probes with are
       # left out: what is checked is hashtile's kernels.
@@ -519,15 +531,18 @@ main() {
   nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem,memory.total --format=csv,noheader |
     tee "$OUT/gpu.txt"
 
-  # Binaries: .device/bins.tar.xz into $B, the baseline .device/base.tar.xz (if carried) into $A.
+  # Binaries: $BINS into $B, the baseline $BASE (if carried) into $A.
   B=/tmp/bin/new A=/tmp/bin/base
+  local bins=${BINS:-.device/bins.tar.xz} base=${BASE:-.device/base.tar.xz}
   rm -rf /tmp/bin && mkdir -p $B $A
-  if [ -f .device/bins.tar.xz ]; then
-    tar -xJf .device/bins.tar.xz -C $B && cat $B/build-info.txt 2>/dev/null | tee "$OUT/build-new.txt"
+  if [ -f "$bins" ]; then
+    tar -xJf "$bins" -C $B && cat $B/build-info.txt 2>/dev/null | tee "$OUT/build-new.txt"
   fi
-  if [ -f .device/base.tar.xz ]; then
-    tar -xJf .device/base.tar.xz -C $A && cat $A/build-info.txt 2>/dev/null | tee "$OUT/build-base.txt"
+  if [ -f "$base" ]; then
+    tar -xJf "$base" -C $A && cat $A/build-info.txt 2>/dev/null | tee "$OUT/build-base.txt"
   fi
+  # The test binaries the new set carries (pack.sh's `tests:` line; a part of them when packed with --tests).
+  PACKED=$(sed -n 's/^tests: //p' $B/build-info.txt 2>/dev/null)
   for suite in "$@"; do
     D=$OUT/$suite; mkdir -p "$D"
     echo "==== $suite at $((SECONDS - t0)) s"
