@@ -33,7 +33,8 @@
 #                  16) beside its `static_set` rows
 #   bench-life     growth (2^20 to 2^26 keys in 2^20 batches, against one build) and aging (20 rounds of
 #                  erasing half and inserting as many at load 0.85) and a mixed batch (HashTable::apply)
-#                  through HashTable with host data
+#                  through HashTable with host data; growth and 2^20-key host calls with each batch copied in
+#                  1 and 4 chunks (`--copy-chunks`), two alternating rounds
 #   first-call     a fresh process's first insert and find of 2^20 keys: cold, then from the kernel cache
 #   bench-sharded  a sharded table over 1, 2, 4 GPUs (as many as the machine has) against one GPU's table, 2^26
 #                  keys per GPU at load 0.8: device slices (insert_device / find_device over NCCL at exchange steps
@@ -250,6 +251,21 @@ suite_bench_life() {
   # one build of 2^26 (the rows' rate is 2^26 over the total time), and 20 aging rounds at load 0.85.
   rates growth_bcht8 300 $hb --log2-keys 26 --scheme bcht --bucket 8 --load 0.8 --growth
   rates growth_double8 300 $hb --log2-keys 26 --scheme double --bucket 8 --load 0.8 --growth
+  # The 2^20 batches copied in 4 chunks of 2^18 each (TableConfig::copy_chunks; NOTES.md open problem 17), and
+  # the host calls of 2^20 keys with 1 and 4 chunks, alternating, in the same call.
+  local c r
+  for r in 1 2; do
+    for c in 1 4; do
+      rates growth_bcht8_c${c}_r$r 300 $hb --log2-keys 26 --scheme bcht --bucket 8 --load 0.8 --growth --ops-only \
+        --copy-chunks $c
+      step host_2p20_c${c}_r$r 120 $hb host --backend cuda --log2-keys 20 --load 0.8 --runs "$RUNS" --bucket 8 \
+        --copy-chunks $c --csv "$D/host_2p20_c${c}_r$r.csv"
+      grep -E "^bus|^0\.[0-9]+ +(vec|pinned) " "$D/host_2p20_c${c}_r$r.txt"
+    done
+  done
+  # Where a 2^20-key batch's time goes (the host path's phases; each mark waits for the device, so slower).
+  step growth_trace 120 $hb --backend cuda --log2-keys 24 --scheme bcht --bucket 8 --load 0.8 --growth --ops-only \
+    --runs 1 --trace
   rates aging_bcht8 300 $hb --log2-keys 26 --scheme bcht --bucket 8 --load 0.85 --aging
   rates aging_iht16 300 $hb --log2-keys 26 --scheme iht --bucket 16 --load 0.85 --aging
   # Linear probing and double hashing take erased slots again (NOTES.md D29): their rounds rebuild less.

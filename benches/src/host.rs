@@ -65,6 +65,10 @@ pub struct HostArgs {
     /// table's `insert` or `find_into` of this run (issue 29's acceptance 8: one host-I/O speed).
     #[arg(long)]
     pub families: bool,
+    /// Copy each host batch in at least this many chunks (`TableConfig::copy_chunks`; 1, the default: chunks
+    /// of 2^22 keys).
+    #[arg(long, default_value_t = 1)]
+    pub copy_chunks: usize,
 }
 
 /// Checks the `host` mode's options.
@@ -81,6 +85,9 @@ pub fn check(a: HostArgs) -> Result<HostSetup, String> {
         (_, None) => None,
     };
     check_csv_path(&a.csv)?;
+    if a.copy_chunks == 0 {
+        return Err("--copy-chunks must be at least 1".into());
+    }
     let backend = available_backend(a.backend)?;
     let n = 1usize << log2;
     let b = bucket.unwrap_or(16);
@@ -139,6 +146,7 @@ pub fn check(a: HostArgs) -> Result<HostSetup, String> {
         runs,
         csv: a.csv,
         families: a.families,
+        copy_chunks: a.copy_chunks,
     })
 }
 
@@ -161,6 +169,8 @@ pub struct HostSetup {
     pub csv: String,
     /// Time the chained and CSR tables' calls too ([`families`]).
     pub families: bool,
+    /// `TableConfig::copy_chunks` of the static tables.
+    pub copy_chunks: usize,
 }
 
 /// One measured call.
@@ -249,7 +259,9 @@ fn run_scheme<S: SchemeInfo>(s: &HostSetup) -> Result<i32, String> {
     let mut rows = Vec::new();
     let mut all_ok = true;
     for &load in &s.loads {
-        let mut cfg = TableConfig::for_keys(n, load).backend(BackendChoice::Exactly(s.backend));
+        let mut cfg = TableConfig::for_keys(n, load)
+            .backend(BackendChoice::Exactly(s.backend))
+            .copy_chunks(s.copy_chunks);
         if let Some(b) = s.bucket {
             cfg = cfg.bucket_size(b);
         }

@@ -166,6 +166,39 @@ fn batch_sizes_at_chunk_boundaries_match_oracle() {
     }
 }
 
+/// Batches smaller than one default copy chunk (2^22 keys) cut into `pieces` chunks of at least 2^16 keys
+/// (`TableConfig::copy_chunks`): duplicates straddle the chunks (the first keys repeated at the end), and a second
+/// batch updates half the keys and adds new ones.
+fn several_chunks<S: SchemeInfo>(backend: Backend, pieces: usize, len: usize) {
+    if !present(backend) {
+        return;
+    }
+    let keys = distinct_keys(3 * len, 5);
+    let cfg = TableConfig::for_keys(2 * len, 0.7)
+        .bucket_size(16)
+        .copy_chunks(pieces)
+        .backend(BackendChoice::Exactly(backend));
+    let mut t = HashTable::<S, u32, u32>::new(cfg).unwrap();
+    let mut oracle = HashMap::new();
+    let mut batch: Vec<u32> = keys[..len].to_vec();
+    batch.extend_from_slice(&keys[..1000]);
+    let vals: Vec<u32> = (0..batch.len() as u32).collect();
+    insert_and_check(&mut t, &mut oracle, &batch, &vals, &keys[2 * len..]);
+    let upd: Vec<u32> = keys[len / 2..len + len / 2].to_vec();
+    let vals: Vec<u32> = upd.iter().map(|k| !k).collect();
+    insert_and_check(&mut t, &mut oracle, &upd, &vals, &keys[2 * len..]);
+}
+
+#[test]
+fn small_batches_copied_in_several_chunks_match_oracle() {
+    for b in BACKENDS {
+        // With the 1000 repeated keys: 4 chunks of 67 584 keys (2^16 rounded up to CHUNK_ALIGN; the last short),
+        // and 3 of 67 584 (the last short).
+        several_chunks::<Bcht>(b, 4, (1 << 18) + 7);
+        several_chunks::<Iht>(b, 3, 3 << 16);
+    }
+}
+
 fn zero_length(backend: Backend) {
     if !present(backend) {
         return;
@@ -305,6 +338,14 @@ fn bad_configurations_are_typed_errors() {
         TableConfig::for_keys(1000, 0.8).batch_keys(0).backend(cpu),
     );
     assert!(matches!(r, Err(Error::InvalidConfig(_))), "zero batch keys");
+    let r = HashTable::<Bcht, u32, u32>::new(
+        TableConfig::for_keys(1000, 0.8).copy_chunks(0).backend(cpu),
+    );
+    assert!(
+        matches!(&r, Err(Error::InvalidConfig(m)) if m.contains("copy_chunks")),
+        "zero copy chunks: {:?}",
+        r.err()
+    );
     let mut t =
         HashTable::<Bcht, u32, u32>::new(TableConfig::for_keys(100, 0.8).backend(cpu)).unwrap();
     assert!(matches!(

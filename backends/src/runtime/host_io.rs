@@ -43,7 +43,15 @@ pub struct BatchSizes {
     /// Keys per copy chunk: a batch's keys are copied in chunks, and each chunk's kernel is queued as soon as
     /// the chunk has landed, so the copy of the next chunk overlaps it. A multiple of [`CHUNK_ALIGN`].
     pub chunk: usize,
+    /// The fewest chunks a device batch is copied in ([`BatchSizes::chunk_for`]; 1: chunks of `chunk` keys
+    /// whatever the batch). A batch smaller than `chunk` keys is otherwise one chunk, whose copy, transfer and
+    /// kernels run in turn (NOTES.md open problem 17).
+    pub pieces: usize,
 }
+
+/// The smallest chunk [`BatchSizes::chunk_for`] cuts a batch into (a chunk's launches cost about as much as
+/// copying this many keys).
+pub const MIN_PIECE: usize = 1 << 16;
 
 /// Chunks are whole multiples of this many keys: a chunk's presence bits then start on a 256-byte boundary,
 /// the strictest offset alignment of a buffer binding (Vulkan's `minStorageBufferOffsetAlignment`).
@@ -55,6 +63,7 @@ impl BatchSizes {
         insert: 1 << 26,
         find: 1 << 26,
         chunk: 1 << 22,
+        pieces: 1,
     };
     /// Device batches of `keys` keys (rounded up to a multiple of [`CHUNK_ALIGN`]) copied in chunks of half
     /// that (for tests of both boundaries), or the defaults.
@@ -67,10 +76,30 @@ impl BatchSizes {
                     insert: k,
                     find: k,
                     chunk: (k / 2 / CHUNK_ALIGN).max(1) * CHUNK_ALIGN,
+                    pieces: 1,
                 }
             }
             None => Self::DEFAULT,
         }
+    }
+
+    /// These sizes with each device batch copied in at least `pieces` chunks (see [`BatchSizes::pieces`]).
+    pub fn with_pieces(self, pieces: usize) -> Self {
+        Self {
+            pieces: pieces.max(1),
+            ..self
+        }
+    }
+
+    /// Keys per copy chunk of a device batch of `n` keys: `chunk`, or with [`BatchSizes::pieces`] above 1 a
+    /// `pieces`-th of the batch when that is smaller, but at least [`MIN_PIECE`] keys (and a multiple of
+    /// [`CHUNK_ALIGN`]).
+    pub fn chunk_for(&self, n: usize) -> usize {
+        if self.pieces <= 1 {
+            return self.chunk;
+        }
+        let piece = n.div_ceil(self.pieces).next_multiple_of(CHUNK_ALIGN);
+        piece.max(MIN_PIECE).min(self.chunk)
     }
 }
 
@@ -246,7 +275,7 @@ impl<R: HostTransfer> HostLink<'_, R> {
                 self.stager,
                 &[&keys[start * kb..(start + m) * kb]],
                 &[dst],
-                self.sizes.chunk * kb,
+                self.sizes.chunk_for(m) * kb,
                 &mut |_, off, len, kh| {
                     let first = off / kb;
                     // Chunks start on multiples of CHUNK_ALIGN keys: whole words of bits, aligned bindings.
@@ -684,4 +713,29 @@ pub(crate) fn reserved_keys<K: hashtile_core::Key>() -> [K; 2] {
 /// batch: a reserved key in a later device batch must leave the table unchanged), as the typed error.
 pub(crate) fn first_reserved<K: Element>(reserved: &[K; 2], keys: &[K]) -> Option<Error> {
     first_position(keys, |k| reserved.contains(k)).map(|i| reserved_error(reserved, keys, i))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{BatchSizes, CHUNK_ALIGN, MIN_PIECE};
+
+    #[test]
+    fn chunks_of_a_batch() {
+        let d = BatchSizes::DEFAULT;
+        // One piece: the default chunk whatever the batch.
+        assert_eq!(d.chunk_for(1 << 20), 1 << 22);
+        assert_eq!(d.chunk_for(1), 1 << 22);
+        let four = d.with_pieces(4);
+        assert_eq!(four.chunk_for(1 << 20), 1 << 18);
+        // Never below MIN_PIECE, never above the default chunk, always a multiple of CHUNK_ALIGN.
+        assert_eq!(four.chunk_for(1 << 12), MIN_PIECE);
+        assert_eq!(four.chunk_for(1 << 26), 1 << 22);
+        let odd = four.chunk_for((1 << 18) + 7);
+        assert_eq!(odd % CHUNK_ALIGN, 0);
+        assert!(odd > 1 << 16 && (1 << 18) + 7 <= 4 * odd);
+        assert_eq!(d.with_pieces(0).pieces, 1);
+        // Small device batches of tests keep their half-batch chunks.
+        let small = BatchSizes::from_keys(Some(4096)).with_pieces(8);
+        assert_eq!(small.chunk_for(4096), 2048);
+    }
 }

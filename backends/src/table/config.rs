@@ -33,6 +33,10 @@ pub struct TableConfig {
     /// GPU backends: keys per device batch of an insert and per batch of a find (`None`: 2^26 keys each, copied in chunks of 2^22).
     /// Smaller batches bound the device memory of a call; tests use them to cross chunk boundaries.
     pub batch_keys: Option<usize>,
+    /// GPU backends: the fewest chunks a device batch of a host call is copied in (default 1: chunks of 2^22
+    /// keys, so that a smaller batch travels as one chunk, its copy, transfer and kernels in turn). See
+    /// [`TableConfig::copy_chunks`].
+    pub copy_chunks: usize,
     /// Automatic growth: `Some(max_load)` lets an insert whose new keys would take the load past `max_load` first
     /// move the table into one of twice the capacity (doubling until they fit; on GPUs the pairs move on the
     /// device), as std's `HashMap` does; `None` (the default) keeps the capacity fixed, and an insert that does
@@ -60,6 +64,7 @@ impl TableConfig {
             deterministic: false,
             count_probes: false,
             batch_keys: None,
+            copy_chunks: 1,
             growth: None,
             reserved_key: None,
             device: 0,
@@ -116,6 +121,24 @@ impl TableConfig {
     /// Sets the keys per device batch and find chunk (GPU backends; rounded up to a multiple of 32).
     pub fn batch_keys(mut self, keys: usize) -> Self {
         self.batch_keys = Some(keys);
+        self
+    }
+    /// Copies each device batch of a host call in at least `pieces` chunks of at least 2^16 keys (GPU backends;
+    /// default 1). Each chunk's kernels are queued as it lands, so with several chunks a small batch's host
+    /// copy, bus transfer and kernels overlap, at the cost of more launches. Batches of 2^24 keys or more are
+    /// cut into chunks of 2^22 whatever this says.
+    ///
+    /// ```
+    /// use hashtile_backends::{HashTable, TableConfig};
+    /// use hashtile_probing::Bcht;
+    /// let mut t = HashTable::<Bcht, u32, u32>::new(TableConfig::for_keys(1 << 12, 0.8).copy_chunks(4))?;
+    /// let keys: Vec<u32> = (0..1 << 12).collect();
+    /// t.insert(&keys, &keys)?;
+    /// assert_eq!(t.find(&[7])?, vec![Some(7)]);
+    /// # Ok::<(), hashtile_core::Error>(())
+    /// ```
+    pub fn copy_chunks(mut self, pieces: usize) -> Self {
+        self.copy_chunks = pieces;
         self
     }
     /// Turns automatic growth on: an insert whose new keys would take the load past `max_load` (in `(0, 1]`)
@@ -204,6 +227,11 @@ impl TableConfig {
         }
         if self.batch_keys == Some(0) {
             return Err(Error::InvalidConfig("batch_keys must be at least 1".into()));
+        }
+        if self.copy_chunks == 0 {
+            return Err(Error::InvalidConfig(
+                "copy_chunks must be at least 1".into(),
+            ));
         }
         if self.capacity == 0 {
             return Err(Error::InvalidConfig(

@@ -835,6 +835,7 @@ pub(crate) fn gpu_spec<S: SchemeInfo, K: Key, V: Value>(
         wide: K::BITS > 32 || V::BITS > 32,
         keys_only: shape.keys_only,
         batch_keys: config.batch_keys,
+        copy_chunks: config.copy_chunks,
         share_stager: shape.share_stager,
         device: config.device,
         upserts_converge: S::upserts_converge(&shape.params),

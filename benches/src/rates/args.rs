@@ -112,6 +112,10 @@ pub struct Args {
     /// without the insert and find rows: a shorter run when only those are wanted.
     #[arg(long)]
     pub ops_only: bool,
+    /// The rows through `HashTable` with host data (`--growth`, `--aging`, `--mixed`) copy each batch in at
+    /// least this many chunks (`TableConfig::copy_chunks`; 1, the default: chunks of 2^22 keys).
+    #[arg(long, default_value_t = 1)]
+    pub copy_chunks: usize,
     /// The scheme being measured (set per iteration, not a flag).
     #[arg(skip)]
     pub cur_scheme: String,
@@ -203,6 +207,9 @@ pub fn check(mut args: Args) -> Result<Rates, String> {
         .collect::<Result<Vec<_>, _>>()?;
     args.scheme = schemes.iter().map(|s| s.to_string()).collect();
     check_csv_path(&args.csv)?;
+    if args.copy_chunks == 0 {
+        return Err("--copy-chunks must be at least 1".into());
+    }
     for op in std::mem::take(&mut args.ops) {
         match op.trim() {
             "count" => args.count = true,

@@ -52,7 +52,8 @@ fn config<S: SchemeInfo>(
     Ok(TableConfig::for_keys(n, load)
         .bucket_size(args.cur_bucket)
         .params(params_for::<S>(args)?)
-        .backend(BackendChoice::Exactly(backend)))
+        .backend(BackendChoice::Exactly(backend))
+        .copy_chunks(args.copy_chunks))
 }
 
 /// `true` when `t` holds exactly `keys`, each with its [`value_of`].

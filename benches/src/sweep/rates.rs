@@ -78,6 +78,7 @@ fn rate_point<S: SchemeInfo>(
         set: false,
         ops: Vec::new(),
         ops_only: false,
+        copy_chunks: 1,
         cur_scheme: S::NAME.to_string(),
         cur_bucket: bucket,
         csv: String::new(),

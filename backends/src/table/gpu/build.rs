@@ -35,6 +35,8 @@ pub struct GpuSpec {
     pub keys_only: bool,
     /// Keys per device batch and find chunk of the host path (`None`: the defaults).
     pub batch_keys: Option<usize>,
+    /// The fewest copy chunks of a device batch of the host path (`TableConfig::copy_chunks`).
+    pub copy_chunks: usize,
     /// Copy through the process's shared stager (tables that come in numbers) instead of one of the table's
     /// own.
     pub share_stager: bool,
@@ -144,5 +146,6 @@ fn table<R: HostTransfer, S: ProbingScheme, L: KeyLayout>(
     )?;
     t.set_count_probes(spec.count_probes);
     t.set_batch_keys(spec.batch_keys);
+    t.set_copy_chunks(spec.copy_chunks);
     Ok(t)
 }

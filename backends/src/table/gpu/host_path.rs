@@ -376,7 +376,7 @@ fn upload_and_plan_checked<R: HostTransfer, T: BatchTable<R>>(
     let kb = T::KEY_BYTES;
     let mut trace = trace();
     let segments = segmented && values.is_some();
-    let chunk_keys = t.batch_sizes().chunk;
+    let chunk_keys = t.batch_sizes().chunk_for(m);
     let dedup = Dedup::new(
         client,
         cache,

@@ -340,7 +340,13 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
     /// Sets the keys per device batch and per find chunk of the host path (`None`: the defaults, see
     /// [`BatchSizes`]).
     pub fn set_batch_keys(&mut self, keys: Option<usize>) {
-        self.batch = BatchSizes::from_keys(keys);
+        self.batch = BatchSizes::from_keys(keys).with_pieces(self.batch.pieces);
+    }
+
+    /// Copies each device batch of the host path in at least `pieces` chunks (1, the default: chunks of 2^22
+    /// keys, so a smaller batch is one chunk; see [`BatchSizes::chunk_for`]).
+    pub fn set_copy_chunks(&mut self, pieces: usize) {
+        self.batch = self.batch.with_pieces(pieces);
     }
 
     /// Turns device probe counting on or off. Off (the default) compiles the counting out of the kernels.
