@@ -39,7 +39,7 @@ use hashtile_core::{Error, Key, Result, Value};
 use rayon::prelude::*;
 use route::{Partition, ShardRoute};
 use shard_threads::{merge_failures, run_each};
-use staging::{Room, Stages, Staging, on_staged, on_staged_ref};
+use staging::{Part, Room, Stages, Staging, on_staged, on_staged_ref};
 use std::sync::Mutex;
 
 pub use device::{DevicePhases, Transport};
@@ -238,6 +238,20 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
         if self.ranks.is_some() {
             return self.insert_host::<Cuda>(keys, values);
         }
+        self.insert_parts(keys, values, "insert", |shard, part| {
+            shard.insert(part.keys, part.values)
+        })
+    }
+
+    /// The pairs of an insert call staged by shard (each part checked for room first), then `insert` on every
+    /// shard's part at once; the failures of all shards merged, in the batch's positions.
+    fn insert_parts(
+        &mut self,
+        keys: &[K],
+        values: &[V],
+        call: &'static str,
+        insert: impl Fn(&mut HashTable<S, K, V>, Part<'_, K, V>) -> Result<()> + Sync,
+    ) -> Result<()> {
         let mut trace = Trace::new("sharded");
         let (p, mut staged) = (self.stages).stage(
             &self.shards,
@@ -247,11 +261,9 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
             &mut trace,
         );
         check_room(&self.shards, &mut staged, &p)?;
-        let results = on_staged(&mut self.shards, &mut staged, &p, |shard, part| {
-            shard.insert(part.keys, part.values)
-        });
+        let results = on_staged(&mut self.shards, &mut staged, &p, insert);
         trace.lap("shards");
-        trace.report("insert", keys.len());
+        trace.report(call, keys.len());
         merge_failures(&p, results).map(|_| ())
     }
 
@@ -267,21 +279,9 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
         if self.ranks.is_some() {
             return self.insert_or_apply_host::<F, Cuda>(keys, values);
         }
-        let mut trace = Trace::new("sharded");
-        let (p, mut staged) = (self.stages).stage(
-            &self.shards,
-            &self.route,
-            (keys, Some(values)),
-            Room::Values,
-            &mut trace,
-        );
-        check_room(&self.shards, &mut staged, &p)?;
-        let results = on_staged(&mut self.shards, &mut staged, &p, |shard, part| {
+        self.insert_parts(keys, values, "insert_or_apply", |shard, part| {
             shard.insert_or_apply::<F>(part.keys, part.values)
-        });
-        trace.lap("shards");
-        trace.report("insert_or_apply", keys.len());
-        merge_failures(&p, results).map(|_| ())
+        })
     }
 
     /// Removes keys; returns how many were present ([`HashTable::erase`]; over ranks, how many pairs this rank's
