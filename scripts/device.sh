@@ -512,7 +512,7 @@ ab_row() { # build round row dir-of-binaries
       extract "$D/$n/chained_incremental.csv" $v $r $row log2_batch incremental_gkeys_s ;;
     csr)
       step "$n" 150 $hb csr --backend cuda --log2-keys 25 --dups 1,32 --range 1 --builds v2 --runs "$RUNS" --csv "$D/$n.csv"
-      extract "$D/$n.csv" $v $r $row data,dups,range,op mkeys_s ;;
+      extract "$D/$n.csv" $v $r $row data,dups,range,op mkeys_s,bus_mkeys_s ;;
     paged)
       paged "$n" 120 $hb --experiments residency --placements hash --children 64 --child-mib 16 --runs 5 --all-resident-only
       extract "$D/$n/paged_residency.csv" $v $r $row table,children,resident,op M_keys_per_s

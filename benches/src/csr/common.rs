@@ -19,7 +19,18 @@ pub(super) struct CsrRow {
     pub(super) rate: f64,
     /// The row's baseline rate: the multimap (host rows) or BCHT's device insert of unique keys (resident rows).
     pub(super) baseline: f64,
+    /// Host rows on GPUs: the rate the pageable bus alone allows for the call's bytes (plain driver copies
+    /// measured in the same run; NaN elsewhere). A row near it is bound by the bus, so its swings between runs
+    /// are the bus's.
+    pub(super) bus: f64,
     pub(super) ok: bool,
+}
+
+/// M keys/s of a call moving `up` bytes per key to the device and `down` back at the pageable bus `c`.
+pub(super) fn bus_rate(c: Option<hashtile::gpu::transfer::CopyCeiling>, up: f64, down: f64) -> f64 {
+    c.map_or(f64::NAN, |c| {
+        1e-6 / (up / (c.h2d_pageable * 1e9) + down / (c.d2h_pageable * 1e9))
+    })
 }
 
 impl CsrRow {

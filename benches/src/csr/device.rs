@@ -85,6 +85,7 @@ fn on<R: HostTransfer>(
             keys: n,
             rate,
             baseline: bcht,
+            bus: f64::NAN,
             ok,
         })
     };

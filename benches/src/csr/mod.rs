@@ -20,7 +20,9 @@ pub use args::{CsrArgs, check};
 
 use crate::common::time;
 use crate::plot::{Figure, Panel, Series, XAxis, write_svg};
-use common::{Case, CsrRow, build_name};
+use common::{Case, CsrRow, build_name, bus_rate};
+use hashtile::gpu::measure_copy_ceiling;
+use hashtile::gpu::transfer::CopyCeiling;
 use hashtile::hash::fmix32;
 use hashtile::{
     Backend, BackendChoice, Bcht, CsrBuild, CsrConfig, CsrJoin, CsrTable, HashTable, JoinMethod,
@@ -66,6 +68,23 @@ pub fn run(a: &CsrArgs) -> Result<i32, String> {
         None
     };
     drop(unique);
+    // The pageable bus, for the host rows' bus column (plain driver copies of 4 bytes a key).
+    let ceiling = if gpu {
+        let c = measure_copy_ceiling(backend, 4 * n).map_err(err)?;
+        if let Some(c) = c {
+            println!(
+                "bus ({} MB copies): host->device {:.1} GB/s pageable; device->host {:.1}",
+                c.bytes >> 20,
+                c.h2d_pageable,
+                c.d2h_pageable
+            );
+        }
+        c
+    } else {
+        None
+    };
+    // The static insert beside the rows moves a key and a value up.
+    let host_bus = bus_rate(ceiling, 8.0, 0.0);
     for &dups in &a.dups {
         // n keys: n / dups distinct keys (dups divides n, checked), each exactly `dups` times, `n / dups`
         // positions apart; a bijective mix of the key's number spreads the keys over the key space.
@@ -94,17 +113,17 @@ pub fn run(a: &CsrArgs) -> Result<i32, String> {
         for &range in &a.range {
             eprintln!("csr:   range factor {range}");
             case.range = range;
-            host_rows(a, backend, &case, (map_build, map_find), &mut rows).map_err(err)?;
+            host_rows(a, backend, &case, (map_build, map_find), ceiling, &mut rows).map_err(err)?;
             if let Some([_, bulk]) = dev_bcht {
                 eprintln!("csr:   device-resident");
                 device::rows(backend, a, &case, bulk, &mut rows)?;
             }
             // The CSV so far: a run cut short keeps what it measured.
-            write_csv(&a.csv, &rows, host_bcht, dev_bcht)?;
+            write_csv(&a.csv, &rows, (host_bcht, host_bus), dev_bcht)?;
         }
     }
     print_rows(&rows, host_bcht, dev_bcht);
-    write_csv(&a.csv, &rows, host_bcht, dev_bcht)?;
+    write_csv(&a.csv, &rows, (host_bcht, host_bus), dev_bcht)?;
     println!("wrote {}", a.csv);
     let plots = write_plots(&a.csv, &rows, a)?;
     for p in &plots {
@@ -161,28 +180,34 @@ fn host_rows(
     backend: Backend,
     case: &Case,
     (map_build, map_find): (f64, f64),
+    ceiling: Option<CopyCeiling>,
     rows: &mut Vec<CsrRow>,
 ) -> hashtile::Result<()> {
     let (keys, values, dups, n) = (&case.keys, &case.values, case.dups, case.keys.len());
+    // Bytes per key each call moves: up (keys, values) and down (answers); `dups` values a key.
+    let d = dups as f64;
+    let bus = |up: f64, down: f64| bus_rate(ceiling, up, down);
     let base = CsrConfig {
         backend: BackendChoice::Exactly(backend),
         ..CsrConfig::default().range_factor(case.range)
     };
-    let mut push = |op: &str, build: CsrBuild, tile: u32, (rate, ok): (f64, bool), baseline| {
-        rows.push(CsrRow {
-            backend,
-            resident: false,
-            dups,
-            range: case.range,
-            op: op.into(),
-            build: build_name(build),
-            tile,
-            keys: n,
-            rate,
-            baseline,
-            ok,
-        })
-    };
+    let mut push =
+        |op: &str, build: CsrBuild, tile: u32, (rate, ok): (f64, bool), baseline, bus| {
+            rows.push(CsrRow {
+                backend,
+                resident: false,
+                dups,
+                range: case.range,
+                op: op.into(),
+                build: build_name(build),
+                tile,
+                keys: n,
+                rate,
+                baseline,
+                bus,
+                ok,
+            })
+        };
     let (build, tile) = (a.builds[0], a.tiles[0]);
     {
         let cfg = CsrConfig {
@@ -197,7 +222,7 @@ fn host_rows(
             || CsrTable::build(&cfg, keys, values),
             |t| t.len() == n,
         )?;
-        push("build", build, 0, r, map_build);
+        push("build", build, 0, r, map_build, bus(8.0, 0.0));
         let t = CsrTable::build(&cfg, keys, values)?;
         let r = time(
             a.runs,
@@ -206,7 +231,7 @@ fn host_rows(
             || t.count(keys),
             |c| c.iter().all(|&c| c as usize == dups),
         )?;
-        push("count", build, tile, r, map_find);
+        push("count", build, tile, r, map_find, bus(4.0, 4.0));
         let r = time(
             a.runs,
             n,
@@ -217,7 +242,14 @@ fn host_rows(
                     && f.values.iter().map(|&v| v as u64).sum::<u64>() == case.value_sum_all
             },
         )?;
-        push("find_all", build, tile, r, map_find);
+        push(
+            "find_all",
+            build,
+            tile,
+            r,
+            map_find,
+            bus(4.0, 4.0 + 4.0 * d),
+        );
     }
     // Joins of the keys with themselves: `dups^2` pairs per distinct key.
     let cfg = CsrConfig {
@@ -247,7 +279,7 @@ fn host_rows(
                         .all(|(&i, &j)| keys[i as usize] == keys[j as usize])
             },
         )?;
-        push(op, build, a.tiles[0], r, f64::NAN);
+        push(op, build, a.tiles[0], r, f64::NAN, bus(8.0, 8.0 * d));
     }
     Ok(())
 }
@@ -256,7 +288,7 @@ fn host_rows(
 fn print_rows(rows: &[CsrRow], host_bcht: f64, dev_bcht: Option<[f64; 2]>) {
     println!();
     println!(
-        "{:<7} {:<9} {:<5} {:<6} {:<16} {:<8} {:>4} {:>10} {:>10} {:>10} {:>7}  ok",
+        "{:<7} {:<9} {:<5} {:<6} {:<16} {:<8} {:>4} {:>10} {:>10} {:>10} {:>7} {:>6}  ok",
         "backend",
         "data",
         "dups",
@@ -267,11 +299,12 @@ fn print_rows(rows: &[CsrRow], host_bcht: f64, dev_bcht: Option<[f64; 2]>) {
         "keys",
         "M keys/s",
         "baseline",
-        "ratio"
+        "ratio",
+        "x bus"
     );
     for r in rows {
         println!(
-            "{:<7} {:<9} {:<5} {:<6} {:<16} {:<8} {:>4} {:>10} {:>10.1} {:>10.1} {:>7.2}  {}",
+            "{:<7} {:<9} {:<5} {:<6} {:<16} {:<8} {:>4} {:>10} {:>10.1} {:>10.1} {:>7.2} {:>6.2}  {}",
             r.backend,
             r.data(),
             r.dups,
@@ -283,13 +316,15 @@ fn print_rows(rows: &[CsrRow], host_bcht: f64, dev_bcht: Option<[f64; 2]>) {
             r.rate,
             r.baseline,
             r.rate / r.baseline,
+            r.rate / r.bus,
             if r.ok { "yes" } else { "NO" }
         );
     }
     println!(
         "baselines: host rows: a HashMap<u32, Vec<u32>> multimap on the CPU backend, BCHT's HashTable::insert from \
          host Vecs (unique keys) on a GPU; device rows: BCHT's device-resident bulk insert of the same number of \
-         unique keys. Joins: the keys with themselves, rate per input key."
+         unique keys. Joins: the keys with themselves, rate per input key. x bus: the rate over the one the \
+         pageable bus allows for the call's bytes (driver copies of this run; host rows on GPUs)."
     );
     println!(
         "BCHT insert from host Vecs (HashTable::insert, unique keys): {host_bcht:.1} M keys/s"
@@ -336,20 +371,20 @@ fn print_rows(rows: &[CsrRow], host_bcht: f64, dev_bcht: Option<[f64; 2]>) {
 fn write_csv(
     path: &str,
     rows: &[CsrRow],
-    host_bcht: f64,
+    (host_bcht, host_bus): (f64, f64),
     dev_bcht: Option<[f64; 2]>,
 ) -> Result<(), String> {
     let io = |e: std::io::Error| format!("{path}: {e}");
     let mut f = std::fs::File::create(path).map_err(io)?;
     writeln!(
         f,
-        "backend,data,dups,range,op,build,tile,keys,mkeys_s,baseline_mkeys_s,checked"
+        "backend,data,dups,range,op,build,tile,keys,mkeys_s,baseline_mkeys_s,checked,bus_mkeys_s"
     )
     .map_err(io)?;
     for r in rows {
         writeln!(
             f,
-            "{},{},{},{},{},{},{},{},{:.1},{:.1},{}",
+            "{},{},{},{},{},{},{},{},{:.1},{:.1},{},{:.1}",
             r.backend,
             r.data(),
             r.dups,
@@ -360,21 +395,26 @@ fn write_csv(
             r.keys,
             r.rate,
             r.baseline,
-            r.ok
+            r.ok,
+            r.bus
         )
         .map_err(io)?;
     }
     let (b, n) = rows
         .first()
         .map_or((Backend::Cpu, 0), |r| (r.backend, r.keys));
-    writeln!(f, "{b},host,1,,bcht insert,,0,{n},{host_bcht:.1},,true").map_err(io)?;
+    writeln!(
+        f,
+        "{b},host,1,,bcht insert,,0,{n},{host_bcht:.1},,true,{host_bus:.1}"
+    )
+    .map_err(io)?;
     if let Some([upsert, bulk]) = dev_bcht {
         writeln!(
             f,
-            "{b},device,1,,bcht insert upsert,,0,{n},{upsert:.1},,true"
+            "{b},device,1,,bcht insert upsert,,0,{n},{upsert:.1},,true,"
         )
         .map_err(io)?;
-        writeln!(f, "{b},device,1,,bcht insert bulk,,0,{n},{bulk:.1},,true").map_err(io)?;
+        writeln!(f, "{b},device,1,,bcht insert bulk,,0,{n},{bulk:.1},,true,").map_err(io)?;
     }
     Ok(())
 }
