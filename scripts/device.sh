@@ -534,11 +534,19 @@ suite_ab() {
       done
     done
   done
-  echo "row,case,metric,base,new,new_over_base" > "$D/ab_ratios.csv"
-  awk -F, -v OFS=, 'NR > 1 { k = $3 "," $4 "," $5; s[k, $1] += $6; c[k, $1]++; keys[k] = 1 }
+  # The means' ratio, and the lowest and highest ratio of one round's new to the same round's base (how far the
+  # rounds swing: a host-data row's rounds move with the bus).
+  echo "row,case,metric,base,new,new_over_base,round_min,round_max" > "$D/ab_ratios.csv"
+  awk -F, -v OFS=, 'NR > 1 { k = $3 "," $4 "," $5; s[k, $1] += $6; c[k, $1]++; keys[k] = 1; v[k, $1, $2] = $6
+      if ($2 > rmax) rmax = $2 }
     END { for (k in keys) if (c[k, "base"] && c[k, "new"]) {
-        b = s[k, "base"] / c[k, "base"]; n = s[k, "new"] / c[k, "new"]
-        print k, b, n, (b > 0 ? sprintf("%.4f", n / b) : "NaN") } }' "$D/ab.csv" | sort >> "$D/ab_ratios.csv"
+        b = s[k, "base"] / c[k, "base"]; n = s[k, "new"] / c[k, "new"]; lo = ""; hi = ""
+        for (r = 1; r <= rmax; r++) if ((k, "base", r) in v && (k, "new", r) in v && v[k, "base", r] > 0) {
+          q = v[k, "new", r] / v[k, "base", r]
+          if (lo == "" || q < lo) lo = q
+          if (hi == "" || q > hi) hi = q }
+        print k, b, n, (b > 0 ? sprintf("%.4f", n / b) : "NaN"), (lo == "" ? "" : sprintf("%.4f", lo)),
+          (hi == "" ? "" : sprintf("%.4f", hi)) } }' "$D/ab.csv" | sort >> "$D/ab_ratios.csv"
   echo "== ab: new/base below 0.98 (mean over ${ROUNDS:-2} round(s)):"
   awk -F, 'NR > 1 && $6 != "NaN" && $6 < 0.98' "$D/ab_ratios.csv"
 }
