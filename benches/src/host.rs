@@ -2,14 +2,18 @@
 //!
 //! For each load factor: `HashTable::insert` of `N` random distinct u32 pairs from `Vec`s into an empty table,
 //! `find_into` and `find` of all of them (present) and of `N` absent keys, an upsert of half the keys
-//! again with new values, and an erase of that half (put back, untimed, before each run); then the same calls on pinned buffers (`HashTable::pinned_buffer`; ordinary memory
-//! on backends without pinned memory). Every answer is checked against the inputs in the same run.
+//! again with new values, and an erase of that half (put back, untimed, before each run), and a count:
+//! `insert_or_apply::<Add>` of `N` keys, each of `N / 16` distinct keys 16 times, with value 1, into a table
+//! sized for the distinct keys (cuCollections' `count_16` from host data); then the same calls on pinned buffers
+//! (`HashTable::pinned_buffer`; ordinary memory on backends without pinned memory). Every answer is checked
+//! against the inputs in the same run.
 //!
 //! Each rate is set against a ceiling measured in the same process:
 //! - GPUs: the bus, measured with plain driver copies of the same bytes (`measure_copy_ceiling`): an insert
-//!   moves 8 bytes per pair to the device, a find 4 bytes per key each way, an erase 4 bytes per key up;
+//!   moves 8 bytes per pair to the device (a count too), a find 4 bytes per key each way, an erase 4 bytes per
+//!   key up;
 //! - the CPU backend: `std::collections::HashMap` (SipHash, as users get it) filled from the same keys on one
-//!   thread, its lookups and its removals.
+//!   thread, its lookups, its removals and its counts (`*entry(k).or_insert(0) += 1`).
 //!
 //! With `--families`, then the other families' calls on the same keys from `Vec`s, each against the
 //! static table's call of the same shape from `Vec`s at the first load, with the bar issue 29's acceptance 8
@@ -26,6 +30,7 @@ use crate::footprint::{Capacity, Footprint, check_footprint, hashmap_bytes};
 use hashtile::gpu::measure_copy_ceiling;
 use hashtile::gpu::transfer::CopyCeiling;
 use hashtile::hash::fmix32;
+use hashtile::reduce::Add;
 use hashtile::{Backend, BackendChoice, Cht1, HashTable, SchemeInfo, TableConfig};
 use rayon::prelude::*;
 use std::collections::HashMap;
@@ -95,19 +100,20 @@ pub fn check(a: HostArgs) -> Result<HostSetup, String> {
     for &load in &loads {
         let slots = table_slots(&format!("{scheme} --log2-keys {log2}"), n, load, b)?;
         let nn = n as u64;
-        // Host: 2n keys, values, half batch and its values, the pinned copies of all of them, one output,
-        // `find`'s answers. CPU tables: 17 bytes a slot and the HashMap ceiling. GPUs: the table, one device
-        // batch (keys, values, mask, slot index, a scratch table of 2n-4n words), the stash.
+        // Host: 2n keys, values, half batch and its values, the count's keys and ones, the pinned copies of all
+        // of them, one output, `find`'s answers. CPU tables: 17 bytes a slot (and a sixteenth of that for the
+        // count's) and the HashMap ceiling. GPUs: the tables, one device batch (keys, values, mask, slot index, a
+        // scratch table of 2n-4n words), the stash.
         let f = match backend {
             Backend::Cpu => Footprint {
-                host: 64 * nn + 17 * slots + hashmap_bytes(nn, 8),
+                host: 80 * nn + 18 * slots + hashmap_bytes(nn, 8),
                 ..Footprint::default()
             },
             _ => {
                 let scratch = 8 * (2 * nn).next_power_of_two();
                 Footprint {
-                    host: 64 * nn,
-                    device: 8 * slots + slots / 2 + 16 * nn + scratch,
+                    host: 80 * nn,
+                    device: 8 * slots + slots + 16 * nn + scratch,
                     device_buffer: (8 * slots).max(scratch),
                 }
             }
@@ -225,6 +231,10 @@ fn run_scheme<S: SchemeInfo>(s: &HostSetup) -> Result<i32, String> {
     let values: Vec<u32> = keys.par_iter().map(|k| k.rotate_left(7) ^ 0x1357).collect();
     let half: Vec<u32> = keys.par_iter().step_by(2).copied().collect();
     let half_values: Vec<u32> = half.par_iter().map(|k| !k).collect();
+    // The count's keys: each of the first `distinct` keys COUNT_REPEATS times, the copies `distinct` apart.
+    let distinct = (n / COUNT_REPEATS).max(1);
+    let count_keys: Vec<u32> = (0..n).into_par_iter().map(|i| keys[i % distinct]).collect();
+    let ones = vec![1u32; n];
 
     let ceiling = if s.backend == Backend::Cpu {
         None
@@ -254,6 +264,11 @@ fn run_scheme<S: SchemeInfo>(s: &HostSetup) -> Result<i32, String> {
         println!(
             "std HashMap, one thread: insert {i:.1} M keys/s, find present {f:.1}, find absent {a:.1}, erase {e:.1}"
         );
+    }
+    let hashmap_count =
+        (s.backend == Backend::Cpu).then(|| hashmap_count_rate(&count_keys, s.runs));
+    if let Some(c) = hashmap_count {
+        println!("std HashMap, one thread: count {c:.1} M keys/s");
     }
 
     let mut rows = Vec::new();
@@ -443,6 +458,42 @@ fn run_scheme<S: SchemeInfo>(s: &HostSetup) -> Result<i32, String> {
                 erase_ceil,
                 cname,
             );
+
+            eprintln!("host: {memory}: count ({COUNT_REPEATS} copies a key)");
+            let mut cfg = TableConfig::for_keys(distinct, load)
+                .backend(BackendChoice::Exactly(s.backend))
+                .copy_chunks(s.copy_chunks);
+            if let Some(b) = s.bucket {
+                cfg = cfg.bucket_size(b);
+            }
+            let tc = std::cell::RefCell::new(HashTable::<S, u32, u32>::new(cfg).map_err(err)?);
+            let pin_count = |v: &[u32]| {
+                let mut b = tc.borrow().pinned_buffer::<u32>(v.len());
+                b.copy_from_slice(v);
+                b
+            };
+            let (pck, pones) = if pinned {
+                (Some(pin_count(&count_keys)), Some(pin_count(&ones)))
+            } else {
+                (None, None)
+            };
+            let ck: &[u32] = pck.as_deref().unwrap_or(&count_keys);
+            let c1: &[u32] = pones.as_deref().unwrap_or(&ones);
+            let r = time(
+                s.runs,
+                n,
+                || tc.borrow_mut().clear(),
+                || tc.borrow_mut().insert_or_apply::<Add>(ck, c1),
+                |()| tc.borrow().len() == distinct,
+            )
+            .map_err(err)?;
+            // Every distinct key counted exactly COUNT_REPEATS times, checked once after the runs.
+            let counted = tc.borrow().find(&keys[..distinct]).map_err(err)?;
+            let count_ok = counted
+                .par_iter()
+                .all(|&c| c == Some((n / distinct) as u32));
+            let count_ceil = hashmap_count.unwrap_or_else(|| bus(8.0, 0.0));
+            push("count", n, (r.0, r.1 && count_ok), count_ceil, cname);
         }
     }
     if s.families {
@@ -474,6 +525,24 @@ fn run_scheme<S: SchemeInfo>(s: &HostSetup) -> Result<i32, String> {
     }
     report(s, &rows, ceiling).map_err(|e| format!("writing {}: {e}", s.csv))?;
     Ok(if all_ok { 0 } else { 2 })
+}
+
+/// Copies of each distinct key in the count row (cuCollections' `count_16`: 2^26 keys drawn from 2^22).
+const COUNT_REPEATS: usize = 16;
+
+/// `std::collections::HashMap` on one thread counting `keys` (M keys/s, best of `runs`).
+fn hashmap_count_rate(keys: &[u32], runs: usize) -> f64 {
+    let mut best = 0f64;
+    for _ in 0..runs.max(1) {
+        let t0 = Instant::now();
+        let mut m: HashMap<u32, u32> = HashMap::new();
+        for k in keys {
+            *m.entry(*k).or_insert(0) += 1;
+        }
+        best = best.max(keys.len() as f64 / t0.elapsed().as_secs_f64() / 1e6);
+        std::hint::black_box(m.len());
+    }
+    best
 }
 
 /// `std::collections::HashMap` on one thread: insert, find present, find absent, erase of every other key

@@ -327,10 +327,16 @@ fn small_cpu_host_run_writes_its_csv() {
     assert!(out.status.success(), "host run failed:\n{stderr}");
     let csv = std::fs::read_to_string(dir.join("host.csv")).expect("host.csv written");
     let rows: Vec<&str> = csv.lines().skip(1).collect();
-    // 6 calls x {vec, pinned} at one load factor, each checked and set against std HashMap.
-    assert_eq!(rows.len(), 12, "{csv}");
+    // 7 calls x {vec, pinned} at one load factor (the count among them), each checked and set against std
+    // HashMap.
+    assert_eq!(rows.len(), 14, "{csv}");
     assert!(rows.iter().all(|r| r.ends_with(",true")), "{csv}");
     assert!(rows.iter().all(|r| r.contains("std HashMap")), "{csv}");
+    assert_eq!(
+        rows.iter().filter(|r| r.contains(",count,")).count(),
+        2,
+        "{csv}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -360,10 +366,10 @@ fn small_cpu_host_run_times_the_families() {
     assert!(out.status.success(), "host run failed:\n{stderr}");
     let csv = std::fs::read_to_string(dir.join("host.csv")).expect("host.csv written");
     let rows: Vec<&str> = csv.lines().skip(1).collect();
-    // 12 static rows, then 9 chained and 5 CSR calls.
-    assert_eq!(rows.len(), 26, "{csv}");
+    // 14 static rows, then 9 chained and 5 CSR calls.
+    assert_eq!(rows.len(), 28, "{csv}");
     assert!(rows.iter().all(|r| r.ends_with(",true")), "{csv}");
-    let families: Vec<&&str> = rows[12..].iter().collect();
+    let families: Vec<&&str> = rows[14..].iter().collect();
     assert!(
         families.iter().all(
             |r| [",static insert,", ",static find,", ",static find_into,"]
