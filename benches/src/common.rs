@@ -1,10 +1,29 @@
 //! Helpers the measuring modes share: the median of timed runs, timed calls ([`time`]), the key generator,
-//! scheme parameters from the command line's knobs, find queries, and the checks of answers against a
-//! `HashMap` oracle.
+//! scheme parameters from the command line's knobs, find queries, the checks of answers against a `HashMap`
+//! oracle, and the rate the bus allows a host call ([`bus_rate`]).
 
 use hashtile::SchemeInfo;
+use hashtile::gpu::transfer::CopyCeiling;
 use hashtile::hash::fmix32;
 use std::collections::{HashMap, HashSet};
+
+/// M keys/s of a host call that moves `up` bytes per key to the device and `down` bytes back at the bus `c`
+/// (plain driver copies from and to pinned or pageable memory, measured in the same run); NaN without a bus.
+pub fn bus_rate(c: Option<CopyCeiling>, pinned: bool, up: f64, down: f64) -> f64 {
+    c.map_or(f64::NAN, |c| {
+        let (h2d, d2h) = if pinned {
+            (c.h2d_pinned, c.d2h_pinned)
+        } else {
+            (c.h2d_pageable, c.d2h_pageable)
+        };
+        let secs_per_key = up / (h2d * 1e9) + down / (d2h * 1e9);
+        if secs_per_key > 0.0 {
+            1.0 / secs_per_key / 1e6
+        } else {
+            f64::NAN
+        }
+    })
+}
 
 /// The median of `v` (NaN if `v` is empty; `--runs` is at least 1, so it never is).
 pub fn median(v: &mut [f64]) -> f64 {

@@ -24,7 +24,7 @@ use crate::checks::{
     available_backend, check_bucket, check_csv_path, check_log2_keys, check_repeats, load_list,
     scheme_name, table_slots, with_scheme,
 };
-use crate::common::time;
+use crate::common::{bus_rate, time};
 use crate::families::{self, StaticRates};
 use crate::footprint::{Capacity, Footprint, check_footprint, hashmap_bytes};
 use hashtile::gpu::measure_copy_ceiling;
@@ -273,14 +273,18 @@ fn run_scheme<S: SchemeInfo>(s: &HostSetup) -> Result<i32, String> {
 
     let mut rows = Vec::new();
     let mut all_ok = true;
-    for &load in &s.loads {
-        let mut cfg = TableConfig::for_keys(n, load)
+    // A table of the run's scheme, bucket size and copy chunks for `keys` keys at `load`.
+    let table = |keys: usize, load: f64| {
+        let mut cfg = TableConfig::for_keys(keys, load)
             .backend(BackendChoice::Exactly(s.backend))
             .copy_chunks(s.copy_chunks);
         if let Some(b) = s.bucket {
             cfg = cfg.bucket_size(b);
         }
-        let mut t: HashTable<S, u32, u32> = HashTable::new(cfg).map_err(err)?;
+        HashTable::<S, u32, u32>::new(cfg).map_err(err)
+    };
+    for &load in &s.loads {
+        let mut t = table(n, load)?;
         eprintln!(
             "host: {} B={} load {load}: {} slots on {}",
             S::NAME,
@@ -291,11 +295,7 @@ fn run_scheme<S: SchemeInfo>(s: &HostSetup) -> Result<i32, String> {
         let mut out = vec![0u32; n];
         for memory in ["vec", "pinned"] {
             // Inputs of this memory kind (copied outside the timed regions).
-            let pin = |v: &[u32]| {
-                let mut b = t.pinned_buffer::<u32>(v.len());
-                b.copy_from_slice(v);
-                b
-            };
+            let pin = |v: &[u32]| pinned_copy(&t, v);
             let (pk, pv, pa, ph, phv) = if memory == "pinned" {
                 (
                     Some(pin(keys)),
@@ -314,23 +314,8 @@ fn run_scheme<S: SchemeInfo>(s: &HostSetup) -> Result<i32, String> {
             let hv: &[u32] = phv.as_deref().unwrap_or(&half_values);
             let mut pinned_out = (memory == "pinned").then(|| t.pinned_buffer::<u32>(n));
             let o: &mut [u32] = pinned_out.as_deref_mut().unwrap_or(&mut out);
-            let (pageable, pinned) = (memory == "vec", memory == "pinned");
-            let bus = |up: f64, down: f64| -> f64 {
-                ceiling.map_or(f64::NAN, |c: CopyCeiling| {
-                    let (h2d, d2h) = if pinned {
-                        (c.h2d_pinned, c.d2h_pinned)
-                    } else {
-                        (c.h2d_pageable, c.d2h_pageable)
-                    };
-                    let secs_per_key = up / (h2d * 1e9) + down / (d2h * 1e9);
-                    if secs_per_key > 0.0 {
-                        1.0 / secs_per_key / 1e6
-                    } else {
-                        f64::NAN
-                    }
-                })
-            };
-            let _ = pageable;
+            let pinned = memory == "pinned";
+            let bus = |up: f64, down: f64| bus_rate(ceiling, pinned, up, down);
             let mut push = |op, keys, (rate, ok): (f64, bool), ceil: f64, name| {
                 all_ok &= ok;
                 rows.push(HostRow {
@@ -460,20 +445,13 @@ fn run_scheme<S: SchemeInfo>(s: &HostSetup) -> Result<i32, String> {
             );
 
             eprintln!("host: {memory}: count ({COUNT_REPEATS} copies a key)");
-            let mut cfg = TableConfig::for_keys(distinct, load)
-                .backend(BackendChoice::Exactly(s.backend))
-                .copy_chunks(s.copy_chunks);
-            if let Some(b) = s.bucket {
-                cfg = cfg.bucket_size(b);
-            }
-            let tc = std::cell::RefCell::new(HashTable::<S, u32, u32>::new(cfg).map_err(err)?);
-            let pin_count = |v: &[u32]| {
-                let mut b = tc.borrow().pinned_buffer::<u32>(v.len());
-                b.copy_from_slice(v);
-                b
-            };
+            let tc = std::cell::RefCell::new(table(distinct, load)?);
             let (pck, pones) = if pinned {
-                (Some(pin_count(&count_keys)), Some(pin_count(&ones)))
+                let c = tc.borrow();
+                (
+                    Some(pinned_copy(&c, &count_keys)),
+                    Some(pinned_copy(&c, &ones)),
+                )
             } else {
                 (None, None)
             };
@@ -525,6 +503,16 @@ fn run_scheme<S: SchemeInfo>(s: &HostSetup) -> Result<i32, String> {
     }
     report(s, &rows, ceiling).map_err(|e| format!("writing {}: {e}", s.csv))?;
     Ok(if all_ok { 0 } else { 2 })
+}
+
+/// A copy of `v` in a page-locked buffer of `t`'s device (outside the timed regions).
+fn pinned_copy<S: SchemeInfo>(
+    t: &HashTable<S, u32, u32>,
+    v: &[u32],
+) -> hashtile::PinnedBuffer<u32> {
+    let mut b = t.pinned_buffer::<u32>(v.len());
+    b.copy_from_slice(v);
+    b
 }
 
 /// Copies of each distinct key in the count row (cuCollections' `count_16`: 2^26 keys drawn from 2^22).

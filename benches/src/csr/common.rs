@@ -26,13 +26,6 @@ pub(super) struct CsrRow {
     pub(super) ok: bool,
 }
 
-/// M keys/s of a call moving `up` bytes per key to the device and `down` back at the pageable bus `c`.
-pub(super) fn bus_rate(c: Option<hashtile::gpu::transfer::CopyCeiling>, up: f64, down: f64) -> f64 {
-    c.map_or(f64::NAN, |c| {
-        1e-6 / (up / (c.h2d_pageable * 1e9) + down / (c.d2h_pageable * 1e9))
-    })
-}
-
 impl CsrRow {
     /// Where the row's data lived, as the table and CSV name it.
     pub(super) fn data(&self) -> &'static str {

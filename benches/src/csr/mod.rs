@@ -18,9 +18,9 @@ mod device;
 
 pub use args::{CsrArgs, check};
 
-use crate::common::time;
+use crate::common::{bus_rate, time};
 use crate::plot::{Figure, Panel, Series, XAxis, write_svg};
-use common::{Case, CsrRow, build_name, bus_rate};
+use common::{Case, CsrRow, build_name};
 use hashtile::gpu::measure_copy_ceiling;
 use hashtile::gpu::transfer::CopyCeiling;
 use hashtile::hash::fmix32;
@@ -84,7 +84,7 @@ pub fn run(a: &CsrArgs) -> Result<i32, String> {
         None
     };
     // The static insert beside the rows moves a key and a value up.
-    let host_bus = bus_rate(ceiling, 8.0, 0.0);
+    let host_bus = bus_rate(ceiling, false, 8.0, 0.0);
     for &dups in &a.dups {
         // n keys: n / dups distinct keys (dups divides n, checked), each exactly `dups` times, `n / dups`
         // positions apart; a bijective mix of the key's number spreads the keys over the key space.
@@ -186,7 +186,7 @@ fn host_rows(
     let (keys, values, dups, n) = (&case.keys, &case.values, case.dups, case.keys.len());
     // Bytes per key each call moves: up (keys, values) and down (answers); `dups` values a key.
     let d = dups as f64;
-    let bus = |up: f64, down: f64| bus_rate(ceiling, up, down);
+    let bus = |up: f64, down: f64| bus_rate(ceiling, false, up, down);
     let base = CsrConfig {
         backend: BackendChoice::Exactly(backend),
         ..CsrConfig::default().range_factor(case.range)
