@@ -58,6 +58,7 @@
 # Environment: BINS and BASE (the archives, default .device/bins.tar.xz and .device/base.tar.xz), OUT (result
 # folder, default /tmp/out), RUNS (timed runs of the rate rows, default 3),
 # ROUNDS and AB_ROWS for `ab` (default 2 rounds, base first then new first, of: static host chained csr paged;
+# `open` is not in the default: 1CHT's bulk build, linear probing B = 1 and erases of BCHT B = 8 / double B = 4;
 # one round of host-data rows swings 0.5-4x on the lent machines; give each call a part of the rows, e.g.
 # AB_ROWS="static chained", to stay under the call's time limit), SAN_TOOLS for `sanitize`
 # (default "memcheck racecheck") and SAN_BINS (only the rows of these test binaries, e.g. "growth
@@ -184,6 +185,9 @@ SAN_RUNS=(
   "sharded_chained"
   "sharded_csr"
   "sharded_ranks ranks_match"
+  "model _cuda"
+  "key_types"
+  "kernel_cache"
 )
 suite_sanitize() {
   local tool r bin
@@ -513,13 +517,22 @@ ab_row() { # build round row dir-of-binaries
     csr)
       step "$n" 150 $hb csr --backend cuda --log2-keys 25 --dups 1,32 --range 1 --builds v2 --runs "$RUNS" --csv "$D/$n.csv"
       extract "$D/$n.csv" $v $r $row data,dups,range,op mkeys_s,bus_mkeys_s ;;
+    open)
+      rates "${n}_cht1" 150 $hb --log2-keys 26 --scheme 1cht --bucket 1 --load 0.8 --no-upsert
+      extract "$D/${n}_cht1.csv" $v $r $row scheme,bucket,load,op,present median_mkeys_s
+      rates "${n}_linear1" 150 $hb --log2-keys 26 --scheme linear --bucket 1 --load 0.8
+      extract "$D/${n}_linear1.csv" $v $r $row scheme,bucket,load,op,present median_mkeys_s
+      rates "${n}_erase" 150 $hb --log2-keys 26 --scheme bcht --bucket 8 --load 0.8,0.9 --erase --ops-only
+      extract "$D/${n}_erase.csv" $v $r $row scheme,bucket,load,op,present median_mkeys_s
+      rates "${n}_erase_double" 150 $hb --log2-keys 26 --scheme double --bucket 4 --load 0.8 --erase --ops-only
+      extract "$D/${n}_erase_double.csv" $v $r $row scheme,bucket,load,op,present median_mkeys_s ;;
     paged)
       paged "$n" 120 $hb --experiments residency --placements hash --children 64 --child-mib 16 --runs 5 --all-resident-only
       extract "$D/$n/paged_residency.csv" $v $r $row table,children,resident,op M_keys_per_s
       paged "${n}_big16" 150 $hb --experiments big --big-gib 16 --big-budget-gib 4
       extract "$D/${n}_big16/paged_big_16g_32bit.csv" $v $r $row table_GiB,budget_GiB \
         build_M_keys_per_s,build_of_pinned,find_of_pinned ;;
-    *) echo "!! unknown ab row $row (static host chained csr paged)" ;;
+    *) echo "!! unknown ab row $row (static host chained csr paged open)" ;;
   esac
 }
 suite_ab() {

@@ -440,6 +440,14 @@ fn erase_device_matches_oracle<R: hashtile::gpu::transfer::HostTransfer>(backend
         let bh = t.upload(&batch);
         assert_eq!(t.erase_device(&bh, batch.len()).unwrap(), gone.len());
         assert_eq!(t.len(), n - gone.len());
+        // A small batch after it (20 keys, each twice: marked by compare-and-swap, counted as they go; the
+        // batch above is past a quarter of the slots, marked by plain stores and counted after).
+        let mut small: Vec<u32> = keys[1..n].iter().step_by(3).take(20).copied().collect();
+        small.extend_from_slice(&small.clone());
+        let bh = t.upload(&small);
+        assert_eq!(t.erase_device(&bh, small.len()).unwrap(), 20);
+        let gone: std::collections::HashSet<u32> = gone.iter().chain(&small).copied().collect();
+        assert_eq!(t.len(), n - gone.len());
         let got = t.find_keys(&keys).unwrap();
         for (i, (k, g)) in keys.iter().zip(got).enumerate() {
             let want = (i < n && !gone.contains(k)).then_some(values[i]);
