@@ -440,8 +440,7 @@ fn erase_device_matches_oracle<R: hashtile::gpu::transfer::HostTransfer>(backend
         let bh = t.upload(&batch);
         assert_eq!(t.erase_device(&bh, batch.len()).unwrap(), gone.len());
         assert_eq!(t.len(), n - gone.len());
-        // A small batch after it (20 keys, each twice: marked by compare-and-swap, counted as they go; the
-        // batch above is past a quarter of the slots, marked by plain stores and counted after).
+        // A second, small batch (20 keys, each twice) on the marks of the first.
         let mut small: Vec<u32> = keys[1..n].iter().step_by(3).take(20).copied().collect();
         small.extend_from_slice(&small.clone());
         let bh = t.upload(&small);

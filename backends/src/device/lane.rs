@@ -1,48 +1,50 @@
 //! Tiles of one lane: where a tile is a single thread, it has no work to share, and the tile driver's
 //! work-sharing loop ([`super::driver::tile_drive()`]) is overhead. Launches of inserts whose tiles are one lane
-//! wide, on schemes that read one bucket per step (linear probing and double hashing with `B = 1`,
-//! cuCollections' cooperative groups of one; 1CHT and BCHT with `B = 1`, which evict), run each lane's walk
-//! here instead: read a bucket, let the scheme decide, compare-and-swap the slot (or exchange it, for an
-//! eviction, and carry the displaced pair on), re-read coherently after a lost race. The scheme's steps are the
-//! same [`ProbingScheme::insert_step`] and [`ProbingScheme::after_evict`] the driver calls, and the reads,
-//! views, slot words and atomics are the driver's own helpers, so a table's placement is the same whichever way
-//! a launch runs. Nothing here touches a plane operation: lanes loop on their own and finish apart.
+//! wide, on stable schemes that read one bucket per step (linear probing and double hashing with `B = 1`,
+//! cuCollections' cooperative groups of one), run each lane's walk here instead: read a bucket, let the scheme
+//! decide, compare-and-swap the slot, re-read coherently after a lost race. The scheme's step is the same
+//! [`ProbingScheme::insert_step`] the driver calls, and the reads, views, slot words and atomics are the
+//! driver's own helpers, so a table's placement is the same whichever way a launch runs. Nothing here touches a
+//! plane operation: lanes loop on their own and finish apart.
 //!
 //! H200, 2^26 keys, against the driver in the same call: linear probing `B = 1` inserts 1.06x / 1.18x (loads
 //! 0.8 / 0.9), double hashing `B = 1` 1.00x. Erases walked the same way ran at 1.00x (a lookup's step is already
 //! lean on the driver), so they stay there. The driver keeps every other launch: wider tiles, schemes that
-//! read bucket pairs, framed tables, inserts that take erased slots (`reclaim`), insert-or-apply, and the
-//! device API's writes (whose lanes want answers). See [`lane_walks`] for the exact rule.
+//! evict or read bucket pairs, framed tables, inserts that take erased slots (`reclaim`), insert-or-apply, and
+//! the device API's writes (whose lanes want answers). See [`lane_walks`] for the exact rule.
 
 use super::driver::FAILED_COUNTER;
 use super::layout::{KeyLayout, key_view};
 use super::operation::{TileAnswer, blank_answer, read_bucket};
-use super::probe::{evicted_from, frame_bucket, no_walk, walk_bucket};
+use super::probe::{frame_bucket, no_walk, walk_bucket};
 use super::shape::TableMeta;
 use cubecl::prelude::*;
 use hashtile_core::scheme::{NO_PAIR, ProbingScheme, action, blank_state};
-use hashtile_core::tile::{EMPTY_WORD, cas_slot, slot_address, slot_word, swap_slot, tile_lane};
+use hashtile_core::tile::{EMPTY_WORD, cas_slot, slot_address, slot_word, tile_lane};
 
 /// Whether a launch of inserts with tiles `tile_width` lanes wide runs its lanes' walks as plain per-thread
-/// loops ([`lane_insert()`]) rather than on the tile driver: one-lane tiles of a scheme without chains or paired
-/// reads, packed pairs (an eviction exchanges a whole pair), claims by compare-and-swap, one table (not framed).
+/// loops ([`lane_insert()`]) rather than on the tile driver: one-lane tiles of a stable
+/// scheme without chains or paired reads, packed pairs, claims by compare-and-swap, one table (not framed).
 pub const fn lane_walks<S: ProbingScheme, L: KeyLayout>(
     tile_width: u32,
     use_cas: bool,
     framed: bool,
 ) -> bool {
-    tile_width == 1 && !S::CHAINS && S::PAIR_AT == NO_PAIR && L::MOVES_PAIRS && use_cas && !framed
+    tile_width == 1
+        && S::STABLE
+        && !S::CHAINS
+        && S::PAIR_AT == NO_PAIR
+        && L::MOVES_PAIRS
+        && use_cas
+        && !framed
 }
 
 /// The insert of `key` and `value` by the table's rule (`meta.params.upsert`), one lane alone: claims an empty
-/// slot or updates the key's pair by compare-and-swap, or (schemes that evict) exchanges a slot's pair for the
-/// one in hand and goes on with the pair it displaced, from the hash after the one it lived under; a pair the
-/// scheme gives up on (the one in hand then) goes to the stash
+/// slot or updates the key's pair by compare-and-swap; a pair the scheme gives up on goes to the stash
 /// (`failed`, counted at `counters[FAILED_COUNTER]`), as on the driver. Answers the driver's tile counts:
 /// `tile_added` (0 or 1), and with `count_probes` the buckets read and the compare-and-swaps lost. Lanes
 /// without an operation (`active == false`) return at once.
-// The eviction test stays a comptime `if` around a runtime `if`: CubeCL cannot mix the two in one condition.
-#[allow(clippy::too_many_arguments, clippy::collapsible_if)]
+#[allow(clippy::too_many_arguments)]
 #[cube]
 pub fn lane_insert<S: ProbingScheme, L: KeyLayout>(
     table: &Array<Atomic<L::Word>>,
@@ -60,13 +62,9 @@ pub fn lane_insert<S: ProbingScheme, L: KeyLayout>(
 ) -> TileAnswer<L::Value> {
     let tl = tile_lane(1u32);
     let mut answer = blank_answer::<L::Value>();
-    // The pair in hand: the lane's own, or after an eviction the pair it displaced.
-    let evicts = comptime!(!S::STABLE);
-    let mut cur_key = key;
-    let mut cur_val = value;
-    let mut mine = L::slot_word(key, value);
+    let mine = L::slot_word(key, value);
     let mut state = blank_state();
-    S::insert_start(&mut state, L::key_mix(cur_key));
+    S::insert_start(&mut state, L::key_mix(key));
     let mut walk = no_walk();
     let mut coherent = false;
     let mut going = active;
@@ -74,9 +72,7 @@ pub fn lane_insert<S: ProbingScheme, L: KeyLayout>(
     let mut retries = 0u32;
     while going {
         let read_index = state.hash_index;
-        let b = walk_bucket::<S, L>(
-            meta, frames, 0u32, cur_key, read_index, &mut walk, false, true,
-        );
+        let b = walk_bucket::<S, L>(meta, frames, 0u32, key, read_index, &mut walk, false, true);
         let slots = read_bucket::<L::Word>(
             table,
             table_plain,
@@ -88,32 +84,10 @@ pub fn lane_insert<S: ProbingScheme, L: KeyLayout>(
             1u32,
             read_mode,
         );
-        let view = key_view::<L>(slots, cur_key, tl, bucket_size, 1u32);
+        let view = key_view::<L>(slots, key, tl, bucket_size, 1u32);
         let st = S::insert_step(&mut state, view, meta.params, bucket_size);
         if comptime!(count_probes) {
             probes += 1u32;
-        }
-        if comptime!(evicts) {
-            if st.action == action::EVICT {
-                // An exchange, as the driver's owner lane makes it: an empty slot ends the walk, a pair found
-                // is carried on from the hash after the one it lived under.
-                let mut tb = b;
-                if st.target != read_index {
-                    tb = frame_bucket::<S, L>(meta, frames, 0u32, cur_key, st.target, false);
-                }
-                let old = swap_slot::<L::Word>(table, slot_address(tb, st.slot, bucket_size), mine);
-                if old == EMPTY_WORD {
-                    going = false;
-                    answer.tile_added = 1u32;
-                } else {
-                    mine = old;
-                    cur_key = L::key_of(old);
-                    cur_val = L::value_of(old);
-                    coherent = false;
-                    let from = evicted_from::<S, L>(meta, frames, 0u32, cur_key, tb, false);
-                    S::after_evict(&mut state, from, meta.params);
-                }
-            }
         }
         if st.action == action::CLAIM || st.action == action::UPDATE {
             // A claim expects an empty slot, an update the word read.
@@ -123,7 +97,7 @@ pub fn lane_insert<S: ProbingScheme, L: KeyLayout>(
             }
             let mut tb = b;
             if st.target != read_index {
-                tb = frame_bucket::<S, L>(meta, frames, 0u32, cur_key, st.target, false);
+                tb = frame_bucket::<S, L>(meta, frames, 0u32, key, st.target, false);
             }
             let old = cas_slot::<L::Word>(
                 table,
@@ -146,7 +120,7 @@ pub fn lane_insert<S: ProbingScheme, L: KeyLayout>(
         } else if st.action == action::FAIL {
             going = false;
             let at = counters[FAILED_COUNTER as usize].fetch_add(1u32);
-            L::stash(failed, at as usize, mine, cur_key, cur_val);
+            L::stash(failed, at as usize, mine, key, value);
         }
     }
     answer.tile_probes = probes;
