@@ -498,14 +498,19 @@ extract() { # csv build round row key-columns value-columns
     { key = ""; for (i = 1; i <= nk; i++) if (K[i] in col) key = key (key == "" ? "" : " ") K[i] "=" $(col[K[i]])
       for (j = 1; j <= nv; j++) if (V[j] in col) print b, r, row, key, V[j], $(col[V[j]]) }' "$1" >> "$D/ab.csv"
 }
+# `ab_rates NAME ARGS...`, called from ab_row: one `rates` row of 2^26 keys by ab_row's binary, its rates reduced
+# into ab.csv under ab_row's build, round and row (bash's dynamic scope hands it ab_row's locals n, v, r, row, hb).
+ab_rates() {
+  local name="${n}_$1"; shift
+  rates "$name" 150 $hb --log2-keys 26 "$@"
+  extract "$D/$name.csv" $v $r $row scheme,bucket,load,op,present median_mkeys_s
+}
 ab_row() { # build round row dir-of-binaries
   local v=$1 r=$2 row=$3 hb=$4/hashtile-bench n="$3_$1_r$2"
   case $row in
     static)
-      rates "${n}_bcht8" 150 $hb --log2-keys 26 --scheme bcht --bucket 8 --load 0.8,0.9
-      extract "$D/${n}_bcht8.csv" $v $r $row scheme,bucket,load,op,present median_mkeys_s
-      rates "${n}_iht16" 150 $hb --log2-keys 26 --scheme iht --bucket 16 --load 0.8,0.9
-      extract "$D/${n}_iht16.csv" $v $r $row scheme,bucket,load,op,present median_mkeys_s ;;
+      ab_rates bcht8 --scheme bcht --bucket 8 --load 0.8,0.9
+      ab_rates iht16 --scheme iht --bucket 16 --load 0.8,0.9 ;;
     host)
       step "$n" 150 $hb host --backend cuda --log2-keys 26 --load 0.8 --runs "$RUNS" --csv "$D/$n.csv"
       extract "$D/$n.csv" $v $r $row memory,call,load rate_mkeys,ratio ;;
@@ -519,14 +524,10 @@ ab_row() { # build round row dir-of-binaries
       step "$n" 150 $hb csr --backend cuda --log2-keys 25 --dups 1,32 --range 1 --builds v2 --runs "$RUNS" --csv "$D/$n.csv"
       extract "$D/$n.csv" $v $r $row data,dups,range,op mkeys_s,bus_mkeys_s ;;
     open)
-      rates "${n}_cht1" 150 $hb --log2-keys 26 --scheme 1cht --bucket 1 --load 0.8 --no-upsert
-      extract "$D/${n}_cht1.csv" $v $r $row scheme,bucket,load,op,present median_mkeys_s
-      rates "${n}_linear1" 150 $hb --log2-keys 26 --scheme linear --bucket 1 --load 0.8
-      extract "$D/${n}_linear1.csv" $v $r $row scheme,bucket,load,op,present median_mkeys_s
-      rates "${n}_erase" 150 $hb --log2-keys 26 --scheme bcht --bucket 8 --load 0.8,0.9 --erase --ops-only
-      extract "$D/${n}_erase.csv" $v $r $row scheme,bucket,load,op,present median_mkeys_s
-      rates "${n}_erase_double" 150 $hb --log2-keys 26 --scheme double --bucket 4 --load 0.8 --erase --ops-only
-      extract "$D/${n}_erase_double.csv" $v $r $row scheme,bucket,load,op,present median_mkeys_s ;;
+      ab_rates cht1 --scheme 1cht --bucket 1 --load 0.8 --no-upsert
+      ab_rates linear1 --scheme linear --bucket 1 --load 0.8
+      ab_rates erase --scheme bcht --bucket 8 --load 0.8,0.9 --erase --ops-only
+      ab_rates erase_double --scheme double --bucket 4 --load 0.8 --erase --ops-only ;;
     paged)
       paged "$n" 120 $hb --experiments residency --placements hash --children 64 --child-mib 16 --runs 5 --all-resident-only
       extract "$D/$n/paged_residency.csv" $v $r $row table,children,resident,op M_keys_per_s
