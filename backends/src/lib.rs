@@ -42,6 +42,7 @@ pub mod gpu {
     pub mod device_api {
         pub use crate::device::driver::{op, status};
         pub use crate::device::find::{FindResult, FoundAt, tile_find, tile_find_at};
+        pub use crate::device::merge::{Merged, merge_copies};
         pub use crate::device::probe::{FRAME_DESC_WORDS, probe_bucket};
         pub use crate::device::shape::{
             SHAPE_WORDS, ShapeScalars, TableMeta, bucket_of, bucket_of_wide, load_meta, meta_of,

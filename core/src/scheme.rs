@@ -189,6 +189,13 @@ pub trait ProbingScheme: Send + Sync + 'static {
     /// of the key can be. `ABSENT`: nowhere ([`no_more_matches()`], every static scheme); `FOLLOW`: the next
     /// bucket of the list; `NEXT`: the bucket of `state.hash_index`.
     fn find_more(state: &mut ProbeState, view: BucketView, params: SchemeParams) -> Step;
+    /// Racing inserts of one new key in one launch may each claim a slot of its own under `params`: a stable
+    /// scheme that chooses between candidate buckets by their loads (P2BHT; IHT's two-choice rule), where copies
+    /// that read different loads choose different buckets. The device API's writes then merge the copies after
+    /// each claim (`hashtile_backends`' `device::merge`). `false` for schemes whose copies meet in
+    /// one slot ([`ProbingScheme::UPSERTS_CONVERGE`]) and for those that evict (their racing copies are the
+    /// caller's to keep apart, or written under `NoEvictions`).
+    fn copies_may_split(params: SchemeParams) -> bool;
 }
 
 /// [`ProbingScheme::find_more`] of a scheme that stores each key once: no more matches anywhere.

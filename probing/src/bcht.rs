@@ -124,6 +124,10 @@ impl ProbingScheme for Bcht {
         no_more_matches(state)
     }
 
+    fn copies_may_split(_params: SchemeParams) -> bool {
+        false.runtime()
+    }
+
     fn find_start(state: &mut ProbeState) {
         reset_state(state, 1u32);
     }

@@ -71,6 +71,10 @@ impl ProbingScheme for Chain {
         // Chaining never evicts.
     }
 
+    fn copies_may_split(_params: SchemeParams) -> bool {
+        false.runtime()
+    }
+
     fn find_start(state: &mut ProbeState) {
         reset_state(state, 1u32);
     }

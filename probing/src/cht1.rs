@@ -37,6 +37,10 @@ impl ProbingScheme for Cht1 {
         no_more_matches(state)
     }
 
+    fn copies_may_split(_params: SchemeParams) -> bool {
+        false.runtime()
+    }
+
     fn find_start(state: &mut ProbeState) {
         Bcht::find_start(state);
     }

@@ -185,6 +185,13 @@ impl ProbingScheme for Iht {
         no_more_matches(state)
     }
 
+    fn copies_may_split(params: SchemeParams) -> bool {
+        // The two-choice rule takes the less loaded secondary, and a copy that finds the primary below its
+        // threshold stays there while a later one goes on; the one-sequence rule (`num_hashes = 2`) is first fit
+        // after a primary that only fills, and its copies meet (`SchemeInfo::upserts_converge`).
+        params.num_hashes == 3u32
+    }
+
     fn find_start(state: &mut ProbeState) {
         reset_state(state, 1u32);
     }

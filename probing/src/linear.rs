@@ -133,6 +133,10 @@ macro_rules! walk_scheme {
 
             fn after_evict(_state: &mut ProbeState, _from_hash: u32, _params: SchemeParams) {}
 
+            fn copies_may_split(_params: SchemeParams) -> bool {
+                false.runtime()
+            }
+
             fn find_start(state: &mut ProbeState) {
                 reset_state(state, 1u32);
             }

@@ -48,6 +48,10 @@ impl<S: ProbingScheme> ProbingScheme for NoEvictions<S> {
         S::after_evict(state, from_hash, params);
     }
 
+    fn copies_may_split(params: SchemeParams) -> bool {
+        S::copies_may_split(params)
+    }
+
     fn find_start(state: &mut ProbeState) {
         S::find_start(state);
     }

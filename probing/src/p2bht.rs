@@ -69,6 +69,11 @@ impl ProbingScheme for P2bht {
         no_more_matches(state)
     }
 
+    fn copies_may_split(_params: SchemeParams) -> bool {
+        // Copies that read different loads take different buckets.
+        true.runtime()
+    }
+
     fn find_start(state: &mut ProbeState) {
         reset_state(state, 1u32);
     }

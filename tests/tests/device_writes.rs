@@ -2,20 +2,22 @@
 //! present (CI: lavapipe): each lane of one launch carries its own operation (insert-or-assign, a counting
 //! insert-or-apply, erase, contains), every status is checked, and `settle` brings `len` up to date. Schemes whose
 //! racing copies converge (linear probing, double hashing, IHT's default walk; BCHT and 1CHT written under
-//! `NoEvictions`) get keys repeated across lanes of one launch; the others (P2BHT, IHT's two-choice rule) get
-//! distinct keys per launch (the documented precondition).
+//! `NoEvictions`) or are merged after their claims (P2BHT, IHT's two-choice rule: `device::merge`) get keys
+//! repeated across lanes of one launch; cuckoo schemes written as they are get distinct keys per launch (the
+//! documented precondition).
 //! Erases run on stable schemes with packed pairs, as the API allows.
 
 use hashtile::cubecl::prelude::*;
 use hashtile::gpu::device_api::{
-    load_meta, status, tile_contains, tile_erase, tile_insert_or_apply, tile_insert_or_assign,
+    load_meta, merge_copies, status, tile_contains, tile_erase, tile_insert_or_apply,
+    tile_insert_or_assign,
 };
 use hashtile::gpu::transfer::HostTransfer;
 use hashtile::gpu::{GpuOptions, GpuTable, KeyLayout, Packed, Wide};
 use hashtile::reduce::{Add, Assign, Reduce};
 use hashtile::{
     Backend, Bcht, DoubleHashing, HashFamily, Iht, LinearProbing, NoEvictions, P2bht,
-    ProbingScheme, SchemeInfo,
+    ProbingScheme, SchemeInfo, SchemeParams,
 };
 use hashtile_tests::backends::present;
 use std::collections::HashMap;
@@ -126,6 +128,168 @@ fn mixed_writes<S: ProbingScheme, L: KeyLayout, F: Reduce>(
     }
 }
 
+/// Stores `words[i]` at slot `addrs[i]` of a packed table (two copies of one key planted where racing inserts
+/// would have claimed them).
+#[cube(launch_unchecked)]
+fn plant(words: &Array<u64>, addrs: &Array<u32>, table: &Array<Atomic<u64>>) {
+    let i = ABSOLUTE_POS;
+    if i < words.len() {
+        table[addrs[i] as usize].store(words[i]);
+    }
+}
+
+/// Each lane with `active[i]` merges the other copies of `keys[i]`, as if its insert had just claimed slot
+/// `slots[i]` (`merge_copies`), then folds what it carries by a counting insert-or-apply; `out[2i]` is 1 when the
+/// lane's own copy went, `out[2i + 1]` the copies it took.
+#[allow(clippy::too_many_arguments)]
+#[cube(launch_unchecked)]
+fn merge_planted<S: ProbingScheme>(
+    keys: &Array<u32>,
+    slots: &Array<u32>,
+    active: &Array<u32>,
+    table: &Array<Atomic<u64>>,
+    table_plain: &Array<u64>,
+    table_values: &mut Array<u64>,
+    stash: &mut Array<u64>,
+    counters: &Array<Atomic<u32>>,
+    shape: &Array<u32>,
+    out: &mut Array<u32>,
+    #[comptime] bucket_size: u32,
+    #[comptime] tile_width: u32,
+    #[comptime] plain_reads: bool,
+) {
+    let meta = load_meta(shape);
+    let i = ABSOLUTE_POS;
+    let live = i < keys.len();
+    let mut k = 0u32;
+    let mut slot = 0u32;
+    let mut act = false;
+    if live {
+        k = keys[i];
+        slot = slots[i];
+        act = active[i] == 1u32;
+    }
+    let m = merge_copies::<S, Packed, Add>(table, meta, k, slot, act, bucket_size, tile_width);
+    let _ = tile_insert_or_apply::<S, Packed, Add>(
+        table,
+        table_plain,
+        table_values,
+        stash,
+        counters,
+        meta,
+        k,
+        m.value,
+        m.carry,
+        bucket_size,
+        tile_width,
+        plain_reads,
+    );
+    if live {
+        out[2 * i] = u32::cast_from(m.mine_gone);
+        out[2 * i + 1] = m.erased;
+    }
+}
+
+/// Two copies of one key planted in its two candidate buckets of a P2BHT table, as racing inserts that read
+/// different loads leave them, then merged by the lanes that "claimed" them (`actives`: which of the lower and
+/// the higher copy's lanes run): the lower copy stays with the sum of both values, the higher one holds the
+/// erase mark, whichever lanes ran.
+fn merge_planted_copies<R: HostTransfer>(opts: GpuOptions, actives: [bool; 2]) {
+    let bucket = 16u32;
+    let family = HashFamily::new(5);
+    let mut t = GpuTable::<R, P2bht, Packed>::new(
+        &Default::default(),
+        64,
+        bucket,
+        family,
+        P2bht::default_params(bucket),
+        opts,
+    )
+    .unwrap();
+    let nb = 64u32;
+    // A key whose two candidates differ.
+    let k = (1u32..)
+        .find(|&k| family.bucket(k as u64, 0, nb) != family.bucket(k as u64, 1, nb))
+        .unwrap();
+    let (b0, b1) = (
+        family.bucket(k as u64, 0, nb),
+        family.bucket(k as u64, 1, nb),
+    );
+    let (a0, a1) = (b0 * bucket + 3, b1 * bucket + 7);
+    let (lo, hi) = (a0.min(a1), a0.max(a1));
+    let word = |v: u32| ((k as u64) << 32) | v as u64;
+    let (lo_v, hi_v) = (5u32, 11u32);
+    let w = t.device_writer();
+    let table = w.table.keys.clone();
+    let words = t.upload(&[word(lo_v), word(hi_v)]);
+    let addrs = t.upload(&[lo, hi]);
+    // SAFETY: two words into two slots of the table (addresses below its 1024 slots).
+    unsafe {
+        plant::launch_unchecked::<R>(
+            t.client(),
+            CubeCount::Static(1, 1, 1),
+            CubeDim::new_1d(32),
+            ArrayArg::from_raw_parts(words, 2),
+            ArrayArg::from_raw_parts(addrs, 2),
+            ArrayArg::from_raw_parts(table.clone(), 1024),
+        )
+    };
+    let kh = t.upload(&[k, k]);
+    let sh = t.upload(&[lo, hi]);
+    let ah = t.upload(&actives.map(u32::from));
+    let out = t.alloc_u32(4);
+    let (plain, plain_len) = if w.plain_reads {
+        (table.clone(), 1024)
+    } else {
+        (t.alloc_u32(2), 1)
+    };
+    // SAFETY: indices are bounded by the two lanes and by the table's shape; the arrays are the writer's.
+    unsafe {
+        merge_planted::launch_unchecked::<P2bht, R>(
+            t.client(),
+            CubeCount::Static(1, 1, 1),
+            CubeDim::new_1d(32),
+            ArrayArg::from_raw_parts(kh, 2),
+            ArrayArg::from_raw_parts(sh, 2),
+            ArrayArg::from_raw_parts(ah, 2),
+            ArrayArg::from_raw_parts(table.clone(), 1024),
+            ArrayArg::from_raw_parts(plain, plain_len),
+            ArrayArg::from_raw_parts(w.table.values.clone(), w.table.values_len),
+            ArrayArg::from_raw_parts(w.stash.clone(), w.stash_words),
+            ArrayArg::from_raw_parts(w.counters.clone(), w.counters_len),
+            ArrayArg::from_raw_parts(
+                w.table.shape.clone(),
+                hashtile::gpu::device_api::SHAPE_WORDS,
+            ),
+            ArrayArg::from_raw_parts(out.clone(), 4),
+            bucket,
+            w.table.tile_width,
+            w.plain_reads,
+        )
+    };
+    let got = t.read_u32(out);
+    let slots = t.read_u64(table);
+    let name = format!("planted copies at {lo} and {hi}, lanes {actives:?}");
+    assert_eq!(
+        slots[lo as usize],
+        word(lo_v + hi_v),
+        "{name}: the lower copy holds the sum"
+    );
+    assert_eq!(
+        slots[hi as usize], 0xffff_ffff_0000_0000,
+        "{name}: the higher copy is marked"
+    );
+    let copies = slots.iter().filter(|&&s| (s >> 32) as u32 == k).count();
+    assert_eq!(copies, 1, "{name}: one copy");
+    assert_eq!(got[1] + got[3], 1, "{name}: one lane took a copy ({got:?})");
+    assert_eq!(got[0], 0, "{name}: the lower copy's lane keeps it");
+    assert_eq!(
+        got[2],
+        u32::from(actives[1]),
+        "{name}: the higher copy's lane sees it go"
+    );
+}
+
 /// One launch of [`mixed_writes`] over `(op, key, value)` lanes; returns each lane's status and what `settle`
 /// handed back.
 fn launch<R: HostTransfer, S: ProbingScheme, L: KeyLayout, F: Reduce>(
@@ -206,15 +370,21 @@ fn keys(lo: u64, hi: u64, wide: bool) -> Vec<u64> {
 fn writes_match_oracle<R: HostTransfer, S: ProbingScheme + SchemeInfo, L: KeyLayout, F: Reduce>(
     opts: GpuOptions,
     bucket: u32,
+    params: SchemeParams,
 ) {
-    let name = format!("{} B={bucket} {}", S::NAME, L::NAME);
+    let name = format!(
+        "{} B={bucket} {} (h = {})",
+        S::NAME,
+        L::NAME,
+        params.num_hashes
+    );
     let wide = size_of::<L::Key>() == 8;
     let mut t = GpuTable::<R, S, L>::new(
         &Default::default(),
         hashtile::scheme::sequence_buckets(S::SEQUENCE, 8192 / bucket),
         bucket,
         HashFamily::new(7),
-        S::default_params(bucket),
+        params,
         opts,
     )
     .unwrap();
@@ -237,8 +407,10 @@ fn writes_match_oracle<R: HostTransfer, S: ProbingScheme + SchemeInfo, L: KeyLay
     oracle.extend(ks.iter().map(|&k| (k, k & 0xffff)));
     assert_eq!(t.len(), oracle.len(), "{name}: len after assign");
 
-    // 2: apply (add) over half the stored keys and new ones; repeats across lanes where the scheme converges.
-    let repeats = if S::UPSERTS_CONVERGE && L::MOVES_PAIRS {
+    // 2: apply (add) over half the stored keys and new ones; repeats across lanes where the scheme's copies
+    // converge or are merged (stable schemes with packed pairs).
+    let merged = S::STABLE && !S::UPSERTS_CONVERGE && !S::upserts_converge(&params);
+    let repeats = if (S::UPSERTS_CONVERGE || S::STABLE) && L::MOVES_PAIRS {
         4
     } else {
         1
@@ -264,11 +436,20 @@ fn writes_match_oracle<R: HostTransfer, S: ProbingScheme + SchemeInfo, L: KeyLay
         }
     }
     let inserted = st.iter().filter(|&&s| s == status::INSERTED).count();
-    assert_eq!(
-        inserted,
-        fresh.len(),
-        "{name}: one lane inserts each new key"
-    );
+    if merged && repeats > 1 {
+        // A copy merged by the other lane's walk alone still answers as inserted.
+        assert!(
+            (fresh.len()..=fresh.len() * repeats).contains(&inserted),
+            "{name}: {inserted} inserts of {} new keys",
+            fresh.len()
+        );
+    } else {
+        assert_eq!(
+            inserted,
+            fresh.len(),
+            "{name}: one lane inserts each new key"
+        );
+    }
     assert!(
         st.iter()
             .all(|&s| s == status::INSERTED || s == status::UPDATED),
@@ -340,18 +521,22 @@ fn counting_repeats<R: HostTransfer, S: ProbingScheme + SchemeInfo, W: ProbingSc
     opts: GpuOptions,
     bucket: u32,
     load: f64,
+    params: SchemeParams,
 ) {
     let name = format!(
-        "{} B={bucket}, writes under {}",
+        "{} B={bucket} (h = {}), writes under {}",
         S::NAME,
+        params.num_hashes,
         std::any::type_name::<W>()
     );
+    // Copies that claimed slots of their own are merged after the claims (P2BHT, IHT's two-choice rule).
+    let merged = W::STABLE && !W::UPSERTS_CONVERGE && !S::upserts_converge(&params);
     let mut t = GpuTable::<R, S, Packed>::new(
         &Default::default(),
         8192 / bucket,
         bucket,
         HashFamily::new(11),
-        S::default_params(bucket),
+        params,
         opts,
     )
     .unwrap();
@@ -379,7 +564,11 @@ fn counting_repeats<R: HostTransfer, S: ProbingScheme + SchemeInfo, W: ProbingSc
             );
         } else {
             let ins = ss.iter().filter(|&&s| s == status::INSERTED).count();
-            assert_eq!(ins, 1, "{name}: key {k:#x}: one copy inserts ({ss:?})");
+            if merged {
+                assert!(ins >= 1, "{name}: key {k:#x}: a copy inserts ({ss:?})");
+            } else {
+                assert_eq!(ins, 1, "{name}: key {k:#x}: one copy inserts ({ss:?})");
+            }
             assert!(
                 ss.iter()
                     .all(|&s| s == status::INSERTED || s == status::UPDATED)
@@ -409,6 +598,65 @@ fn counting_repeats<R: HostTransfer, S: ProbingScheme + SchemeInfo, W: ProbingSc
         oracle.len(),
         "{name}: len ({failed_keys} keys failed in the kernel)"
     );
+    let all: Vec<u64> = oracle.keys().copied().collect();
+    check_finds(&t, &all, &oracle, &name);
+}
+
+/// Many copies of each key in one launch on a small table of a scheme whose copies can split (P2BHT, IHT's
+/// two-choice rule): 16 copies of each of 256 keys, spread over the launch's cubes, counted by `Add` into 1024
+/// slots, so that copies of a key race other keys' inserts into the same buckets and read different loads.
+/// Whatever each copy chose, the table holds every key once with the sum of its copies, and `len` is exact.
+/// (Lavapipe has not split a copy here: the merge's logic is tested by `merge_planted_copies`; on CUDA the copies
+/// race.)
+fn split_copies_merge<R: HostTransfer, S: ProbingScheme + SchemeInfo>(
+    opts: GpuOptions,
+    bucket: u32,
+    params: SchemeParams,
+) {
+    let name = format!(
+        "{} B={bucket} (h = {}): split copies",
+        S::NAME,
+        params.num_hashes
+    );
+    let mut t = GpuTable::<R, S, Packed>::new(
+        &Default::default(),
+        1024 / bucket,
+        bucket,
+        HashFamily::new(5),
+        params,
+        opts,
+    )
+    .unwrap();
+    let ks = keys(0, 256, false);
+    let mut lanes = Vec::new();
+    for r in 0..16u64 {
+        for j in 0..ks.len() {
+            // Each round's copy of a key sits in another cube (a rotation of the keys per round).
+            lanes.push((APPLY, ks[(j + 97 * r as usize) % ks.len()], r + 1));
+        }
+    }
+    let (st, lost) = launch_as::<R, S, S, Packed, Add>(&mut t, &lanes, false);
+    assert!(
+        lost.pairs.is_empty() && lost.untracked == 0,
+        "{name}: {lost:?}"
+    );
+    assert!(
+        st.iter()
+            .all(|&s| s == status::INSERTED || s == status::UPDATED),
+        "{name}: statuses"
+    );
+    let mut oracle: HashMap<u64, u64> = HashMap::new();
+    for &(_, k, v) in &lanes {
+        *oracle.entry(k).or_insert(0) += v;
+    }
+    // Packed slot words hold the key in the high half; empty and erased slots hold the sentinel key there.
+    let words = t.read_u64(t.device_ref().keys);
+    let stored = words
+        .iter()
+        .filter(|&&w| (w >> 32) as u32 != u32::MAX)
+        .count();
+    assert_eq!(stored, oracle.len(), "{name}: each key stored once");
+    assert_eq!(t.len(), oracle.len(), "{name}: len");
     let all: Vec<u64> = oracle.keys().copied().collect();
     check_finds(&t, &all, &oracle, &name);
 }
@@ -448,21 +696,40 @@ fn check_finds<R: HostTransfer, S: ProbingScheme, L: KeyLayout>(
 }
 
 fn all_schemes<R: HostTransfer>(opts: GpuOptions) {
-    writes_match_oracle::<R, Bcht, Packed, Add>(opts, 8);
-    writes_match_oracle::<R, Bcht, Packed, Add>(opts, 16);
-    writes_match_oracle::<R, Iht, Packed, Add>(opts, 16);
-    writes_match_oracle::<R, P2bht, Packed, Add>(opts, 16);
-    writes_match_oracle::<R, LinearProbing, Packed, Add>(opts, 1);
-    writes_match_oracle::<R, LinearProbing, Packed, Add>(opts, 4);
-    writes_match_oracle::<R, DoubleHashing, Packed, Add>(opts, 8);
-    writes_match_oracle::<R, hashtile::Cht1, Packed, Add>(opts, 1);
+    for actives in [[true, true], [true, false], [false, true]] {
+        merge_planted_copies::<R>(opts, actives);
+    }
+    writes_match_oracle::<R, Bcht, Packed, Add>(opts, 8, Bcht::default_params(8));
+    writes_match_oracle::<R, Bcht, Packed, Add>(opts, 16, Bcht::default_params(16));
+    writes_match_oracle::<R, Iht, Packed, Add>(opts, 16, Iht::default_params(16));
+    writes_match_oracle::<R, Iht, Packed, Add>(opts, 16, Iht::paper_params(16));
+    writes_match_oracle::<R, P2bht, Packed, Add>(opts, 16, P2bht::default_params(16));
+    writes_match_oracle::<R, LinearProbing, Packed, Add>(opts, 1, LinearProbing::default_params(1));
+    writes_match_oracle::<R, LinearProbing, Packed, Add>(opts, 4, LinearProbing::default_params(4));
+    writes_match_oracle::<R, DoubleHashing, Packed, Add>(opts, 8, DoubleHashing::default_params(8));
+    writes_match_oracle::<R, hashtile::Cht1, Packed, Add>(
+        opts,
+        1,
+        hashtile::Cht1::default_params(1),
+    );
     // Wide values are assigned (a reduction needs packed pairs).
-    writes_match_oracle::<R, Iht, Wide, Assign>(opts, 16);
-    counting_repeats::<R, Bcht, NoEvictions<Bcht>>(opts, 8, 0.8);
-    counting_repeats::<R, hashtile::Cht1, NoEvictions<hashtile::Cht1>>(opts, 1, 0.5);
+    writes_match_oracle::<R, Iht, Wide, Assign>(opts, 16, Iht::default_params(16));
+    counting_repeats::<R, Bcht, NoEvictions<Bcht>>(opts, 8, 0.8, Bcht::default_params(8));
+    counting_repeats::<R, hashtile::Cht1, NoEvictions<hashtile::Cht1>>(
+        opts,
+        1,
+        0.5,
+        hashtile::Cht1::default_params(1),
+    );
     // IHT's default walk (one secondary sequence, first fit) converges with no adaptor; at load 0.9 some keys
     // walk past their primary.
-    counting_repeats::<R, Iht, Iht>(opts, 16, 0.9);
+    counting_repeats::<R, Iht, Iht>(opts, 16, 0.9, Iht::default_params(16));
+    // Copies merged after their claims: P2BHT (each merged copy leaves a mark its inserts do not take again:
+    // room for them), IHT's two-choice rule at a load where keys go to the secondaries and beyond.
+    counting_repeats::<R, P2bht, P2bht>(opts, 16, 0.5, P2bht::default_params(16));
+    split_copies_merge::<R, P2bht>(opts, 16, P2bht::default_params(16));
+    split_copies_merge::<R, Iht>(opts, 16, Iht::paper_params(16));
+    counting_repeats::<R, Iht, Iht>(opts, 16, 0.9, Iht::paper_params(16));
 }
 
 #[test]

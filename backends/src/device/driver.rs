@@ -658,7 +658,7 @@ pub fn tile_drive<S: ProbingScheme, L: KeyLayout, F: Reduce>(
                                         L::Value::new(0),
                                         addr as u32,
                                         false,
-                                        !L::MOVES_PAIRS,
+                                        comptime!(!L::MOVES_PAIRS || want_slot),
                                     );
                                 }
                             }

@@ -10,6 +10,7 @@ pub mod driver;
 pub mod find;
 pub mod lane;
 pub mod layout;
+pub mod merge;
 pub mod operation;
 pub mod probe;
 pub mod route;

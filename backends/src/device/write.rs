@@ -20,8 +20,14 @@
 //!   when the kernel writes under `hashtile_probing::NoEvictions<S>` (instantiate the writes with it on a table
 //!   of `S`): nothing moves, and a key whose candidates are all full fails in every copy ([`status::FAILED`],
 //!   stashed; `GpuTable::settle` hands the copies back for the host to apply, for instance by
-//!   `GpuTable::insert_or_apply_device`). Elsewhere two lanes inserting one new key can both store it (the
-//!   promise of `GpuTable::insert_device_distinct`; `GpuTable::insert_device` and
+//!   `GpuTable::insert_or_apply_device`). P2BHT and IHT's two-choice rule (`num_hashes = 3`), whose racing
+//!   copies can choose different buckets by their loads, merge them after the claims
+//!   ([`super::merge`]: of two copies the higher slot goes, its value folded into the one that stays), with packed
+//!   pairs or keys alone: the key ends in one slot with its values combined, and `len` is exact after
+//!   `GpuTable::settle`; each merged copy leaves an erase mark (these schemes' inserts do not take marks again;
+//!   a rebuild reclaims them), and a lane whose copy the other lane's walk merged may still answer
+//!   [`status::INSERTED`]. Elsewhere (cuckoo schemes written as they are, wide pairs) two lanes inserting one new
+//!   key can both store it (the promise of `GpuTable::insert_device_distinct`; `GpuTable::insert_device` and
 //!   `GpuTable::insert_or_apply_device` settle repeats for every scheme).
 //! - Erases are for stable schemes with packed pairs (an erase racing a cuckoo eviction in the same launch
 //!   would miss the key the eviction carries); marks are taken again by later inserts of every scheme but
@@ -34,6 +40,7 @@ use super::counters::{ADDED_AT, ERASED_AT, RECLAIMED_AT, count_spread};
 use super::driver::{LaneOp, op, reads, status, store_inserted_value, tile_drive};
 use super::find::{FindResult, FoundAt, drive_lookup, find_reading, without_slot};
 use super::layout::KeyLayout;
+use super::merge::merge_copies;
 use super::shape::TableMeta;
 use cubecl::prelude::*;
 use hashtile_core::reduce::{Assign, Reduce, kind};
@@ -99,63 +106,87 @@ pub fn tile_insert_or_apply<S: ProbingScheme, L: KeyLayout, F: Reduce>(
         "tile_insert_or_apply: a reduction other than Assign needs packed pairs"
     ));
     let mine = active && key != L::Key::max_value();
-    let lane = LaneOp::<L::Key, L::Value> {
-        mine,
-        op: op::REPLACE,
-        key,
-        value,
-        child: 0u32,
-        at: 0u32,
-    };
     // One table: no frame descriptors, no slab allocator, no gather output (stand-ins never touched).
     let frames = Array::<u32>::new(1usize);
     let no_bitmap = Array::<Atomic<u32>>::new(1usize);
     let mut no_out = Array::<L::Value>::new(1usize);
     let read_mode = comptime!(reads::for_writes(plain_reads));
-    let a = tile_drive::<S, L, F>(
-        table,
-        table_plain,
-        table_values,
-        &no_bitmap,
-        &no_bitmap,
-        0u32,
-        stash,
-        counters,
-        0u32,
-        &mut no_out,
-        meta,
-        &frames,
-        lane,
-        op::REPLACE,
-        bucket_size,
-        tile_width,
-        read_mode,
-        true,
-        false,
-        true,
-        false,
-        false,
-        false,
-        comptime!(!S::STABLE),
-    );
-    store_inserted_value::<L>(table_values, a, mine, value);
+    // Schemes whose racing copies of a new key can each claim a slot merge them after the claims
+    // (`super::merge`); a copy's value that went with it is inserted again, to fold into the copy that stays.
+    let merges = comptime!(S::STABLE && L::MOVES_PAIRS && !S::CHAINS && !S::UPSERTS_CONVERGE);
     let tl = tile_lane(tile_width);
-    let mut added = 0u32;
-    if tl.lane == 0u32 {
-        added = a.tile_added;
-    }
-    count_spread(counters, ADDED_AT, added);
-    if comptime!(!S::STABLE) {
-        // Cuckoo schemes take erased slots again (an eviction must never exchange a mark away).
-        let mut reclaimed = 0u32;
-        if tl.lane == 0u32 {
-            reclaimed = a.tile_reclaimed;
-        }
-        count_spread(counters, RECLAIMED_AT, reclaimed);
-    }
+    let mut todo = mine;
+    let mut carried = value;
+    let mut first = true;
     let mut answer = status::NOT_FOUND.runtime();
-    if mine {
-        answer = a.status;
+    loop {
+        if !plane_any(todo) {
+            break;
+        }
+        let lane = LaneOp::<L::Key, L::Value> {
+            mine: todo,
+            op: op::REPLACE,
+            key,
+            value: carried,
+            child: 0u32,
+            at: 0u32,
+        };
+        let a = tile_drive::<S, L, F>(
+            table,
+            table_plain,
+            table_values,
+            &no_bitmap,
+            &no_bitmap,
+            0u32,
+            stash,
+            counters,
+            0u32,
+            &mut no_out,
+            meta,
+            &frames,
+            lane,
+            op::REPLACE,
+            bucket_size,
+            tile_width,
+            read_mode,
+            true,
+            false,
+            true,
+            false,
+            false,
+            false,
+            comptime!(!S::STABLE),
+        );
+        store_inserted_value::<L>(table_values, a, todo, carried);
+        let mut added = 0u32;
+        if tl.lane == 0u32 {
+            added = a.tile_added;
+        }
+        count_spread(counters, ADDED_AT, added);
+        if comptime!(!S::STABLE) {
+            // Cuckoo schemes take erased slots again (an eviction must never exchange a mark away).
+            let mut reclaimed = 0u32;
+            if tl.lane == 0u32 {
+                reclaimed = a.tile_reclaimed;
+            }
+            count_spread(counters, RECLAIMED_AT, reclaimed);
+        }
+        if first && mine {
+            answer = a.status;
+        }
+        let claimed = todo && a.status == status::INSERTED;
+        todo = false;
+        if comptime!(merges) {
+            let m =
+                merge_copies::<S, L, F>(table, meta, key, a.slot, claimed, bucket_size, tile_width);
+            count_spread(counters, ERASED_AT, m.erased);
+            if first && mine && m.mine_gone {
+                answer = status::UPDATED;
+            }
+            todo = m.carry;
+            carried = m.value;
+        }
+        first = false;
     }
     answer
 }
