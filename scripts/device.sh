@@ -44,6 +44,11 @@
 #                  host data, 2^24 keys per GPU)
 #   peers          BGHT, cuCollections and SlabHash built from .device/peers and run at 2^26 (SlabHash 2^24)
 #   ceiling        the GPU's physical ceilings (copies, random bucket reads, compare-and-swap)
+#   profile        ncu (`--set full`) of one launch of a row's kernel at 2^26 keys, load 0.8: hashtile's erases
+#                  (BCHT B = 8, double hashing B = 4, linear probing B = 1) and linear probing B = 1's insert, and
+#                  cuCollections' LP CG 1 erase and insert (built from .device/peers); each row's details and
+#                  per-instruction SASS (executions, stall samples) as CSVs, its headline metrics printed
+#                  (PROFILE_ROWS picks rows; NOTES.md D50 read them)
 #   kernels        ptxas's registers and spills of every kernel that static rows (BCHT B = 8 and 16 with the count,
 #                  erase and set operations, double hashing B = 4), a chained and a CSR row compile
 #                  (CubeCL's generated CUDA, CUBECL_DEBUG_LOG), for the new build and the baseline if carried
@@ -383,6 +388,42 @@ suite_ceiling() {
   grep -E "^ceiling," "$D/ceiling.txt" | tee "$D/ceiling.csv"
 }
 
+suite_profile() {
+  command -v ncu > /dev/null || { echo "!! no ncu on this machine"; return 1; }
+  local rows=${PROFILE_ROWS:-"bcht8_erase double4_erase lin1_erase lin1_insert cuco_erase cuco_insert"}
+  local row re hb=$B/hashtile-bench P=$R/.device/peers
+  local nv="nvcc -O3 -std=c++17 -arch=sm_90 --expt-extended-lambda --expt-relaxed-constexpr -w"
+  if [[ " $rows " == *" cuco_"* ]]; then
+    need "$P/cuco_ops_bench.cu" || return
+    mkdir -p "$P/bin"
+    step nvcc_cuco_ops 300 bash -c "cd '$P' && $nv -Ivendor/cuco cuco_ops_bench.cu -o bin/cuco_ops_bench" &
+    step nvcc_cuco 300 bash -c "cd '$P' && $nv -Ivendor/cuco cuco_bench.cu -o bin/cuco_bench" &
+    wait
+  fi
+  local hrow=(--backend cuda --log2-keys 26 --load 0.8 --runs 1 --warm-ms 0)
+  for row in $rows; do
+    case $row in
+      bcht8_erase) re=erase_kernel; set -- "$hb" "${hrow[@]}" --scheme bcht --bucket 8 --erase --ops-only ;;
+      double4_erase) re=erase_kernel; set -- "$hb" "${hrow[@]}" --scheme double --bucket 4 --erase --ops-only ;;
+      lin1_erase) re=erase_kernel; set -- "$hb" "${hrow[@]}" --scheme linear --bucket 1 --erase --ops-only ;;
+      lin1_insert) re=insert_kernel; set -- "$hb" "${hrow[@]}" --scheme linear --bucket 1 ;;
+      cuco_erase) re=erase; set -- "$P/bin/cuco_ops_bench" 26 0.8 ;;
+      cuco_insert) re=insert; set -- "$P/bin/cuco_bench" 26 0.8 ;;
+      *) echo "!! unknown profile row $row"; echo "profile: unknown row $row" >> "$OUT/failed.txt"; continue ;;
+    esac
+    need "$1" || continue
+    XDG_CACHE_HOME=$(mktemp -d) step "$row" 240 ncu --kernel-name "regex:$re" --launch-count 1 --set full \
+      -o "$D/$row" "$@"
+    [ -s "$D/$row.ncu-rep" ] || continue
+    ncu -i "$D/$row.ncu-rep" --page details --csv > "$D/$row.details.csv" 2>&1
+    ncu -i "$D/$row.ncu-rep" --page source --csv --print-source sass > "$D/$row.sass.csv" 2>&1
+    rm -f "$D/$row.ncu-rep"
+    # The headline metrics: the details CSV quotes every field; the 13th is the name, the 15th the value.
+    grep -E '"(Duration|Executed Instructions|Issue Slots Busy|Achieved Occupancy|Registers Per Thread)"' \
+      "$D/$row.details.csv" | awk -F'","' '{ v = $15; sub(/",*$/, "", v); printf "%s=%s ", $13, v } END { print "" }'
+  done
+}
+
 # `kernel_regs BUILD ROW LOG`: every kernel CubeCL compiled in LOG (CUBECL_DEBUG_LOG) into its own .cu file, each
 # compiled by nvcc for the GPU with ptxas's report: one CSV line per kernel (its name and launch mode, registers,
 # spill bytes) into $D/kernels.csv.
@@ -612,6 +653,7 @@ main() {
       bench-sweep) suite_bench_sweep ;;
       peers) suite_peers ;;
       ceiling) suite_ceiling ;;
+      profile) suite_profile ;;
       kernels) suite_kernels ;;
       vulkan) suite_vulkan ;;
       ab) suite_ab ;;
