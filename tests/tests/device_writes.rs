@@ -195,18 +195,17 @@ fn merge_planted<S: ProbingScheme>(
 /// the higher copy's lanes run): the lower copy stays with the sum of both values, the higher one holds the
 /// erase mark, whichever lanes ran.
 fn merge_planted_copies<R: HostTransfer>(opts: GpuOptions, actives: [bool; 2]) {
-    let bucket = 16u32;
+    let (bucket, nb) = (16u32, 64u32);
     let family = HashFamily::new(5);
     let mut t = GpuTable::<R, P2bht, Packed>::new(
         &Default::default(),
-        64,
+        nb,
         bucket,
         family,
         P2bht::default_params(bucket),
         opts,
     )
     .unwrap();
-    let nb = 64u32;
     // A key whose two candidates differ.
     let k = (1u32..)
         .find(|&k| family.bucket(k as u64, 0, nb) != family.bucket(k as u64, 1, nb))
@@ -220,10 +219,10 @@ fn merge_planted_copies<R: HostTransfer>(opts: GpuOptions, actives: [bool; 2]) {
     let word = |v: u32| ((k as u64) << 32) | v as u64;
     let (lo_v, hi_v) = (5u32, 11u32);
     let w = t.device_writer();
-    let table = w.table.keys.clone();
+    let (table, slots) = (w.table.keys.clone(), w.table.slots);
     let words = t.upload(&[word(lo_v), word(hi_v)]);
     let addrs = t.upload(&[lo, hi]);
-    // SAFETY: two words into two slots of the table (addresses below its 1024 slots).
+    // SAFETY: two words into two slots of the table (addresses below its slot count).
     unsafe {
         plant::launch_unchecked::<R>(
             t.client(),
@@ -231,18 +230,14 @@ fn merge_planted_copies<R: HostTransfer>(opts: GpuOptions, actives: [bool; 2]) {
             CubeDim::new_1d(32),
             ArrayArg::from_raw_parts(words, 2),
             ArrayArg::from_raw_parts(addrs, 2),
-            ArrayArg::from_raw_parts(table.clone(), 1024),
+            ArrayArg::from_raw_parts(table.clone(), slots),
         )
     };
     let kh = t.upload(&[k, k]);
     let sh = t.upload(&[lo, hi]);
     let ah = t.upload(&actives.map(u32::from));
     let out = t.alloc_u32(4);
-    let (plain, plain_len) = if w.plain_reads {
-        (table.clone(), 1024)
-    } else {
-        (t.alloc_u32(2), 1)
-    };
+    let (plain, plain_len) = plain_view(&t, &w);
     // SAFETY: indices are bounded by the two lanes and by the table's shape; the arrays are the writer's.
     unsafe {
         merge_planted::launch_unchecked::<P2bht, R>(
@@ -252,7 +247,7 @@ fn merge_planted_copies<R: HostTransfer>(opts: GpuOptions, actives: [bool; 2]) {
             ArrayArg::from_raw_parts(kh, 2),
             ArrayArg::from_raw_parts(sh, 2),
             ArrayArg::from_raw_parts(ah, 2),
-            ArrayArg::from_raw_parts(table.clone(), 1024),
+            ArrayArg::from_raw_parts(table.clone(), slots),
             ArrayArg::from_raw_parts(plain, plain_len),
             ArrayArg::from_raw_parts(w.table.values.clone(), w.table.values_len),
             ArrayArg::from_raw_parts(w.stash.clone(), w.stash_words),
@@ -268,18 +263,18 @@ fn merge_planted_copies<R: HostTransfer>(opts: GpuOptions, actives: [bool; 2]) {
         )
     };
     let got = t.read_u32(out);
-    let slots = t.read_u64(table);
+    let words = t.read_u64(table);
     let name = format!("planted copies at {lo} and {hi}, lanes {actives:?}");
     assert_eq!(
-        slots[lo as usize],
+        words[lo as usize],
         word(lo_v + hi_v),
         "{name}: the lower copy holds the sum"
     );
     assert_eq!(
-        slots[hi as usize], 0xffff_ffff_0000_0000,
+        words[hi as usize], 0xffff_ffff_0000_0000,
         "{name}: the higher copy is marked"
     );
-    let copies = slots.iter().filter(|&&s| (s >> 32) as u32 == k).count();
+    let copies = words.iter().filter(|&&s| (s >> 32) as u32 == k).count();
     assert_eq!(copies, 1, "{name}: one copy");
     assert_eq!(got[1] + got[3], 1, "{name}: one lane took a copy ({got:?})");
     assert_eq!(got[0], 0, "{name}: the lower copy's lane keeps it");
@@ -322,12 +317,7 @@ fn launch_as<R: HostTransfer, S: ProbingScheme, K: ProbingScheme, L: KeyLayout, 
     let out = t.alloc_u32(n);
     let w = t.device_writer();
     let r = &w.table;
-    // Vulkan binds a buffer once per launch: the plain view is then a one-word stand-in, never read.
-    let (plain, plain_len) = if w.plain_reads {
-        (r.keys.clone(), r.slots)
-    } else {
-        (t.alloc_u32(2), 1)
-    };
+    let (plain, plain_len) = plain_view(t, &w);
     // SAFETY: indices are bounded by `n` and by the table's shape; the arrays are the writer's.
     unsafe {
         mixed_writes::launch_unchecked::<K, L, F, R>(
@@ -352,6 +342,19 @@ fn launch_as<R: HostTransfer, S: ProbingScheme, K: ProbingScheme, L: KeyLayout, 
     };
     let got = t.read_u32(out);
     (got, t.settle().unwrap())
+}
+
+/// The writer's plain view of the key words and its length: on Vulkan, which binds a buffer once per launch, a
+/// one-word stand-in, never read.
+fn plain_view<R: HostTransfer, S: ProbingScheme, L: KeyLayout>(
+    t: &GpuTable<R, S, L>,
+    w: &hashtile::gpu::DeviceWriter,
+) -> (hashtile::cubecl::server::Handle, usize) {
+    if w.plain_reads {
+        (w.table.keys.clone(), w.table.slots)
+    } else {
+        (t.alloc_u32(2), 1)
+    }
 }
 
 /// Distinct spread keys `lo..hi`, never the sentinel; 64-bit ones use the high word too.

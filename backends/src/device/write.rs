@@ -120,6 +120,13 @@ pub fn tile_insert_or_apply<S: ProbingScheme, L: KeyLayout, F: Reduce>(
     let mut first = true;
     let mut answer = status::NOT_FOUND.runtime();
     loop {
+        if comptime!(!merges || F::KIND == kind::ASSIGN) {
+            // Nothing is carried: one pass, without a second plane vote. (A `break` at the loop's end instead
+            // leaves it no back edge, which cubecl-opt's dominance analysis cannot take.)
+            if !first {
+                break;
+            }
+        }
         if !plane_any(todo) {
             break;
         }
