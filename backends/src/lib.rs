@@ -36,7 +36,10 @@ pub mod gpu {
     pub use crate::runtime::launch;
     pub use crate::runtime::{scan, transfer};
     pub use crate::select::{cuda_available, vulkan_available, vulkan_hardware_available};
-    pub use crate::table::gpu::{Binning, DeviceRef, DeviceWriter, GpuOptions, GpuTable, Unplaced};
+    pub use crate::table::gpu::ordered::MIN_ORDERED;
+    pub use crate::table::gpu::{
+        Binning, DeviceRef, DeviceWriter, GpuOptions, GpuTable, RangeOrder, Unplaced,
+    };
 
     /// Table operations callable from your own CubeCL kernels.
     pub mod device_api {

@@ -10,7 +10,6 @@
 
 use crate::device::find::found_mode;
 use crate::device::layout::KeyLayout;
-use crate::device::probe::probe_bucket;
 use crate::device::shape::load_meta;
 use crate::runtime::launch::CUBE_SIZE;
 use cubecl::prelude::*;
@@ -65,7 +64,9 @@ pub struct ByFirstBucket<S: ProbingScheme> {
 #[cube]
 impl<S: ProbingScheme, L: KeyLayout> PartOf<L> for ByFirstBucket<S> {
     fn part(key: L::Key, entries: &Array<u32>, _seed: u64, depth: u32) -> u32 {
-        probe_bucket::<S, L>(load_meta(entries), key, 0u32) >> depth
+        // Probe 0 of every sequence is the first function's bucket (`probe_bucket` at 0, without expanding
+        // the overflow sequence's later probes on a constant index).
+        L::bucket(load_meta(entries), key, 0u32) >> depth
     }
 }
 

@@ -59,6 +59,15 @@ pub struct Args {
     /// size; 128 is the size measured).
     #[arg(long, default_value = "off", value_parser = parse_binning)]
     pub binning: hashtile::gpu::Binning,
+    /// GPU device batches (insert, find, erase) in table order: `off` (the callers' order) or the number of
+    /// table ranges as a power of two (`hashtile::gpu::RangeOrder`): the batch is partitioned by the range its
+    /// keys' first buckets lie in before the kernel runs. A list measures each (rows of an order other than
+    /// `off` name their scheme `scheme+rBITS`).
+    #[arg(long, value_delimiter = ',', default_value = "off", value_parser = parse_range_order)]
+    pub range_order: Vec<hashtile::gpu::RangeOrder>,
+    /// The range order being measured (set per iteration, not a flag).
+    #[arg(skip)]
+    pub cur_range_order: hashtile::gpu::RangeOrder,
     /// Skip the duplicate check on insert (the caller promises new, distinct keys: the paper's bulk build).
     #[arg(long)]
     pub no_upsert: bool,
@@ -144,6 +153,20 @@ fn parse_binning(s: &str) -> Result<hashtile::gpu::Binning, String> {
             Ok(k) if (1..=1 << 20).contains(&k) => Ok(Binning::Slices(k << 10)),
             _ => Err(format!(
                 "--binning {kib}: expected off or a slice size in KiB (1..=1048576)"
+            )),
+        },
+    }
+}
+
+/// `--range-order`: `off` or log2 of the number of ranges (1..=13).
+fn parse_range_order(s: &str) -> Result<hashtile::gpu::RangeOrder, String> {
+    use hashtile::gpu::RangeOrder;
+    match s {
+        "off" => Ok(RangeOrder::Off),
+        bits => match bits.parse::<u32>() {
+            Ok(b) if (1..=13).contains(&b) => Ok(RangeOrder::Ranges(b)),
+            _ => Err(format!(
+                "--range-order {bits}: expected off or log2 of the ranges (1..=13)"
             )),
         },
     }

@@ -54,7 +54,7 @@ pub fn run(checked: Rates) -> Result<i32, BenchError> {
         + u64::from(args.erase)
         + 3 * u64::from(args.set)
         + lifecycle::rows_of(&args);
-    let total = args.load.len() as u64 * rows * (args.runs as u64 + 1);
+    let total = (args.load.len() * args.range_order.len()) as u64 * rows * (args.runs as u64 + 1);
     let bar = ProgressBar::new(total * instances.len() as u64).with_style(
         ProgressStyle::with_template("{elapsed_precise} [{bar:40}] {pos}/{len} {msg}")
             .expect("template"),
@@ -64,7 +64,12 @@ pub fn run(checked: Rates) -> Result<i32, BenchError> {
         let mut args = args.clone();
         args.cur_scheme = scheme.to_string();
         args.cur_bucket = bucket;
-        for &load in &args.load {
+        for (&load, order) in args
+            .load
+            .iter()
+            .flat_map(|l| args.range_order.iter().map(move |o| (l, *o)))
+        {
+            args.cur_range_order = order;
             bar.set_message(format!(
                 "{} B={} load {load}",
                 args.cur_scheme, args.cur_bucket
@@ -90,7 +95,14 @@ pub fn run(checked: Rates) -> Result<i32, BenchError> {
                 ))
             ));
             match r {
-                Ok(mut r) => rows.append(&mut r),
+                Ok(mut r) => {
+                    if let hashtile::gpu::RangeOrder::Ranges(bits) = order {
+                        for row in &mut r {
+                            row.scheme = format!("{}+r{bits}", row.scheme);
+                        }
+                    }
+                    rows.append(&mut r)
+                }
                 Err(e) => {
                     bar.finish_and_clear();
                     return Err(BenchError::Run(format!(

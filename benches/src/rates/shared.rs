@@ -61,6 +61,7 @@ pub fn empty_gpu_table<
         opts,
     )?;
     t.set_binning(args.binning);
+    t.set_range_order(args.cur_range_order);
     Ok((t, family))
 }
 

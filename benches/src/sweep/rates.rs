@@ -65,6 +65,8 @@ fn rate_point<S: SchemeInfo>(
         claim: None,
         reads: None,
         binning: Default::default(),
+        range_order: vec![hashtile::gpu::RangeOrder::Off],
+        cur_range_order: hashtile::gpu::RangeOrder::Off,
         no_upsert: ctx.args.no_upsert,
         max_chain: ctx.args.max_chain,
         num_hashes: ctx.args.num_hashes,

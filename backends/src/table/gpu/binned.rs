@@ -74,6 +74,15 @@ const PLACE_CUBES_PER_SM: u32 = 2;
 /// Cubes of the placement where the runtime does not say how many multiprocessors the device has.
 const PLACE_CUBES_DEFAULT: u32 = 128;
 
+/// What a scatter into bins writes beside each key ([`carry`]): its value into the binned values, its binned
+/// position at its input position (a find's answers go back by it), or nothing (an erase's keys).
+#[derive(Clone, Copy)]
+pub(super) enum Carried<'a> {
+    Values(&'a Handle),
+    Positions(&'a Handle),
+    Nothing,
+}
+
 /// How a batch is binned: `2^shift` buckets per bin, `bins` bins, `width` partition counters (a power of
 /// two, at least `bins` and a cube's worth).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -233,7 +242,7 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
     }
 
     /// Queues the count of `n` keys per bin of `2^shift` buckets into `width` new counters, and returns them.
-    fn count_bins(&self, keys: &Handle, n: usize, shift: u32, width: u32) -> Handle {
+    pub(super) fn count_bins(&self, keys: &Handle, n: usize, shift: u32, width: u32) -> Handle {
         let client = &self.client;
         let counts = client.empty(width as usize * 4);
         fill_u32(client, &counts, width as usize, 0);
@@ -266,6 +275,18 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
         (shift, width, cursor): (u32, u32, Handle),
         (to_keys, to_values): (&Handle, &Handle),
     ) {
+        let carried = Carried::Values(to_values);
+        self.scatter_into_bins((keys, values, n), (shift, width, cursor), to_keys, carried);
+    }
+
+    /// [`Self::scatter_bins`] with what `carried` names beside each key.
+    pub(super) fn scatter_into_bins(
+        &self,
+        (keys, values, n): (&Handle, &Handle, usize),
+        (shift, width, cursor): (u32, u32, Handle),
+        to_keys: &Handle,
+        carried: Carried,
+    ) {
         let client = &self.client;
         // SAFETY (the closure): a one-word stand-in of its own for an array the launch does not touch (never one
         // buffer bound twice: wgpu).
@@ -284,16 +305,26 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
                 ArrayArg::from_raw_parts(self.shape.clone(), SHAPE_WORDS),
                 ArrayArg::from_raw_parts(cursor, width as usize),
                 ArrayArg::from_raw_parts(to_keys.clone(), n),
-                ArrayArg::from_raw_parts(to_values.clone(), n),
+                match carried {
+                    Carried::Values(v) => ArrayArg::from_raw_parts(v.clone(), n),
+                    _ => one(),
+                },
                 one(),
-                one(),
+                match carried {
+                    Carried::Positions(p) => ArrayArg::from_raw_parts(p.clone(), n),
+                    _ => one(),
+                },
                 one(),
                 one(),
                 0u64,
                 shift,
                 false,
                 false,
-                carry::VALUES,
+                match carried {
+                    Carried::Values(_) => carry::VALUES,
+                    Carried::Positions(_) => carry::POSITIONS,
+                    Carried::Nothing => carry::NOTHING,
+                },
                 width,
             )
         }

@@ -7,6 +7,7 @@
 use super::GpuTable;
 use super::host_path::BatchTable;
 use super::kernels::{self, ADDED_COUNTERS, INSERT_COUNTERS, found_mode, select};
+use super::ordered::Carry;
 use super::upsert;
 use crate::device::layout::KeyLayout;
 use crate::device::shape::shape_scalars;
@@ -92,11 +93,16 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
     /// A large batch is binned first (`GpuTable::set_binning`, the `binned` module): the same placement, in an
     /// order that keeps the table's reads in the L2 cache.
     pub fn insert_device_async(&mut self, keys: &Handle, values: &Handle, n: usize) {
-        match self.bins_for(n) {
-            Some(bins) => {
+        match (self.bins_for(n), self.ranges_for(n)) {
+            (Some(bins), _) => {
                 self.queue_binned_insert(keys, values, n, bins);
             }
-            None => self.launch_insert(keys, values, Selection::All, n, None),
+            (None, Some(ranges)) => {
+                let ordered = self.order_batch((keys, values, n), ranges, Carry::Values);
+                let values = ordered.values.expect("values carried");
+                self.launch_insert(&ordered.keys, &values, Selection::All, n, None)
+            }
+            (None, None) => self.launch_insert(keys, values, Selection::All, n, None),
         }
     }
 
@@ -316,7 +322,10 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
         } else {
             found_mode::NONE
         };
-        self.launch_find(keys, out, found, mode, n);
+        match self.ranges_for(n) {
+            Some(ranges) => self.launch_find_ordered((keys, out, found), mode, n, ranges),
+            None => self.launch_find(keys, out, found, mode, n),
+        }
     }
 
     /// Queues the find kernel with presence reported per `mode` ([`found_mode`]) into `found`.

@@ -4,6 +4,7 @@
 //! lookups probe past it; inserts take it again where [`GpuTable::takes_marks`], or a rebuild reclaims it.
 
 use super::GpuTable;
+use super::ordered::Carry;
 use crate::device::counters::{ADDED_COUNTERS, count_spread};
 use crate::device::layout::KeyLayout;
 use crate::device::shape::{ShapeScalars, meta_of};
@@ -66,7 +67,13 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
                     .into(),
             ));
         }
-        Ok(self.erase_marks(keys, n))
+        match self.ranges_for(n) {
+            Some(ranges) => {
+                let ordered = self.order_batch((keys, keys, n), ranges, Carry::Nothing);
+                Ok(self.erase_marks(&ordered.keys, n))
+            }
+            None => Ok(self.erase_marks(keys, n)),
+        }
     }
 
     /// Marks the slots of the stored keys among the `n` device keys `keys` erased (see [`erase_kernel()`]) and

@@ -47,11 +47,13 @@ pub mod erase;
 pub(crate) mod host_path;
 pub mod kernels;
 pub mod mixed_device;
+pub mod ordered;
 pub(crate) mod rebuild;
 pub mod upsert;
 
 pub use binned::Binning;
 pub use device::{DeviceRef, DeviceWriter, Unplaced};
+pub use ordered::RangeOrder;
 
 use crate::device::layout::{KeyLayout, Packed};
 use crate::device::shape::ShapeScalarsLaunch;
@@ -128,6 +130,8 @@ pub struct GpuTable<R: HostTransfer, S: ProbingScheme, L: KeyLayout = Packed> {
     pub(crate) counters: Handle,
     /// Whether device batches are binned before they are inserted (`binned`).
     pub(crate) binning: Binning,
+    /// Whether large device batches run in table order (`ordered`).
+    pub(crate) range_order: RangeOrder,
     pub(crate) _scheme: PhantomData<(S, L)>,
 }
 
@@ -289,6 +293,7 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
             last_insert_probes: ProbeStats::default(),
             counters,
             binning: Binning::Off,
+            range_order: RangeOrder::Off,
             _scheme: PhantomData,
         };
         t.upload_shape();
