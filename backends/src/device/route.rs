@@ -76,6 +76,8 @@ pub const CUBE: usize = CUBE_SIZE as usize;
 const PER_UNIT: usize = 8;
 /// Keys per cube of the count and scatter kernels.
 pub const TILE: usize = CUBE * PER_UNIT;
+/// `log2(CUBE)`: the steps of a staged scatter's scan over the cube's parts.
+const LOG2_CUBE: u32 = CUBE.trailing_zeros();
 
 /// No child: a position past the keys, or (masked) a key that is not its key's last occurrence.
 const NO_CHILD: u32 = u32::MAX;
@@ -173,6 +175,10 @@ pub mod carry {
 /// ranges to cubes. The order within a part is the atomics' (an upsert's routed keys are distinct). With
 /// `bounded` (parts sized before the counts are known, the cursors carried over several launches), a key past
 /// its part's end `ends[c]` is not written and sets `overflow[0]`.
+///
+/// With `staged` (one counter per unit, `width == CUBE`, and not `bounded`), a cube first puts its keys (and
+/// values) in shared memory in part order, then writes each part's run with consecutive units: a cube's keys
+/// spread over a few dozen parts otherwise go out as stores of a word per part per plane (`table::gpu::ordered`).
 #[cube(launch_unchecked)]
 #[allow(clippy::too_many_arguments)]
 pub fn route_scatter_kernel<L: KeyLayout, P: PartOf<L>>(
@@ -193,6 +199,7 @@ pub fn route_scatter_kernel<L: KeyLayout, P: PartOf<L>>(
     #[comptime] bounded: bool,
     #[comptime] carried: u32,
     #[comptime] width: u32,
+    #[comptime] staged: bool,
 ) {
     let t = UNIT_POS as usize;
     let w = comptime!(width as usize);
@@ -212,15 +219,73 @@ pub fn route_scatter_kernel<L: KeyLayout, P: PartOf<L>>(
         }
     }
     sync_cube();
-    let mut i = t;
-    while i < w {
-        let v = hist[i].load();
-        if v > 0u32 {
-            hist[i].store(cursor[i].fetch_add(v));
+    if comptime!(staged) {
+        scatter_staged::<L>(
+            keys,
+            values,
+            &child,
+            &rank,
+            first,
+            &hist,
+            cursor,
+            routed_keys,
+            routed_values,
+            routed_mask,
+            positions,
+            upsert,
+            carried,
+        );
+    } else {
+        let mut i = t;
+        while i < w {
+            let v = hist[i].load();
+            if v > 0u32 {
+                hist[i].store(cursor[i].fetch_add(v));
+            }
+            i += CUBE;
         }
-        i += CUBE;
+        sync_cube();
+        scatter_direct::<L>(
+            keys,
+            values,
+            &child,
+            &rank,
+            first,
+            &hist,
+            routed_keys,
+            routed_values,
+            routed_mask,
+            positions,
+            ends,
+            overflow,
+            upsert,
+            bounded,
+            carried,
+        );
     }
-    sync_cube();
+}
+
+/// The unstaged writes of [`route_scatter_kernel()`]: each unit writes its own keys, `hist[c]` holding part
+/// `c`'s first position for the cube.
+#[cube]
+#[allow(clippy::too_many_arguments)]
+fn scatter_direct<L: KeyLayout>(
+    keys: &Array<L::Key>,
+    values: &Array<L::Value>,
+    child: &Array<u32>,
+    rank: &Array<u32>,
+    first: usize,
+    hist: &SharedMemory<Atomic<u32>>,
+    routed_keys: &mut Array<L::Key>,
+    routed_values: &mut Array<L::Value>,
+    routed_mask: &mut Array<u32>,
+    positions: &mut Array<u32>,
+    ends: &Array<u32>,
+    overflow: &Array<Atomic<u32>>,
+    #[comptime] upsert: bool,
+    #[comptime] bounded: bool,
+    #[comptime] carried: u32,
+) {
     #[unroll]
     for k in 0..PER_UNIT {
         let pos = first + k * CUBE;
@@ -243,6 +308,90 @@ pub fn route_scatter_kernel<L: KeyLayout, P: PartOf<L>>(
                 }
             } else {
                 overflow[0].store(1u32);
+            }
+        }
+    }
+}
+
+/// The staged writes of [`route_scatter_kernel()`] (`width == CUBE`, unbounded): the cube's keys (values) go
+/// to shared memory in part order (part `c`'s at its offset within the cube, `local[c]`, plus each key's rank),
+/// then each unit writes every `CUBE`-th staged key to its part's run, so consecutive units write consecutive
+/// words of a run.
+#[cube]
+#[allow(clippy::too_many_arguments)]
+fn scatter_staged<L: KeyLayout>(
+    keys: &Array<L::Key>,
+    values: &Array<L::Value>,
+    child: &Array<u32>,
+    rank: &Array<u32>,
+    first: usize,
+    hist: &SharedMemory<Atomic<u32>>,
+    cursor: &Array<Atomic<u32>>,
+    routed_keys: &mut Array<L::Key>,
+    routed_values: &mut Array<L::Value>,
+    routed_mask: &mut Array<u32>,
+    positions: &mut Array<u32>,
+    #[comptime] upsert: bool,
+    #[comptime] carried: u32,
+) {
+    let t = UNIT_POS as usize;
+    let vals_len = comptime!(if carried == carry::VALUES { TILE } else { 1 });
+    // Each part's first routed position for the cube, and its inclusive offset within the cube (a scan over
+    // the units, one part each, in log2(CUBE) doubling steps).
+    let mut base = SharedMemory::<u32>::new(CUBE);
+    let mut local = SharedMemory::<u32>::new(CUBE);
+    let mut staged_keys = SharedMemory::<L::Key>::new(TILE);
+    let mut staged_values = SharedMemory::<L::Value>::new(vals_len);
+    let mut staged_part = SharedMemory::<u32>::new(TILE);
+    let count = hist[t].load();
+    let mut at = 0u32;
+    if count > 0u32 {
+        at = cursor[t].fetch_add(count);
+    }
+    base[t] = at;
+    local[t] = count;
+    sync_cube();
+    let mut d = 1usize;
+    #[unroll]
+    for _ in 0..LOG2_CUBE {
+        let mut add = 0u32;
+        if t >= d {
+            add = local[t - d];
+        }
+        sync_cube();
+        local[t] += add;
+        sync_cube();
+        d *= 2;
+    }
+    let total = local[CUBE - 1] as usize;
+    #[unroll]
+    for k in 0..PER_UNIT {
+        let c = child[k];
+        if c != NO_CHILD {
+            let pos = first + k * CUBE;
+            let slot = (local[c as usize] - hist[c as usize].load() + rank[k]) as usize;
+            staged_keys[slot] = keys[pos];
+            staged_part[slot] = c;
+            if comptime!(carried == carry::VALUES) {
+                staged_values[slot] = values[pos];
+            } else if comptime!(carried == carry::POSITIONS) {
+                positions[pos] = base[c as usize] + rank[k];
+            }
+        }
+    }
+    sync_cube();
+    #[unroll]
+    for k in 0..PER_UNIT {
+        let j = t + k * CUBE;
+        if j < total {
+            let c = staged_part[j] as usize;
+            let to = (base[c] + (j as u32 - (local[c] - hist[c].load()))) as usize;
+            routed_keys[to] = staged_keys[j];
+            if comptime!(carried == carry::VALUES) {
+                routed_values[to] = staged_values[j];
+            }
+            if comptime!(upsert) {
+                routed_mask[to] = MASK_NEW;
             }
         }
     }

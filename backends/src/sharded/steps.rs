@@ -246,6 +246,7 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
                                 false,
                                 carry::POSITIONS,
                                 width as u32,
+                                false,
                             )
                         }
                         if let (Some(v), Some(sv)) = (values, &send_values) {

@@ -59,7 +59,7 @@ pub struct Args {
     /// size; 128 is the size measured).
     #[arg(long, default_value = "off", value_parser = parse_binning)]
     pub binning: hashtile::gpu::Binning,
-    /// GPU device batches (insert, find, erase) in table order: `off` (the callers' order) or the number of
+    /// GPU device inserts and erases in table order: `off` (the callers' order) or the number of
     /// table ranges as a power of two (`hashtile::gpu::RangeOrder`): the batch is partitioned by the range its
     /// keys' first buckets lie in before the kernel runs. A list measures each (rows of an order other than
     /// `off` name their scheme `scheme+rBITS`).

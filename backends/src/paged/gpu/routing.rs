@@ -288,6 +288,7 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> DeviceRouter<R, S, L> {
                 bounds.is_some(),
                 carry::POSITIONS,
                 w,
+                false,
             )
         }
     }

@@ -74,12 +74,11 @@ const PLACE_CUBES_PER_SM: u32 = 2;
 /// Cubes of the placement where the runtime does not say how many multiprocessors the device has.
 const PLACE_CUBES_DEFAULT: u32 = 128;
 
-/// What a scatter into bins writes beside each key ([`carry`]): its value into the binned values, its binned
-/// position at its input position (a find's answers go back by it), or nothing (an erase's keys).
+/// What a scatter into bins writes beside each key ([`carry`]): its value into the binned values, or nothing
+/// (an erase's keys).
 #[derive(Clone, Copy)]
 pub(super) enum Carried<'a> {
     Values(&'a Handle),
-    Positions(&'a Handle),
     Nothing,
 }
 
@@ -276,16 +275,24 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
         (to_keys, to_values): (&Handle, &Handle),
     ) {
         let carried = Carried::Values(to_values);
-        self.scatter_into_bins((keys, values, n), (shift, width, cursor), to_keys, carried);
+        self.scatter_into_bins(
+            (keys, values, n),
+            (shift, width, cursor),
+            to_keys,
+            carried,
+            false,
+        );
     }
 
-    /// [`Self::scatter_bins`] with what `carried` names beside each key.
+    /// [`Self::scatter_bins`] with what `carried` names beside each key, `staged` through shared memory
+    /// (`route_scatter_kernel`; `width` must then be `CUBE`).
     pub(super) fn scatter_into_bins(
         &self,
         (keys, values, n): (&Handle, &Handle, usize),
         (shift, width, cursor): (u32, u32, Handle),
         to_keys: &Handle,
         carried: Carried,
+        staged: bool,
     ) {
         let client = &self.client;
         // SAFETY (the closure): a one-word stand-in of its own for an array the launch does not touch (never one
@@ -310,10 +317,7 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
                     _ => one(),
                 },
                 one(),
-                match carried {
-                    Carried::Positions(p) => ArrayArg::from_raw_parts(p.clone(), n),
-                    _ => one(),
-                },
+                one(),
                 one(),
                 one(),
                 0u64,
@@ -322,10 +326,10 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
                 false,
                 match carried {
                     Carried::Values(_) => carry::VALUES,
-                    Carried::Positions(_) => carry::POSITIONS,
                     Carried::Nothing => carry::NOTHING,
                 },
                 width,
+                staged && width as usize == CUBE,
             )
         }
     }

@@ -322,10 +322,7 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
         } else {
             found_mode::NONE
         };
-        match self.ranges_for(n) {
-            Some(ranges) => self.launch_find_ordered((keys, out, found), mode, n, ranges),
-            None => self.launch_find(keys, out, found, mode, n),
-        }
+        self.launch_find(keys, out, found, mode, n);
     }
 
     /// Queues the find kernel with presence reported per `mode` ([`found_mode`]) into `found`.
