@@ -115,7 +115,7 @@ fn ordered_matches_oracle<R: HostTransfer, S: ProbingScheme + SchemeInfo>(
 
 fn all_schemes<R: HostTransfer>(opts: GpuOptions) {
     let n = MIN_ORDERED + 1000;
-    for bits in [1, 6, 13] {
+    for bits in [1, 6, 8] {
         let order = RangeOrder::Ranges(bits);
         ordered_matches_oracle::<R, Bcht>(opts, 8, 0.8, n, order);
         ordered_matches_oracle::<R, LinearProbing>(opts, 1, 0.8, n, order);
@@ -127,8 +127,9 @@ fn all_schemes<R: HostTransfer>(opts: GpuOptions) {
     ordered_matches_oracle::<R, DoubleHashing>(opts, 4, 0.9, n, six);
     ordered_matches_oracle::<R, Iht>(opts, 16, 0.9, n, six);
     ordered_matches_oracle::<R, P2bht>(opts, 16, 0.85, n, six);
-    // Just below the ordered size, and the default (off).
+    // Just below the ordered size, the callers' order, and the default (a table this small: the callers' order).
     ordered_matches_oracle::<R, Bcht>(opts, 8, 0.9, MIN_ORDERED - 1, six);
+    ordered_matches_oracle::<R, Bcht>(opts, 8, 0.9, n, RangeOrder::Off);
     ordered_matches_oracle::<R, Bcht>(opts, 8, 0.9, n, RangeOrder::default());
 }
 

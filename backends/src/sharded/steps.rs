@@ -166,8 +166,10 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
                                 ArrayArg::from_raw_parts(counts.clone(), width),
                                 seed,
                                 super::route::ROUTE_BITS,
+                                0u32,
                                 false,
                                 width as u32,
+                                false,
                             )
                         }
                     }
@@ -242,6 +244,7 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
                                 one(),
                                 seed,
                                 super::route::ROUTE_BITS,
+                                0u32,
                                 false,
                                 false,
                                 carry::POSITIONS,

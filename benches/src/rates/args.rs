@@ -59,11 +59,12 @@ pub struct Args {
     /// size; 128 is the size measured).
     #[arg(long, default_value = "off", value_parser = parse_binning)]
     pub binning: hashtile::gpu::Binning,
-    /// GPU device inserts and erases in table order: `off` (the callers' order) or the number of
-    /// table ranges as a power of two (`hashtile::gpu::RangeOrder`): the batch is partitioned by the range its
-    /// keys' first buckets lie in before the kernel runs. A list measures each (rows of an order other than
-    /// `off` name their scheme `scheme+rBITS`).
-    #[arg(long, value_delimiter = ',', default_value = "off", value_parser = parse_range_order)]
+    /// GPU device inserts and erases in table order (`hashtile::gpu::RangeOrder`): `auto` (the library's
+    /// default: large batches into large tables), `off` (the callers' order) or the number of table ranges as a
+    /// power of two: the batch is partitioned by the range its keys' first buckets lie in before the kernel
+    /// runs. A list measures each (rows of an order other than `auto` name their scheme `scheme+off` or
+    /// `scheme+rBITS`).
+    #[arg(long, value_delimiter = ',', default_value = "auto", value_parser = parse_range_order)]
     pub range_order: Vec<hashtile::gpu::RangeOrder>,
     /// The range order being measured (set per iteration, not a flag).
     #[arg(skip)]
@@ -158,15 +159,16 @@ fn parse_binning(s: &str) -> Result<hashtile::gpu::Binning, String> {
     }
 }
 
-/// `--range-order`: `off` or log2 of the number of ranges (1..=13).
+/// `--range-order`: `auto`, `off` or log2 of the number of ranges (1..=8).
 fn parse_range_order(s: &str) -> Result<hashtile::gpu::RangeOrder, String> {
     use hashtile::gpu::RangeOrder;
     match s {
+        "auto" => Ok(RangeOrder::Auto),
         "off" => Ok(RangeOrder::Off),
         bits => match bits.parse::<u32>() {
-            Ok(b) if (1..=13).contains(&b) => Ok(RangeOrder::Ranges(b)),
+            Ok(b) if (1..=8).contains(&b) => Ok(RangeOrder::Ranges(b)),
             _ => Err(format!(
-                "--range-order {bits}: expected off or log2 of the ranges (1..=13)"
+                "--range-order {bits}: expected auto, off or log2 of the ranges (1..=8)"
             )),
         },
     }

@@ -96,9 +96,14 @@ pub fn run(checked: Rates) -> Result<i32, BenchError> {
             ));
             match r {
                 Ok(mut r) => {
-                    if let hashtile::gpu::RangeOrder::Ranges(bits) = order {
+                    let tag = match order {
+                        hashtile::gpu::RangeOrder::Auto => None,
+                        hashtile::gpu::RangeOrder::Off => Some("off".to_string()),
+                        hashtile::gpu::RangeOrder::Ranges(bits) => Some(format!("r{bits}")),
+                    };
+                    if let Some(tag) = tag {
                         for row in &mut r {
-                            row.scheme = format!("{}+r{bits}", row.scheme);
+                            row.scheme = format!("{}+{tag}", row.scheme);
                         }
                     }
                     rows.append(&mut r)

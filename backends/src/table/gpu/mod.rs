@@ -293,7 +293,7 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
             last_insert_probes: ProbeStats::default(),
             counters,
             binning: Binning::Off,
-            range_order: RangeOrder::Off,
+            range_order: RangeOrder::Auto,
             _scheme: PhantomData,
         };
         t.upload_shape();
