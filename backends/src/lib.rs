@@ -36,7 +36,9 @@ pub mod gpu {
     pub use crate::runtime::launch;
     pub use crate::runtime::{scan, transfer};
     pub use crate::select::{cuda_available, vulkan_available, vulkan_hardware_available};
-    pub use crate::table::gpu::ordered::MIN_ORDERED;
+    pub use crate::table::gpu::ordered::{
+        AUTO_TABLE_BYTES, MIN_ORDERED, RANGE_BYTES, auto_range_bits,
+    };
     pub use crate::table::gpu::{
         Binning, DeviceRef, DeviceWriter, GpuOptions, GpuTable, RangeOrder, Unplaced,
     };

@@ -4,8 +4,8 @@
 //! to more ranges than buckets, a load past the first buckets' room (evictions in the ordered insert), erase
 //! batches with absent keys and repeats, and batches just below and at the size that is ordered.
 
-use hashtile::gpu::MIN_ORDERED;
 use hashtile::gpu::transfer::HostTransfer;
+use hashtile::gpu::{AUTO_TABLE_BYTES, MIN_ORDERED};
 use hashtile::gpu::{GpuOptions, GpuTable, RangeOrder};
 use hashtile::{
     Backend, Bcht, DoubleHashing, Engine, HashFamily, Iht, LinearProbing, P2bht, ProbingScheme,
@@ -33,11 +33,21 @@ fn ordered_matches_oracle<R: HostTransfer, S: ProbingScheme + SchemeInfo>(
     n: usize,
     order: RangeOrder,
 ) {
-    let name = format!("{} B={bucket} load {load} {order:?} n {n}", S::NAME);
-    let num_buckets = hashtile::scheme::sequence_buckets(
-        S::SEQUENCE,
-        (n as f64 / load / bucket as f64).ceil() as u32,
-    );
+    let num_buckets = (n as f64 / load / bucket as f64).ceil() as u32;
+    ordered_in_buckets::<R, S>(opts, bucket, num_buckets, n, order);
+}
+
+/// [`ordered_matches_oracle`] in a table of (about) `num_buckets` buckets.
+fn ordered_in_buckets<R: HostTransfer, S: ProbingScheme + SchemeInfo>(
+    opts: GpuOptions,
+    bucket: u32,
+    num_buckets: u32,
+    n: usize,
+    order: RangeOrder,
+) -> (bool, bool) {
+    let num_buckets = hashtile::scheme::sequence_buckets(S::SEQUENCE, num_buckets);
+    let load = n as f64 / (num_buckets as f64 * bucket as f64);
+    let name = format!("{} B={bucket} load {load:.2} {order:?} n {n}", S::NAME);
     let mut t = GpuTable::<R, S>::new(
         &Default::default(),
         num_buckets,
@@ -52,6 +62,7 @@ fn ordered_matches_oracle<R: HostTransfer, S: ProbingScheme + SchemeInfo>(
     let ks = keys(0x0de7 ^ bucket, n);
     let values: Vec<u32> = ks.iter().map(|k| k.rotate_left(13) ^ 0x77).collect();
     let (kh, vh) = (t.upload(&ks), t.upload(&values));
+    let ordered_insert = t.would_order_insert(n);
     let lost = t.insert_device_distinct(&kh, &vh, n).unwrap();
     assert_eq!(lost.untracked, 0, "{name}: untracked failures");
     let mut oracle: HashMap<u32, u32> = ks.iter().copied().zip(values.iter().copied()).collect();
@@ -103,6 +114,7 @@ fn ordered_matches_oracle<R: HostTransfer, S: ProbingScheme + SchemeInfo>(
     let gone: Vec<u32> = ks.iter().step_by(2).copied().collect();
     let batch: Vec<u32> = gone.iter().chain(&gone).chain(&absent).copied().collect();
     let bh = t.upload(&batch);
+    let ordered_erase = t.would_order_erase(batch.len());
     let want_erased = gone.iter().filter(|k| oracle.contains_key(k)).count();
     let erased = t.erase_device(&bh, batch.len()).unwrap();
     assert_eq!(erased, want_erased, "{name}: erased");
@@ -111,6 +123,7 @@ fn ordered_matches_oracle<R: HostTransfer, S: ProbingScheme + SchemeInfo>(
     }
     assert_eq!(t.len(), oracle.len(), "{name}: len after erase");
     check_finds(&t, &oracle, "after erase");
+    (ordered_insert, ordered_erase)
 }
 
 fn all_schemes<R: HostTransfer>(opts: GpuOptions) {
@@ -131,6 +144,19 @@ fn all_schemes<R: HostTransfer>(opts: GpuOptions) {
     ordered_matches_oracle::<R, Bcht>(opts, 8, 0.9, MIN_ORDERED - 1, six);
     ordered_matches_oracle::<R, Bcht>(opts, 8, 0.9, n, RangeOrder::Off);
     ordered_matches_oracle::<R, Bcht>(opts, 8, 0.9, n, RangeOrder::default());
+    // The default on a table of 64 MiB of slots (2^23 one-slot buckets) with a dense batch (a key per four of its
+    // lines): linear probing B = 1 orders its insert and its erase; BCHT B = 8 (tiles of eight lanes) its erase
+    // only.
+    let big = (AUTO_TABLE_BYTES / 8) as u32;
+    let dense = AUTO_TABLE_BYTES / 256;
+    assert_eq!(
+        ordered_in_buckets::<R, LinearProbing>(opts, 1, big, dense, RangeOrder::Auto),
+        (true, true)
+    );
+    assert_eq!(
+        ordered_in_buckets::<R, Bcht>(opts, 8, big / 8, dense, RangeOrder::Auto),
+        (false, true)
+    );
 }
 
 #[test]

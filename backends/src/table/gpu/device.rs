@@ -93,7 +93,7 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
     /// A large batch is binned first (`GpuTable::set_binning`, the `binned` module): the same placement, in an
     /// order that keeps the table's reads in the L2 cache.
     pub fn insert_device_async(&mut self, keys: &Handle, values: &Handle, n: usize) {
-        match (self.bins_for(n), self.ranges_for(n)) {
+        match (self.bins_for(n), self.ranges_for(n, true)) {
             (Some(bins), _) => {
                 self.queue_binned_insert(keys, values, n, bins);
             }

@@ -67,7 +67,7 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
                     .into(),
             ));
         }
-        match self.ranges_for(n) {
+        match self.ranges_for(n, false) {
             Some(ranges) => {
                 let ordered = self.order_batch((keys, keys, n), ranges, Carry::Nothing);
                 Ok(self.erase_marks(&ordered.keys, n))
