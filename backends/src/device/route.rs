@@ -121,9 +121,7 @@ fn zero_counters(hist: &SharedMemory<Atomic<u32>>, t: usize, w: usize) {
 
 /// Counts keys per child into `counts` (`width` counters, zeroed before the first launch; launches over
 /// several chunks add up). With `masked`, only keys whose `mask` is [`MASK_NEW`] count (an upsert's last
-/// occurrences). With `per_cube`, each cube stores its own count of each of the first `parts` children instead,
-/// at `counts[child * CUBE_COUNT + CUBE_POS]` (no atomics; an exclusive scan of them gives each cube its
-/// position in each part, for the staged [`route_scatter_kernel()`]).
+/// occurrences).
 #[cube(launch_unchecked)]
 #[allow(clippy::too_many_arguments)]
 pub fn route_count_kernel<L: KeyLayout, P: PartOf<L>>(
@@ -133,10 +131,8 @@ pub fn route_count_kernel<L: KeyLayout, P: PartOf<L>>(
     counts: &Array<Atomic<u32>>,
     seed: u64,
     depth: u32,
-    parts: u32,
     #[comptime] masked: bool,
     #[comptime] width: u32,
-    #[comptime] per_cube: bool,
 ) {
     let t = UNIT_POS as usize;
     let w = comptime!(width as usize);
@@ -154,11 +150,7 @@ pub fn route_count_kernel<L: KeyLayout, P: PartOf<L>>(
     let mut i = t;
     while i < w {
         let v = hist[i].load();
-        if comptime!(per_cube) {
-            if (i as u32) < parts {
-                counts[i * CUBE_COUNT + CUBE_POS].store(v);
-            }
-        } else if v > 0u32 {
+        if v > 0u32 {
             counts[i].fetch_add(v);
         }
         i += CUBE;
@@ -184,12 +176,9 @@ pub mod carry {
 /// `bounded` (parts sized before the counts are known, the cursors carried over several launches), a key past
 /// its part's end `ends[c]` is not written and sets `overflow[0]`.
 ///
-/// With `staged` (one counter per unit, `width == CUBE`, and not `bounded`), `cursor` holds each cube's first
-/// position in each of the first `parts` parts (`cursor[part * CUBE_COUNT + CUBE_POS]`: the exclusive scan of a
-/// `per_cube` count, so no cube takes a range by an atomic: tens of thousands of cubes each adding to the same
-/// few words serialise on one L2 line), and a cube puts its keys (and values) in shared memory in part order
-/// first, then writes each part's run with consecutive units (`table::gpu::ordered`). The order within a part is
-/// then the input's.
+/// With `staged` (one counter per unit, `width == CUBE`, and not `bounded`), a cube first puts its keys (and
+/// values) in shared memory in part order, then writes each part's run with consecutive units: a cube's keys
+/// spread over a few dozen parts otherwise go out as stores of a word per part per plane (`table::gpu::ordered`).
 #[cube(launch_unchecked)]
 #[allow(clippy::too_many_arguments)]
 pub fn route_scatter_kernel<L: KeyLayout, P: PartOf<L>>(
@@ -206,7 +195,6 @@ pub fn route_scatter_kernel<L: KeyLayout, P: PartOf<L>>(
     overflow: &Array<Atomic<u32>>,
     seed: u64,
     depth: u32,
-    parts: u32,
     #[comptime] upsert: bool,
     #[comptime] bounded: bool,
     #[comptime] carried: u32,
@@ -240,7 +228,6 @@ pub fn route_scatter_kernel<L: KeyLayout, P: PartOf<L>>(
             first,
             &hist,
             cursor,
-            parts,
             routed_keys,
             routed_values,
             routed_mask,
@@ -340,7 +327,6 @@ fn scatter_staged<L: KeyLayout>(
     first: usize,
     hist: &SharedMemory<Atomic<u32>>,
     cursor: &Array<Atomic<u32>>,
-    parts: u32,
     routed_keys: &mut Array<L::Key>,
     routed_values: &mut Array<L::Value>,
     routed_mask: &mut Array<u32>,
@@ -359,8 +345,8 @@ fn scatter_staged<L: KeyLayout>(
     let mut staged_part = SharedMemory::<u32>::new(TILE);
     let count = hist[t].load();
     let mut at = 0u32;
-    if (t as u32) < parts {
-        at = cursor[t * CUBE_COUNT + CUBE_POS].load();
+    if count > 0u32 {
+        at = cursor[t].fetch_add(count);
     }
     base[t] = at;
     local[t] = count;

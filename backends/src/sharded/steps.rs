@@ -166,10 +166,8 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
                                 ArrayArg::from_raw_parts(counts.clone(), width),
                                 seed,
                                 super::route::ROUTE_BITS,
-                                0u32,
                                 false,
                                 width as u32,
-                                false,
                             )
                         }
                     }
@@ -244,7 +242,6 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
                                 one(),
                                 seed,
                                 super::route::ROUTE_BITS,
-                                0u32,
                                 false,
                                 false,
                                 carry::POSITIONS,

@@ -202,10 +202,8 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> DeviceRouter<R, S, L> {
                 ArrayArg::from_raw_parts(counts.clone(), w as usize),
                 route.seed,
                 route.depth,
-                0u32,
                 mask.is_some(),
                 w,
-                false,
             )
         }
     }
@@ -286,7 +284,6 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> DeviceRouter<R, S, L> {
                 arg(bounds.map(|b| b.1), 1, 3),
                 route.seed,
                 route.depth,
-                0u32,
                 upsert,
                 bounds.is_some(),
                 carry::POSITIONS,

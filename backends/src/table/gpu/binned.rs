@@ -74,14 +74,6 @@ const PLACE_CUBES_PER_SM: u32 = 2;
 /// Cubes of the placement where the runtime does not say how many multiprocessors the device has.
 const PLACE_CUBES_DEFAULT: u32 = 128;
 
-/// The cubes of a count or scatter launch over `n` keys (`TILE` a cube), as `CUBE_COUNT` reads them.
-pub(super) fn route_cubes(n: usize) -> usize {
-    match cube_count(n.div_ceil(TILE) * CUBE) {
-        CubeCount::Static(x, y, z) => (x * y * z) as usize,
-        CubeCount::Dynamic(_) => unreachable!("cube_count is static"),
-    }
-}
-
 /// What a scatter into bins writes beside each key ([`carry`]): its value into the binned values, or nothing
 /// (an erase's keys).
 #[derive(Clone, Copy)]
@@ -249,28 +241,10 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
     }
 
     /// Queues the count of `n` keys per bin of `2^shift` buckets into `width` new counters, and returns them.
-    fn count_bins(&self, keys: &Handle, n: usize, shift: u32, width: u32) -> Handle {
-        self.count_into_bins(keys, n, (shift, width), None)
-    }
-
-    /// [`Self::count_bins`], or with `per_cube` (the first `parts` bins) each cube's count of each bin, bin-major
-    /// (`route_count_kernel`'s `per_cube`: `parts * route_cubes(n)` words, every one written).
-    pub(super) fn count_into_bins(
-        &self,
-        keys: &Handle,
-        n: usize,
-        (shift, width): (u32, u32),
-        per_cube: Option<u32>,
-    ) -> Handle {
+    pub(super) fn count_bins(&self, keys: &Handle, n: usize, shift: u32, width: u32) -> Handle {
         let client = &self.client;
-        let words = match per_cube {
-            Some(parts) => parts as usize * route_cubes(n),
-            None => width as usize,
-        };
-        let counts = client.empty(words * 4);
-        if per_cube.is_none() {
-            fill_u32(client, &counts, words, 0);
-        }
+        let counts = client.empty(width as usize * 4);
+        fill_u32(client, &counts, width as usize, 0);
         // SAFETY: positions are bounded by `n`; a key's bin is its first bucket (below the bucket count, the
         // shape buffer's) shifted by `shift`, below `width` counters (`bins_of`); the mask (a stand-in of its
         // own) is not read unmasked.
@@ -282,13 +256,11 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
                 ArrayArg::from_raw_parts(keys.clone(), n),
                 ArrayArg::from_raw_parts(client.empty(8), 1),
                 ArrayArg::from_raw_parts(self.shape.clone(), SHAPE_WORDS),
-                ArrayArg::from_raw_parts(counts.clone(), words),
+                ArrayArg::from_raw_parts(counts.clone(), width as usize),
                 0u64,
                 shift,
-                per_cube.unwrap_or(0),
                 false,
                 width,
-                per_cube.is_some(),
             )
         }
         counts
@@ -308,20 +280,19 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
             (shift, width, cursor),
             to_keys,
             carried,
-            None,
+            false,
         );
     }
 
-    /// [`Self::scatter_bins`] with what `carried` names beside each key, or `staged` (the first `parts` bins,
-    /// `width` then `CUBE`) from the exclusive scan of a `per_cube` count ([`Self::count_into_bins`]) through
-    /// shared memory (`route_scatter_kernel`'s `staged`).
+    /// [`Self::scatter_bins`] with what `carried` names beside each key, `staged` through shared memory
+    /// (`route_scatter_kernel`; `width` must then be `CUBE`).
     pub(super) fn scatter_into_bins(
         &self,
         (keys, values, n): (&Handle, &Handle, usize),
         (shift, width, cursor): (u32, u32, Handle),
         to_keys: &Handle,
         carried: Carried,
-        staged: Option<u32>,
+        staged: bool,
     ) {
         let client = &self.client;
         // SAFETY (the closure): a one-word stand-in of its own for an array the launch does not touch (never one
@@ -339,10 +310,7 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
                 ArrayArg::from_raw_parts(values.clone(), n),
                 one(),
                 ArrayArg::from_raw_parts(self.shape.clone(), SHAPE_WORDS),
-                ArrayArg::from_raw_parts(
-                    cursor,
-                    staged.map_or(width as usize, |parts| parts as usize * route_cubes(n)),
-                ),
+                ArrayArg::from_raw_parts(cursor, width as usize),
                 ArrayArg::from_raw_parts(to_keys.clone(), n),
                 match carried {
                     Carried::Values(v) => ArrayArg::from_raw_parts(v.clone(), n),
@@ -354,7 +322,6 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
                 one(),
                 0u64,
                 shift,
-                staged.unwrap_or(0),
                 false,
                 false,
                 match carried {
@@ -362,7 +329,7 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
                     Carried::Nothing => carry::NOTHING,
                 },
                 width,
-                staged.is_some(),
+                staged && width as usize == CUBE,
             )
         }
     }
