@@ -12,6 +12,7 @@ use crate::device::find::found_mode;
 use crate::device::layout::KeyLayout;
 use crate::device::shape::load_meta;
 use crate::runtime::launch::CUBE_SIZE;
+use crate::runtime::scan::cube_inclusive_scan;
 use cubecl::prelude::*;
 use hashtile_core::hash::route_hash;
 use hashtile_core::scheme::ProbingScheme;
@@ -76,8 +77,6 @@ pub const CUBE: usize = CUBE_SIZE as usize;
 const PER_UNIT: usize = 8;
 /// Keys per cube of the count and scatter kernels.
 pub const TILE: usize = CUBE * PER_UNIT;
-/// `log2(CUBE)`: the steps of a staged scatter's scan over the cube's parts.
-const LOG2_CUBE: u32 = CUBE.trailing_zeros();
 
 /// No child: a position past the keys, or (masked) a key that is not its key's last occurrence.
 const NO_CHILD: u32 = u32::MAX;
@@ -336,8 +335,8 @@ fn scatter_staged<L: KeyLayout>(
 ) {
     let t = UNIT_POS as usize;
     let vals_len = comptime!(if carried == carry::VALUES { TILE } else { 1 });
-    // Each part's first routed position for the cube, and its inclusive offset within the cube (a scan over
-    // the units, one part each, in log2(CUBE) doubling steps).
+    // Each part's first routed position for the cube, and its inclusive offset within the cube (the cube-wide
+    // scan over the units, one part each).
     let mut base = SharedMemory::<u32>::new(CUBE);
     let mut local = SharedMemory::<u32>::new(CUBE);
     let mut staged_keys = SharedMemory::<L::Key>::new(TILE);
@@ -351,18 +350,7 @@ fn scatter_staged<L: KeyLayout>(
     base[t] = at;
     local[t] = count;
     sync_cube();
-    let mut d = 1usize;
-    #[unroll]
-    for _ in 0..LOG2_CUBE {
-        let mut add = 0u32;
-        if t >= d {
-            add = local[t - d];
-        }
-        sync_cube();
-        local[t] += add;
-        sync_cube();
-        d *= 2;
-    }
+    cube_inclusive_scan(&mut local, t);
     let total = local[CUBE - 1] as usize;
     #[unroll]
     for k in 0..PER_UNIT {
