@@ -48,6 +48,7 @@ pub(crate) mod host_path;
 pub mod kernels;
 pub mod mixed_device;
 pub mod ordered;
+mod partition;
 pub(crate) mod rebuild;
 pub mod upsert;
 

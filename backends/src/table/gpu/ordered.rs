@@ -12,7 +12,7 @@
 //! partition and the gather of the answers back cost more than the reads gain (0.72-0.84x).
 
 use super::GpuTable;
-use super::binned::Carried;
+use super::partition::Carried;
 use crate::device::layout::KeyLayout;
 use crate::device::route::CUBE;
 use crate::runtime::scan::exclusive_scan;
