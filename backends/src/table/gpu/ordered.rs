@@ -26,10 +26,10 @@ use hashtile_core::scheme::ProbingScheme;
 pub enum RangeOrder {
     /// Every kernel runs over the batch in the callers' order.
     Off,
-    /// The default: erases, and inserts where measured faster (see `GpuTable::would_order_insert`), of batches of at least
-    /// [`MIN_ORDERED`] keys and of at least a key per four cache lines of the table, into tables of at least
-    /// [`AUTO_TABLE_BYTES`] of slots, are partitioned into ranges of about [`RANGE_BYTES`] of the table
-    /// ([`auto_range_bits`]); others run in the callers' order.
+    /// The default: erases, and inserts where measured faster (see `GpuTable::would_order_insert`), of
+    /// batches of at least [`MIN_ORDERED`] keys and of at least a key per four cache lines of the table, into
+    /// tables of at least [`AUTO_TABLE_BYTES`] of slots, are partitioned into ranges of about [`RANGE_BYTES`]
+    /// of the table ([`auto_range_bits`]); others run in the callers' order.
     #[default]
     Auto,
     /// Batches of at least [`MIN_ORDERED`] keys are partitioned into `2^bits` ranges of the table (`bits` at
@@ -46,7 +46,8 @@ pub const MIN_ORDERED: usize = 1 << 16;
 pub const AUTO_TABLE_BYTES: usize = 64 << 20;
 
 /// The bytes of the table a range of [`RangeOrder::Auto`] covers: below the L2 cache, so that the lines of the
-/// range the running cubes write stay in it (measured on an H200, 640 MB tables: 16 ranges 0.95-1.0x of 32).
+/// range the running cubes write stay in it (measured on an H200, 640 MB tables: 16 ranges ran 0.89-1.10x of
+/// 32, and 8 or 64 slower).
 pub const RANGE_BYTES: usize = 20 << 20;
 
 /// The most ranges (as a power of two): one counter per unit of the partition's cubes.
@@ -92,7 +93,8 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
     }
 
     /// Whether a device batch of `n` keys inserted now (`insert_device_async` and the calls built on it) would
-    /// run in table order.
+    /// run in table order (under [`RangeOrder::Auto`]: large dense batches of schemes that fill first buckets
+    /// first, in tiles of one lane or into sets).
     pub fn would_order_insert(&self, n: usize) -> bool {
         self.ranges_for(n, true).is_some() && self.bins_for(n).is_none()
     }
@@ -107,7 +109,7 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
     ///
     /// [`RangeOrder::Auto`] orders every large erase, but only the inserts of schemes that fill first buckets
     /// first (`ProbingScheme::FILLS_FIRST`) in tiles of one lane, or into sets (keys alone): measured on an H200
-    /// (2^26 keys, loads 0.8 / 0.9), ordered inserts ran 1.33-1.45x (linear probing B = 1), 1.14x (1CHT) and
+    /// (2^26 keys, loads 0.8 / 0.9), ordered inserts ran 1.33-1.51x (linear probing B = 1), 1.14-1.19x (1CHT) and
     /// 1.08-1.47x (sets of BCHT B = 8 and linear probing B = 1), but 0.88-1.02x for maps in wider tiles (BCHT
     /// B = 8 and 16, double hashing B = 4, IHT B = 16) and 0.23x for P2BHT, whose choice of the emptier bucket
     /// then sees its neighbours' keys land at once.

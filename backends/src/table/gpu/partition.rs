@@ -50,8 +50,8 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
     }
 
     /// Queues the scatter of `n` keys (and `values`) into their bins of `2^shift` buckets (`width` cursors, each
-    /// at its bin's first position) in `to_keys`, with what `carried` names beside each key, `staged` through shared memory
-    /// (`route_scatter_kernel`; `width` must then be `CUBE`).
+    /// at its bin's first position) in `to_keys`, with what `carried` names beside each key, `staged` through
+    /// shared memory when `width` is `CUBE` (`route_scatter_kernel`'s `staged`).
     pub(super) fn scatter_into_bins(
         &self,
         (keys, values, n): (&Handle, &Handle, usize),
