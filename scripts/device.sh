@@ -30,7 +30,8 @@
 #                  with counting tables (insert-or-apply, `count16`; also BCHT B = 8) and device erases
 #                  (`erase`, `find after erase`), to set beside cuCollections' same schemes, `count_16`,
 #                  `erase` and `find_after_erase` of `peers` in the same call; sets (4-byte slots, B = 8 and
-#                  16) beside its `static_set` rows
+#                  16) beside its `static_set` rows; inserts and erases in table order (the default) against
+#                  the callers' order (`--range-order off,auto`: linear B = 1, 1CHT, BCHT B = 8)
 #   bench-life     growth (2^20 to 2^26 keys in 2^20 batches, against one build) and aging (20 rounds of
 #                  erasing half and inserting as many at load 0.85) and a mixed batch (HashTable::apply)
 #                  through HashTable with host data; growth and 2^20-key host calls with each batch copied in
@@ -250,7 +251,10 @@ suite_bench_open() {
   # Sets (4-byte slots) beside cuCollections' static_set rows (`set_insert`, `set_contains100` / `0`).
   rates sets_b8 200 $hb --log2-keys 26 --scheme bcht,double,linear --bucket 8 --load 0.8,0.9 --set
   rates sets_b16 200 $hb --log2-keys 26 --scheme bcht,double,iht --bucket 16 --load 0.8,0.9 --set
-  merge "$D/open.csv" linear_b1 linear_b4 double_b4 double_b8 bcht_b8_count sets_b8 sets_b16
+  # Device batches in table order (the default, RangeOrder::Auto) against the callers' order, same process.
+  rates order_b1 200 $hb --log2-keys 26 --scheme linear,1cht --bucket 1 --load 0.8,0.9 --erase --range-order off,auto
+  rates order_b8 150 $hb --log2-keys 26 --scheme bcht --bucket 8 --load 0.8,0.9 --erase --set --range-order off,auto
+  merge "$D/open.csv" linear_b1 linear_b4 double_b4 double_b8 bcht_b8_count sets_b8 sets_b16 order_b1 order_b8
 }
 
 suite_bench_life() {
