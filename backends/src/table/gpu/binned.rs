@@ -20,10 +20,10 @@
 //! levers. An earlier form, the probing insert run over the binned order, ran at 0.70x: neighbouring keys'
 //! tiles raced for the same first empty slot and retried.
 //!
-//! The partition is the one paged and sharded tables route with (`crate::device::route`, parts named by
-//! [`ByFirstBucket`]): a count per bin, an exclusive scan of the counts, and a scatter of keys and values into
-//! their bins, each cube taking one range per bin. The batch is copied once more in device memory, with room
-//! for the surplus, while the build runs.
+//! The partition (`partition`) is the one paged and sharded tables route with (`crate::device::route`, parts
+//! named by `ByFirstBucket`): a count per bin, an exclusive scan of the counts, and a scatter of keys and values
+//! into their bins, each cube taking one range per bin. The batch is copied once more in device memory, with
+//! room for the surplus, while the build runs.
 
 use super::GpuTable;
 use super::device::Selection;
