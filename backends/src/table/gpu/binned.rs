@@ -28,7 +28,6 @@
 use super::GpuTable;
 use super::device::Selection;
 use super::kernels::{INSERT_COUNTERS, PLACE_CUBE, binned_place_kernel};
-use super::partition::Carried;
 use crate::device::layout::KeyLayout;
 use crate::device::route::CUBE;
 use crate::device::shape::shape_scalars;
@@ -175,23 +174,19 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
         let spare = if bins.bins > 1 << COARSE_SHIFT {
             let coarse_width = (bins.width >> COARSE_SHIFT).max(CUBE as u32);
             let coarse_shift = bins.shift + COARSE_SHIFT;
-            let coarse = self.count_bins(keys, n, coarse_shift, coarse_width);
-            let coarse_cursor = exclusive_scan(&client, &coarse, coarse_width as usize);
-            let (k, v) = (client.empty(key_bytes), client.empty(value_bytes));
-            self.scatter_bins(
-                (keys, values, n),
-                (coarse_shift, coarse_width, coarse_cursor),
-                (&k, &v),
-            );
+            let (k, v) =
+                self.partition((keys, values, n), (coarse_shift, coarse_width), true, false);
+            let v = v.expect("values asked for");
             (from_keys, from_values) = (k.clone(), v.clone());
             Some((k, v))
         } else {
             None
         };
-        self.scatter_bins(
+        self.scatter_into_bins(
             (&from_keys, &from_values, n),
             (bins.shift, bins.width, cursor),
-            (&binned_keys, &binned_values),
+            (&binned_keys, Some(&binned_values)),
+            false,
         );
         // The surplus reuses the first pass's buffers where there are some (stream order: that pass is done).
         let (surplus_keys, surplus_values) =
@@ -228,24 +223,6 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
             Selection::Counted(&surplus),
             n,
             None,
-        );
-    }
-
-    /// Queues the scatter of `n` pairs into their bins of `2^shift` buckets (`width` cursors, each at its bin's
-    /// first position) in `to`.
-    fn scatter_bins(
-        &self,
-        (keys, values, n): (&Handle, &Handle, usize),
-        (shift, width, cursor): (u32, u32, Handle),
-        (to_keys, to_values): (&Handle, &Handle),
-    ) {
-        let carried = Carried::Values(to_values);
-        self.scatter_into_bins(
-            (keys, values, n),
-            (shift, width, cursor),
-            to_keys,
-            carried,
-            false,
         );
     }
 }

@@ -7,7 +7,6 @@
 use super::GpuTable;
 use super::host_path::BatchTable;
 use super::kernels::{self, ADDED_COUNTERS, INSERT_COUNTERS, found_mode, select};
-use super::ordered::Carry;
 use super::upsert;
 use crate::device::layout::KeyLayout;
 use crate::device::shape::shape_scalars;
@@ -98,9 +97,9 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
                 self.queue_binned_insert(keys, values, n, bins);
             }
             (None, Some(ranges)) => {
-                let ordered = self.order_batch((keys, values, n), ranges, Carry::Values);
-                let values = ordered.values.expect("values carried");
-                self.launch_insert(&ordered.keys, &values, Selection::All, n, None)
+                let (keys, values) = self.order_batch((keys, values, n), ranges, true);
+                let values = values.expect("values asked for");
+                self.launch_insert(&keys, &values, Selection::All, n, None)
             }
             (None, None) => self.launch_insert(keys, values, Selection::All, n, None),
         }

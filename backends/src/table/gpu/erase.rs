@@ -4,7 +4,6 @@
 //! lookups probe past it; inserts take it again where [`GpuTable::takes_marks`], or a rebuild reclaims it.
 
 use super::GpuTable;
-use super::ordered::Carry;
 use crate::device::counters::{ADDED_COUNTERS, count_spread};
 use crate::device::layout::KeyLayout;
 use crate::device::shape::{ShapeScalars, meta_of};
@@ -69,8 +68,8 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
         }
         match self.ranges_for(n, false) {
             Some(ranges) => {
-                let ordered = self.order_batch((keys, keys, n), ranges, Carry::Nothing);
-                Ok(self.erase_marks(&ordered.keys, n))
+                let (keys, _) = self.order_batch((keys, keys, n), ranges, false);
+                Ok(self.erase_marks(&keys, n))
             }
             None => Ok(self.erase_marks(keys, n)),
         }

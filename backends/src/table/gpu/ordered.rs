@@ -12,10 +12,8 @@
 //! partition and the gather of the answers back cost more than the reads gain (0.72-0.84x).
 
 use super::GpuTable;
-use super::partition::Carried;
 use crate::device::layout::KeyLayout;
 use crate::device::route::CUBE;
-use crate::runtime::scan::exclusive_scan;
 use crate::runtime::transfer::HostTransfer;
 use cubecl::server::Handle;
 use hashtile_core::scheme::ProbingScheme;
@@ -67,20 +65,6 @@ pub fn auto_range_bits(slot_bytes: usize, n: usize) -> Option<u32> {
     })
 }
 
-/// A batch in table order: its keys by range, and what was carried beside them.
-pub(super) struct Ordered {
-    pub keys: Handle,
-    /// The values in the keys' order (when asked for).
-    pub values: Option<Handle>,
-}
-
-/// What [`GpuTable::order_batch`] carries beside the keys.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(super) enum Carry {
-    Values,
-    Nothing,
-}
-
 impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
     /// Chooses whether large device batches of inserts and erases run in table order ([`RangeOrder`]).
     pub fn set_range_order(&mut self, order: RangeOrder) {
@@ -129,39 +113,18 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
         Some(bucket_bits.saturating_sub(bits.min(MAX_RANGE_BITS)))
     }
 
-    /// Queues the partition of `n` device keys (and `values`) into the table ranges of `2^shift` buckets
-    /// (`ranges_for`): a count per range, its exclusive scan (each range's first position, a cursor from which
-    /// each cube takes its run), and the scatter: staged through shared memory when values come along (an
-    /// insert's; in two calls of one H200, the ordered insert of linear probing B = 1 ran 1.04-1.12x with it),
-    /// direct for keys alone (an erase's: the staged scatter of 2^25 keys took 0.35 ms against 0.18).
+    /// Queues the partition of `n` device keys (and, with `with_values`, their `values`) into the table ranges
+    /// of `2^shift` buckets (`ranges_for`), and returns the ordered keys (and values). The scatter is staged
+    /// through shared memory when values come along (an insert's; in two calls of one H200, the ordered insert
+    /// of linear probing B = 1 ran 1.04-1.12x with it), direct for keys alone (an erase's: the staged scatter of
+    /// 2^25 keys took 0.35 ms against 0.18).
     pub(super) fn order_batch(
         &self,
-        (keys, values, n): (&Handle, &Handle, usize),
+        batch: (&Handle, &Handle, usize),
         shift: u32,
-        carry: Carry,
-    ) -> Ordered {
-        let client = &self.client;
-        let width = CUBE as u32;
-        let counts = self.count_bins(keys, n, shift, width);
-        let cursor = exclusive_scan(client, &counts, width as usize);
-        let ordered_keys = client.empty(n * std::mem::size_of::<L::Key>());
-        let ordered_values =
-            (carry == Carry::Values).then(|| client.empty(n * std::mem::size_of::<L::Value>()));
-        let carried = match &ordered_values {
-            Some(v) => Carried::Values(v),
-            None => Carried::Nothing,
-        };
-        self.scatter_into_bins(
-            (keys, values, n),
-            (shift, width, cursor),
-            &ordered_keys,
-            carried,
-            carry == Carry::Values,
-        );
-        Ordered {
-            keys: ordered_keys,
-            values: ordered_values,
-        }
+        with_values: bool,
+    ) -> (Handle, Option<Handle>) {
+        self.partition(batch, (shift, CUBE as u32), with_values, with_values)
     }
 }
 

@@ -9,20 +9,38 @@ use crate::device::route::{
 };
 use crate::device::shape::SHAPE_WORDS;
 use crate::runtime::launch::{CUBE_SIZE, cube_count, fill_u32};
+use crate::runtime::scan::exclusive_scan;
 use crate::runtime::transfer::HostTransfer;
 use cubecl::prelude::*;
 use cubecl::server::Handle;
 use hashtile_core::scheme::ProbingScheme;
 
-/// What a scatter into bins writes beside each key ([`carry`]): its value into the binned values, or nothing
-/// (an erase's keys).
-#[derive(Clone, Copy)]
-pub(super) enum Carried<'a> {
-    Values(&'a Handle),
-    Nothing,
-}
-
 impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
+    /// Queues the partition of `n` keys (with `with_values`, and their `values`) into their bins of `2^shift`
+    /// buckets (`width` counters): the count, its exclusive scan (each bin's first position, a cursor from which
+    /// each cube takes its run) and the scatter (`staged` as [`Self::scatter_into_bins`] says). Returns the
+    /// binned keys, and the binned values when asked for.
+    pub(super) fn partition(
+        &self,
+        (keys, values, n): (&Handle, &Handle, usize),
+        (shift, width): (u32, u32),
+        with_values: bool,
+        staged: bool,
+    ) -> (Handle, Option<Handle>) {
+        let client = &self.client;
+        let counts = self.count_bins(keys, n, shift, width);
+        let cursor = exclusive_scan(client, &counts, width as usize);
+        let to_keys = client.empty(n * std::mem::size_of::<L::Key>());
+        let to_values = with_values.then(|| client.empty(n * std::mem::size_of::<L::Value>()));
+        self.scatter_into_bins(
+            (keys, values, n),
+            (shift, width, cursor),
+            (&to_keys, to_values.as_ref()),
+            staged,
+        );
+        (to_keys, to_values)
+    }
+
     /// Queues the count of `n` keys per bin of `2^shift` buckets into `width` new counters, and returns them.
     pub(super) fn count_bins(&self, keys: &Handle, n: usize, shift: u32, width: u32) -> Handle {
         let client = &self.client;
@@ -49,15 +67,14 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
         counts
     }
 
-    /// Queues the scatter of `n` keys (and `values`) into their bins of `2^shift` buckets (`width` cursors, each
-    /// at its bin's first position) in `to_keys`, with what `carried` names beside each key, `staged` through
-    /// shared memory when `width` is `CUBE` (`route_scatter_kernel`'s `staged`).
+    /// Queues the scatter of `n` keys (and `values`, where `to_values` is given) into their bins of `2^shift`
+    /// buckets (`width` cursors, each at its bin's first position) in `to_keys` (and `to_values`), `staged`
+    /// through shared memory when `width` is `CUBE` (`route_scatter_kernel`'s `staged`).
     pub(super) fn scatter_into_bins(
         &self,
         (keys, values, n): (&Handle, &Handle, usize),
         (shift, width, cursor): (u32, u32, Handle),
-        to_keys: &Handle,
-        carried: Carried,
+        (to_keys, to_values): (&Handle, Option<&Handle>),
         staged: bool,
     ) {
         let client = &self.client;
@@ -78,9 +95,9 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
                 ArrayArg::from_raw_parts(self.shape.clone(), SHAPE_WORDS),
                 ArrayArg::from_raw_parts(cursor, width as usize),
                 ArrayArg::from_raw_parts(to_keys.clone(), n),
-                match carried {
-                    Carried::Values(v) => ArrayArg::from_raw_parts(v.clone(), n),
-                    _ => one(),
+                match to_values {
+                    Some(v) => ArrayArg::from_raw_parts(v.clone(), n),
+                    None => one(),
                 },
                 one(),
                 one(),
@@ -90,9 +107,10 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
                 shift,
                 false,
                 false,
-                match carried {
-                    Carried::Values(_) => carry::VALUES,
-                    Carried::Nothing => carry::NOTHING,
+                if to_values.is_some() {
+                    carry::VALUES
+                } else {
+                    carry::NOTHING
                 },
                 width,
                 staged && width as usize == CUBE,
