@@ -6,5 +6,6 @@ pub mod backends;
 pub mod chained;
 pub mod chained_gpu;
 pub mod joins;
+pub mod keys;
 pub mod paged;
 pub mod paged_sequences;

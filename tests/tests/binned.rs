@@ -13,17 +13,8 @@ use hashtile::{
     ProbingScheme, SchemeInfo,
 };
 use hashtile_tests::backends::present;
+use hashtile_tests::keys::distinct_u32;
 use std::collections::HashMap;
-
-/// Distinct keys, none the sentinel, from `salt`.
-fn keys(salt: u32, n: usize) -> Vec<u32> {
-    let mut seen = std::collections::HashSet::new();
-    (0u32..)
-        .map(|i| hashtile::hash::fmix32(i ^ salt))
-        .filter(|&k| k != u32::MAX && seen.insert(k))
-        .take(n)
-        .collect()
-}
 
 /// Builds most of `n` keys at `load` with `binning`, then inserts the rest, checking each step against the
 /// oracle.
@@ -51,7 +42,7 @@ fn binned_matches_oracle<R: HostTransfer, S: ProbingScheme + SchemeInfo>(
     t.set_binning(binning);
     assert_eq!(t.binning(), binning);
     // The table is sized for `n` keys at `load`: a build of seven eighths, then the last eighth.
-    let all = keys(0x5eed ^ bucket, n);
+    let all = distinct_u32(0x5eed ^ bucket, n);
     let (first, extra) = all.split_at(n - n / 8);
     let mut oracle: HashMap<u32, u32> = HashMap::new();
     let mut lost_all: Vec<(u64, u64)> = Vec::new();
@@ -89,7 +80,7 @@ fn binned_matches_oracle<R: HostTransfer, S: ProbingScheme + SchemeInfo>(
             "{name} round {round}: stored + unplaced pairs"
         );
         // Finds of every key and of absent ones.
-        let absent = keys(0xab5e ^ bucket, 500);
+        let absent = distinct_u32(0xab5e ^ bucket, 500);
         let absent: Vec<u32> = absent
             .into_iter()
             .filter(|k| !oracle.contains_key(k))
@@ -173,7 +164,7 @@ fn placement_table<S: SchemeInfo>(bucket: u32) -> String {
     use hashtile::{BackendChoice, HashTable, TableConfig};
     use std::fmt::Write;
     const N: usize = 1 << 14;
-    let keys = keys(0x5eed, N);
+    let keys = distinct_u32(0x5eed, N);
     let mut out = format!(
         "{} B={bucket} N={N}\nload  build    first   second  later   find-probes\n",
         S::NAME

@@ -12,17 +12,8 @@ use hashtile::{
     SchemeInfo,
 };
 use hashtile_tests::backends::present;
+use hashtile_tests::keys::distinct_u32;
 use std::collections::HashMap;
-
-/// Distinct keys, none the sentinel, from `salt`.
-fn keys(salt: u32, n: usize) -> Vec<u32> {
-    let mut seen = std::collections::HashSet::new();
-    (0u32..)
-        .map(|i| hashtile::hash::fmix32(i ^ salt))
-        .filter(|&k| k != u32::MAX && seen.insert(k))
-        .take(n)
-        .collect()
-}
 
 /// Inserts `n` keys at `load` in table order `order`, then finds every key and absent ones, erases half of
 /// them (with absent keys and repeats in the batch), and finds again, each step against the oracle.
@@ -59,7 +50,7 @@ fn ordered_in_buckets<R: HostTransfer, S: ProbingScheme + SchemeInfo>(
     .unwrap();
     t.set_range_order(order);
     assert_eq!(t.range_order(), order);
-    let ks = keys(0x0de7 ^ bucket, n);
+    let ks = distinct_u32(0x0de7 ^ bucket, n);
     let values: Vec<u32> = ks.iter().map(|k| k.rotate_left(13) ^ 0x77).collect();
     let (kh, vh) = (t.upload(&ks), t.upload(&values));
     let ordered_insert = t.would_order_insert(n);
@@ -77,7 +68,7 @@ fn ordered_in_buckets<R: HostTransfer, S: ProbingScheme + SchemeInfo>(
     assert_eq!(stored, want, "{name}: stored pairs");
     // Present keys, then absent ones: values and flags in the callers' order.
     let all: std::collections::HashSet<u32> = ks.iter().copied().collect();
-    let absent: Vec<u32> = keys(0xab5e ^ bucket, n / 2)
+    let absent: Vec<u32> = distinct_u32(0xab5e ^ bucket, n / 2)
         .into_iter()
         .filter(|k| !all.contains(k))
         .collect();
