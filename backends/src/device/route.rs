@@ -10,7 +10,7 @@
 
 use crate::device::find::found_mode;
 use crate::device::layout::KeyLayout;
-use crate::device::shape::load_meta;
+use crate::device::shape::{TableMeta, blank_meta, load_meta};
 use crate::runtime::launch::CUBE_SIZE;
 use crate::runtime::scan::cube_inclusive_scan;
 use cubecl::prelude::*;
@@ -38,8 +38,11 @@ pub fn route_child<L: KeyLayout>(key: L::Key, entries: &Array<u32>, seed: u64, d
 /// `seed` and `depth` are the partition's arguments, read as each implementation says.
 #[cube]
 pub trait PartOf<L: KeyLayout>: Send + Sync + 'static {
-    /// The part of `key`.
-    fn part(key: L::Key, entries: &Array<u32>, seed: u64, depth: u32) -> u32;
+    /// What every key's part reads of `entries` alike, loaded once by each unit before its keys (the kernels
+    /// write other buffers, so the compiler cannot keep loads of `entries` across a unit's keys by itself).
+    fn shape(entries: &Array<u32>) -> TableMeta;
+    /// The part of `key` (`shape`: [`PartOf::shape`] of the same `entries`).
+    fn part(key: L::Key, entries: &Array<u32>, shape: TableMeta, seed: u64, depth: u32) -> u32;
 }
 
 /// Parts by the route hash and a directory ([`route_child()`]: `entries` is the directory of `2^depth` entries,
@@ -49,7 +52,11 @@ pub struct ByRoute;
 
 #[cube]
 impl<L: KeyLayout> PartOf<L> for ByRoute {
-    fn part(key: L::Key, entries: &Array<u32>, seed: u64, depth: u32) -> u32 {
+    fn shape(_entries: &Array<u32>) -> TableMeta {
+        // The directory is indexed per key: nothing is shared.
+        blank_meta()
+    }
+    fn part(key: L::Key, entries: &Array<u32>, _shape: TableMeta, seed: u64, depth: u32) -> u32 {
         route_child::<L>(key, entries, seed, depth)
     }
 }
@@ -64,10 +71,13 @@ pub struct ByFirstBucket<S: ProbingScheme> {
 
 #[cube]
 impl<S: ProbingScheme, L: KeyLayout> PartOf<L> for ByFirstBucket<S> {
-    fn part(key: L::Key, entries: &Array<u32>, _seed: u64, depth: u32) -> u32 {
+    fn shape(entries: &Array<u32>) -> TableMeta {
+        load_meta(entries)
+    }
+    fn part(key: L::Key, _entries: &Array<u32>, shape: TableMeta, _seed: u64, depth: u32) -> u32 {
         // Probe 0 of every sequence is the first function's bucket (`probe_bucket` at 0, without expanding
         // the overflow sequence's later probes on a constant index).
-        L::bucket(load_meta(entries), key, 0u32) >> depth
+        L::bucket(shape, key, 0u32) >> depth
     }
 }
 
@@ -81,29 +91,55 @@ pub const TILE: usize = CUBE * PER_UNIT;
 /// No child: a position past the keys, or (masked) a key that is not its key's last occurrence.
 const NO_CHILD: u32 = u32::MAX;
 
-/// The child of the key at `pos`, or [`NO_CHILD`] when `pos` is past the keys or, with `masked`, the key's
-/// `mask` entry is not [`MASK_NEW`] (an upsert routes only each key's last occurrence).
+/// Loads a unit's keys (positions `first + k * CUBE`) into `held`, with their values into `held_values` when
+/// `with_values`, and names each one's part in `child`: [`NO_CHILD`] for a position past the keys or, with
+/// `masked`, a key whose `mask` entry is not [`MASK_NEW`] (an upsert routes only each key's last occurrence).
+/// Every load is issued before any key is hashed, so that a unit's loads are in flight together: loads inside
+/// each key's branch went out one after another, each waiting for the last (H200: the count ran at a third of
+/// the bandwidth its loads need).
 #[cube]
-fn routed_child<L: KeyLayout, P: PartOf<L>>(
+#[allow(clippy::too_many_arguments)]
+fn load_and_name<L: KeyLayout, P: PartOf<L>>(
     keys: &Array<L::Key>,
+    values: &Array<L::Value>,
     mask: &Array<u32>,
     entries: &Array<u32>,
-    pos: usize,
+    first: usize,
     seed: u64,
     depth: u32,
+    held: &mut Array<L::Key>,
+    held_values: &mut Array<L::Value>,
+    child: &mut Array<u32>,
     #[comptime] masked: bool,
-) -> u32 {
-    let mut c = NO_CHILD.runtime();
-    if pos < keys.len() {
-        let mut take = true;
-        if comptime!(masked) {
-            take = mask[pos] == MASK_NEW;
+    #[comptime] with_values: bool,
+) {
+    let shape = P::shape(entries);
+    #[unroll]
+    for k in 0..PER_UNIT {
+        let pos = first + k * CUBE;
+        let mut take = 0u32;
+        let mut key = L::Key::new(0);
+        if pos < keys.len() {
+            key = keys[pos];
+            take = 1u32;
+            if comptime!(masked) {
+                take = u32::cast_from(mask[pos] == MASK_NEW);
+            }
+            if comptime!(with_values) {
+                held_values[k] = values[pos];
+            }
         }
-        if take {
-            c = P::part(keys[pos], entries, seed, depth);
-        }
+        held[k] = key;
+        child[k] = take;
     }
-    c
+    #[unroll]
+    for k in 0..PER_UNIT {
+        let mut c = NO_CHILD.runtime();
+        if child[k] == 1u32 {
+            c = P::part(held[k], entries, shape, seed, depth);
+        }
+        child[k] = c;
+    }
 }
 
 /// Zeroes a cube's `w` shared counters (unit `t` of the cube clears every `CUBE`-th from `t`), then waits for
@@ -138,9 +174,28 @@ pub fn route_count_kernel<L: KeyLayout, P: PartOf<L>>(
     let hist = SharedMemory::<Atomic<u32>>::new(w);
     zero_counters(&hist, t, w);
     let first = CUBE_POS * TILE + t;
+    let mut held = Array::<L::Key>::new(PER_UNIT);
+    // Stand-ins for the values, which a count does not load.
+    let values = Array::<L::Value>::new(1usize);
+    let mut no_values = Array::<L::Value>::new(1usize);
+    let mut child = Array::<u32>::new(PER_UNIT);
+    load_and_name::<L, P>(
+        keys,
+        &values,
+        mask,
+        entries,
+        first,
+        seed,
+        depth,
+        &mut held,
+        &mut no_values,
+        &mut child,
+        masked,
+        false,
+    );
     #[unroll]
     for k in 0..PER_UNIT {
-        let c = routed_child::<L, P>(keys, mask, entries, first + k * CUBE, seed, depth, masked);
+        let c = child[k];
         if c != NO_CHILD {
             hist[c as usize].fetch_add(1u32);
         }
@@ -209,10 +264,30 @@ pub fn route_scatter_kernel<L: KeyLayout, P: PartOf<L>>(
     let first = CUBE_POS * TILE + t;
     let mut child = Array::<u32>::new(PER_UNIT);
     let mut rank = Array::<u32>::new(PER_UNIT);
+    let mut held = Array::<L::Key>::new(PER_UNIT);
+    let vals = comptime!(if carried == carry::VALUES {
+        PER_UNIT
+    } else {
+        1
+    });
+    let mut held_values = Array::<L::Value>::new(vals);
+    load_and_name::<L, P>(
+        keys,
+        values,
+        mask,
+        entries,
+        first,
+        seed,
+        depth,
+        &mut held,
+        &mut held_values,
+        &mut child,
+        upsert,
+        comptime!(carried == carry::VALUES),
+    );
     #[unroll]
     for k in 0..PER_UNIT {
-        let c = routed_child::<L, P>(keys, mask, entries, first + k * CUBE, seed, depth, upsert);
-        child[k] = c;
+        let c = child[k];
         if c != NO_CHILD {
             rank[k] = hist[c as usize].fetch_add(1u32);
         }
@@ -220,8 +295,8 @@ pub fn route_scatter_kernel<L: KeyLayout, P: PartOf<L>>(
     sync_cube();
     if comptime!(staged) {
         scatter_staged::<L>(
-            keys,
-            values,
+            &held,
+            &held_values,
             &child,
             &rank,
             first,
@@ -245,8 +320,8 @@ pub fn route_scatter_kernel<L: KeyLayout, P: PartOf<L>>(
         }
         sync_cube();
         scatter_direct::<L>(
-            keys,
-            values,
+            &held,
+            &held_values,
             &child,
             &rank,
             first,
@@ -269,8 +344,8 @@ pub fn route_scatter_kernel<L: KeyLayout, P: PartOf<L>>(
 #[cube]
 #[allow(clippy::too_many_arguments)]
 fn scatter_direct<L: KeyLayout>(
-    keys: &Array<L::Key>,
-    values: &Array<L::Value>,
+    held: &Array<L::Key>,
+    held_values: &Array<L::Value>,
     child: &Array<u32>,
     rank: &Array<u32>,
     first: usize,
@@ -296,9 +371,9 @@ fn scatter_direct<L: KeyLayout>(
                 fits = to < ends[c as usize];
             }
             if fits {
-                routed_keys[to as usize] = keys[pos];
+                routed_keys[to as usize] = held[k];
                 if comptime!(carried == carry::VALUES) {
-                    routed_values[to as usize] = values[pos];
+                    routed_values[to as usize] = held_values[k];
                 } else if comptime!(carried == carry::POSITIONS) {
                     positions[pos] = to;
                 }
@@ -319,8 +394,8 @@ fn scatter_direct<L: KeyLayout>(
 #[cube]
 #[allow(clippy::too_many_arguments)]
 fn scatter_staged<L: KeyLayout>(
-    keys: &Array<L::Key>,
-    values: &Array<L::Value>,
+    held: &Array<L::Key>,
+    held_values: &Array<L::Value>,
     child: &Array<u32>,
     rank: &Array<u32>,
     first: usize,
@@ -358,10 +433,10 @@ fn scatter_staged<L: KeyLayout>(
         if c != NO_CHILD {
             let pos = first + k * CUBE;
             let slot = (local[c as usize] - hist[c as usize].load() + rank[k]) as usize;
-            staged_keys[slot] = keys[pos];
+            staged_keys[slot] = held[k];
             staged_part[slot] = c;
             if comptime!(carried == carry::VALUES) {
-                staged_values[slot] = values[pos];
+                staged_values[slot] = held_values[k];
             } else if comptime!(carried == carry::POSITIONS) {
                 positions[pos] = base[c as usize] + rank[k];
             }

@@ -114,6 +114,29 @@ pub fn load_meta(shape: &Array<u32>) -> TableMeta {
     }
 }
 
+/// A meta of zeros, for code that takes a [`TableMeta`] it does not read (a partition by route,
+/// `crate::device::route::ByRoute`).
+#[cube]
+pub fn blank_meta() -> TableMeta {
+    TableMeta {
+        num_buckets: 0u32,
+        seed0: 0u32,
+        seed1: 0u32,
+        seed2: 0u32,
+        seed3: 0u32,
+        mix0: 0u32,
+        mix1: 0u32,
+        mix2: 0u32,
+        mix3: 0u32,
+        params: SchemeParams {
+            num_hashes: 0u32,
+            max_chain: 0u32,
+            threshold: 0u32,
+            upsert: 0u32,
+        },
+    }
+}
+
 /// The bucket of a 32-bit key under hash function `i`.
 #[cube]
 pub fn bucket_of(meta: TableMeta, key: u32, i: u32) -> u32 {
