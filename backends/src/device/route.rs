@@ -87,6 +87,9 @@ pub const CUBE: usize = CUBE_SIZE as usize;
 const PER_UNIT: usize = 8;
 /// Keys per cube of the count and scatter kernels.
 pub const TILE: usize = CUBE * PER_UNIT;
+/// The most parts whose first positions a direct scatter keeps in a plain shared array beside its counters
+/// (two arrays of 4096 words fill CUDA's 48 KB of static shared memory).
+const MAX_PLAIN_PARTS: usize = 4096;
 
 /// No child: a position past the keys, or (masked) a key that is not its key's last occurrence.
 const NO_CHILD: u32 = u32::MAX;
@@ -310,11 +313,22 @@ pub fn route_scatter_kernel<L: KeyLayout, P: PartOf<L>>(
             carried,
         );
     } else {
+        // Each part's first position for the cube, in plain shared memory where both arrays fit CUDA's 48 KB
+        // (an atomic load is an atomic add of zero on CUDA: every key's read of its part's position then
+        // waits in line with the other keys of its part); else in the counters themselves.
+        let plain = comptime!(w <= MAX_PLAIN_PARTS);
+        let mut first_at = SharedMemory::<u32>::new(comptime!(if plain { w } else { 1 }));
         let mut i = t;
         while i < w {
             let v = hist[i].load();
+            let mut at = 0u32;
             if v > 0u32 {
-                hist[i].store(cursor[i].fetch_add(v));
+                at = cursor[i].fetch_add(v);
+            }
+            if comptime!(plain) {
+                first_at[i] = at;
+            } else if v > 0u32 {
+                hist[i].store(at);
             }
             i += CUBE;
         }
@@ -326,12 +340,14 @@ pub fn route_scatter_kernel<L: KeyLayout, P: PartOf<L>>(
             &rank,
             first,
             &hist,
+            &first_at,
             routed_keys,
             routed_values,
             routed_mask,
             positions,
             ends,
             overflow,
+            plain,
             upsert,
             bounded,
             carried,
@@ -339,8 +355,8 @@ pub fn route_scatter_kernel<L: KeyLayout, P: PartOf<L>>(
     }
 }
 
-/// The unstaged writes of [`route_scatter_kernel()`]: each unit writes its own keys, `hist[c]` holding part
-/// `c`'s first position for the cube.
+/// The unstaged writes of [`route_scatter_kernel()`]: each unit writes its own keys, part `c`'s first position
+/// for the cube in `first_at[c]` (`plain`) or else in `hist[c]`.
 #[cube]
 #[allow(clippy::too_many_arguments)]
 fn scatter_direct<L: KeyLayout>(
@@ -350,12 +366,14 @@ fn scatter_direct<L: KeyLayout>(
     rank: &Array<u32>,
     first: usize,
     hist: &SharedMemory<Atomic<u32>>,
+    first_at: &SharedMemory<u32>,
     routed_keys: &mut Array<L::Key>,
     routed_values: &mut Array<L::Value>,
     routed_mask: &mut Array<u32>,
     positions: &mut Array<u32>,
     ends: &Array<u32>,
     overflow: &Array<Atomic<u32>>,
+    #[comptime] plain: bool,
     #[comptime] upsert: bool,
     #[comptime] bounded: bool,
     #[comptime] carried: u32,
@@ -365,7 +383,12 @@ fn scatter_direct<L: KeyLayout>(
         let pos = first + k * CUBE;
         let c = child[k];
         if c != NO_CHILD {
-            let to = hist[c as usize].load() + rank[k];
+            let mut to = rank[k];
+            if comptime!(plain) {
+                to += first_at[c as usize];
+            } else {
+                to += hist[c as usize].load();
+            }
             let mut fits = true;
             if comptime!(bounded) {
                 fits = to < ends[c as usize];
@@ -410,8 +433,8 @@ fn scatter_staged<L: KeyLayout>(
 ) {
     let t = UNIT_POS as usize;
     let vals_len = comptime!(if carried == carry::VALUES { TILE } else { 1 });
-    // Each part's first routed position for the cube, and its inclusive offset within the cube (the cube-wide
-    // scan over the units, one part each).
+    // Each part's first routed position for the cube, and its offset within the cube (the cube-wide scan over
+    // the units, one part each: inclusive, then exclusive).
     let mut base = SharedMemory::<u32>::new(CUBE);
     let mut local = SharedMemory::<u32>::new(CUBE);
     let mut staged_keys = SharedMemory::<L::Key>::new(TILE);
@@ -427,12 +450,17 @@ fn scatter_staged<L: KeyLayout>(
     sync_cube();
     cube_inclusive_scan(&mut local, t);
     let total = local[CUBE - 1] as usize;
+    sync_cube();
+    // From here on each part's first staged slot (the exclusive offset), read by plain loads: a part's keys
+    // read it together, where the counters' atomic loads (atomic adds of zero on CUDA) went one at a time.
+    local[t] -= count;
+    sync_cube();
     #[unroll]
     for k in 0..PER_UNIT {
         let c = child[k];
         if c != NO_CHILD {
             let pos = first + k * CUBE;
-            let slot = (local[c as usize] - hist[c as usize].load() + rank[k]) as usize;
+            let slot = (local[c as usize] + rank[k]) as usize;
             staged_keys[slot] = held[k];
             staged_part[slot] = c;
             if comptime!(carried == carry::VALUES) {
@@ -448,7 +476,7 @@ fn scatter_staged<L: KeyLayout>(
         let j = t + k * CUBE;
         if j < total {
             let c = staged_part[j] as usize;
-            let to = (base[c] + (j as u32 - (local[c] - hist[c].load()))) as usize;
+            let to = (base[c] + (j as u32 - local[c])) as usize;
             routed_keys[to] = staged_keys[j];
             if comptime!(carried == carry::VALUES) {
                 routed_values[to] = staged_values[j];
