@@ -150,6 +150,13 @@ pub trait ProbingScheme: Send + Sync + 'static {
     /// a full bucket's surplus through the steps. Schemes that choose between buckets by their loads (P2BHT) or
     /// cap their first bucket below its size (IHT's threshold) leave it `false`.
     const FILLS_FIRST: bool = false;
+    /// The find is the walk's (`hashtile_probing::linear::walk_find_step`): probe `i` answers FOUND when its
+    /// bucket holds the key, ABSENT when the bucket has an empty slot, else probe `i + 1` follows, for at most
+    /// `max_chain` probes; a key is never stored past a bucket that had room when it was placed. A driver may
+    /// then examine several probes of one read in order (the GPU's one-lane finds of linear probing read
+    /// windows of consecutive slots). Schemes whose finds read every candidate, or stop on another rule, leave it
+    /// `false`.
+    const FIND_WALKS: bool = false;
     /// When an insert's state reaches hash index `PAIR_AT`, the drivers read buckets `PAIR_AT` and `PAIR_AT + 1`
     /// together (both loads in flight at once) and call `insert_step` on the second right after the first, in
     /// the same iteration, if the first returned `NEXT` with `hash_index` moved on to `PAIR_AT + 1`. The steps

@@ -117,6 +117,7 @@ macro_rules! walk_scheme {
             const UPSERTS_CONVERGE: bool = true;
             const FILLS_FIRST: bool = true;
             const FIRST_FIT: bool = true;
+            const FIND_WALKS: bool = true;
 
             fn insert_start(state: &mut ProbeState, key_mix: u32) {
                 reset_state(state, key_mix);

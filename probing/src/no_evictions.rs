@@ -21,6 +21,7 @@ impl<S: ProbingScheme> ProbingScheme for NoEvictions<S> {
     const UPSERTS_CONVERGE: bool = S::FIRST_FIT;
     const FIRST_FIT: bool = S::FIRST_FIT;
     const FILLS_FIRST: bool = S::FILLS_FIRST;
+    const FIND_WALKS: bool = S::FIND_WALKS;
     const PAIR_AT: u32 = S::PAIR_AT;
     const CHAINS: bool = S::CHAINS;
     const STABLE: bool = true;

@@ -9,6 +9,7 @@
 use super::driver::{LaneOp, TileAnswer, op, reads, status, tile_drive};
 use super::layout::KeyLayout;
 use super::shape::TableMeta;
+use super::window::{window_find, windowed};
 use cubecl::prelude::*;
 use hashtile_core::reduce::Assign;
 use hashtile_core::scheme::ProbingScheme;
@@ -239,38 +240,63 @@ pub(crate) fn drive_lookup<S: ProbingScheme, L: KeyLayout>(
     let mut no_out = Array::<L::Value>::new(1usize);
     // The sentinel key is never stored, so it is never looked for: an erased packed slot carries its key bits
     // (and a set's erased word is a key of its own).
-    let lane = LaneOp::<L::Key, L::Value> {
-        mine: active && L::findable(key),
-        op: mode,
-        key,
-        value: L::Value::new(0),
-        child,
-        at: 0u32,
-    };
-    tile_drive::<S, L, Assign>(
-        table_atomic,
-        table_keys,
-        table_values,
-        &no_counts,
-        &no_counts,
-        0u32,
-        &mut no_stash,
-        &no_counts,
-        0u32,
-        &mut no_out,
-        meta,
-        frames,
-        lane,
-        mode,
-        bucket_size,
-        tile_width,
-        read_mode,
-        true,
-        count_probes,
-        want_slot,
-        framed,
-        false,
-        false,
-        false,
-    )
+    let mine = active && L::findable(key);
+    // One-lane finds of one-slot linear buckets read windows of probes instead (`super::window`).
+    if comptime!(
+        mode == op::FIND
+            && !S::CHAINS
+            && windowed(
+                S::FIND_WALKS,
+                S::SEQUENCE,
+                bucket_size,
+                tile_width,
+                read_mode == reads::PLAIN,
+                framed
+            )
+    ) {
+        window_find::<L>(
+            table_keys,
+            table_values,
+            meta,
+            key,
+            mine,
+            count_probes,
+            want_slot,
+        )
+    } else {
+        let lane = LaneOp::<L::Key, L::Value> {
+            mine,
+            op: mode,
+            key,
+            value: L::Value::new(0),
+            child,
+            at: 0u32,
+        };
+        tile_drive::<S, L, Assign>(
+            table_atomic,
+            table_keys,
+            table_values,
+            &no_counts,
+            &no_counts,
+            0u32,
+            &mut no_stash,
+            &no_counts,
+            0u32,
+            &mut no_out,
+            meta,
+            frames,
+            lane,
+            mode,
+            bucket_size,
+            tile_width,
+            read_mode,
+            true,
+            count_probes,
+            want_slot,
+            framed,
+            false,
+            false,
+            false,
+        )
+    }
 }

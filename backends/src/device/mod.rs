@@ -17,4 +17,5 @@ pub mod route;
 pub mod set_layout;
 pub mod shape;
 pub mod slab;
+pub(crate) mod window;
 pub mod write;
