@@ -94,9 +94,10 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
     /// [`RangeOrder::Auto`] orders every large erase, but only the inserts of schemes that fill first buckets
     /// first (`ProbingScheme::FILLS_FIRST`) in tiles of one lane, or into sets (keys alone): measured on an H200
     /// (2^26 keys, loads 0.8 / 0.9), ordered inserts ran 1.33-1.51x (linear probing B = 1), 1.14-1.19x (1CHT) and
-    /// 1.08-1.47x (sets of BCHT B = 8 and linear probing B = 1), but 0.88-1.02x for maps in wider tiles (BCHT
-    /// B = 8 and 16, double hashing B = 4, IHT B = 16) and 0.23x for P2BHT, whose choice of the emptier bucket
-    /// then sees its neighbours' keys land at once.
+    /// 1.08-1.47x (sets of BCHT B = 8 and linear probing B = 1), but for maps in wider tiles 0.95-0.97x (BCHT
+    /// B = 16, IHT B = 16), 1.04-1.14x with finds after them at 0.92-0.98x (double hashing B = 4), 1.02-1.11x
+    /// (BCHT B = 8; NOTES.md open problem 25), and 0.23x for P2BHT, whose choice of the emptier bucket then sees
+    /// its neighbours' keys land at once.
     pub(super) fn ranges_for(&self, n: usize, insert: bool) -> Option<u32> {
         let slot_bytes = self.capacity() * L::WORD_BYTES;
         let inserts_gain = S::FILLS_FIRST && (self.tile_width == 1 || !L::HAS_VALUES);
