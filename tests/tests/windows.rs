@@ -1,8 +1,8 @@
-//! One-lane finds of linear probing with one-slot buckets read windows of four consecutive probes on GPUs
+//! One-lane finds and erases of linear probing with one-slot buckets read windows of four consecutive probes on GPUs
 //! (`hashtile_backends::device::window`). They must answer what the probe-by-probe walk answers, probe counts
 //! included, at every position of the table: slot counts that are not multiples of the window (a last window
 //! cut short), walks that wrap past the last slot, full tables (an absent key walks every slot), erased slots
-//! on the walk, and keys-only sets.
+//! on the walk, erases of repeated and absent keys, and keys-only sets.
 //!
 //! The oracle for the counts is the CPU backend: in linear probing the set of occupied slots and the sum of
 //! the keys' distances from their first slots do not depend on the order of the inserts (nor on which of two
@@ -49,8 +49,14 @@ fn walk(slots: usize, stored: usize, backend: Backend) -> Vec<(Vec<Option<u32>>,
     for batch in [present, absent] {
         out.push((t.find(batch).unwrap(), t.last_find_probes().probes));
     }
+    // Erases walk the same windows: every third key twice in one batch (exactly one copy erases it), with
+    // absent keys among them; then the same batch again, now all absent.
     let gone: Vec<u32> = present.iter().copied().step_by(3).collect();
-    assert_eq!(t.erase(&gone).unwrap(), gone.len());
+    let mut batch: Vec<u32> = gone.iter().flat_map(|&k| [k, k]).collect();
+    batch.extend_from_slice(&absent[..absent.len().min(3)]);
+    assert_eq!(t.erase(&batch).unwrap(), gone.len());
+    assert_eq!(t.erase(&batch).unwrap(), 0);
+    assert_eq!(t.len(), stored - gone.len());
     let mut every = present.to_vec();
     every.extend_from_slice(absent);
     out.push((t.find(&every).unwrap(), 0));
