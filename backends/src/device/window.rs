@@ -48,7 +48,8 @@ pub const fn windowed(
 
 /// Word `j` of the window starting at slot `base` (the empty word past the table's last slot, `n`), by a plain
 /// load or, where the read mode asks for one (`coherent` in [`reads::EITHER`]), an atomic load.
-#[allow(clippy::too_many_arguments)]
+// The atomic branches differ in when they are compiled in (one is the whole of an atomic launch's read).
+#[allow(clippy::too_many_arguments, clippy::if_same_then_else)]
 #[cube]
 fn window_word<W: Int>(
     table_atomic: &Array<Atomic<W>>,
