@@ -1,4 +1,4 @@
-//! One-lane finds and erases of linear probing with one-slot buckets read windows of four consecutive probes on GPUs
+//! One-lane finds of linear probing with one-slot buckets read windows of four consecutive probes on GPUs
 //! (`hashtile_backends::device::window`). They must answer what the probe-by-probe walk answers, probe counts
 //! included, at every position of the table: slot counts that are not multiples of the window (a last window
 //! cut short), walks that wrap past the last slot, full tables (an absent key walks every slot), erased slots
@@ -49,7 +49,7 @@ fn walk(slots: usize, stored: usize, backend: Backend) -> Vec<(Vec<Option<u32>>,
     for batch in [present, absent] {
         out.push((t.find(batch).unwrap(), t.last_find_probes().probes));
     }
-    // Erases walk the same windows: every third key twice in one batch (exactly one copy erases it), with
+    // Erased slots on the windows' walks: every third key twice in one batch (exactly one copy erases it), with
     // absent keys among them; then the same batch again, now all absent.
     let gone: Vec<u32> = present.iter().copied().step_by(3).collect();
     let mut batch: Vec<u32> = gone.iter().flat_map(|&k| [k, k]).collect();

@@ -9,7 +9,7 @@
 use super::driver::{LaneOp, TileAnswer, op, reads, status, tile_drive};
 use super::layout::KeyLayout;
 use super::shape::TableMeta;
-use super::window::{window_walk, windowed};
+use super::window::{window_find, windowed};
 use cubecl::prelude::*;
 use hashtile_core::reduce::Assign;
 use hashtile_core::scheme::ProbingScheme;
@@ -241,21 +241,25 @@ pub(crate) fn drive_lookup<S: ProbingScheme, L: KeyLayout>(
     // The sentinel key is never stored, so it is never looked for: an erased packed slot carries its key bits
     // (and a set's erased word is a key of its own).
     let mine = active && L::findable(key);
-    // One-lane finds and erases of one-slot linear buckets read windows of probes instead (`super::window`).
+    // One-lane finds of one-slot linear buckets read windows of probes instead (`super::window`).
     if comptime!(
-        (mode == op::FIND || mode == op::ERASE)
+        mode == op::FIND
             && !S::CHAINS
-            && windowed(S::FIND_WALKS, S::SEQUENCE, bucket_size, tile_width, framed)
+            && windowed(
+                S::FIND_WALKS,
+                S::SEQUENCE,
+                bucket_size,
+                tile_width,
+                read_mode == reads::PLAIN,
+                framed
+            )
     ) {
-        window_walk::<L>(
-            table_atomic,
+        window_find::<L>(
             table_keys,
             table_values,
             meta,
             key,
             mine,
-            comptime!(mode == op::ERASE),
-            read_mode,
             count_probes,
             want_slot,
         )

@@ -1,6 +1,6 @@
-//! One-lane finds and erases that read a window of consecutive probes at once: the lookups of schemes whose
-//! probes are consecutive buckets of one slot (linear probing, `B = 1`, read by one-lane tiles), taken out of the
-//! tile driver's probe-by-probe loop at compile time.
+//! One-lane finds that read a window of consecutive probes at once: the find of schemes whose probes are
+//! consecutive buckets of one slot (linear probing, `B = 1`, read by one-lane tiles), taken out of the tile
+//! driver's probe-by-probe loop at compile time.
 //!
 //! **Why.** A one-lane tile of linear probing reads one 8-byte slot a probe: a long walk (absent keys at a high
 //! load: about 50 probes at 0.9) pays the driver's whole step per slot, and a plane of 32 such tiles runs as long
@@ -17,78 +17,57 @@
 //! room when it was placed, and slots never empty again: erases leave marks), so the first match is the walk's
 //! FOUND and the first empty its ABSENT. Probe counts are the walk's: the probes up to the answer's slot.
 //!
-//! **Erases** mark the matched slot erased by a compare-and-swap from the word read, as the driver's do; a lost
-//! one reads the window again coherently (the slot changed: another lane erased the key, or, beside the device
-//! API's writes, replaced its value) and goes on from there. **Reads** follow the launch's mode (`reads`): plain,
-//! plain then coherent after a lost compare-and-swap, or atomic throughout. Concurrent inserts (the device API)
-//! keep the answers linearizable: a slot read empty was empty when read, and a key only lands past a slot that
-//! was full when its insert passed it. The paged tables' framed lookups stay on the driver.
+//! Only launches of finds with plain reads (nothing writes while they run) and unframed tables take this path;
+//! erases, the device API's coherent finds and the paged tables' framed finds stay on the driver.
 
 use super::layout::KeyLayout;
-use super::operation::{TileAnswer, blank_answer, reads, status};
+use super::operation::{TileAnswer, blank_answer, status};
 use super::shape::TableMeta;
 use cubecl::prelude::*;
 use hashtile_core::scheme::sequence;
-use hashtile_core::tile::{EMPTY_WORD, cas_slot, widen_word};
+use hashtile_core::tile::{EMPTY_WORD, widen_word};
 
 /// Probes a window holds: the slots of one 32-byte sector of 8-byte words (half a sector of sets' 4-byte words).
 pub const WINDOW: u32 = 4;
 
-/// Whether a launch's lookups take [`window_walk`]: one-slot buckets read by one-lane tiles of a scheme whose
-/// probes are consecutive buckets and whose find is the walk's, in unframed tables.
+/// Whether a launch's finds take [`window_find`]: one-slot buckets read by one-lane tiles of a scheme whose
+/// probes are consecutive buckets and whose find is the walk's, with plain reads and no frames.
 pub const fn windowed(
     walks: bool,
     sequence_kind: u32,
     bucket_size: u32,
     tile_width: u32,
+    plain_reads: bool,
     framed: bool,
 ) -> bool {
-    walks && sequence_kind == sequence::LINEAR && bucket_size == 1 && tile_width == 1 && !framed
+    walks
+        && sequence_kind == sequence::LINEAR
+        && bucket_size == 1
+        && tile_width == 1
+        && plain_reads
+        && !framed
 }
 
-/// Word `j` of the window starting at slot `base` (the empty word past the table's last slot, `n`), by a plain
-/// load or, where the read mode asks for one (`coherent` in [`reads::EITHER`]), an atomic load.
-// The atomic branches differ in when they are compiled in (one is the whole of an atomic launch's read).
-#[allow(clippy::too_many_arguments, clippy::if_same_then_else)]
+/// Word `j` of the window starting at slot `base`, or the empty word past the table's last slot (`n`).
 #[cube]
-fn window_word<W: Int>(
-    table_atomic: &Array<Atomic<W>>,
-    table: &Array<W>,
-    base: u32,
-    n: u32,
-    coherent: bool,
-    #[comptime] j: u32,
-    #[comptime] read_mode: u32,
-) -> u64 {
+fn window_word<W: Int>(table: &Array<W>, base: u32, n: u32, #[comptime] j: u32) -> u64 {
     let mut w = EMPTY_WORD.runtime();
-    let at = base + j;
-    if at < n {
-        if comptime!(read_mode == reads::PLAIN) {
-            w = widen_word::<W>(table[at as usize]);
-        } else if comptime!(read_mode == reads::ATOMIC) {
-            w = widen_word::<W>(table_atomic[at as usize].load());
-        } else if coherent {
-            w = widen_word::<W>(table_atomic[at as usize].load());
-        } else {
-            w = widen_word::<W>(table[at as usize]);
-        }
+    if base + j < n {
+        w = widen_word::<W>(table[(base + j) as usize]);
     }
     w
 }
 
-/// The lane's own find, or with `erase` its erase (`mine`: it has a key), by windows of [`WINDOW`] probes (see
-/// the module docs). Needs no other lane: a lane without a key returns at once.
+/// The lane's own find (`mine`: it has a key to look up), by windows of [`WINDOW`] probes (see the module docs).
+/// Needs no other lane: a lane without a key returns at once.
 #[allow(clippy::too_many_arguments)]
 #[cube]
-pub(crate) fn window_walk<L: KeyLayout>(
-    table_atomic: &Array<Atomic<L::Word>>,
+pub(crate) fn window_find<L: KeyLayout>(
     table: &Array<L::Word>,
     table_values: &Array<u64>,
     meta: TableMeta,
     key: L::Key,
     mine: bool,
-    #[comptime] erase: bool,
-    #[comptime] read_mode: u32,
     #[comptime] count_probes: bool,
     #[comptime] want_slot: bool,
 ) -> TileAnswer<L::Value> {
@@ -103,12 +82,11 @@ pub(crate) fn window_walk<L: KeyLayout>(
     let mut skip = first - base; // the window's slots before the walk's position
     let mut walked = 0u32; // probes of the windows before this one
     let mut going = mine;
-    let mut coherent = false;
     while going {
-        let w0 = window_word::<L::Word>(table_atomic, table, base, n, coherent, 0u32, read_mode);
-        let w1 = window_word::<L::Word>(table_atomic, table, base, n, coherent, 1u32, read_mode);
-        let w2 = window_word::<L::Word>(table_atomic, table, base, n, coherent, 2u32, read_mode);
-        let w3 = window_word::<L::Word>(table_atomic, table, base, n, coherent, 3u32, read_mode);
+        let w0 = window_word::<L::Word>(table, base, n, 0u32);
+        let w1 = window_word::<L::Word>(table, base, n, 1u32);
+        let w2 = window_word::<L::Word>(table, base, n, 2u32);
+        let w3 = window_word::<L::Word>(table, base, n, 3u32);
         let stored = (n - base).min(WINDOW);
         // The walk's probes in this window: from its position to the window's (or the table's) end.
         let probes_here = (((1u32 << stored) - 1u32) >> skip) << skip;
@@ -135,36 +113,15 @@ pub(crate) fn window_walk<L: KeyLayout>(
                 word = w3;
             }
             let addr = base + j;
-            let mut done = true;
-            if comptime!(erase) {
-                // Of two lanes erasing one key, the one whose compare-and-swap finds the word read marks it.
-                let old = cas_slot::<L::Word>(
-                    table_atomic,
-                    addr as usize,
-                    word,
-                    L::ERASED_WORD.runtime(),
-                );
-                if old == word {
-                    answer.status = status::ERASED;
-                    answer.count = 1u32;
-                } else {
-                    // The slot changed since it was read: read the window again, coherently.
-                    coherent = true;
-                    done = false;
-                }
-            } else {
-                answer.status = status::FOUND;
-                answer.value = L::own_value(word, table_values, addr as usize);
+            answer.status = status::FOUND;
+            answer.value = L::own_value(word, table_values, addr as usize);
+            if comptime!(want_slot) {
+                answer.slot = addr;
             }
-            if done {
-                if comptime!(want_slot) {
-                    answer.slot = addr;
-                }
-                if comptime!(count_probes) {
-                    answer.probes = (walked + j - skip + 1u32).min(limit);
-                }
-                going = false;
+            if comptime!(count_probes) {
+                answer.probes = (walked + j - skip + 1u32).min(limit);
             }
+            going = false;
         } else if empty != 0u32 {
             if comptime!(count_probes) {
                 answer.probes = (walked + empty.trailing_zeros() - skip + 1u32).min(limit);
