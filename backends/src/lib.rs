@@ -21,7 +21,7 @@ pub mod device;
 pub mod paged;
 pub mod results;
 pub mod runtime;
-pub mod select;
+pub use runtime::select;
 pub mod sharded;
 pub mod table;
 

@@ -88,24 +88,6 @@ impl<V> FindAll<V> {
     }
 }
 
-/// Fills `offsets` (cleared, its room reused) with `0` and the running sums of `counts`, and returns the total:
-/// a [`FindAll`]'s offsets made on the host. A total past `u32::MAX` is a typed error (its offsets are 32-bit).
-pub(crate) fn offsets_from_counts(
-    offsets: &mut Vec<u32>,
-    counts: impl ExactSizeIterator<Item = usize>,
-) -> hashtile_core::Result<usize> {
-    offsets.clear();
-    crate::runtime::host_memory::answer_room(offsets, counts.len() + 1);
-    offsets.push(0);
-    let mut sum = 0usize;
-    for c in counts {
-        sum += c;
-        let o = u32::try_from(sum).map_err(|_| past_32_bit_offsets(sum as u64))?;
-        offsets.push(o);
-    }
-    Ok(sum)
-}
-
 /// The error of a `find_all` whose answer would hold `at_least` values, more than its 32-bit offsets address.
 pub(crate) fn past_32_bit_offsets(at_least: u64) -> hashtile_core::Error {
     hashtile_core::Error::InvalidConfig(format!(
@@ -141,29 +123,4 @@ pub fn bits_from(bits: &mut [u32], n: usize, present: impl Fn(usize) -> bool + S
         }
         *word = x;
     });
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{FindAll, offsets_from_counts};
-
-    #[test]
-    fn offsets_are_running_sums_and_refuse_past_32_bits() {
-        let mut offsets = vec![7, 7, 7];
-        assert_eq!(
-            offsets_from_counts(&mut offsets, [2, 0, 3].into_iter()),
-            Ok(5)
-        );
-        assert_eq!(offsets, [0, 2, 2, 5]);
-        let all = FindAll {
-            offsets,
-            values: vec![1u32, 2, 3, 4, 5],
-        };
-        assert_eq!(all.get(2), Some(&[3, 4, 5][..]));
-        assert_eq!(all.get(3), None);
-        // One value past what 32-bit offsets address: a typed error, not a wrapped offset.
-        let mut offsets = Vec::new();
-        let past = offsets_from_counts(&mut offsets, [u32::MAX as usize, 1].into_iter());
-        assert!(matches!(past, Err(hashtile_core::Error::InvalidConfig(_))));
-    }
 }

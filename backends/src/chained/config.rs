@@ -1,7 +1,7 @@
 //! What chained tables are built with and speak in: [`ChainedConfig`], the slab's size, the operations of a
 //! mixed batch ([`Op`](crate::results::Op), [`Outcome`](crate::results::Outcome)) and what a table holds ([`ChainStats`]).
 
-use crate::select::BackendChoice;
+use crate::runtime::select::BackendChoice;
 
 /// Slots per slab: a slab is read as 16 words, 15 pairs and the link (SlabHash's 128-byte slab of 32-bit pairs).
 pub const SLAB_SLOTS: usize = 15;

@@ -39,12 +39,13 @@ pub use config::{ChainStats, ChainedConfig, NeedSlab, SLAB_SLOTS};
 
 use crate::chained::gpu::{DeviceChained, StoreSpec, device_chained, op, status};
 use crate::device::layout::{Packed, Wide};
-use crate::results::{FindAll, offsets_from_counts};
+use crate::results::FindAll;
 use crate::runtime::dispatch::{TableStream, table_stream};
 use crate::runtime::host_io::{BatchSizes, check_out_len, first_reserved, reserved_keys};
+use crate::runtime::host_memory::offsets_from_counts;
 use crate::runtime::host_memory::{PinnedBuffer, answer_room, zeroed_answers};
+use crate::runtime::select::{Backend, BackendChoice};
 use crate::runtime::words::{same_options_vec, with_find_all_words, with_words_mut, words_of};
-use crate::select::{Backend, BackendChoice};
 use cpu::{CpuChained, Placed};
 use hashtile_core::{Element, Error, HashFamily, Key, Result, Value};
 use rayon::prelude::*;
@@ -115,11 +116,11 @@ impl<K: Key, V: Value> ChainedTable<K, V> {
         }
         let narrow = K::BITS == 32 && V::BITS == 32;
         let backend = match cfg.backend {
-            BackendChoice::Auto => crate::select::resolve(BackendChoice::Auto),
+            BackendChoice::Auto => crate::runtime::select::resolve(BackendChoice::Auto),
             BackendChoice::Exactly(Backend::Cpu) => Backend::Cpu,
             BackendChoice::Exactly(b) => {
-                if !crate::select::is_available(b) {
-                    return Err(crate::select::unavailable(b));
+                if !crate::runtime::select::is_available(b) {
+                    return Err(crate::runtime::select::unavailable(b));
                 }
                 b
             }

@@ -1,7 +1,7 @@
 //! What a CSR table or join is built with: [`CsrConfig`] (hash range, backend, device build and lookup knobs),
 //! [`CsrBuild`], [`JoinMethod`], and the device side of a configuration ([`DeviceCsrParams`]).
 
-use crate::select::{Backend, BackendChoice};
+use crate::runtime::select::{Backend, BackendChoice};
 use hashtile_core::{Error, HashFamily, Result};
 
 /// How a CSR table is built.
@@ -178,12 +178,12 @@ impl CsrConfig {
         match self.backend {
             BackendChoice::Exactly(Backend::Cpu) => Ok(Backend::Cpu),
             BackendChoice::Exactly(b) => {
-                if !crate::select::is_available(b) {
-                    return Err(crate::select::unavailable(b));
+                if !crate::runtime::select::is_available(b) {
+                    return Err(crate::runtime::select::unavailable(b));
                 }
                 Ok(b)
             }
-            BackendChoice::Auto => Ok(crate::select::resolve(BackendChoice::Auto)),
+            BackendChoice::Auto => Ok(crate::runtime::select::resolve(BackendChoice::Auto)),
         }
     }
 }

@@ -1,8 +1,9 @@
 //! The CPU side of CSR tables and joins: `HostCsr` (count, prefix sum, place; the device build's oracle) and
 //! `HostJoin`.
 
-use crate::results::{FindAll, offsets_from_counts};
+use crate::results::FindAll;
 use crate::runtime::host_memory::answer_room;
+use crate::runtime::host_memory::offsets_from_counts;
 use hashtile_core::{HashFamily, Key, Result, Value};
 use rayon::prelude::*;
 use std::sync::atomic::{AtomicU32, Ordering};

@@ -49,7 +49,7 @@ use cpu::{HostCsr, HostJoin, intersect_vertex};
 
 use crate::csr::gpu::DeviceCsr;
 use crate::csr::gpu::join::DeviceJoin;
-use crate::select::Backend;
+use crate::runtime::select::Backend;
 use hashtile_core::{Element, Error, HashFamily, Key, Result, Value};
 use rayon::prelude::*;
 use std::sync::Arc;

@@ -1,7 +1,7 @@
 //! How to build a paged table: [`PagedConfig`] (its defaults and builder methods), the placement and
 //! replacement policies and the device budget.
 
-use crate::select::BackendChoice;
+use crate::runtime::select::BackendChoice;
 use crate::table::TableConfig;
 use hashtile_core::scheme::SchemeParams;
 

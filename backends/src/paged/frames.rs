@@ -21,7 +21,7 @@
 
 use super::PagedTable;
 use crate::paged::protocol::{FRAME_DESC_WORDS, FramedUpsert, SlotFrames};
-use crate::select::Backend;
+use crate::runtime::select::Backend;
 use hashtile_core::scheme::SchemeInfo;
 use hashtile_core::{Key, Result, Value};
 

@@ -78,8 +78,8 @@ use crate::paged::cpu::CpuChild;
 use crate::paged::gpu::child::AsChild;
 use crate::paged::protocol::{PagedChild, Router, SlotFrames};
 use crate::runtime::dispatch::{TableStream, table_stream};
-use crate::select::unavailable;
-use crate::select::{Backend, BackendChoice, is_available, resolve};
+use crate::runtime::select::unavailable;
+use crate::runtime::select::{Backend, BackendChoice, is_available, resolve};
 use crate::table::{EngineShape, TableConfig, cpu_engine, default_bucket_size_of, gpu_spec};
 pub use config::{
     DEFAULT_PAGE_BYTES, DEFAULT_STASH_PAIRS, DeviceBudget, PagedConfig, Placement, Replacement,

@@ -4,8 +4,8 @@
 
 use super::kernel_cache::client;
 use super::transfer::CopyCeiling;
+use crate::runtime::select::Backend;
 use crate::runtime::transfer::HostTransfer;
-use crate::select::Backend;
 use cubecl::prelude::*;
 use cubecl::stream_id::StreamId;
 use hashtile_core::Result;
@@ -30,7 +30,7 @@ pub(crate) fn on_backend<W: OnRuntime>(backend: Backend, work: W) -> Result<W::O
 /// prefers, its others the discrete GPUs in wgpu's order.
 pub(crate) fn on_device<W: OnRuntime>(backend: Backend, device: usize, work: W) -> Result<W::Out> {
     let _ = &work;
-    let count = crate::select::device_count(backend);
+    let count = crate::runtime::select::device_count(backend);
     if backend == Backend::Cuda && device >= count {
         return Err(hashtile_core::Error::InvalidConfig(format!(
             "device {device} of {backend} asked for; {count} answered"
@@ -47,7 +47,7 @@ pub(crate) fn on_device<W: OnRuntime>(backend: Backend, device: usize, work: W) 
         } else {
             cubecl::wgpu::WgpuDevice::DiscreteGpu(device)
         })),
-        b => Err(crate::select::unavailable(b)),
+        b => Err(crate::runtime::select::unavailable(b)),
     }
 }
 

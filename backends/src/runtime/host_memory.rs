@@ -262,6 +262,24 @@ pub(crate) fn check_host_memory(what: &'static str, needed: u64) -> Result<()> {
     refuse_beyond(what, "host", needed, available)
 }
 
+/// Fills `offsets` (cleared, its room reused) with `0` and the running sums of `counts`, and returns the total:
+/// a [`FindAll`](crate::results::FindAll)'s offsets made on the host. A total past `u32::MAX` is a typed error (its offsets are 32-bit).
+pub(crate) fn offsets_from_counts(
+    offsets: &mut Vec<u32>,
+    counts: impl ExactSizeIterator<Item = usize>,
+) -> Result<usize> {
+    offsets.clear();
+    answer_room(offsets, counts.len() + 1);
+    offsets.push(0);
+    let mut sum = 0usize;
+    for c in counts {
+        sum += c;
+        let o = u32::try_from(sum).map_err(|_| crate::results::past_32_bit_offsets(sum as u64))?;
+        offsets.push(o);
+    }
+    Ok(sum)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -299,5 +317,25 @@ mod tests {
         assert!(!answer_room(&mut v, room));
         assert!(answer_room(&mut v, room + 100));
         assert_eq!(v, [1, 2, 3]);
+    }
+
+    #[test]
+    fn offsets_are_running_sums_and_refuse_past_32_bits() {
+        let mut offsets = vec![7, 7, 7];
+        assert_eq!(
+            offsets_from_counts(&mut offsets, [2, 0, 3].into_iter()),
+            Ok(5)
+        );
+        assert_eq!(offsets, [0, 2, 2, 5]);
+        let all = crate::results::FindAll {
+            offsets,
+            values: vec![1u32, 2, 3, 4, 5],
+        };
+        assert_eq!(all.get(2), Some(&[3, 4, 5][..]));
+        assert_eq!(all.get(3), None);
+        // One value past what 32-bit offsets address: a typed error, not a wrapped offset.
+        let mut offsets = Vec::new();
+        let past = offsets_from_counts(&mut offsets, [u32::MAX as usize, 1].into_iter());
+        assert!(matches!(past, Err(hashtile_core::Error::InvalidConfig(_))));
     }
 }

@@ -1,4 +1,6 @@
-//! Host <-> device plumbing with no knowledge of any table family: launch geometry and the shared fill / copy
+//! Host <-> device plumbing with no knowledge of any table family: the backend choice and the availability
+//! probes ([`select`], which make their clients under the kernel cache; re-exported at the crate root), launch
+//! geometry and the shared fill / copy
 //! kernels ([`launch`]), host transfers ([`transfer`]; pinned memory, huge-page advice and answer vectors in
 //! `host_memory`, crate-internal), the one host-I/O layer every family's host calls go through ([`host_io`]),
 //! the one runtime dispatch ([`dispatch`]), the persistent kernel cache every client is made under
@@ -13,6 +15,7 @@ pub(crate) mod host_memory;
 pub mod kernel_cache;
 pub mod launch;
 pub mod scan;
+pub mod select;
 pub(crate) mod trace;
 pub mod transfer;
 pub mod words;

@@ -17,7 +17,7 @@ use super::shard_threads::{merge_failures, run_each};
 use crate::chained::{ChainStats, ChainedConfig, ChainedTable, Op, Outcome, check_keys};
 use crate::results::FindAll;
 use crate::runtime::host_io::check_len;
-use crate::select::Backend;
+use crate::runtime::select::Backend;
 use hashtile_core::{Error, Key, Result, Value};
 use rayon::prelude::*;
 

@@ -4,7 +4,7 @@ use super::ranks::Ranks;
 use super::route::MAX_SHARDS;
 use crate::chained::ChainedConfig;
 use crate::csr::CsrConfig;
-use crate::select::{Backend, BackendChoice, device_count, resolve};
+use crate::runtime::select::{Backend, BackendChoice, device_count, resolve};
 use crate::table::TableConfig;
 use hashtile_core::{Error, Result};
 
@@ -214,7 +214,7 @@ impl<C: ShardConfig> ShardedConfig<C> {
         let backend = self.backend();
         let count = device_count(backend);
         if count == 0 {
-            return Err(crate::select::unavailable(backend));
+            return Err(crate::runtime::select::unavailable(backend));
         }
         if let Some(r) = &self.ranks {
             r.check(MAX_SHARDS)?;

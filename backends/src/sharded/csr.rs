@@ -13,7 +13,7 @@ use super::shard_threads::{merge_failures, run_each};
 use crate::csr::{CsrConfig, CsrJoin, CsrTable, JoinMethod};
 use crate::results::FindAll;
 use crate::runtime::host_io::check_len;
-use crate::select::Backend;
+use crate::runtime::select::Backend;
 use hashtile_core::{Error, Key, Result, Value};
 
 /// A sharded table over ranks is not built for the CSR family.

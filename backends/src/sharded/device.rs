@@ -391,7 +391,7 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
                 let mut distinct = self.devices.clone();
                 distinct.sort_unstable();
                 distinct.dedup();
-                if self.backend != crate::Backend::Cuda
+                if self.backend != crate::runtime::select::Backend::Cuda
                     || self.devices.len() < 2
                     || distinct.len() != self.devices.len()
                 {

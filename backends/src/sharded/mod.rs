@@ -28,8 +28,8 @@ mod through_devices;
 
 use crate::results::{Op, Outcome, present};
 use crate::runtime::host_io::check_len;
+use crate::runtime::select::Backend;
 use crate::runtime::trace::Trace;
-use crate::select::Backend;
 use crate::table::HashTable;
 use config::ShardedConfig;
 use hashtile_core::element::first_position;
@@ -445,7 +445,7 @@ impl<S: SchemeInfo, K: Key, V: Value> ShardedTable<S, K, V> {
             Backend::Cuda => self.find_host::<cubecl::cuda::CudaRuntime>(keys, values, flags),
             #[cfg(feature = "vulkan")]
             Backend::Vulkan => self.find_host::<cubecl::wgpu::WgpuRuntime>(keys, values, flags),
-            b => Err(crate::select::unavailable(b)),
+            b => Err(crate::runtime::select::unavailable(b)),
         }
     }
 

@@ -11,9 +11,10 @@
 //! its start in the shard's part, so that splitting a batch into parts and joining the parts' answers back in
 //! the caller's order are each one parallel pass with no sort and no index vector.
 
-use crate::results::{FindAll, offsets_from_counts};
+use crate::results::FindAll;
 use crate::runtime::disjoint::DisjointWrites;
 use crate::runtime::host_memory::answer_room;
+use crate::runtime::host_memory::offsets_from_counts;
 use hashtile_core::hash::route_hash;
 use hashtile_core::{Key, Result};
 use rayon::prelude::*;

@@ -5,7 +5,7 @@
 
 use super::ShardedTable;
 use super::config::ShardedConfig;
-use crate::select::Backend;
+use crate::runtime::select::Backend;
 use hashtile_core::scheme::SchemeInfo;
 use hashtile_core::{Error, Key, Result};
 

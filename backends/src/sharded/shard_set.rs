@@ -7,8 +7,8 @@ use super::shard_threads::merge_failures;
 use super::staging::{Part, Pinned, Room, Staged, Stages, Staging, on_staged, on_staged_ref};
 use crate::results::{FindAll, present};
 use crate::runtime::host_io::check_out_len;
+use crate::runtime::select::Backend;
 use crate::runtime::trace::Trace;
-use crate::select::Backend;
 use hashtile_core::{Key, Result, Value};
 
 /// A family's shards (`T`: one family table of `K -> V` each), how keys are routed to them, and each shard's

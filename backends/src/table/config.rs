@@ -1,7 +1,7 @@
 //! [`TableConfig`]: how a static table is built (backend, capacity, bucket size, scheme parameters, seeds,
 //! rebuilds, batch sizes), its checks, and the default bucket size of each scheme per backend.
 
-use crate::select::{Backend, BackendChoice};
+use crate::runtime::select::{Backend, BackendChoice};
 use hashtile_core::scheme::{SchemeInfo, SchemeParams};
 use hashtile_core::{Error, Result};
 

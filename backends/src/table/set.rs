@@ -8,7 +8,7 @@
 //! tombstones, rebuilds, the reserved-key swap, the host path) is the table's own.
 
 use super::{HashTable, TableConfig};
-use crate::select::Backend;
+use crate::runtime::select::Backend;
 use hashtile_core::scheme::SchemeInfo;
 use hashtile_core::{Key, Result};
 

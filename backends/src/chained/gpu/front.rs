@@ -92,7 +92,7 @@ pub(crate) struct StoreSpec<W> {
 /// An empty GPU store of layout `L` on device `device` of `backend` (checked available and not the CPU by the
 /// caller).
 pub(crate) fn device_chained<W: hashtile_core::Element, L: KeyLayout<Key = W, Value = W>>(
-    backend: crate::select::Backend,
+    backend: crate::runtime::select::Backend,
     device: usize,
     spec: StoreSpec<W>,
 ) -> Result<Box<dyn DeviceChained<W>>> {

@@ -526,7 +526,7 @@ impl<R: HostTransfer, K: CsrKey> DeviceJoin for GpuJoin<R, K> {
 
 /// Plans a join of the caller's key columns on `backend` (checked available and not the CPU by the caller).
 pub(crate) fn device_join<K: Key>(
-    backend: crate::select::Backend,
+    backend: crate::runtime::select::Backend,
     p: DeviceCsrParams,
     left: &[K],
     right: &[K],

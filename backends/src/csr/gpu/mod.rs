@@ -692,7 +692,7 @@ impl<R: HostTransfer, CK: CsrKey, CV: CsrValue, K: Key, V: Value> DeviceCsr<K, V
 /// Builds a device CSR table of the caller's `K -> V` pairs on `backend`, which the caller has checked is
 /// available and not the CPU.
 pub(crate) fn device_csr<K: Key, V: Value>(
-    backend: crate::select::Backend,
+    backend: crate::runtime::select::Backend,
     p: DeviceCsrParams,
     keys: &[K],
     values: &[V],

@@ -6,8 +6,8 @@
 use crate::device::layout::{KeyLayout, Packed, Wide};
 use crate::device::set_layout::{Keys32, Keys64};
 use crate::runtime::dispatch::{OnRuntime, on_device};
+use crate::runtime::select::Backend;
 use crate::runtime::transfer::HostTransfer;
-use crate::select::Backend;
 use crate::table::engine::Engine;
 use crate::table::gpu::{GpuOptions, GpuTable};
 use cubecl::prelude::*;

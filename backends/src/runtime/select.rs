@@ -3,7 +3,7 @@
 //! backend. Ask for `Backend::Vulkan` explicitly to use one.
 
 #[allow(unused_imports)] // unused when no GPU runtime is compiled in
-use crate::runtime::kernel_cache::client;
+use super::kernel_cache::client;
 use hashtile_core::Error;
 use std::fmt;
 
