@@ -20,12 +20,12 @@
 //! Only launches of finds with plain reads (nothing writes while they run) and unframed tables take this path;
 //! erases, the device API's coherent finds and the paged tables' framed finds stay on the driver.
 
-use super::layout::KeyLayout;
+use super::layout::{KeyLayout, key_view};
 use super::operation::{TileAnswer, blank_answer, status};
 use super::shape::TableMeta;
 use cubecl::prelude::*;
 use hashtile_core::scheme::sequence;
-use hashtile_core::tile::{EMPTY_WORD, widen_word};
+use hashtile_core::tile::{EMPTY_WORD, LaneSlots, TileLane, slot_word, widen_word};
 
 /// Probes a window holds: the slots of one 32-byte sector of 8-byte words (half a sector of sets' 4-byte words).
 pub const WINDOW: u32 = 4;
@@ -75,43 +75,32 @@ pub(crate) fn window_find<L: KeyLayout>(
     let n = meta.num_buckets;
     // The walk reads at most `max_chain` probes, and never a slot twice.
     let limit = meta.params.max_chain.min(n);
-    let sh = comptime!(L::KEY_SHIFT as u64);
-    let bits = L::key_bits(key);
+    // A one-lane tile: the window is a bucket of four slots this lane holds alone, viewed as the driver views one.
+    let lane = TileLane {
+        lane: 0u32,
+        base: 0u32,
+    };
     let first = L::bucket(meta, key, 0u32);
     let mut base = first - first % WINDOW;
     let mut skip = first - base; // the window's slots before the walk's position
     let mut walked = 0u32; // probes of the windows before this one
     let mut going = mine;
     while going {
-        let w0 = window_word::<L::Word>(table, base, n, 0u32);
-        let w1 = window_word::<L::Word>(table, base, n, 1u32);
-        let w2 = window_word::<L::Word>(table, base, n, 2u32);
-        let w3 = window_word::<L::Word>(table, base, n, 3u32);
+        let slots = LaneSlots {
+            w0: window_word::<L::Word>(table, base, n, 0u32),
+            w1: window_word::<L::Word>(table, base, n, 1u32),
+            w2: window_word::<L::Word>(table, base, n, 2u32),
+            w3: window_word::<L::Word>(table, base, n, 3u32),
+        };
         let stored = (n - base).min(WINDOW);
         // The walk's probes in this window: from its position to the window's (or the table's) end.
         let probes_here = (((1u32 << stored) - 1u32) >> skip) << skip;
-        let empty = (u32::cast_from(w0 == EMPTY_WORD)
-            | (u32::cast_from(w1 == EMPTY_WORD) << 1u32)
-            | (u32::cast_from(w2 == EMPTY_WORD) << 2u32)
-            | (u32::cast_from(w3 == EMPTY_WORD) << 3u32))
-            & probes_here;
-        let matched = (u32::cast_from(w0 != EMPTY_WORD && (w0 >> sh) == bits)
-            | (u32::cast_from(w1 != EMPTY_WORD && (w1 >> sh) == bits) << 1u32)
-            | (u32::cast_from(w2 != EMPTY_WORD && (w2 >> sh) == bits) << 2u32)
-            | (u32::cast_from(w3 != EMPTY_WORD && (w3 >> sh) == bits) << 3u32))
-            & probes_here;
+        let view = key_view::<L>(slots, key, lane, WINDOW, 1u32);
+        let empty = view.empty & probes_here;
+        let matched = view.matched & probes_here;
         if matched != 0u32 {
             let j = matched.trailing_zeros();
-            let mut word = w0;
-            if j == 1u32 {
-                word = w1;
-            }
-            if j == 2u32 {
-                word = w2;
-            }
-            if j == 3u32 {
-                word = w3;
-            }
+            let word = slot_word(slots, j, lane, WINDOW, 1u32);
             let addr = base + j;
             answer.status = status::FOUND;
             answer.value = L::own_value(word, table_values, addr as usize);

@@ -151,18 +151,22 @@ fn quietly<T>(f: impl FnOnce() -> T + std::panic::UnwindSafe) -> Option<T> {
     r
 }
 
+/// `true` if `device` of runtime `R` answers: its client (made under the kernel cache) reports a plane, and
+/// making it did not panic (CubeCL panics when a driver or adapter is missing).
+#[cfg(any(feature = "cuda", feature = "vulkan"))]
+fn answers<R: cubecl::Runtime>(device: R::Device) -> bool
+where
+    R::Device: std::panic::UnwindSafe,
+{
+    quietly(move || client::<R>(&device).properties().hardware.plane_size_max > 0).unwrap_or(false)
+}
+
 /// `true` if the `cuda` feature is on and a CUDA device answers.
 pub fn cuda_available() -> bool {
     #[cfg(feature = "cuda")]
     {
         static AVAILABLE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-        *AVAILABLE.get_or_init(|| {
-            quietly(|| {
-                let client = client::<cubecl::cuda::CudaRuntime>(&Default::default());
-                client.properties().hardware.plane_size_max > 0
-            })
-            .unwrap_or(false)
-        })
+        *AVAILABLE.get_or_init(|| answers::<cubecl::cuda::CudaRuntime>(Default::default()))
     }
     #[cfg(not(feature = "cuda"))]
     {
@@ -180,16 +184,7 @@ pub fn vulkan_hardware_available() -> bool {
         *AVAILABLE.get_or_init(|| {
             [WgpuDevice::DiscreteGpu(0), WgpuDevice::IntegratedGpu(0)]
                 .into_iter()
-                .any(|d| {
-                    quietly(move || {
-                        client::<WgpuRuntime>(&d)
-                            .properties()
-                            .hardware
-                            .plane_size_max
-                            > 0
-                    })
-                    .unwrap_or(false)
-                })
+                .any(answers::<WgpuRuntime>)
         })
     }
     #[cfg(not(feature = "vulkan"))]
@@ -203,13 +198,7 @@ pub fn vulkan_available() -> bool {
     #[cfg(feature = "vulkan")]
     {
         static AVAILABLE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-        *AVAILABLE.get_or_init(|| {
-            quietly(|| {
-                let client = client::<cubecl::wgpu::WgpuRuntime>(&Default::default());
-                client.properties().hardware.plane_size_max > 0
-            })
-            .unwrap_or(false)
-        })
+        *AVAILABLE.get_or_init(|| answers::<cubecl::wgpu::WgpuRuntime>(Default::default()))
     }
     #[cfg(not(feature = "vulkan"))]
     {
