@@ -62,6 +62,8 @@ pub fn empty_gpu_table<
     )?;
     t.set_binning(args.binning);
     t.set_range_order(args.cur_range_order);
+    t.set_find_tile_width(args.find_lanes)?;
+    t.set_insert_tile_width(args.insert_lanes)?;
     Ok((t, family))
 }
 

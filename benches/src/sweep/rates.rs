@@ -68,6 +68,8 @@ fn rate_point<S: SchemeInfo>(
         range_order: vec![hashtile::gpu::RangeOrder::Auto],
         cur_range_order: hashtile::gpu::RangeOrder::Auto,
         no_upsert: ctx.args.no_upsert,
+        find_lanes: None,
+        insert_lanes: None,
         max_chain: ctx.args.max_chain,
         num_hashes: ctx.args.num_hashes,
         wide: false,

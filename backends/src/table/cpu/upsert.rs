@@ -402,12 +402,7 @@ impl<S: SchemeInfo> CpuTable<S> {
     pub(super) fn range_bits(&self, n: usize) -> u32 {
         let table_bytes = self.capacity() * 16 + self.num_buckets as usize;
         let wanted = table_bytes
-            .div_ceil(
-                std::env::var("HT_RB")
-                    .ok()
-                    .and_then(|x| x.parse().ok())
-                    .unwrap_or(RANGE_BYTES),
-            )
+            .div_ceil(RANGE_BYTES)
             .max(4 * rayon::current_num_threads())
             .next_power_of_two();
         let most = (n / MIN_RANGE_KEYS).max(1);

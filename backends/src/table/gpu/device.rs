@@ -139,7 +139,7 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
         upsert: Option<bool>,
         counters: &Handle,
     ) {
-        let tw = self.tile_width;
+        let tw = self.insert_tile_width;
         self.queue_insert_as::<S, Assign>(keys, values, which, n, upsert, counters, None, tw);
     }
 
@@ -369,7 +369,7 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
                 self.shape_arg(),
                 ArrayArg::from_raw_parts(probe_handle, probe_len),
                 self.bucket_size,
-                self.tile_width,
+                self.find_tile_width,
                 mode,
                 self.count_probes,
             )

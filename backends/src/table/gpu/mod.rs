@@ -133,7 +133,33 @@ pub struct GpuTable<R: HostTransfer, S: ProbingScheme, L: KeyLayout = Packed> {
     pub(crate) binning: Binning,
     /// Whether large device batches run in table order (`ordered`).
     pub(crate) range_order: RangeOrder,
+    /// Lanes per tile of the find launches ([`GpuTable::set_find_tile_width`]).
+    pub(crate) find_tile_width: u32,
+    /// Lanes per tile of the insert launches ([`GpuTable::set_insert_tile_width`]).
+    pub(crate) insert_tile_width: u32,
     pub(crate) _scheme: PhantomData<(S, L)>,
+}
+
+/// The default lanes per tile of a find launch: the fewest whose lanes hold at most four slots of a bucket
+/// each (at most the table's `tile_width`). A tile serves its lanes' keys one after another, so a narrower one
+/// has more keys' bucket reads in flight per plane, each lane's slots read by independent loads; the find is
+/// bound by the reads in flight, not by the bytes (NOTES.md D58: H200, 2^26 keys, BCHT B = 8 at load 0.8 finds
+/// 23.4 G keys/s in tiles of 8 lanes, 29.8 in 4, 32.4 in 2).
+pub(crate) fn default_find_tile_width(bucket_size: u32, tile_width: u32) -> u32 {
+    (bucket_size / 4).clamp(1, tile_width)
+}
+
+/// The default lanes per tile of an insert launch: half a bucket of at least 8 slots (each lane holding two),
+/// at most the table's `tile_width`; smaller buckets keep the table's tiles. As for finds, the narrower tile
+/// has more keys in flight per plane (D58: H200, 2^26 bulk builds at load 0.8, B = 16 in tiles of 16 and 8
+/// lanes: BCHT 8.9 -> 10.9 G keys/s, IHT 7.7 -> 11.3, P2BHT 6.7 -> 8.9; BCHT B = 8 in 8 and 4 lanes: 12.1 ->
+/// 13.1).
+pub(crate) fn default_insert_tile_width(bucket_size: u32, tile_width: u32) -> u32 {
+    if bucket_size >= 8 {
+        (bucket_size / 2).clamp((bucket_size / 4).max(1), tile_width)
+    } else {
+        tile_width
+    }
 }
 
 /// Refuses a bucket count scheme `S`'s probe sequence cannot walk (double hashing: its step must be coprime with
@@ -295,6 +321,8 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
             counters,
             binning: Binning::Off,
             range_order: RangeOrder::Auto,
+            find_tile_width: default_find_tile_width(bucket_size, tile_width),
+            insert_tile_width: default_insert_tile_width(bucket_size, tile_width),
             _scheme: PhantomData,
         };
         t.upload_shape();
@@ -341,6 +369,53 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
     /// Lanes per tile (`min(B, plane size)`).
     pub fn tile_width(&self) -> u32 {
         self.tile_width
+    }
+
+    /// Lanes per tile of the find launches (finds, contains, and the host path's lookups): by default the
+    /// fewest whose lanes hold at most four slots of a bucket each (`default_find_tile_width`).
+    pub fn find_tile_width(&self) -> u32 {
+        self.find_tile_width
+    }
+
+    /// Sets the lanes per tile of the find launches (`None`: the default, [`GpuTable::find_tile_width`]): a
+    /// power of two at most [`GpuTable::tile_width`], each lane then holding `B / lanes` slots of a bucket, at
+    /// most four. The answers do not depend on it.
+    pub fn set_find_tile_width(&mut self, lanes: Option<u32>) -> Result<()> {
+        let lanes = lanes.unwrap_or(default_find_tile_width(self.bucket_size, self.tile_width));
+        self.find_tile_width = self.narrower_tile("find", lanes)?;
+        Ok(())
+    }
+
+    /// Lanes per tile of the insert launches: by default half a bucket of at least 8 slots, two slots a lane
+    /// (`default_insert_tile_width`), else the table's [`GpuTable::tile_width`].
+    pub fn insert_tile_width(&self) -> u32 {
+        self.insert_tile_width
+    }
+
+    /// Sets the lanes per tile of the insert launches (`None`: the default, [`GpuTable::insert_tile_width`]),
+    /// as [`GpuTable::set_find_tile_width`] does for finds; one-lane tiles only where the table's own are.
+    pub fn set_insert_tile_width(&mut self, lanes: Option<u32>) -> Result<()> {
+        let lanes = lanes.unwrap_or(default_insert_tile_width(self.bucket_size, self.tile_width));
+        if lanes == 1 && self.tile_width != 1 {
+            return Err(Error::InvalidConfig(
+                "one-lane insert tiles are the one-slot buckets' own".into(),
+            ));
+        }
+        self.insert_tile_width = self.narrower_tile("insert", lanes)?;
+        Ok(())
+    }
+
+    /// `lanes` if a tile of that many lanes can serve this table's buckets (a power of two, at most the table's
+    /// tile width, at most four slots a lane), else [`Error::InvalidConfig`] naming the `what` launches.
+    fn narrower_tile(&self, what: &str, lanes: u32) -> Result<u32> {
+        if !lanes.is_power_of_two() || lanes > self.tile_width || self.bucket_size / lanes > 4 {
+            return Err(Error::InvalidConfig(format!(
+                "{what} tiles of {lanes} lanes do not fit buckets of {} slots in tiles of at most {} lanes \
+                 (a power of two, at most four slots a lane)",
+                self.bucket_size, self.tile_width
+            )));
+        }
+        Ok(lanes)
     }
 
     /// Sets the keys per device batch and per find chunk of the host path (`None`: the defaults, see
