@@ -69,10 +69,12 @@ pub struct Args {
     /// The range order being measured (set per iteration, not a flag).
     #[arg(skip)]
     pub cur_range_order: hashtile::gpu::RangeOrder,
-    /// Lanes per tile of GPU find launches (`GpuTable::set_find_tile_width`) [default: the table's tile].
+    /// Lanes per tile of GPU find launches (`GpuTable::set_find_tile_width`) (default: the library's, a quarter of
+    /// the bucket's slots).
     #[arg(long)]
     pub find_lanes: Option<u32>,
-    /// Lanes per tile of GPU insert launches (`GpuTable::set_insert_tile_width`) [default: the table's tile].
+    /// Lanes per tile of GPU insert launches (`GpuTable::set_insert_tile_width`) (default: the library's, half the
+    /// bucket's slots where it holds at least 8).
     #[arg(long)]
     pub insert_lanes: Option<u32>,
     /// Skip the duplicate check on insert (the caller promises new, distinct keys: the paper's bulk build).

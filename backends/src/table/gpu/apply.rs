@@ -272,7 +272,7 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
     /// 9.1 (NOTES.md D30).
     fn fold_tile_width(&self) -> u32 {
         if self.capacity() * L::WORD_BYTES <= CACHED_SLOT_BYTES {
-            (self.bucket_size / 4).max(1)
+            super::fewest_lanes(self.bucket_size, self.tile_width)
         } else {
             self.tile_width
         }

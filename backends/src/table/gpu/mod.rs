@@ -140,12 +140,13 @@ pub struct GpuTable<R: HostTransfer, S: ProbingScheme, L: KeyLayout = Packed> {
     pub(crate) _scheme: PhantomData<(S, L)>,
 }
 
-/// The default lanes per tile of a find launch: the fewest whose lanes hold at most four slots of a bucket
-/// each (at most the table's `tile_width`). A tile serves its lanes' keys one after another, so a narrower one
-/// has more keys' bucket reads in flight per plane, each lane's slots read by independent loads; the find is
-/// bound by the reads in flight, not by the bytes (NOTES.md D58: H200, 2^26 keys, BCHT B = 8 at load 0.8 finds
-/// 23.4 G keys/s in tiles of 8 lanes, 29.8 in 4, 32.4 in 2).
-pub(crate) fn default_find_tile_width(bucket_size: u32, tile_width: u32) -> u32 {
+/// The fewest lanes a tile can serve a bucket of `bucket_size` slots with: each lane holds at most four (at most
+/// the table's `tile_width`, which is never fewer). The default tile of a find launch, and of a fold into a cached
+/// table (`GpuTable::fold_tile_width`). A tile serves its lanes' keys one after another, so a narrower one has
+/// more keys' bucket reads in flight per plane, each lane's slots read by independent loads; the find is bound by
+/// the reads in flight, not by the bytes (NOTES.md D58: H200, 2^26 keys, BCHT B = 8 at load 0.8 finds 23.4 G
+/// keys/s in tiles of 8 lanes, 29.8 in 4, 32.4 in 2).
+pub(crate) fn fewest_lanes(bucket_size: u32, tile_width: u32) -> u32 {
     (bucket_size / 4).clamp(1, tile_width)
 }
 
@@ -156,7 +157,7 @@ pub(crate) fn default_find_tile_width(bucket_size: u32, tile_width: u32) -> u32 
 /// 13.1).
 pub(crate) fn default_insert_tile_width(bucket_size: u32, tile_width: u32) -> u32 {
     if bucket_size >= 8 {
-        (bucket_size / 2).clamp((bucket_size / 4).max(1), tile_width)
+        (bucket_size / 2).min(tile_width)
     } else {
         tile_width
     }
@@ -321,7 +322,7 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
             counters,
             binning: Binning::Off,
             range_order: RangeOrder::Auto,
-            find_tile_width: default_find_tile_width(bucket_size, tile_width),
+            find_tile_width: fewest_lanes(bucket_size, tile_width),
             insert_tile_width: default_insert_tile_width(bucket_size, tile_width),
             _scheme: PhantomData,
         };
@@ -372,7 +373,7 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
     }
 
     /// Lanes per tile of the find launches (finds, contains, and the host path's lookups): by default the
-    /// fewest whose lanes hold at most four slots of a bucket each (`default_find_tile_width`).
+    /// fewest whose lanes hold at most four slots of a bucket each (`fewest_lanes`).
     pub fn find_tile_width(&self) -> u32 {
         self.find_tile_width
     }
@@ -381,7 +382,7 @@ impl<R: HostTransfer, S: ProbingScheme, L: KeyLayout> GpuTable<R, S, L> {
     /// power of two at most [`GpuTable::tile_width`], each lane then holding `B / lanes` slots of a bucket, at
     /// most four. The answers do not depend on it.
     pub fn set_find_tile_width(&mut self, lanes: Option<u32>) -> Result<()> {
-        let lanes = lanes.unwrap_or(default_find_tile_width(self.bucket_size, self.tile_width));
+        let lanes = lanes.unwrap_or(fewest_lanes(self.bucket_size, self.tile_width));
         self.find_tile_width = self.narrower_tile("find", lanes)?;
         Ok(())
     }
